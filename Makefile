@@ -1,0 +1,45 @@
+# winsample — `make demo` and `make test` work from a fresh clone with only Python >= 3.11 and make.
+.DELETE_ON_ERROR:
+.PHONY: demo test bench docs clean venv
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+WS     := $(VENV)/bin/winsample
+DEMO   := build/demo
+
+# Stamp files: reinstall only when pyproject.toml changes.
+$(VENV)/.base: pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "winsample needs Python >= 3.11"'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e .
+	touch $@
+
+$(VENV)/.test: pyproject.toml $(VENV)/.base
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.base
+
+demo: $(VENV)/.base
+	rm -rf $(DEMO)
+	$(WS) encode winsample/corpus -o $(DEMO)/data
+	$(WS) windows $(DEMO)/data/train.bin -T 256 --boundaries paragraph -o $(DEMO)/train.plan.npy
+	$(WS) verify $(DEMO)/data --plan $(DEMO)/train.plan.npy --show 3
+	@echo
+	@echo "demo outputs in $(DEMO)/:"
+	@ls -l $(DEMO) $(DEMO)/data
+
+test: $(VENV)/.test
+	$(PY) -m pytest -q
+
+bench: $(VENV)/.test
+	$(PY) tests/bench/run.py
+
+docs: $(VENV)/.base
+	$(PY) -m winsample._docgen docs/cli.md
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .hypothesis
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+	rm -rf $(VENV)

@@ -1,0 +1,35 @@
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from winsample import __version__
+from winsample.cli import main
+
+
+def test_help_lists_the_three_subcommands():
+    r = CliRunner().invoke(main, ["--help"])
+    assert r.exit_code == 0
+    for cmd in ("encode", "windows", "verify"):
+        assert f"  {cmd} " in r.stdout
+
+
+def test_version():
+    r = CliRunner().invoke(main, ["--version"])
+    assert r.exit_code == 0 and __version__ in r.stdout
+
+
+def test_every_subcommand_has_help():
+    for cmd in main.commands:
+        r = CliRunner().invoke(main, [cmd, "--help"])
+        assert r.exit_code == 0 and "Usage:" in r.stdout
+
+
+def test_unknown_command_is_usage_error():
+    r = CliRunner().invoke(main, ["frobnicate"])
+    assert r.exit_code == 2 and "No such command" in r.stderr
+
+
+def test_python_dash_m_runs():
+    r = subprocess.run([sys.executable, "-m", "winsample", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and __version__ in r.stdout

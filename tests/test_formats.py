@@ -1,0 +1,167 @@
+import json
+import shutil
+
+import numpy as np
+import pytest
+import xxhash
+
+from winsample import formats
+from winsample.errors import DataError, InputError
+
+from .conftest import FIXTURES
+
+GOLDEN = FIXTURES / "golden_v1"
+
+
+def test_golden_v1_files_still_read(ref_gpt2):
+    """A data folder written by format version 1 must keep reading, byte for byte."""
+    meta = formats.read_meta(GOLDEN / "meta.json")
+    docs = {"train": ["Hello world", "滑动窗口。"], "val": ["The end."]}
+    for split, texts in docs.items():
+        entry = meta["splits"][split]
+        tokens = formats.open_tokens(GOLDEN / entry["file"], meta["dtype"])
+        expected = [i for t in texts for i in ref_gpt2.encode_ordinary(t) + [50256]]
+        assert tokens.tolist() == expected
+        assert entry["tokens"] == len(expected) and entry["bytes"] == 2 * len(expected)
+        assert entry["checksum"] == "xxh3_128:" + xxhash.xxh3_128(np.array(expected, "<u2").tobytes()).hexdigest()
+        assert formats.checksum_file(GOLDEN / entry["file"]) == entry["checksum"]
+        starts = formats.read_doc_index(GOLDEN / entry["doc_index"])
+        assert list(starts) == list(np.cumsum([0] + [len(ref_gpt2.encode_ordinary(t)) + 1 for t in texts])[:-1])
+
+
+def test_golden_bin_is_what_nanogpt_reads():
+    data = np.memmap(GOLDEN / "train.bin", dtype=np.uint16, mode="r")
+    assert data[:2].tolist() == [15496, 995]  # "Hello", " world"
+
+
+@pytest.mark.parametrize(("n_vocab", "dtype"), [(50257, "<u2"), (65536, "<u2"), (65537, "<u4"), (200019, "<u4")])
+def test_dtype_rule(n_vocab, dtype):
+    assert formats.dtype_for_vocab(n_vocab) == dtype
+
+
+def test_check_and_cast_refuses_id_that_would_wrap():
+    ids = np.array([1, 2, 65536, 3])
+    assert ids.astype(np.uint16)[2] == 0  # what a plain cast silently does
+    with pytest.raises(DataError, match="position 2"):
+        formats.check_and_cast(ids, "<u2", 100000, "doc.txt")
+
+
+def test_check_and_cast_refuses_id_beyond_vocab():
+    with pytest.raises(DataError, match="50257"):
+        formats.check_and_cast(np.array([50257]), "<u2", 50257, "x")
+    assert formats.check_and_cast(np.array([50256]), "<u2", 50257, "x").dtype == np.dtype("<u2")
+
+
+def test_odd_byte_count_names_stray_bytes(tmp_path):
+    p = tmp_path / "odd.bin"
+    p.write_bytes(b"\x00" * 7)
+    with pytest.raises(DataError, match="1 stray byte"):
+        formats.open_tokens(p, "<u2")
+
+
+def test_empty_bin_opens_as_empty(tmp_path):
+    p = tmp_path / "empty.bin"
+    p.write_bytes(b"")
+    assert len(formats.open_tokens(p)) == 0
+
+
+def test_missing_bin_is_input_error(tmp_path):
+    with pytest.raises(InputError):
+        formats.open_tokens(tmp_path / "nope.bin")
+
+
+def test_atomic_open_keeps_old_file_on_failure(tmp_path):
+    p = tmp_path / "out.bin"
+    p.write_bytes(b"old")
+    with pytest.raises(RuntimeError):
+        with formats.atomic_open(p) as f:
+            f.write(b"half of the new")
+            raise RuntimeError("disk full")
+    assert p.read_bytes() == b"old"
+    assert list(tmp_path.iterdir()) == [p]
+
+
+def test_atomic_open_replaces_on_success(tmp_path):
+    p = tmp_path / "out.bin"
+    p.write_bytes(b"old")
+    with formats.atomic_open(p) as f:
+        f.write(b"new")
+        assert p.read_bytes() == b"old"  # not visible until the block ends
+    assert p.read_bytes() == b"new"
+    assert not formats.tmp_path(p).exists()
+
+
+def test_meta_not_json(tmp_path):
+    p = tmp_path / "meta.json"
+    p.write_text('{"format": "winsample", ')
+    with pytest.raises(DataError, match="not valid JSON"):
+        formats.read_meta(p)
+
+
+def test_meta_from_newer_version_is_refused(tmp_path):
+    meta = json.loads((GOLDEN / "meta.json").read_text())
+    meta["version"] = formats.FORMAT_VERSION + 1
+    p = tmp_path / "meta.json"
+    p.write_text(json.dumps(meta))
+    with pytest.raises(DataError, match="newer"):
+        formats.read_meta(p)
+
+
+def test_meta_missing_split_field(tmp_path):
+    meta = json.loads((GOLDEN / "meta.json").read_text())
+    del meta["splits"]["val"]["tokens"]
+    with pytest.raises(DataError, match="splits.val.tokens"):
+        formats.validate_meta(meta)
+
+
+def test_plan_round_trip(tmp_path):
+    plan = np.zeros(3, dtype=formats.PLAN_DTYPE)
+    plan["start"] = [0, 4, 8]
+    plan["length"] = 5
+    formats.write_plan(tmp_path / "p.npy", plan, {"T": 4})
+    got, side = formats.read_plan(tmp_path / "p.npy")
+    assert got.tolist() == plan.tolist() and side["T"] == 4 and side["format"] == "winsample-plan"
+
+
+def test_plan_with_wrong_fields_is_refused(tmp_path):
+    np.save(tmp_path / "p.npy", np.zeros(3, dtype=[("begin", "<i8")]))
+    (tmp_path / "p.npy.json").write_text(json.dumps({"format": "winsample-plan", "version": 1}))
+    with pytest.raises(DataError, match="not a window plan"):
+        formats.read_plan(tmp_path / "p.npy")
+
+
+def test_plan_without_sidecar_is_refused(tmp_path):
+    np.save(tmp_path / "p.npy", np.zeros(3, dtype=formats.PLAN_DTYPE))
+    with pytest.raises(DataError, match="sidecar"):
+        formats.read_plan(tmp_path / "p.npy")
+
+
+def test_staged_set_appears_only_on_commit(tmp_path):
+    out = tmp_path / "data"
+    shutil.copytree(GOLDEN, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    stage = formats.staging_dir(out)
+    (stage / "train.bin").write_bytes(b"\x01\x00")
+    (stage / "meta.json").write_text("{}")
+    # a crash here: the old set is untouched and the next run cleans the stage
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert formats.recover(out) == "cleaned"
+    assert not stage.exists()
+    stage = formats.staging_dir(out)
+    (stage / "train.bin").write_bytes(b"\x01\x00")
+    (stage / "meta.json").write_text("{}")
+    formats.commit_staged(stage, out, ["train.bin", "meta.json"])
+    assert (out / "train.bin").read_bytes() == b"\x01\x00" and (out / "meta.json").read_text() == "{}"
+    assert not stage.exists()
+
+
+def test_recover_rolls_forward_an_interrupted_commit(tmp_path):
+    out = tmp_path / "data"
+    out.mkdir()
+    (out / "train.bin").write_bytes(b"old")
+    stage = formats.staging_dir(out)
+    (stage / "train.bin").write_bytes(b"new")
+    (stage / "meta.json").write_text("{}")
+    (stage / "COMMIT").write_text(json.dumps(["train.bin", "meta.json"]))  # died right after the mark
+    assert formats.recover(out) == "rolled forward"
+    assert (out / "train.bin").read_bytes() == b"new" and (out / "meta.json").exists()

@@ -1,0 +1,127 @@
+import gzip
+import hashlib
+import socket
+
+import pytest
+import tiktoken
+
+from winsample import tokenizer
+from winsample.errors import ConfigError, DataError
+from winsample.tokenizer import load_encoding
+
+TEXTS = [
+    "hello world",
+    "滑动窗口把长文本切成一段一段。最后的起点是五，不是六！",
+    "emoji 👩‍👩‍👧‍👦 family, flags 🇯🇵🇫🇷, skin 👍🏽",
+    "def f(x):\r\n\treturn x ** 2  # comment\n\n\nclass A: pass\n",
+    "combining: e\u0301 a\u0300\u0316 Z\u0351\u036b\u0343",
+    "   leading and trailing spaces   \n\n",
+    "<|endoftext|> is only text here",
+]
+
+
+def test_hello_world_ids():
+    assert load_encoding("gpt2").encode_ordinary("hello world") == [31373, 995]
+
+
+def test_eot_and_vocab():
+    enc = load_encoding("gpt2")
+    assert enc.eot_token == 50256
+    assert enc.n_vocab == 50257
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_same_ids_as_tiktoken_built_from_ranks_file(text, ref_gpt2):
+    assert load_encoding("gpt2").encode_ordinary(text) == ref_gpt2.encode_ordinary(text)
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_round_trip(text):
+    enc = load_encoding("gpt2")
+    assert enc.decode(enc.encode_ordinary(text)) == text
+
+
+def test_endoftext_in_text_is_not_the_control_id():
+    ids = load_encoding("gpt2").encode_ordinary("<|endoftext|>")
+    assert 50256 not in ids and len(ids) > 1
+
+
+def test_gpt2_loads_with_network_unplugged(monkeypatch, tmp_path):
+    def no_network(*a, **k):
+        raise OSError("network is unplugged in this test")
+
+    monkeypatch.setattr(socket, "socket", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "empty-cache"))
+    load_encoding.cache_clear()
+    try:
+        assert load_encoding("gpt2").encode_ordinary("offline") == [2364, 1370]
+    finally:
+        load_encoding.cache_clear()
+
+
+def test_bundled_ranks_hash_is_tiktokens_expected_hash():
+    assert hashlib.sha256(tokenizer.bundled_gpt2_ranks()).hexdigest() == (
+        "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
+    )
+
+
+def test_ranks_with_wrong_hash_are_refused():
+    data = bytearray(tokenizer.bundled_gpt2_ranks())
+    data[10] ^= 1
+    with pytest.raises(DataError, match="sha256"):
+        tokenizer._gpt2(bytes(data))
+
+
+def test_ranks_sha256_of_encoding_equals_file_hash(gpt2_ranks_file):
+    assert tokenizer.ranks_sha256(load_encoding("gpt2")) == hashlib.sha256(gpt2_ranks_file.read_bytes()).hexdigest()
+
+
+def test_custom_ranks_file_with_cl100k_pattern(cl100k_ranks_file, ref_cl100k):
+    enc = load_encoding("ignored", tokenizer_file=str(cl100k_ranks_file), pattern="cl100k")
+    for text in TEXTS:
+        assert enc.encode_ordinary(text) == ref_cl100k.encode_ordinary(text)
+    assert enc.n_vocab > 65536  # needs uint32 on disk
+
+
+def test_gzipped_custom_ranks_file(tmp_path, gpt2_ranks_file, ref_gpt2):
+    gz = tmp_path / "mine.tiktoken.gz"
+    gz.write_bytes(gzip.compress(gpt2_ranks_file.read_bytes()))
+    enc = load_encoding(tokenizer_file=str(gz), pattern="gpt2")
+    assert enc.encode_ordinary(TEXTS[1]) == ref_gpt2.encode_ordinary(TEXTS[1])
+    assert enc.eot_token == 50256  # the id right after the last rank
+
+
+def test_tiktoken_cache_dir_serves_other_encodings(tmp_path, cl100k_ranks_file, monkeypatch, ref_cl100k):
+    # tiktoken names cached files by the sha1 of their URL
+    spec_url = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+    key = hashlib.sha1(spec_url.encode()).hexdigest()
+    (tmp_path / key).write_bytes(cl100k_ranks_file.read_bytes())
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    load_encoding.cache_clear()
+    tiktoken.registry.ENCODINGS.pop("cl100k_base", None)
+    try:
+        assert load_encoding("cl100k_base").encode_ordinary("hello world") == ref_cl100k.encode_ordinary("hello world")
+    finally:
+        load_encoding.cache_clear()
+        tiktoken.registry.ENCODINGS.pop("cl100k_base", None)
+
+
+def test_unreachable_encoding_names_cache_dir_and_tokenizer_file(tmp_path, monkeypatch):
+    def no_network(*a, **k):
+        raise OSError("network is unplugged in this test")
+
+    monkeypatch.setattr(socket, "socket", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    load_encoding.cache_clear()
+    tiktoken.registry.ENCODINGS.pop("p50k_base", None)
+    with pytest.raises(ConfigError) as e:
+        load_encoding("p50k_base")
+    assert "TIKTOKEN_CACHE_DIR" in str(e.value) and "--tokenizer-file" in str(e.value)
+    load_encoding.cache_clear()
+
+
+def test_unknown_encoding_name():
+    with pytest.raises(ConfigError, match="unknown encoding 'nope'"):
+        load_encoding("nope")

@@ -1,0 +1,47 @@
+"""Errors raised by the winsample library.
+
+The CLI turns each into one line on stderr and an exit code (like ruff's):
+
+    0  success
+    1  the data failed a check  (DataError: invalid UTF-8, out-of-range ids, verify failures)
+    2  the tool could not do the job (InputError, ConfigError, anything unexpected)
+
+The library never prints and never calls sys.exit; it raises one of these.
+"""
+
+from __future__ import annotations
+
+
+class WinsampleError(Exception):
+    """Base class. ``exit_code`` is what the CLI exits with."""
+
+    exit_code = 2
+
+
+class DataError(WinsampleError):
+    """The input data is bad (exit 1): the message names the file and position."""
+
+    exit_code = 1
+
+
+class InputError(WinsampleError):
+    """An input is missing, unreadable or of the wrong kind (exit 2)."""
+
+    exit_code = 2
+
+
+class ConfigError(WinsampleError):
+    """Options that cannot work together, or a tokenizer that cannot be loaded (exit 2)."""
+
+    exit_code = 2
+
+
+class Interrupted(WinsampleError):
+    """SIGINT (exit 130) or SIGTERM (exit 143) arrived; nothing was committed."""
+
+    def __init__(self, signum: int):
+        import signal
+
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}; nothing was written")
