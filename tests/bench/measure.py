@@ -1,0 +1,83 @@
+"""Measuring helpers for the benchmarks: child processes, peak RSS, medians, the report table.
+
+Every measured case runs in a fresh child process so its peak RSS (``ru_maxrss`` from
+``os.wait4``) is its own. A child prints one JSON line on stdout; when it times its own work it
+puts ``seconds`` there, otherwise the parent's wall clock is used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class Run:
+    seconds: float
+    peak_rss: int  # bytes
+    out: dict
+
+
+def run_child(argv: list[str], env: dict | None = None) -> Run:
+    """Run ``argv``; return its time, peak RSS and the JSON it printed last (if any)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv} exited {proc.returncode}: {err.decode(errors='replace')[-2000:]}")
+    parsed = {}
+    for line in reversed(out.decode().splitlines()):
+        if line.startswith("{"):
+            try:
+                parsed = json.loads(line)
+                break
+            except json.JSONDecodeError:
+                pass
+    return Run(parsed.get("seconds", wall), usage.ru_maxrss * 1024, parsed)
+
+
+def median_run(argv: list[str], repeats: int, env: dict | None = None) -> Run:
+    runs = [run_child(argv, env) for _ in range(repeats)]
+    t = statistics.median(r.seconds for r in runs)
+    rss = statistics.median(r.peak_rss for r in runs)
+    return Run(t, int(rss), runs[-1].out)
+
+
+def python_child(code: str, *args: str) -> list[str]:
+    return [sys.executable, "-c", code, *args]
+
+
+def mb(n: float) -> str:
+    return f"{n / 1e6:,.0f} MB"
+
+
+def machine() -> dict:
+    import numpy
+    import tiktoken
+
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "tiktoken": tiktoken.__version__,
+        "platform": platform.platform(),
+    }
