@@ -1,0 +1,377 @@
+"""A quick look at winsample's files without writing anything: ``winsample inspect PATH``.
+
+``inspect_path`` returns a plain dict (JSON-ready) describing one of:
+
+- a token file (``*.bin``): its meta.json summary and the ids ``[at, at+count)`` (token indices,
+  end exclusive), each decoded on its own so token boundaries show;
+- a data folder: the meta.json summary of every split;
+- a window plan (``*.npy`` with its ``.npy.json`` sidecar): parameters, counts and the rows
+  ``[at, at+count)`` in file order.
+
+``render_text`` turns that dict into the lines people read. Neither prints; nothing re-hashes
+a file (checksums are shown as recorded in meta.json / the sidecar).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from . import formats, tokenizer
+from .errors import ConfigError, InputError
+
+DEFAULT_COUNT = 32  # tokens (or plan rows) shown: about one line of prose
+BOUNDARY = "│"  # drawn between two tokens' decoded pieces
+NEWLINE = "⏎"
+_SHOWN_CONTROLS = {"\n": NEWLINE, "\r": "␍", "\t": "⇥"}
+
+
+class AtOutOfRange(InputError):
+    """``--at`` lies outside the file or plan; the CLI shows it as a bad ``--at`` value."""
+
+
+# --- rendering one token -----------------------------------------------------------------
+
+
+def hex_bytes(data: bytes) -> str:
+    """``b'\\xe6\\xbb'`` → ``⟨e6 bb⟩``."""
+    return "⟨" + " ".join(f"{b:02x}" for b in data) + "⟩"
+
+
+def render_piece(data: bytes) -> str:
+    """One token's bytes as a visible string.
+
+    Valid UTF-8 shows as text, with newline/CR/tab as ⏎ ␍ ⇥ and other control characters as
+    hex; bytes that are not valid UTF-8 on their own (part of a multi-token character) show as
+    hex, e.g. ``⟨e6 bb⟩``.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return hex_bytes(data)
+    out = []
+    for ch in text:
+        if ch in _SHOWN_CONTROLS:
+            out.append(_SHOWN_CONTROLS[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(hex_bytes(ch.encode()))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def token_bytes(enc, ids: list[int]) -> list[bytes | None]:
+    """Each id's bytes, None for an id the tokenizer does not know.
+
+    A Python loop, but only over the few ids a person asked to see (``--count``).
+    """
+    out = []
+    for i in ids:
+        try:
+            out.append(enc.decode_single_token_bytes(i))
+        except KeyError:
+            out.append(None)
+    return out
+
+
+def decode_pieces(enc, ids: list[int]) -> list[str]:
+    """``render_piece`` of each id; an id the tokenizer does not know shows as ``⟨id N?⟩``."""
+    return [f"⟨id {i}?⟩" if b is None else render_piece(b) for i, b in zip(ids, token_bytes(enc, ids))]
+
+
+def _decode_text(enc, ids: list[int]) -> str:
+    """The ids as one text; bytes split across the span's ends show as U+FFFD."""
+    return b"".join(b for b in token_bytes(enc, ids) if b is not None).decode("utf-8", errors="replace")
+
+
+# --- what a path is ----------------------------------------------------------------------
+
+
+def kind_of(path: Path) -> str:
+    """'data' (a folder or its meta.json), 'plan' (a .npy or its .npy.json sidecar) or 'tokens'."""
+    if path.is_dir() or path.name == formats.META_JSON:
+        return "data"
+    if path.name.endswith(".npy") or path.name.endswith(".npy.json"):
+        return "plan"
+    return "tokens"
+
+
+def inspect_path(
+    path: str | Path,
+    at: int = 0,
+    count: int = DEFAULT_COUNT,
+    meta_path: str | Path | None = None,
+    encoding: str | None = None,
+) -> dict:
+    """Describe ``path`` (token file, data folder or plan) as a JSON-ready dict.
+
+    ``at``/``count``: the token indices (for a .bin) or plan rows (for a plan) shown,
+    ``[at, at+count)``, clipped at the end; AtOutOfRange if ``at`` is not in ``[0, N)``
+    (``at`` 0 is allowed for an empty file). ``meta_path``: meta.json to use instead of the
+    one beside a .bin. ``encoding``: tokenizer for decoding, instead of the one meta names.
+    """
+    path = Path(path)
+    if count < 0:
+        raise InputError(f"count {count} is negative")
+    if not path.exists():
+        raise InputError(f"{path}: no such file or folder")
+    kind = kind_of(path)
+    if kind == "data":
+        return inspect_data(path.parent if path.name == formats.META_JSON and path.is_file() else path)
+    if kind == "plan":
+        if path.name.endswith(".npy.json"):
+            path = path.with_name(path.name[: -len(".json")])
+        return inspect_plan(path, at, count)
+    return inspect_tokens(path, at, count, meta_path, encoding)
+
+
+def _check_at(at: int, n: int, what: str, where: Path) -> None:
+    if at < 0 or (at >= n and not (at == 0 and n == 0)):
+        raise AtOutOfRange(f"{where}: position {at} is outside [0, {n}) ({n} {what})")
+
+
+def _split_summary(folder: Path, entry: dict) -> dict:
+    """A split's meta entry plus whether its file is there with the recorded size (one stat)."""
+    out = dict(entry)
+    f = folder / entry["file"]
+    out["present"] = f.is_file()
+    out["size_matches"] = out["present"] and f.stat().st_size == entry["bytes"]
+    return out
+
+
+def _meta_summary(meta: dict) -> dict:
+    keys = ("winsample_version", "version", "dtype", "tokenizer", "eot_appended", "split")
+    out = {k: meta[k] for k in keys if k in meta}
+    out["inputs"] = len(meta.get("inputs", []))
+    return out
+
+
+def inspect_data(folder: Path) -> dict:
+    """The meta.json summary of a data folder, one entry per split."""
+    meta_file = folder / formats.META_JSON
+    if not meta_file.is_file():
+        raise InputError(f"{folder}: no {formats.META_JSON} here; pass a .bin file or a folder written by `winsample encode`")
+    meta = formats.read_meta(meta_file)
+    return {
+        "kind": "data",
+        "path": str(folder),
+        "meta": str(meta_file),
+        **_meta_summary(meta),
+        "checksums": "as recorded",
+        "splits": {name: _split_summary(folder, s) for name, s in meta["splits"].items()},
+    }
+
+
+def inspect_tokens(
+    path: Path, at: int, count: int, meta_path: str | Path | None = None, encoding: str | None = None
+) -> dict:
+    """Meta summary of a token file and its ids ``[at, at+count)`` decoded one by one."""
+    warnings: list[str] = []
+    meta = split = None
+    if meta_path is not None:
+        meta = formats.read_meta(meta_path)
+        found = formats.split_of(meta, path)
+        if found is None:
+            files = ", ".join(s["file"] for s in meta["splits"].values())
+            raise InputError(f"{meta_path}: describes {files}, not {path.name}; pass the meta.json written with it")
+        split = found
+    elif (guess := formats.find_meta_for(path)) is not None:
+        meta = formats.read_meta(guess)
+        meta_path = guess
+        split = formats.split_of(meta, path)
+        if split is None:
+            warnings.append(f"{guess} does not describe {path.name}; reading it as {formats.DEFAULT_DTYPE}")
+            meta = meta_path = None
+    dtype = formats.normalize_dtype(meta["dtype"]) if meta else formats.DEFAULT_DTYPE
+    tokens = formats.open_tokens(path, dtype)
+    n = len(tokens)
+    _check_at(at, n, "tokens", path)
+    ids = np.asarray(tokens[at : at + count]).astype(np.int64).tolist()
+
+    result: dict = {"kind": "tokens", "path": str(path), "dtype": dtype, "tokens": n}
+    if meta:
+        name, entry = split
+        result["split"] = name
+        result.update({k: entry[k] for k in ("documents", "max_token", "checksum") if k in entry})
+        result["checksum_note"] = "as recorded in meta.json, not recomputed"
+        result["meta"] = {"path": str(meta_path), **_meta_summary(meta)}
+        if entry["tokens"] != n:
+            warnings.append(f"{path}: holds {n} tokens but meta.json records {entry['tokens']}; run `winsample verify`")
+    else:
+        result["meta"] = None
+        if meta_path is None and not warnings:
+            warnings.append(f"no {formats.META_JSON} beside {path.name}: read as {dtype}")
+
+    enc, enc_name = _encoding_for(meta, encoding, warnings)
+    result["decoded_with"] = enc_name
+    result["at"] = at
+    result["ids"] = ids
+    if enc is not None:
+        pieces = decode_pieces(enc, ids)
+        result["pieces"] = pieces
+        result["marked"] = BOUNDARY.join(pieces)
+        result["text"] = _decode_text(enc, ids)
+    result["warnings"] = warnings
+    return result
+
+
+def _encoding_for(meta: dict | None, encoding: str | None, warnings: list[str]):
+    """(encoding or None, its name). An explicit ``encoding`` must load; the one meta names may
+    fail (a custom tokenizer file), in which case only ids are shown, with a warning."""
+    if encoding is not None:
+        return tokenizer.load_encoding(encoding), encoding
+    if meta is None:
+        return tokenizer.load_encoding(tokenizer.DEFAULT_ENCODING), tokenizer.DEFAULT_ENCODING
+    tok = meta["tokenizer"]
+    name = tok.get("name", tokenizer.DEFAULT_ENCODING)
+    try:
+        enc = tokenizer.load_encoding(name)
+    except ConfigError as e:
+        warnings.append(f"cannot decode: {e}; showing ids only (pass --encoding NAME)")
+        return None, None
+    recorded = tok.get("ranks_sha256")
+    if recorded and name in ("gpt2", "r50k_base") and recorded != tokenizer.GPT2_RANKS_SHA256:
+        # The name says gpt2 but the ranks differ: the decoded text would be wrong without a word.
+        warnings.append(f"meta.json's tokenizer {name!r} has ranks sha256 {recorded[:12]}…, not GPT-2's; decoded text may be wrong")
+    return enc, name
+
+
+def inspect_plan(path: Path, at: int, count: int) -> dict:
+    """Parameters, source, stats and counts of a window plan, and its rows ``[at, at+count)``."""
+    rows, side = formats.read_plan(path)
+    n = len(rows)
+    _check_at(at, n, "windows", path)
+    warnings = []
+    lengths = rows["length"].astype(np.int64)
+    counts = {
+        "windows": n,
+        "length_min": int(lengths.min()) if n else 0,
+        "length_max": int(lengths.max()) if n else 0,
+        "tokens_spanned": int(lengths.sum()),
+        # fresh = leading tokens an earlier window already covered, so length - fresh is new
+        "new_tokens": int((lengths - rows["fresh"]).sum()),
+        "documents": int(np.unique(rows["doc"]).size),
+    }
+    recorded = (side.get("stats") or {}).get("windows")
+    if recorded is not None and recorded != n:
+        warnings.append(f"{path}: holds {n} windows but its sidecar records {recorded}; run `winsample verify`")
+    shown = rows[at : at + count]
+    return {
+        "kind": "plan",
+        "path": str(path),
+        "sidecar": str(formats.plan_sidecar(path)),
+        "format": side.get("format"),
+        "version": side.get("version"),
+        "source": side.get("source", {}),
+        "params": side.get("params", {}),
+        "stats": side.get("stats", {}),
+        "tokenizer": side.get("tokenizer", {}),
+        "counts": counts,
+        "at": at,
+        "windows": [
+            {"row": at + k, "start": int(r["start"]), "length": int(r["length"]), "doc": int(r["doc"]), "fresh": int(r["fresh"])}
+            for k, r in enumerate(shown)
+        ],
+        "warnings": warnings,
+    }
+
+
+# --- text for people -----------------------------------------------------------------------
+
+
+def _plain(text: str, role: str) -> str:
+    return text
+
+
+def render_text(report: dict, style: Callable[[str, str], str] = _plain) -> str:
+    """The lines ``winsample inspect`` prints for ``report`` (from ``inspect_path``).
+
+    ``style(text, role)`` may colour a piece; roles: 'head' (section titles), 'key' (field
+    names), 'mark' (token boundaries and hex escapes), 'warn'. The default adds nothing.
+    """
+    kind = report["kind"]
+    if kind == "data":
+        lines = [style(f"data folder {report['path']}", "head")]
+        lines += _meta_lines(report, style)
+        for name, s in report["splits"].items():
+            lines.append(style(f"split {name}", "head"))
+            lines += _kv_lines(s, style, indent=2)
+        lines.append(f"(checksums {report['checksums']}, not recomputed)")
+    elif kind == "tokens":
+        lines = _token_lines(report, style)
+    else:
+        lines = _plan_lines(report, style)
+    lines += [style(f"warning: {w}", "warn") for w in report.get("warnings", [])]
+    return "\n".join(lines)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_fmt(x)}" for k, x in v.items())
+    if isinstance(v, bool) or v is None:
+        return str(v).lower() if isinstance(v, bool) else "-"
+    return str(v)  # no thousands separators: seeds and offsets are copied back into commands
+
+
+def _kv_lines(d: dict, style, indent: int = 0) -> list[str]:
+    width = max((len(k) for k in d), default=0)
+    return [" " * indent + style(f"{k:<{width}}", "key") + "  " + _fmt(v) for k, v in d.items()]
+
+
+def _meta_lines(report: dict, style) -> list[str]:
+    keys = ("meta", "winsample_version", "version", "dtype", "tokenizer", "eot_appended", "split", "inputs")
+    return _kv_lines({k: report[k] for k in keys if k in report}, style)
+
+
+def _token_lines(r: dict, style) -> list[str]:
+    lines = [style(f"token file {r['path']}", "head")]
+    info = {"tokens": r["tokens"], "dtype": r["dtype"]}
+    for k in ("split", "documents", "max_token"):
+        if k in r:
+            info[k] = r[k]
+    if "checksum" in r:
+        info["checksum"] = f"{r['checksum']} (as recorded)"
+    lines += _kv_lines(info, style)
+    if r.get("meta"):
+        lines.append(style("meta.json", "head"))
+        lines += _kv_lines({k: v for k, v in r["meta"].items() if k != "dtype"}, style, indent=2)
+    end = r["at"] + len(r["ids"])
+    lines.append(style(f"tokens [{r['at']}, {end}) of {r['tokens']}", "head"))
+    per_line = 10
+    for k in range(0, len(r["ids"]), per_line):
+        chunk = r["ids"][k : k + per_line]
+        lines.append(f"{r['at'] + k:>10}:  " + " ".join(f"{i:>6}" for i in chunk))
+    if "pieces" in r:
+        lines.append(style(f"decoded ({r['decoded_with']}, {BOUNDARY} between tokens)", "head"))
+        mark = style(BOUNDARY, "mark")
+        lines.append("  " + mark.join(_style_hex(p, style) for p in r["pieces"]))
+    return lines
+
+
+def _style_hex(piece: str, style) -> str:
+    if "⟨" not in piece:
+        return piece
+    out, rest = [], piece
+    while "⟨" in rest:
+        pre, _, tail = rest.partition("⟨")
+        inner, _, rest = tail.partition("⟩")
+        out += [pre, style(f"⟨{inner}⟩", "mark")]
+    return "".join(out) + rest
+
+
+def _plan_lines(r: dict, style) -> list[str]:
+    lines = [style(f"window plan {r['path']}", "head")]
+    lines += _kv_lines({"sidecar": r["sidecar"], "version": r["version"]}, style)
+    for title in ("source", "params", "stats", "counts"):
+        if r.get(title):
+            lines.append(style(title, "head"))
+            lines += _kv_lines(r[title], style, indent=2)
+    end = r["at"] + len(r["windows"])
+    lines.append(style(f"windows [{r['at']}, {end}) of {r['counts']['windows']}", "head"))
+    header = f"{'row':>10} {'start':>14} {'length':>8} {'doc':>10} {'fresh':>8}"
+    lines.append(style(header, "key"))
+    for w in r["windows"]:
+        lines.append(f"{w['row']:>10} {w['start']:>14} {w['length']:>8} {w['doc']:>10} {w['fresh']:>8}")
+    return lines
