@@ -124,7 +124,7 @@ def use_color(stream=None) -> bool:
 _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim": True}, "warn": {"fg": "yellow"}}
 
 
-@main.command()
+@main.command("inspect")
 @click.argument("path", type=click.Path(exists=True, path_type=str))
 @click.option("--at", "at", type=int, default=0, show_default=True, metavar="I",
               help="First token (of a .bin) or row (of a plan) to show.")
@@ -135,7 +135,7 @@ _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim"
 @click.option("--encoding", default=None, metavar="NAME",
               help="Tokenizer to decode with, instead of the one meta.json names (gpt2 without meta).")
 @json_option
-def inspect(path, at, count, meta_path, encoding, as_json):
+def inspect_cmd(path, at, count, meta_path, encoding, as_json):
     """Show what a token file, data folder or window plan holds; writes nothing.
 
     \b

@@ -364,7 +364,7 @@ def _style_hex(piece: str, style) -> str:
 def _plan_lines(r: dict, style) -> list[str]:
     lines = [style(f"window plan {r['path']}", "head")]
     lines += _kv_lines({"sidecar": r["sidecar"], "version": r["version"]}, style)
-    for title in ("source", "params", "stats", "counts"):
+    for title in ("source", "params", "stats", "tokenizer", "counts"):
         if r.get(title):
             lines.append(style(title, "head"))
             lines += _kv_lines(r[title], style, indent=2)

@@ -1,0 +1,316 @@
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from winsample import cli, formats
+from winsample.cli import main
+from winsample.inspect import inspect_path, render_piece, render_text
+
+from .conftest import FIXTURES
+
+GOLDEN = FIXTURES / "golden_v1"
+EOT = 50256
+
+
+def run(*args, env=None):
+    return CliRunner(env=env).invoke(main, ["inspect", *map(str, args)])
+
+
+def golden_ids(ref, texts):
+    return [i for t in texts for i in ref.encode_ordinary(t) + [EOT]]
+
+
+def snapshot(folder):
+    return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))}
+
+
+@pytest.fixture
+def golden(tmp_path):
+    folder = tmp_path / "data"
+    shutil.copytree(GOLDEN, folder)
+    return folder
+
+
+def write_bin(path, ids, dtype="<u2"):
+    np.asarray(ids, dtype=dtype).tofile(path)
+    return path
+
+
+# --- token files --------------------------------------------------------------------------
+
+
+def test_bin_json_shows_ids_and_pieces_from_the_reference_tokenizer(golden, ref_gpt2):
+    r = run(golden / "train.bin", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr == ""
+    doc = json.loads(r.stdout)  # exactly one JSON document, nothing else
+    expected = golden_ids(ref_gpt2, ["Hello world", "滑动窗口。"])
+    assert doc["ids"] == expected and doc["tokens"] == 15 and doc["at"] == 0
+    assert doc["pieces"][:3] == ["Hello", " world", "<|endoftext|>"]
+    assert doc["marked"].startswith("Hello│ world│<|endoftext|>│")
+    # 滑 is e6 bb 91 in UTF-8, and GPT-2 splits it into one token per byte
+    assert ref_gpt2.decode_single_token_bytes(expected[3]) == b"\xe6"
+    assert doc["pieces"][3:6] == ["⟨e6⟩", "⟨bb⟩", "⟨91⟩"]
+    assert doc["pieces"][13] == "。"
+    assert doc["text"] == "Hello world<|endoftext|>滑动窗口。<|endoftext|>"
+    assert doc["dtype"] == "<u2" and doc["split"] == "train" and doc["documents"] == 2
+    assert doc["checksum"] == "xxh3_128:732a8d192fc7f0e69fa0c4dd4a0bf9a0"
+    assert doc["meta"]["tokenizer"]["name"] == "gpt2" and doc["warnings"] == []
+
+
+def test_at_2_count_3_shows_tokens_2_to_4(golden, ref_gpt2):
+    doc = json.loads(run(golden / "train.bin", "--at", 2, "--count", 3, "--json").stdout)
+    expected = golden_ids(ref_gpt2, ["Hello world", "滑动窗口。"])
+    assert doc["ids"] == expected[2:5] and doc["at"] == 2
+    assert doc["pieces"] == ["<|endoftext|>", "⟨e6⟩", "⟨bb⟩"]
+
+
+def test_count_past_the_end_is_clipped(golden):
+    doc = json.loads(run(golden / "val.bin", "--at", 1, "--count", 100, "--json").stdout)
+    assert len(doc["ids"]) == 3 and doc["ids"][-1] == EOT
+
+
+@pytest.mark.parametrize("at", [15, 99, -1])
+def test_at_outside_the_file_is_a_bad_at_value(golden, at):
+    r = run(golden / "train.bin", "--at", at)
+    assert r.exit_code == 2
+    assert "--at" in r.stderr and "[0, 15)" in r.stderr and r.stdout == ""
+
+
+def test_human_output_marks_boundaries_and_says_checksum_is_as_recorded(golden):
+    r = run(golden / "train.bin", "--count", 4)
+    assert r.exit_code == 0 and r.stderr == ""
+    out = r.stdout
+    assert "Hello│ world│<|endoftext|>│⟨e6⟩" in out
+    assert "15496" in out and "(as recorded)" in out and "tokens [0, 4) of 15" in out
+    assert "\x1b[" not in out  # not a terminal: no colour
+
+
+def test_newlines_show_as_return_symbol_in_a_bare_bin(tmp_path, ref_gpt2):
+    ids = ref_gpt2.encode_ordinary("a\nb\tc")  # a | \n | b | \t | c
+    path = write_bin(tmp_path / "bare.bin", ids)
+    doc = json.loads(run(path, "--json").stdout)
+    assert doc["ids"] == ids and doc["meta"] is None and doc["decoded_with"] == "gpt2"
+    assert doc["marked"] == "a│⏎│b│⇥│c"
+    assert doc["text"] == "a\nb\tc"
+    assert any("no meta.json" in w for w in doc["warnings"])
+
+
+def test_render_piece_by_hand():
+    assert render_piece(b" world") == " world"
+    assert render_piece(b"\xe6\xbb") == "⟨e6 bb⟩"
+    assert render_piece("。".encode()) == "。"
+    assert render_piece(b"\n\n") == "⏎⏎"
+    assert render_piece(b"\x00") == "⟨00⟩"
+
+
+def test_uint32_bin_read_with_dtype_from_meta(tmp_path, ref_gpt2):
+    ids = ref_gpt2.encode_ordinary("Hello world") + [EOT]
+    write_bin(tmp_path / "train.bin", ids, "<u4")
+    meta = json.loads((GOLDEN / "meta.json").read_text())
+    meta["dtype"] = "<u4"
+    meta["splits"] = {"train": {**meta["splits"]["train"], "tokens": 3, "bytes": 12, "documents": 1}}
+    formats.write_meta(tmp_path / "meta.json", meta)
+    doc = json.loads(run(tmp_path / "train.bin", "--json").stdout)
+    assert doc["dtype"] == "<u4" and doc["ids"] == ids and doc["warnings"] == []
+
+
+def test_explicit_meta_for_a_bin_elsewhere(golden, tmp_path):
+    lone = tmp_path / "elsewhere"
+    lone.mkdir()
+    shutil.copy(golden / "val.bin", lone / "val.bin")
+    doc = json.loads(run(lone / "val.bin", "--meta", golden / "meta.json", "--json").stdout)
+    assert doc["split"] == "val" and doc["documents"] == 1
+    r = run(lone / "val.bin", "--meta", GOLDEN / "meta.json")
+    assert r.exit_code == 0
+    shutil.copy(golden / "val.bin", lone / "other.bin")
+    r = run(lone / "other.bin", "--meta", golden / "meta.json")
+    assert r.exit_code == 2 and "not other.bin" in r.stderr
+
+
+def test_token_count_differing_from_meta_is_warned(golden):
+    with open(golden / "val.bin", "ab") as f:
+        f.write(b"\x01\x00")
+    doc = json.loads(run(golden / "val.bin", "--json").stdout)
+    assert doc["tokens"] == 5 and any("records 4" in w for w in doc["warnings"])
+
+
+def test_odd_byte_count_is_a_data_error(tmp_path):
+    (tmp_path / "odd.bin").write_bytes(b"\x00\x01\x02")
+    r = run(tmp_path / "odd.bin")
+    assert r.exit_code == 1 and "stray byte" in r.stderr
+
+
+def test_unknown_encoding_is_a_config_error(golden):
+    r = run(golden / "train.bin", "--encoding", "nonesuch")
+    assert r.exit_code == 2 and "unknown encoding 'nonesuch'" in r.stderr
+
+
+def test_ids_beyond_the_vocabulary_show_as_unknown(tmp_path):
+    doc = json.loads(run(write_bin(tmp_path / "x.bin", [60000, 15496]), "--json").stdout)
+    assert doc["pieces"] == ["⟨id 60000?⟩", "Hello"]
+
+
+def test_empty_bin(tmp_path):
+    doc = json.loads(run(write_bin(tmp_path / "e.bin", []), "--json").stdout)
+    assert doc["tokens"] == 0 and doc["ids"] == []
+
+
+# --- data folder --------------------------------------------------------------------------
+
+
+def test_data_folder_summarises_every_split(golden):
+    r = run(golden, "--json")
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "data" and set(doc["splits"]) == {"train", "val"}
+    assert doc["splits"]["train"]["tokens"] == 15 and doc["splits"]["val"]["tokens"] == 4
+    assert doc["splits"]["val"]["size_matches"] and doc["checksums"] == "as recorded"
+    human = run(golden).stdout
+    assert "split train" in human and "split val" in human and "xxh3_128:5264a181523b021e05d804325be0f903" in human
+
+
+def test_folder_without_meta_says_how_to_fix(tmp_path):
+    r = run(tmp_path)
+    assert r.exit_code == 2 and "no meta.json" in r.stderr and "winsample encode" in r.stderr
+
+
+# --- plans --------------------------------------------------------------------------------
+
+
+def make_plan(path, n=15, t=4, stride=2):
+    starts = np.arange(0, n - t + 1, stride)  # 0 2 4 6 8 10 → 6 windows
+    rows = np.zeros(len(starts), dtype=formats.PLAN_DTYPE)
+    rows["start"], rows["length"] = starts, t
+    rows["doc"] = (starts >= 3).astype(int)
+    rows["fresh"] = t - stride
+    rows["fresh"][0] = 0
+    side = {
+        "source": {"path": "data/train.bin", "file": "train.bin", "bytes": 30, "checksum": "xxh3_128:732a", "dtype": "<u2", "tokens": n},
+        "params": {"T": t, "stride": stride, "overlap": t - stride, "offset": 0, "seed": 1337, "tail": "drop"},
+        "stats": {"windows": len(rows), "coverage": 14 / 15},
+        "tokenizer": {"name": "gpt2"},
+    }
+    formats.write_plan(path, rows, side)
+    return rows
+
+
+def test_plan_shows_parameters_counts_and_first_windows(tmp_path):
+    plan = tmp_path / "train.plan.npy"
+    make_plan(plan)
+    r = run(plan, "--count", 3, "--json")
+    assert r.exit_code == 0 and r.stderr == ""
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "plan" and doc["params"]["T"] == 4 and doc["params"]["seed"] == 1337
+    assert doc["source"]["file"] == "train.bin" and doc["stats"]["windows"] == 6
+    # 6 windows of 4 → 24 spanned; the first adds 4 new tokens, each later one 2: 4 + 5*2 = 14
+    assert doc["counts"] == {"windows": 6, "length_min": 4, "length_max": 4, "tokens_spanned": 24,
+                             "new_tokens": 14, "documents": 2}
+    assert doc["windows"] == [
+        {"row": 0, "start": 0, "length": 4, "doc": 0, "fresh": 0},
+        {"row": 1, "start": 2, "length": 4, "doc": 0, "fresh": 2},
+        {"row": 2, "start": 4, "length": 4, "doc": 1, "fresh": 2},
+    ]
+
+
+def test_plan_at_4_and_human_table(tmp_path):
+    plan = tmp_path / "p.npy"
+    make_plan(plan)
+    doc = json.loads(run(plan, "--at", 4, "--json").stdout)
+    assert [w["start"] for w in doc["windows"]] == [8, 10]
+    out = run(plan).stdout
+    assert "windows [0, 6) of 6" in out and "seed" in out and "1337" in out
+    assert run(plan, "--at", 6).exit_code == 2
+
+
+def test_sidecar_path_opens_the_plan(tmp_path):
+    plan = tmp_path / "p.npy"
+    make_plan(plan)
+    doc = json.loads(run(formats.plan_sidecar(plan), "--json").stdout)
+    assert doc["kind"] == "plan" and doc["counts"]["windows"] == 6
+
+
+def test_plan_without_sidecar_is_a_data_error(tmp_path):
+    plan = tmp_path / "p.npy"
+    make_plan(plan)
+    formats.plan_sidecar(plan).unlink()
+    r = run(plan)
+    assert r.exit_code == 1 and "missing sidecar" in r.stderr
+
+
+def test_doc_index_is_not_a_plan(golden):
+    r = run(golden / "train.docs.npy")
+    assert r.exit_code == 1 and "not a window plan" in r.stderr
+
+
+# --- writes nothing, terminal manners -----------------------------------------------------
+
+
+def test_inspect_writes_nothing(golden, tmp_path):
+    make_plan(golden / "p.npy")
+    before = snapshot(golden)
+    for args in ([golden / "train.bin"], [golden], [golden / "p.npy"], [golden / "val.bin", "--json"]):
+        assert run(*args).exit_code == 0
+    assert snapshot(golden) == before
+
+
+def test_missing_path_is_a_usage_error(tmp_path):
+    r = run(tmp_path / "nope.bin")
+    assert r.exit_code == 2 and "does not exist" in r.stderr
+
+
+def test_colour_only_on_a_terminal_without_no_color(monkeypatch):
+    class Tty:
+        def isatty(self):
+            return True
+
+    class Pipe:
+        def isatty(self):
+            return False
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert cli.use_color(Tty()) is True
+    assert cli.use_color(Pipe()) is False
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert cli.use_color(Tty()) is False
+
+
+def test_render_text_styles_only_through_the_given_style(golden):
+    report = inspect_path(golden / "train.bin", count=4)
+    plain = render_text(report)
+    styled = render_text(report, lambda text, role: f"<{role}>{text}</{role}>")
+    assert "<mark>│</mark>" in styled and "<mark>⟨e6⟩</mark>" in styled and "<head>" in styled
+    assert "<" not in plain.replace("<|endoftext|>", "").replace("<u2", "")
+
+
+def test_colour_on_a_pseudo_terminal_and_none_with_no_color(golden):
+    """End to end through a real pty: ANSI codes appear on a terminal, never with NO_COLOR."""
+    pty = pytest.importorskip("pty")
+    outs = {}
+    for label, extra in (("tty", {}), ("no_color", {"NO_COLOR": "1"})):
+        env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | extra
+        master, slave = pty.openpty()
+        p = subprocess.Popen([sys.executable, "-m", "winsample", "inspect", str(golden / "train.bin"), "--count", "3"],
+                             stdout=slave, stderr=subprocess.PIPE, env=env)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        p.wait(timeout=30)
+        os.close(master)
+        outs[label] = b"".join(chunks).decode()
+        assert p.returncode == 0
+    assert "\x1b[" in outs["tty"] and "Hello" in outs["tty"]
+    assert "\x1b[" not in outs["no_color"] and "Hello│ world│<|endoftext|>" in outs["no_color"]
