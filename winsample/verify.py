@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from . import formats, tokenizer
 from .errors import DataError, InputError, WinsampleError
@@ -212,20 +213,29 @@ def scan_file(
 _B = np.uint64(0x100000001B3)  # odd base of the polynomial hash (mod 2^64)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)  # splitmix64 finaliser constants
 _M2 = np.uint64(0x94D049BB133111EB)
-_A1 = np.uint32(0x9E3779B1)  # anchor hash constants (odd, 32-bit)
-_A2 = np.uint32(0x85EBCA77)
-_A3 = np.uint32(0xC2B2AE3D)
 
 
-def _mix(t: np.ndarray) -> np.ndarray:
-    """Per-token 64-bit values (splitmix64 finaliser of id + 1): no structure left in the ids."""
-    x = t.astype(np.uint64) + np.uint64(1)
+def _mix_values(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser of id + 1: per-token 64-bit values with no structure left in the ids."""
+    x = x.astype(np.uint64) + np.uint64(1)
     x ^= x >> np.uint64(30)
     x *= _M1
     x ^= x >> np.uint64(27)
     x *= _M2
     x ^= x >> np.uint64(31)
     return x
+
+
+_MIX16: np.ndarray | None = None  # _mix_values of every uint16 id: one gather instead of 7 passes
+
+
+def _mix(t: np.ndarray) -> np.ndarray:
+    global _MIX16
+    if t.dtype.itemsize == 2:
+        if _MIX16 is None:
+            _MIX16 = _mix_values(np.arange(1 << 16))
+        return _MIX16[t]
+    return _mix_values(t)
 
 
 def _pow_table(k: int) -> np.ndarray:
@@ -255,24 +265,49 @@ def shingle_hashes(tokens: np.ndarray, k: int = SHINGLE_K) -> np.ndarray:
 
 
 def _hash_at(tokens: np.ndarray, starts: np.ndarray, k: int) -> np.ndarray:
-    """The same hash as ``shingle_hashes`` but only for the shingles beginning at ``starts``."""
-    g = _mix(tokens[starts[:, None] + np.arange(k)])
-    with np.errstate(over="ignore"):
-        return (g * _pow_table(k)).sum(axis=1, dtype=np.uint64)
+    """A 64-bit hash of each k-token shingle beginning at ``starts`` (sampled mode).
 
-
-def anchor_keep(tokens: np.ndarray, bits: int) -> np.ndarray:
-    """Boolean per position i < len-1: keep the shingle starting at i?
-
-    A 32-bit multiplicative hash of the shingle's first two tokens must have its top ``bits``
-    bits zero. It depends only on content, so train and val keep the same shingles
-    (consistent sampling) at about 2**-bits of the positions, without hashing all of them.
+    Reads each shingle's k * itemsize bytes as 64-bit words (one strided gather, no per-token
+    work), mixes each word and combines them polynomially. Not the same values as
+    ``shingle_hashes``: one run uses one mode for both files, so only equality matters.
     """
-    u = tokens.astype(np.uint32)
-    a = u[:-1] * _A1
-    a ^= u[1:] * _A2
-    a *= _A3
-    return a < np.uint32(1 << (32 - bits))
+    tokens = np.ascontiguousarray(tokens)
+    width = k * tokens.dtype.itemsize  # bytes per shingle; a multiple of 8 for k = 32
+    rows = as_strided(tokens.view(np.uint8), shape=(len(tokens) - k + 1, width), strides=(tokens.dtype.itemsize, 1))
+    g = rows[starts].view("<u8")
+    with np.errstate(over="ignore"):
+        g = g * _M1
+        g ^= g >> np.uint64(29)
+        g *= _M2
+        return (g * _pow_table(g.shape[1])).sum(axis=1, dtype=np.uint64)
+
+
+_WIDE = {2: ("<u4", 0x9E3779B1), 4: ("<u8", 0x9E3779B97F4A7C15)}  # Fibonacci-hashing multipliers
+
+
+def anchor_starts(tokens: np.ndarray, bits: int) -> np.ndarray:
+    """Sorted positions i < len-1 whose shingle is kept when sampling 2**-bits of them.
+
+    Kept when a multiplicative hash of the pair (t[i], t[i+1]) has its top ``bits`` bits zero.
+    The pair is read as one double-width integer straight from the buffer (even and odd
+    positions as two views), so this costs one multiply and one compare per position. It
+    depends only on content, so train and val keep the same shingles (consistent sampling).
+    """
+    tokens = np.ascontiguousarray(tokens)
+    wide, mult = _WIDE[tokens.dtype.itemsize]
+    nbits = 8 * np.dtype(wide).itemsize
+    wt = np.dtype(wide).type
+    limit = wt(1 << (nbits - bits))
+    out = []
+    for off in (0, 1):
+        m = (len(tokens) - off) // 2
+        if m <= 0:
+            continue
+        pairs = tokens[off : off + 2 * m].view(wide)
+        with np.errstate(over="ignore"):
+            keep = pairs * wt(mult) < limit
+        out.append(np.flatnonzero(keep) * 2 + off)
+    return np.sort(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)
 
 
 class _Shingler:
@@ -293,7 +328,7 @@ class _Shingler:
                 if self.bits == 0:
                     self.parts.append(shingle_hashes(t, k))
                 else:
-                    starts = np.flatnonzero(anchor_keep(t[: len(t) - k + 2], self.bits))
+                    starts = anchor_starts(t[: len(t) - k + 2], self.bits)
                     if len(starts):
                         self.parts.append(_hash_at(t, starts, k))
             self.carry = t[-(k - 1) :].copy() if k > 1 else t[:0]
@@ -600,18 +635,23 @@ def _check_leakage(report: Report, train: FileScan, val: FileScan, bits: int, ma
     if len(val.shingles) == 0:
         report.add("split_leakage", label, "warn", f"no val shingle fell in the sample (rate 1/{2**bits}); share unknown", sample_rate=rate)
         return
-    train_set = np.unique(train.shingles)
-    found = np.isin(val.shingles, train_set, assume_unique=False)
-    share = float(np.count_nonzero(found)) / len(val.shingles)
+    train_set = np.sort(train.shingles)  # sort + binary search: faster than np.unique/np.isin here
+    if len(train_set):
+        at = np.searchsorted(train_set, val.shingles).clip(max=len(train_set) - 1)
+        found = int(np.count_nonzero(train_set[at] == val.shingles))
+    else:
+        found = 0
+    share = found / len(val.shingles)
+    n_train = int(np.count_nonzero(np.diff(train_set))) + 1 if len(train_set) else 0
     how = "exact" if bits == 0 else f"sampled 1/{2**bits}"
     status = "pass" if share <= max_leakage else "fail"
     rel = "≤" if status == "pass" else ">"
     report.add(
         "split_leakage", label, status,
         f"{share:.2%} of {val.label}'s {SHINGLE_K}-token shingles are also in {train.label} ({rel} {max_leakage:.2%}; {how},"
-        f" {len(val.shingles)} val / {len(train_set)} train hashes)",
+        f" {len(val.shingles)} val / {n_train} train hashes)",
         share=share, max_leakage=max_leakage, k=SHINGLE_K, sample_rate=rate,
-        val_shingles=len(val.shingles), train_shingles=len(train_set),
+        val_shingles=len(val.shingles), train_shingles=n_train,
     )
 
 
