@@ -518,3 +518,56 @@ def test_decoded_windows_mark_the_overlap_with_the_previous_window(tmp_path, ref
     assert [w["start"] for w in doc["windows"]] == [0, 30, 60]
     assert [w["text"] for w in doc["windows"]] == [ref_gpt2.decode(ids[s : s + 41]) for s in (0, 30, 60)]
     assert [w["overlap"] for w in doc["windows"]] == [0, 11, 11]
+
+
+def test_single_bin_beside_its_meta_is_checked_against_its_own_split(golden):
+    code, doc = run_json(golden / "val.bin")
+    assert code == 0 and one(doc, "meta", "meta.json")["status"] == "pass"
+    assert [c["file"] for c in checks(doc, "dtype_divisible")] == ["val.bin"]
+
+
+def test_quiet_report_lists_only_what_did_not_pass(tmp_path):
+    p = tmp_path / "eight.bin"
+    write_bin(p, range(8))
+    r = run(p, "-T", 8, "-q")
+    marked = [line for line in r.stdout.splitlines() if line and line[0] in "✓✗!·"]
+    assert r.exit_code == 1 and len(marked) == 1 and marked[0].startswith("✗ min_length")
+    assert "──" not in r.stdout  # no decoded windows with -q
+
+
+def test_colour_only_on_a_terminal_and_never_with_NO_COLOR(monkeypatch, golden):
+    import sys
+
+    from winsample import cli, verify
+
+    report = verify.verify(golden)
+    assert "\x1b[" in cli._verify_text(report, strict=False, quiet=False, colour=True)
+    assert "\x1b[" not in cli._verify_text(report, strict=False, quiet=False, colour=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert cli._use_colour()
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not cli._use_colour()
+
+
+def test_progress_callback_sees_every_byte_once(golden):
+    from winsample import verify
+
+    seen = []
+    verify.verify(golden, progress=seen.append)
+    assert sum(seen) == (golden / "train.bin").stat().st_size + (golden / "val.bin").stat().st_size
+
+
+def test_end_to_end_exit_codes_in_a_subprocess(golden, tmp_path):
+    import subprocess
+    import sys
+
+    def ws(*args):
+        return subprocess.run([sys.executable, "-m", "winsample", "verify", *map(str, args)], capture_output=True, text=True)
+
+    ok = ws(golden, "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["ok"] is True
+    (golden / "val.bin").write_bytes((golden / "train.bin").read_bytes())
+    bad = ws(golden, "--json")
+    assert bad.returncode == 1 and one(json.loads(bad.stdout), "split_leakage")["status"] == "fail"
+    assert ws(tmp_path / "missing").returncode == 2
