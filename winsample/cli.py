@@ -105,11 +105,95 @@ def windows():
 
 # --- verify -------------------------------------------------------------------------------
 
+_MARK = {"pass": "✓", "fail": "✗", "warn": "!", "skip": "·"}
+_COLOUR = {"pass": "green", "fail": "red", "warn": "yellow", "skip": None}
+# The part of a decoded window that the previous window already showed is wrapped in ⟦…⟧
+# (visible in logs and pipes too) and, on a colour terminal, also dimmed.
+OVERLAP_OPEN, OVERLAP_CLOSE = "⟦", "⟧"
+
+
+def _use_colour() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def _verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
+    """The human report: one line per check, then the decoded windows, then a verdict."""
+    paint = (lambda t, **k: click.style(t, **k)) if colour else (lambda t, **k: t)
+    width = max((len(c.file) for c in report.checks), default=0)
+    lines = []
+    for c in report.checks:
+        if quiet and c.status in ("pass", "skip"):
+            continue
+        mark = paint(_MARK[c.status], fg=_COLOUR[c.status], bold=True) if _COLOUR[c.status] else _MARK[c.status]
+        lines.append(f"{mark} {c.name:<15} {c.file:<{width}}  {c.detail}")
+    if report.windows and not quiet:
+        lines.append("")
+        for w in report.windows:
+            head = f"── {w.file} [{w.start}, {w.start + w.length}) {w.length} tokens"
+            if w.overlap:
+                head += f", first {w.overlap} shared with the previous window {OVERLAP_OPEN}…{OVERLAP_CLOSE}"
+            lines.append(paint(head, bold=True))
+            rest = w.text[len(w.overlap_text):] if w.text.startswith(w.overlap_text) else w.text
+            if w.overlap:
+                lines.append(paint(OVERLAP_OPEN + w.overlap_text + OVERLAP_CLOSE, dim=True) + rest)
+            else:
+                lines.append(w.text)
+    n = {s: sum(c.status == s for c in report.checks) for s in _MARK}
+    counts = f"{n['pass']} passed, {n['fail']} failed, {n['warn']} warnings, {n['skip']} skipped"
+    if report.ok(strict):
+        verdict = paint("verify: ok", fg="green", bold=True) + f" ({counts})"
+    else:
+        why = " (--strict: warnings fail)" if strict and not n["fail"] else ""
+        verdict = paint("verify: FAILED", fg="red", bold=True) + f" ({counts}){why}"
+    lines.append("")
+    lines.append(verdict)
+    return "\n".join(lines)
+
 
 @main.command()
-def verify():
-    """Check token files and window plans (not implemented yet)."""
-    raise WinsampleError("not implemented yet")
+@click.argument("path", type=click.Path(path_type=str))
+@click.option("--plan", "plans", multiple=True, type=click.Path(path_type=str), metavar="PLAN.npy",
+              help="A window plan to check against its token file (repeatable).")
+@click.option("-T", "T", type=click.IntRange(min=1), default=None,
+              help="Model input length: min_length checks N ≥ T + 1. Default: from each plan's sidecar.")
+@click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.95, show_default=True,
+              help="Least share of tokens inside at least one window.")  # the article's threshold
+@click.option("--max-leakage", type=click.FloatRange(0, 1), default=0.01, show_default=True,
+              help="Most share of val's 32-token shingles also found in train.")
+@click.option("--show", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Decode and print this many windows (the article reads five before every run).")
+@click.option("--meta", "meta_path", type=click.Path(path_type=str), default=None,
+              help="meta.json to use for a single .bin (default: the one beside it).")
+@click.option("--encoding", default=None, help="Tokenizer when there is no meta.json (default gpt2).")
+@click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
+@quiet_option
+@json_option
+@click.pass_context
+def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, encoding, strict, quiet, as_json):
+    """Check token files and window plans; exit 0 if sound, 1 if a check fails, 2 if it cannot run.
+
+    PATH is a data folder (train.bin, val.bin, meta.json, document indexes) or one .bin.
+
+    \b
+    Checks: dtype_divisible min_length vocab_range meta plan_bounds order duplicates
+            coverage split_leakage alignment decode
+    \b
+      winsample verify data/ --plan train.plan.npy
+      winsample verify data/ --plan train.plan.npy --json -q > verify.json   # in CI
+    """
+    from .verify import verify as run_verify
+
+    with progress(quiet, unit="B", unit_scale=True, desc="verify") as bar:
+        report = run_verify(
+            path, plans, T=T, min_coverage=min_coverage, max_leakage=max_leakage, show=show,
+            meta_path=meta_path, encoding=encoding, progress=bar.update,
+        )
+    if as_json:
+        emit_json(report.to_dict(strict))
+    else:
+        click.echo(_verify_text(report, strict, quiet, _use_colour()))
+    if not report.ok(strict):
+        ctx.exit(1)
 
 
 # --- inspect ------------------------------------------------------------------------------

@@ -1,0 +1,952 @@
+"""Checks of token files and window plans: ``verify(path, ...) -> Report``.
+
+The library never prints. Every problem in the data becomes a ``Check`` with status ``fail``
+(or ``warn``); only a run that cannot happen at all (PATH missing, a file unreadable or not a
+file, a --plan or --meta that does not exist) raises ``InputError`` (exit 2).
+
+Check names (stable; scripts match on them): dtype_divisible, min_length, vocab_range, meta,
+plan_bounds, order, duplicates, coverage, split_leakage, alignment, decode.
+
+Each token file is read once, in ``formats.CHUNK_BYTES`` pieces over a read-only memmap:
+that one pass computes the max id, the out-of-range count and first position, the xxh3-128
+checksum and (for a train/val pair) the k-token shingle hashes used by split_leakage.
+Units: positions, starts and lengths are in tokens; ends are exclusive.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from . import formats, tokenizer
+from .errors import DataError, InputError, WinsampleError
+
+CHECK_NAMES = (
+    "dtype_divisible",
+    "min_length",
+    "vocab_range",
+    "meta",
+    "plan_bounds",
+    "order",
+    "duplicates",
+    "coverage",
+    "split_leakage",
+    "alignment",
+    "decode",
+)
+
+DEFAULT_MIN_COVERAGE = 0.95  # the source article's threshold for "the corpus is actually seen"
+DEFAULT_MAX_LEAKAGE = 0.01  # 1% of val shingles also in train: above that val loss is optimistic
+DEFAULT_SHOW = 5  # the article's habit: read five windows before every training run
+SHINGLE_K = 32  # tokens per shingle: long enough that common phrases do not match by chance
+MAX_SHINGLES = 4_000_000  # hashes kept for train + val together (32 MB of uint64); above it, sample
+ALIGN_SAMPLE = 256  # windows checked by `alignment` (all of them when the plan is smaller)
+NO_PLAN_WINDOW = 64  # tokens per decoded window when there is neither a plan nor -T
+_SUB = 1 << 20  # tokens per hashing step: keeps uint64 temporaries small and in cache
+
+Progress = Callable[[int], None]
+
+
+# --- report ------------------------------------------------------------------------------
+
+
+@dataclass
+class Check:
+    """One line of the report. ``figures`` are extra JSON keys (plain ints/floats/strings)."""
+
+    name: str
+    file: str
+    status: str  # "pass" | "fail" | "warn" | "skip"
+    detail: str
+    figures: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "file": self.file, "status": self.status, "detail": self.detail, **self.figures}
+
+
+@dataclass
+class Window:
+    """A decoded window: ``overlap`` leading tokens are shared with the previous window shown."""
+
+    file: str
+    start: int
+    length: int
+    text: str
+    overlap: int = 0
+    overlap_text: str = ""
+
+    def to_dict(self) -> dict:
+        return {"file": self.file, "start": self.start, "length": self.length, "text": self.text, "overlap": self.overlap}
+
+
+@dataclass
+class Report:
+    checks: list[Check] = field(default_factory=list)
+    windows: list[Window] = field(default_factory=list)
+
+    def add(self, name: str, file: str, status: str, detail: str, **figures) -> Check:
+        c = Check(name, file, status, detail, {k: _plain(v) for k, v in figures.items()})
+        self.checks.append(c)
+        return c
+
+    def failures(self, strict: bool = False) -> list[Check]:
+        bad = ("fail", "warn") if strict else ("fail",)
+        return [c for c in self.checks if c.status in bad]
+
+    def ok(self, strict: bool = False) -> bool:
+        return not self.failures(strict)
+
+    def to_dict(self, strict: bool = False) -> dict:
+        return {
+            "ok": self.ok(strict),
+            "checks": [c.to_dict() for c in self.checks],
+            "windows": [w.to_dict() for w in self.windows],
+        }
+
+
+def _plain(v):
+    """numpy scalars → Python numbers, so the report serialises to JSON as is."""
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
+# --- one pass over a token file -----------------------------------------------------------
+
+
+@dataclass
+class FileScan:
+    """What one streaming pass learned about a token file."""
+
+    path: Path
+    label: str  # name shown in the report
+    dtype: str
+    size: int  # bytes
+    n: int  # whole tokens (size // itemsize)
+    stray: int  # bytes left over after the last whole token
+    checksum: str
+    max_id: int | None = None  # None for an empty or unreadable-as-tokens file
+    bad_count: int = 0  # ids >= n_vocab
+    first_bad: int | None = None  # position (tokens) of the first id >= n_vocab
+    first_bad_id: int | None = None
+    shingles: np.ndarray | None = None  # sampled k-shingle hashes (uint64), in file order
+
+    def tokens(self) -> np.ndarray:
+        """Read-only view of the whole tokens (the stray tail bytes, if any, left out)."""
+        if self.n == 0:
+            return np.zeros(0, dtype=self.dtype)
+        return np.memmap(self.path, dtype=self.dtype, mode="r", shape=(self.n,))
+
+
+def _require_file(path: Path) -> None:
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if not path.is_file():
+        raise InputError(f"{path}: not a regular file")
+
+
+def scan_file(
+    path: str | Path,
+    dtype: str,
+    n_vocab: int,
+    *,
+    label: str | None = None,
+    shingle_bits: int | None = None,
+    progress: Progress | None = None,
+) -> FileScan:
+    """One pass over ``path``: range figures, checksum and (if ``shingle_bits`` is set) shingles.
+
+    InputError if the file is missing, not a file or unreadable. A size that is not a multiple
+    of the item size is recorded (``stray``) and only the checksum is computed.
+    """
+    path = Path(path)
+    _require_file(path)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb"):
+            pass
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    item = np.dtype(dtype).itemsize
+    scan = FileScan(path, label or path.name, dtype, size, size // item, size % item, "")
+    if scan.stray:
+        scan.checksum = formats.checksum_file(path, progress)
+        return scan
+    tokens = scan.tokens()
+    hasher = formats.new_hasher()
+    shingler = _Shingler(SHINGLE_K, shingle_bits) if shingle_bits is not None else None
+    chunk_tokens = formats.CHUNK_BYTES // item
+    max_id = -1
+    try:
+        for lo, chunk in formats.iter_chunks(tokens, chunk_tokens):
+            hasher.update(chunk)
+            m = int(chunk.max())
+            if m >= n_vocab:  # rare: only then pay for the mask
+                bad = chunk >= n_vocab
+                if scan.first_bad is None:
+                    i = int(np.argmax(bad))
+                    scan.first_bad, scan.first_bad_id = lo + i, int(chunk[i])
+                scan.bad_count += int(np.count_nonzero(bad))
+            max_id = max(max_id, m)
+            if shingler is not None:
+                shingler.feed(chunk)
+            if progress:
+                progress(chunk.nbytes)
+    except OSError as e:  # e.g. an I/O error while paging the memmap in
+        raise InputError(f"{path}: cannot read: {e}") from None
+    scan.checksum = formats.format_checksum(hasher)
+    scan.max_id = max_id if max_id >= 0 else None
+    if shingler is not None:
+        scan.shingles = shingler.result()
+    return scan
+
+
+# --- shingles -----------------------------------------------------------------------------
+
+_B = np.uint64(0x100000001B3)  # odd base of the polynomial hash (mod 2^64)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)  # splitmix64 finaliser constants
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix_values(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser of id + 1: per-token 64-bit values with no structure left in the ids."""
+    x = x.astype(np.uint64) + np.uint64(1)
+    x ^= x >> np.uint64(30)
+    x *= _M1
+    x ^= x >> np.uint64(27)
+    x *= _M2
+    x ^= x >> np.uint64(31)
+    return x
+
+
+_MIX16: np.ndarray | None = None  # _mix_values of every uint16 id: one gather instead of 7 passes
+
+
+def _mix(t: np.ndarray) -> np.ndarray:
+    global _MIX16
+    if t.dtype.itemsize == 2:
+        if _MIX16 is None:
+            _MIX16 = _mix_values(np.arange(1 << 16))
+        return _MIX16[t]
+    return _mix_values(t)
+
+
+def _pow_table(k: int) -> np.ndarray:
+    """_B ** (k-1-j) mod 2^64 for j in 0..k-1."""
+    p = np.ones(k, dtype=np.uint64)
+    for j in range(k - 2, -1, -1):
+        p[j] = p[j + 1] * _B
+    return p
+
+
+def shingle_hashes(tokens: np.ndarray, k: int = SHINGLE_K) -> np.ndarray:
+    """Hash of every k-token shingle of ``tokens`` (len - k + 1 values, uint64).
+
+    H[i] = sum_j mix(t[i+j]) * B^(k-1-j) mod 2^64, built by doubling (k a power of two):
+    widths 1 → 2 → 4 … → k, each step one multiply and one add over the array.
+    """
+    assert k & (k - 1) == 0
+    h = _mix(tokens)
+    w = 1
+    with np.errstate(over="ignore"):
+        while w < k:
+            if len(h) <= w:
+                return np.zeros(0, dtype=np.uint64)
+            h = h[:-w] * (_B ** np.uint64(w)) + h[w:]
+            w *= 2
+    return h
+
+
+def _hash_at(tokens: np.ndarray, starts: np.ndarray, k: int) -> np.ndarray:
+    """A 64-bit hash of each k-token shingle beginning at ``starts`` (sampled mode).
+
+    Reads each shingle's k * itemsize bytes as 64-bit words (one strided gather, no per-token
+    work), mixes each word and combines them polynomially. Not the same values as
+    ``shingle_hashes``: one run uses one mode for both files, so only equality matters.
+    """
+    tokens = np.ascontiguousarray(tokens)
+    width = k * tokens.dtype.itemsize  # bytes per shingle; a multiple of 8 for k = 32
+    rows = as_strided(tokens.view(np.uint8), shape=(len(tokens) - k + 1, width), strides=(tokens.dtype.itemsize, 1))
+    g = rows[starts].view("<u8")
+    with np.errstate(over="ignore"):
+        g = g * _M1
+        g ^= g >> np.uint64(29)
+        g *= _M2
+        return (g * _pow_table(g.shape[1])).sum(axis=1, dtype=np.uint64)
+
+
+_WIDE = {2: ("<u4", 0x9E3779B1), 4: ("<u8", 0x9E3779B97F4A7C15)}  # Fibonacci-hashing multipliers
+
+
+def anchor_starts(tokens: np.ndarray, bits: int) -> np.ndarray:
+    """Sorted positions i < len-1 whose shingle is kept when sampling 2**-bits of them.
+
+    Kept when a multiplicative hash of the pair (t[i], t[i+1]) has its top ``bits`` bits zero.
+    The pair is read as one double-width integer straight from the buffer (even and odd
+    positions as two views), so this costs one multiply and one compare per position. It
+    depends only on content, so train and val keep the same shingles (consistent sampling).
+    """
+    tokens = np.ascontiguousarray(tokens)
+    wide, mult = _WIDE[tokens.dtype.itemsize]
+    nbits = 8 * np.dtype(wide).itemsize
+    wt = np.dtype(wide).type
+    limit = wt(1 << (nbits - bits))
+    out = []
+    for off in (0, 1):
+        m = (len(tokens) - off) // 2
+        if m <= 0:
+            continue
+        pairs = tokens[off : off + 2 * m].view(wide)
+        with np.errstate(over="ignore"):
+            keep = pairs * wt(mult) < limit
+        out.append(np.flatnonzero(keep) * 2 + off)
+    return np.sort(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)
+
+
+class _Shingler:
+    """Feeds chunks in file order; carries k-1 tokens so shingles across chunk edges count once."""
+
+    def __init__(self, k: int, bits: int):
+        self.k, self.bits = k, bits
+        self.carry: np.ndarray | None = None
+        self.parts: list[np.ndarray] = []
+
+    def feed(self, chunk: np.ndarray) -> None:
+        k = self.k
+        for lo in range(0, len(chunk), _SUB):
+            t = np.asarray(chunk[lo : lo + _SUB])
+            if self.carry is not None and len(self.carry):
+                t = np.concatenate([self.carry, t])
+            if len(t) >= k:
+                if self.bits == 0:
+                    self.parts.append(shingle_hashes(t, k))
+                else:
+                    starts = anchor_starts(t[: len(t) - k + 2], self.bits)
+                    if len(starts):
+                        self.parts.append(_hash_at(t, starts, k))
+            self.carry = t[-(k - 1) :].copy() if k > 1 else t[:0]
+
+    def result(self) -> np.ndarray:
+        return np.concatenate(self.parts) if self.parts else np.zeros(0, dtype=np.uint64)
+
+
+def sampling_bits(total_tokens: int, budget: int = MAX_SHINGLES) -> int:
+    """Keep 2**-bits of the shingles so that about ``budget`` hashes are kept (0 = all, exact)."""
+    if total_tokens <= budget:
+        return 0
+    return min(31, math.ceil(math.log2(total_tokens / budget)))
+
+
+# --- the checks ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Target:
+    """A token file to check: its split name (when known) and meta entry."""
+
+    path: Path
+    label: str
+    split: str | None = None
+    entry: dict | None = None
+
+
+def verify(
+    path: str | Path,
+    plans: Sequence[str | Path] = (),
+    *,
+    T: int | None = None,
+    min_coverage: float = DEFAULT_MIN_COVERAGE,
+    max_leakage: float = DEFAULT_MAX_LEAKAGE,
+    show: int = DEFAULT_SHOW,
+    meta_path: str | Path | None = None,
+    encoding: str | None = None,
+    max_shingles: int = MAX_SHINGLES,
+    progress: Progress | None = None,
+) -> Report:
+    """Run every check that applies to ``path`` (a data folder or one .bin) and ``plans``.
+
+    ``T``: model input length for min_length (tokens). ``encoding``: tokenizer for vocab_range
+    and decode when no meta.json says otherwise (default gpt2). Returns a Report; raises
+    InputError only when something named cannot be read at all.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file or folder")
+    if T is not None and T < 1:
+        raise InputError(f"-T {T}: the window length must be at least 1 token")
+    for p in plans:
+        if not Path(p).exists():
+            raise InputError(f"{p}: no such plan file")
+    report = Report()
+    folder = path if path.is_dir() else None
+
+    # meta.json: where it is, whether it reads
+    meta, meta_file, meta_error = None, None, None
+    if meta_path is not None:
+        meta_file = Path(meta_path)
+        if not meta_file.exists():
+            raise InputError(f"{meta_file}: no such meta file")
+    elif folder is not None:
+        meta_file = folder / formats.META_JSON
+        if not meta_file.exists():
+            meta_file = None
+    else:
+        meta_file = formats.find_meta_for(path)
+    if meta_file is not None:
+        try:
+            meta = formats.read_meta(meta_file)
+        except DataError as e:  # not JSON, newer version, schema broken: a failing `meta` check
+            meta_error = str(e)
+
+    # which token files
+    targets: list[_Target] = []
+    if folder is not None:
+        if meta is not None:
+            for split, entry in meta["splits"].items():
+                targets.append(_Target(folder / entry["file"], entry["file"], split, entry))
+        else:
+            for split in formats.SPLITS:
+                p = folder / formats.bin_name(split)
+                if p.exists():
+                    targets.append(_Target(p, p.name, split))
+        if not targets:
+            raise InputError(f"{folder}: no train.bin / val.bin and no meta.json: not a data folder")
+    else:
+        t = _Target(path, path.name)
+        if meta is not None:
+            found = formats.split_of(meta, path)
+            if found is not None:
+                t.split, t.entry = found
+            elif meta_path is not None:
+                meta_error = f"{meta_file}: describes {', '.join(s['file'] for s in meta['splits'].values())}, not {path.name}"
+                meta = None
+            else:
+                meta = None  # a meta.json beside the file that is about other files: not ours
+                meta_file = None
+        targets.append(t)
+
+    dtype = formats.DEFAULT_DTYPE
+    if meta is not None:
+        dtype = formats.normalize_dtype(meta["dtype"])
+
+    # tokenizer: meta's, else --encoding, else gpt2
+    enc, enc_error = None, None
+    if meta is not None:
+        tok = meta["tokenizer"]
+        n_vocab = int(tok["n_vocab"])
+        enc, enc_error = _load_meta_tokenizer(tok, meta_file)
+    else:
+        try:
+            enc = tokenizer.load_encoding(encoding or tokenizer.DEFAULT_ENCODING)
+        except WinsampleError as e:
+            raise InputError(str(e)) from None
+        n_vocab = enc.n_vocab
+
+    # one pass per file
+    split_names = {t.split for t in targets}
+    leak = folder is not None and {"train", "val"} <= split_names
+    sizes = {}
+    for t in targets:
+        _require_file(t.path)
+        sizes[t.path] = t.path.stat().st_size // np.dtype(dtype).itemsize
+    bits = sampling_bits(sum(sizes.values()), max_shingles) if leak else None
+    scans: dict[Path, FileScan] = {}
+    for t in targets:
+        want = bits if leak and t.split in ("train", "val") else None
+        scans[t.path] = scan_file(t.path, dtype, n_vocab, label=t.label, shingle_bits=want, progress=progress)
+
+    # per file
+    for t in targets:
+        s = scans[t.path]
+        _check_dtype(report, s)
+        _check_min_length_file(report, s, T)
+        _check_vocab(report, s, n_vocab)
+
+    # meta
+    if meta_error is not None:
+        report.add("meta", str(meta_file.name if folder else meta_file), "fail", meta_error)
+    elif meta is not None:
+        _check_meta(report, meta, meta_file, targets, scans, enc, enc_error)
+    elif folder is not None:
+        report.add("meta", formats.META_JSON, "warn", f"{folder}: no meta.json: read as {dtype}, n_vocab {n_vocab} ({enc.name})")
+    else:
+        report.add("meta", path.name, "skip", f"no meta.json beside {path.name}: read as {dtype}, n_vocab {n_vocab} ({enc.name})")
+
+    # split leakage
+    if leak:
+        by_split = {t.split: scans[t.path] for t in targets}
+        _check_leakage(report, by_split["train"], by_split["val"], bits, max_leakage)
+
+    # plans
+    first_plan = None
+    for p in plans:
+        got = _check_plan(report, Path(p), path, folder, scans, targets, T, min_coverage)
+        if got is not None and first_plan is None:
+            first_plan = got
+
+    # decode
+    _decode(report, first_plan, targets, scans, enc, enc_error, T, show)
+    return report
+
+
+def _load_meta_tokenizer(tok: dict, meta_file: Path | None):
+    """(encoding, None) or (None, error text) for meta's tokenizer entry."""
+    file = tok.get("file")
+    try:
+        if file:
+            f = Path(file)
+            if not f.is_absolute() and not f.exists() and meta_file is not None:
+                f = meta_file.parent / f
+            return tokenizer.load_encoding(tok.get("name", ""), str(f), tok.get("pattern", "gpt2")), None
+        return tokenizer.load_encoding(tok.get("name") or tokenizer.DEFAULT_ENCODING), None
+    except WinsampleError as e:
+        return None, str(e)
+
+
+def _check_dtype(report: Report, s: FileScan) -> None:
+    item = np.dtype(s.dtype).itemsize
+    if s.stray:
+        report.add(
+            "dtype_divisible", s.label, "fail",
+            f"{s.size} bytes is not a multiple of {item} ({s.dtype}): {s.stray} stray byte(s) at the end;"
+            " the file is truncated or was written with another dtype",
+            bytes=s.size, itemsize=item, stray_bytes=s.stray,
+        )
+    else:
+        report.add(
+            "dtype_divisible", s.label, "pass", f"{s.size} bytes = {s.n} tokens × {item} ({s.dtype})",
+            bytes=s.size, itemsize=item, stray_bytes=0, tokens=s.n,
+        )
+
+
+def _check_min_length_file(report: Report, s: FileScan, T: int | None) -> None:
+    if T is not None:
+        status = "pass" if s.n >= T + 1 else "fail"
+        rel = "≥" if status == "pass" else "<"
+        report.add(
+            "min_length", s.label, status,
+            f"N = {s.n} {rel} T + 1 = {T + 1}" + ("" if status == "pass" else ": not one (x, y) pair of length T fits"),
+            tokens=s.n, required=T + 1,
+        )
+    elif s.n == 0 and not s.stray:
+        report.add("min_length", s.label, "fail", "empty file: 0 tokens, not one (x, y) pair fits", tokens=0, required=2)
+    else:
+        report.add("min_length", s.label, "skip", f"N = {s.n}; pass -T (or --plan) to check N ≥ T + 1", tokens=s.n)
+
+
+def _check_vocab(report: Report, s: FileScan, n_vocab: int) -> None:
+    if s.stray:
+        report.add("vocab_range", s.label, "skip", "not readable as whole tokens (see dtype_divisible)")
+    elif s.n == 0:
+        report.add("vocab_range", s.label, "pass", "empty file: no ids", n_vocab=n_vocab, max_id=None, out_of_range=0)
+    elif s.bad_count:
+        report.add(
+            "vocab_range", s.label, "fail",
+            f"{s.bad_count} id(s) ≥ n_vocab {n_vocab}, max id {s.max_id}; first: id {s.first_bad_id} at token {s.first_bad}",
+            n_vocab=n_vocab, max_id=s.max_id, out_of_range=s.bad_count, first_position=s.first_bad,
+        )
+    else:
+        report.add(
+            "vocab_range", s.label, "pass", f"max id {s.max_id} < n_vocab {n_vocab}",
+            n_vocab=n_vocab, max_id=s.max_id, out_of_range=0,
+        )
+
+
+def _check_meta(report, meta, meta_file, targets, scans, enc, enc_error) -> None:
+    problems: list[str] = []
+    item = np.dtype(formats.normalize_dtype(meta["dtype"])).itemsize
+    for t in targets:
+        e, s = t.entry, scans[t.path]
+        if e is None:
+            continue
+        where = f"splits.{t.split}"
+        if e["bytes"] != s.size:
+            problems.append(f"{where}.bytes {e['bytes']} but {t.label} has {s.size}")
+        if e["tokens"] != s.n or e["tokens"] * item != s.size:
+            problems.append(f"{where}.tokens {e['tokens']} but {t.label} holds {s.n} (+{s.stray} stray bytes)")
+        if e["checksum"] != s.checksum:
+            problems.append(f"{where}.checksum {e['checksum']} but {t.label} hashes to {s.checksum}")
+        mt = e.get("max_token")
+        if mt is not None and s.max_id is not None and not s.stray and mt != s.max_id:
+            problems.append(f"{where}.max_token {mt} but the largest id in {t.label} is {s.max_id}")
+        if s.max_id is not None and s.max_id > formats.dtype_max(meta["dtype"]):
+            problems.append(f"dtype {meta['dtype']} cannot hold id {s.max_id}")
+        problems += _doc_index_problems(meta_file.parent / e.get("doc_index", formats.doc_index_name(t.split)), e, s, where)
+    tok = meta["tokenizer"]
+    if enc_error is not None:
+        problems.append(f"tokenizer {tok.get('name')!r} does not load: {enc_error}")
+    elif enc is not None:
+        want = tok.get("ranks_sha256")
+        got = tokenizer.ranks_sha256(enc)
+        if want != got:
+            problems.append(f"tokenizer.ranks_sha256 {want} but {tok.get('name')!r} loads ranks with sha256 {got}")
+        if tok["n_vocab"] != enc.n_vocab:
+            problems.append(f"tokenizer.n_vocab {tok['n_vocab']} but {tok.get('name')!r} has {enc.n_vocab}")
+        if "eot" in tok and tok["eot"] != enc.eot_token:
+            problems.append(f"tokenizer.eot {tok['eot']} but {tok.get('name')!r} has {enc.eot_token}")
+    label = meta_file.name if meta_file.parent == targets[0].path.parent else str(meta_file)
+    if problems:
+        report.add("meta", label, "fail", f"{len(problems)} disagreement(s): " + "; ".join(problems), problems=problems)
+    else:
+        report.add(
+            "meta", label, "pass",
+            f"tokens, bytes, documents, checksums and tokenizer {tok.get('name')!r} agree with the files",
+        )
+
+
+def _doc_index_problems(p: Path, e: dict, s: FileScan, where: str) -> list[str]:
+    if not p.exists():
+        return [f"{where}: document index {p.name} is missing"]
+    try:
+        starts = formats.read_doc_index(p)
+    except WinsampleError as err:
+        return [f"{where}: {err}"]
+    out = []
+    if len(starts) != e["documents"]:
+        out.append(f"{where}.documents {e['documents']} but {p.name} lists {len(starts)}")
+    if len(starts):
+        if starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= max(s.n, 1):
+            out.append(f"{p.name}: document starts must begin at 0, increase, and stay below N = {s.n}")
+    return out
+
+
+def _check_leakage(report: Report, train: FileScan, val: FileScan, bits: int, max_leakage: float) -> None:
+    label = f"{val.label} vs {train.label}"
+    rate = 2.0**-bits
+    if train.checksum == val.checksum:
+        report.add(
+            "split_leakage", label, "fail",
+            f"{val.label} is byte-identical to {train.label} (checksum {val.checksum}): val measures nothing",
+            share=1.0, sample_rate=rate,
+        )
+        return
+    if train.shingles is None or val.shingles is None or val.n < SHINGLE_K:
+        report.add("split_leakage", label, "skip", f"{val.label} has {val.n} < {SHINGLE_K} tokens: no {SHINGLE_K}-token shingle")
+        return
+    if len(val.shingles) == 0:
+        report.add("split_leakage", label, "warn", f"no val shingle fell in the sample (rate 1/{2**bits}); share unknown", sample_rate=rate)
+        return
+    train_set = np.sort(train.shingles)  # sort + binary search: faster than np.unique/np.isin here
+    if len(train_set):
+        at = np.searchsorted(train_set, val.shingles).clip(max=len(train_set) - 1)
+        found = int(np.count_nonzero(train_set[at] == val.shingles))
+    else:
+        found = 0
+    share = found / len(val.shingles)
+    n_train = int(np.count_nonzero(np.diff(train_set))) + 1 if len(train_set) else 0
+    how = "exact" if bits == 0 else f"sampled 1/{2**bits}"
+    status = "pass" if share <= max_leakage else "fail"
+    rel = "≤" if status == "pass" else ">"
+    report.add(
+        "split_leakage", label, status,
+        f"{share:.2%} of {val.label}'s {SHINGLE_K}-token shingles are also in {train.label} ({rel} {max_leakage:.2%}; {how},"
+        f" {len(val.shingles)} val / {n_train} train hashes)",
+        share=share, max_leakage=max_leakage, k=SHINGLE_K, sample_rate=rate,
+        val_shingles=len(val.shingles), train_shingles=n_train,
+    )
+
+
+# --- plans -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Plan:
+    label: str
+    rows: np.ndarray
+    side: dict
+    scan: FileScan
+
+
+def _int(d: dict, *keys):
+    v = d
+    for k in keys:
+        if not isinstance(v, dict):
+            return None
+        v = v.get(k)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, min_coverage) -> _Plan | None:
+    label = plan_path.name
+    try:
+        rows, side = formats.read_plan(plan_path)
+    except DataError as e:
+        report.add("plan_bounds", label, "fail", str(e))
+        return None
+    src = side.get("source") if isinstance(side.get("source"), dict) else {}
+    params = side.get("params") if isinstance(side.get("params"), dict) else {}
+    src_file = src.get("file")
+    # which token file the plan applies to
+    if folder is None:
+        file_path = path
+    elif isinstance(src_file, str) and src_file:
+        file_path = folder / Path(src_file).name
+    else:
+        report.add("plan_bounds", label, "fail", f"{formats.plan_sidecar(plan_path)}: sidecar names no source.file")
+        return None
+    scan = scans.get(file_path)
+    if scan is None:
+        report.add("plan_bounds", label, "fail", f"plan is for {src_file!r}, which is not in {folder}")
+        return None
+    if scan.stray:
+        report.add("plan_bounds", label, "skip", f"{scan.label} is not whole tokens (see dtype_divisible)")
+        return None
+    n = scan.n
+    span = _int(params, "span")
+    pT = _int(params, "T")
+    targets_flag = params.get("targets", True)
+
+    # plan_bounds
+    problems = []
+    if src.get("bytes") != scan.size or src.get("checksum") != scan.checksum:
+        problems.append(
+            f"made for another file: sidecar says {src_file!r} of {src.get('bytes')} bytes, {src.get('checksum')};"
+            f" {scan.label} has {scan.size} bytes, {scan.checksum}"
+        )
+    if "dtype" in src and _same_dtype(src["dtype"], scan.dtype) is False:
+        problems.append(f"sidecar dtype {src['dtype']!r} but {scan.label} is read as {scan.dtype}")
+    if span is None or span < 1:
+        problems.append(f"sidecar params.span is {params.get('span')!r}, not a positive integer")
+    nwin = _int(side, "stats", "windows")
+    if nwin is not None and nwin != len(rows):
+        problems.append(f"sidecar stats.windows {nwin} but the plan has {len(rows)} rows")
+    start = rows["start"].astype(np.int64)
+    length = rows["length"].astype(np.int64)
+    end = start + length
+    bad = (start < 0) | (length < 1) | (end > n)
+    if span is not None:
+        bad |= length > span
+    nbad = int(np.count_nonzero(bad))
+    if nbad:
+        i = int(np.argmax(bad))
+        why = []
+        if start[i] < 0:
+            why.append("start < 0")
+        if length[i] < 1:
+            why.append("length < 1")
+        if end[i] > n:
+            why.append(f"end {end[i]} > N = {n}")
+        if span is not None and length[i] > span:
+            why.append(f"length > span {span}")
+        problems.append(f"{nbad} window(s) out of bounds; first: row {i} [{start[i]}, {end[i]}) ({', '.join(why)})")
+    figs = {"windows": len(rows), "tokens": n, "span": span, "bad_windows": nbad}
+    if problems:
+        report.add("plan_bounds", label, "fail", "; ".join(problems), **figs)
+    else:
+        report.add("plan_bounds", label, "pass", f"{len(rows)} windows inside [0, {n}), lengths ≤ span {span}; made for {scan.label}", **figs)
+
+    # min_length: N ≥ span (T + 1 with targets, T without)
+    if span is not None:
+        status = "pass" if n >= span else "fail"
+        what = f"T + 1 = {span}" if targets_flag else f"span = {span} (no targets)"
+        report.add("min_length", label, status, f"N = {n} {'≥' if status == 'pass' else '<'} {what}", tokens=n, required=span)
+
+    # order
+    if params.get("shuffle"):
+        report.add("order", label, "skip", "plan is shuffled (params.shuffle): any order is fine")
+    else:
+        dec = np.flatnonzero(np.diff(start) < 0)
+        if len(dec):
+            i = int(dec[0]) + 1
+            report.add(
+                "order", label, "fail",
+                f"{len(dec)} place(s) where start decreases; first: row {i} starts at {start[i]} after {start[i - 1]}"
+                " (and the sidecar does not say shuffle)",
+                decreases=len(dec), first_row=i,
+            )
+        else:
+            report.add("order", label, "pass", "starts never decrease")
+
+    # duplicates
+    if len(rows) > 1:
+        o = np.lexsort((length, start))
+        same = (np.diff(start[o]) == 0) & (np.diff(length[o]) == 0)
+        dups = int(np.count_nonzero(same))
+    else:
+        same, dups = None, 0
+    if dups:
+        j = int(o[int(np.argmax(same)) + 1])
+        report.add(
+            "duplicates", label, "fail",
+            f"{dups} duplicate window(s); e.g. row {j} repeats [{start[j]}, {end[j]})", duplicates=dups,
+        )
+    else:
+        report.add("duplicates", label, "pass", "no two windows are identical", duplicates=0)
+
+    _check_coverage(report, label, start, end, n, side, min_coverage)
+    plan = _Plan(label, rows, side, scan)
+    _check_alignment(report, plan, pT, span, targets_flag)
+    return plan
+
+
+def _same_dtype(a, b) -> bool | None:
+    try:
+        return formats.normalize_dtype(a) == formats.normalize_dtype(b)
+    except (WinsampleError, TypeError):
+        return False
+
+
+def coverage_stats(start: np.ndarray, end: np.ndarray, n: int) -> dict:
+    """Union of windows [start, end) clipped to [0, n): covered tokens, largest gap, tail/head.
+
+    Vectorised: sort by start, a running max of ends gives how far coverage already reaches;
+    window i adds max(0, end_i - max(start_i, reach_{i-1})) new tokens.
+    """
+    s = np.clip(start, 0, n)
+    e = np.clip(end, 0, n)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if len(s) == 0:
+        return {"covered": 0, "gap_start": 0, "gap_length": n, "tail": n, "head": n}
+    o = np.argsort(s, kind="stable")
+    s, e = s[o], e[o]
+    reach = np.maximum.accumulate(e)
+    before = np.concatenate([[0], reach[:-1]])
+    covered = int(np.maximum(0, e - np.maximum(s, before)).sum())
+    gaps = s - before  # uncovered tokens right before window i (if > 0)
+    tail = n - int(reach[-1])
+    i = int(np.argmax(gaps))
+    gap_start, gap_len = int(before[i]), int(max(gaps[i], 0))
+    if tail > gap_len:
+        gap_start, gap_len = int(reach[-1]), tail
+    return {"covered": covered, "gap_start": gap_start, "gap_length": gap_len, "tail": tail, "head": int(s[0])}
+
+
+def _check_coverage(report, label, start, end, n, side, min_coverage) -> None:
+    if n == 0:
+        report.add("coverage", label, "skip", "empty file: nothing to cover")
+        return
+    c = coverage_stats(start, end, n)
+    total_len = int(np.clip(end, 0, n).sum() - np.clip(start, 0, n).sum()) if len(start) else 0
+    share = c["covered"] / n
+    overlap = 1 - c["covered"] / total_len if total_len else 0.0
+    depth = total_len / n
+    figs = dict(
+        coverage=share, min_coverage=min_coverage, covered_tokens=c["covered"], uncovered_tokens=n - c["covered"],
+        largest_gap_start=c["gap_start"], largest_gap_length=c["gap_length"], uncovered_tail=c["tail"],
+        uncovered_head=c["head"], overlap_ratio=overlap, windows_per_token=depth,
+    )
+    detail = (
+        f"{share:.2%} of {n} tokens in ≥1 window ({'≥' if share >= min_coverage else '<'} {min_coverage:.0%});"
+        f" largest gap {c['gap_length']} at {c['gap_start']}, tail {c['tail']} uncovered;"
+        f" overlap {overlap:.1%}, {depth:.2f} windows per token"
+    )
+    if share < min_coverage:
+        report.add("coverage", label, "fail", detail, **figs)
+        return
+    said = _int(side, "stats", "covered_tokens")
+    if said is not None and said != c["covered"]:
+        report.add("coverage", label, "warn", detail + f"; but the sidecar claims {said} covered tokens", **figs)
+        return
+    report.add("coverage", label, "pass", detail, **figs)
+
+
+def training_pair(tokens: np.ndarray, s: int, T: int) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) as nanoGPT's get_batch builds them: tokens[s:s+T] and tokens[s+1:s+1+T], as int64."""
+    return tokens[s : s + T].astype(np.int64), tokens[s + 1 : s + 1 + T].astype(np.int64)
+
+
+def _check_alignment(report, plan: _Plan, T: int | None, span: int | None, targets_flag) -> None:
+    label = plan.label
+    if not targets_flag:
+        report.add("alignment", label, "skip", "a --no-targets plan has no (x, y) pairs")
+        return
+    if T is None or span is None:
+        report.add("alignment", label, "fail", "sidecar lacks params.T / params.span: cannot tell the (x, y) layout")
+        return
+    if span != T + 1:
+        report.add("alignment", label, "fail", f"targets plan with T = {T} must span T + 1 = {T + 1} tokens; sidecar says span {span}")
+        return
+    rows = plan.rows
+    if len(rows) == 0:
+        report.add("alignment", label, "skip", "empty plan")
+        return
+    tokens = plan.scan.tokens()
+    n = len(tokens)
+    pick = np.unique(np.linspace(0, len(rows) - 1, min(len(rows), ALIGN_SAMPLE)).round().astype(np.int64))
+    bad = []
+    for r in pick:  # ≤ ALIGN_SAMPLE windows: a bounded loop, like a training loop's batch
+        s, L = int(rows["start"][r]), int(rows["length"][r])
+        Tw = T if L >= T + 1 else L - 1  # a short window trains on L - 1 pairs
+        if s < 0 or Tw < 1:
+            bad.append((int(r), s, f"start {s} / length {L} gives no (x, y) pair"))
+            continue
+        x, y = training_pair(tokens, s, Tw)
+        if len(x) != Tw or len(y) != Tw:
+            bad.append((int(r), s, f"x has {len(x)} tokens, y has {len(y)}, T = {Tw} (last legal start is N - T - 1 = {n - Tw - 1})"))
+            continue
+        # independent index arithmetic: position of x[j] is s + j, of y[j] is s + j + 1
+        idx = s + np.arange(Tw, dtype=np.int64)
+        if not (np.array_equal(x, np.take(tokens, idx)) and np.array_equal(y, np.take(tokens, idx + 1)) and np.array_equal(x[1:], y[:-1])):
+            bad.append((int(r), s, "y is not x shifted by one token"))
+    if bad:
+        r, s, why = bad[0]
+        report.add(
+            "alignment", label, "fail", f"{len(bad)} of {len(pick)} sampled window(s) misaligned; first: row {r} at start {s}: {why}",
+            checked=len(pick), misaligned=len(bad),
+        )
+    else:
+        report.add(
+            "alignment", label, "pass",
+            f"{len(pick)} of {len(rows)} windows: x = tokens[s:s+{T}], y = tokens[s+1:s+{T + 1}] (last legal start {n - T - 1})",
+            checked=len(pick), misaligned=0,
+        )
+
+
+# --- decode ------------------------------------------------------------------------------
+
+
+def _decode(report, plan: _Plan | None, targets, scans, enc, enc_error, T, show) -> None:
+    if show <= 0:
+        report.add("decode", "", "skip", "--show 0")
+        return
+    if plan is not None:
+        scan = plan.scan
+        starts = plan.rows["start"][:show].astype(np.int64)
+        lengths = plan.rows["length"][:show].astype(np.int64)
+        label = f"{plan.label} → {scan.label}"
+    else:
+        scan = next((scans[t.path] for t in targets if not scans[t.path].stray), None)
+        if scan is None:
+            report.add("decode", "", "skip", "no file readable as whole tokens")
+            return
+        w = T or NO_PLAN_WINDOW
+        starts = np.arange(0, min(scan.n, w * show), w, dtype=np.int64)
+        lengths = np.minimum(w, scan.n - starts)
+        label = scan.label
+    if enc is None:
+        report.add("decode", label, "warn", f"cannot decode: {enc_error}")
+        return
+    tokens = scan.tokens()
+    n = len(tokens)
+    problems = 0
+    prev_s = prev_e = None
+    for s, L in zip(starts.tolist(), lengths.tolist()):
+        s0, e0 = max(s, 0), min(s + L, n)
+        ids = tokens[s0:e0].tolist() if e0 > s0 else []
+        ov = 0
+        if prev_e is not None and prev_s <= s0 < prev_e:
+            ov = min(prev_e, e0) - s0
+        try:
+            text = _text(enc, ids)
+            otext = _text(enc, ids[:ov])
+        except Exception as e:  # ids outside the vocabulary: tiktoken raises
+            text, otext, problems = f"<cannot decode: {type(e).__name__}>", "", problems + 1
+        report.windows.append(Window(scan.label, s, L, text, ov, otext))
+        prev_s, prev_e = s0, e0
+    shown = len(report.windows)
+    if problems:
+        report.add("decode", label, "warn", f"{problems} of {shown} window(s) hold ids the tokenizer cannot decode")
+    else:
+        report.add("decode", label, "pass", f"{shown} window(s) decoded with {enc.name}", shown=shown)
+
+
+def _text(enc, ids: list[int]) -> str:
+    return enc.decode_bytes(ids).decode("utf-8", errors="replace")
