@@ -64,6 +64,12 @@ def say(quiet: bool, message: str) -> None:
         click.echo(message, err=True)
 
 
+def use_color(stream=None) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set to anything (no-color.org)."""
+    stream = stream or sys.stdout
+    return bool(stream.isatty()) and not os.environ.get("NO_COLOR")
+
+
 def emit_json(obj) -> None:
     """The one JSON document of ``--json``, on stdout."""
     click.echo(json.dumps(obj, indent=2, ensure_ascii=False))
@@ -110,10 +116,6 @@ _COLOUR = {"pass": "green", "fail": "red", "warn": "yellow", "skip": None}
 # The part of a decoded window that the previous window already showed is wrapped in ⟦…⟧
 # (visible in logs and pipes too) and, on a colour terminal, also dimmed.
 OVERLAP_OPEN, OVERLAP_CLOSE = "⟦", "⟧"
-
-
-def _use_colour() -> bool:
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
 def _verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
@@ -191,18 +193,12 @@ def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, enco
     if as_json:
         emit_json(report.to_dict(strict))
     else:
-        click.echo(_verify_text(report, strict, quiet, _use_colour()))
+        click.echo(_verify_text(report, strict, quiet, use_color()))
     if not report.ok(strict):
         ctx.exit(1)
 
 
 # --- inspect ------------------------------------------------------------------------------
-
-
-def use_color(stream=None) -> bool:
-    """Colour only on a terminal, and never when NO_COLOR is set to anything (no-color.org)."""
-    stream = stream or sys.stdout
-    return bool(stream.isatty()) and not os.environ.get("NO_COLOR")
 
 
 _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim": True}, "warn": {"fg": "yellow"}}
