@@ -545,9 +545,9 @@ def test_colour_only_on_a_terminal_and_never_with_NO_COLOR(monkeypatch, golden):
     assert "\x1b[" not in cli._verify_text(report, strict=False, quiet=False, colour=False)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     monkeypatch.delenv("NO_COLOR", raising=False)
-    assert cli._use_colour()
+    assert cli.use_color()
     monkeypatch.setenv("NO_COLOR", "1")
-    assert not cli._use_colour()
+    assert not cli.use_color()
 
 
 def test_progress_callback_sees_every_byte_once(golden):
