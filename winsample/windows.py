@@ -237,7 +237,7 @@ def fill_fresh(rows: np.ndarray) -> None:
     if not len(rows):
         return
     ends = rows["start"] + rows["length"]
-    prev = np.concatenate([[np.iinfo(np.int64).min], np.maximum.accumulate(ends)[:-1]])
+    prev = np.concatenate([[-1], np.maximum.accumulate(ends)[:-1]])
     rows["fresh"] = np.clip(prev - rows["start"], 0, rows["length"])
 
 
@@ -319,7 +319,10 @@ def describe_source(bin_path, meta_path=None) -> Source:
         found = formats.split_of(meta, path)
         split = found[1] if found else None
     dtype = formats.normalize_dtype(meta["dtype"]) if meta else formats.DEFAULT_DTYPE
-    n = formats.token_count(path, dtype)
+    try:
+        n = formats.token_count(path, dtype)
+    except DataError as e:  # cannot plan a file whose size is not whole tokens: exit 2, nothing written
+        raise InputError(str(e)) from None
     nbytes = path.stat().st_size
     doc_index = None
     if split is not None:
