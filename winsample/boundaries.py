@@ -54,6 +54,7 @@ class Tables:
     corelen3: np.ndarray  # int64: min(len(stripped), 3)
     ws_start: np.ndarray  # bool: first byte is whitespace
     ws_end_core: np.ndarray  # bool: has trailing whitespace and some non-whitespace byte
+    ascii_term: np.ndarray  # bool [256]: byte is . ! ?
     para_ids: np.ndarray  # ids that can end a blank line (last byte '\n')
     sent_ids: np.ndarray  # ids that can end a sentence edge
     para_mask: np.ndarray  # uint8 [65536 or n]: 1 for para_ids
@@ -66,7 +67,7 @@ def _pack(b: bytes) -> int:
 
 @functools.lru_cache(maxsize=4)
 def _tables_for(key, enc) -> Tables:
-    n = enc.n_vocab
+    n = enc.n_vocab + 1  # the last row is a sentinel: 'no token', zero bytes
     last3 = np.zeros(n, np.int64)
     len3 = np.zeros(n, np.int64)
     core3 = np.zeros(n, np.int64)
@@ -75,7 +76,7 @@ def _tables_for(key, enc) -> Tables:
     ws_end_core = np.zeros(n, bool)
     para, sent = [], []
     enders = ASCII_TERMINALS | {c[-1] for c in CJK_TERMINALS}
-    for i in range(n):
+    for i in range(n - 1):
         try:
             b = enc.decode_single_token_bytes(i)
         except KeyError:  # unused id in some vocabularies
@@ -97,7 +98,9 @@ def _tables_for(key, enc) -> Tables:
     para_mask[para] = 1
     sent_mask = np.zeros(size, np.uint8)
     sent_mask[sent] = 1
-    return Tables(last3, len3, core3, corelen3, ws_start, ws_end_core,
+    ascii_term = np.zeros(256, bool)
+    ascii_term[list(ASCII_TERMINALS)] = True
+    return Tables(last3, len3, core3, corelen3, ws_start, ws_end_core, ascii_term,
                   np.array(para, np.int64), np.array(sent, np.int64), para_mask, sent_mask)
 
 
@@ -124,50 +127,62 @@ def find_boundaries(tokens: np.ndarray, kind: str, enc, chunk_tokens: int = CHUN
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}")
     t = token_tables(enc)
-    n_ids = len(t.last3)
+    none = len(t.last3) - 1  # the sentinel id: 'no token' before the file start, zero bytes
     ids, mask = (t.para_ids, t.para_mask) if kind == "paragraph" else (t.sent_ids, t.sent_mask)
     n = len(tokens)
     out = []
+    carry = np.array([none, none], np.int64)  # the two tokens before the current chunk
     for lo, chunk in formats.iter_chunks(tokens, chunk_tokens):
-        cand = _candidates(chunk, ids, mask)
-        cand = cand[lo + cand < n - 1]  # an edge at N is the file end, not an inner edge
-        if len(cand):
-            p = lo + cand
-            cur = np.asarray(tokens[p], dtype=np.int64)
-            before = np.asarray(tokens[np.maximum(p - 1, 0)], dtype=np.int64)
-            before2 = np.asarray(tokens[np.maximum(p - 2, 0)], dtype=np.int64)
-            nxt = np.asarray(tokens[p + 1], dtype=np.int64)
-            top = max(int(cur.max()), int(before.max()), int(before2.max()), int(nxt.max()))
-            if top >= n_ids:
-                bad = int(np.flatnonzero(np.asarray(tokens[lo : lo + len(chunk)]) >= n_ids)[0]) + lo
-                raise DataError(f"token id {int(tokens[bad])} at position {bad} is outside the tokenizer's {n_ids} ids")
-            # Before the file start there is nothing: id 0 padding would add bytes, so blank them.
-            before = np.where(p >= 1, before, -1)
-            before2 = np.where(p >= 2, before2, -1)
-            v = _tail3_safe(t, before2, before, t.last3[cur], t.len3[cur])
+        chunk = np.asarray(chunk)
+        m = len(chunk)
+        c = _candidates(chunk, ids, mask)
+        c = c[lo + c < n - 1]  # an edge at N is the file end, not an inner edge
+        if len(c):
+            top = int(chunk.max()) if m else 0
+            if top >= none:
+                bad = int(np.flatnonzero(chunk >= none)[0]) + lo
+                raise DataError(f"token id {top} at position {bad} is outside the tokenizer's {none} ids")
+            cur = chunk[c].astype(np.int64)
+            p1, p2 = _before(chunk, c - 1, carry), _before(chunk, c - 2, carry)
+            v = _tail3(t, p2, p1, t.last3[cur], t.len3[cur])
             edge = (v & 0xFFFF) == 0x0A0A
             if kind == "sentence":
-                edge |= np.isin(v, _CJK_VALUES)
-                ascii_end = np.isin(v & 0xFF, list(ASCII_TERMINALS))
-                edge |= ascii_end & t.ws_start[nxt]
-                vc = _tail3_safe(t, before2, before, t.core3[cur], t.corelen3[cur])
-                core_term = np.isin(vc & 0xFF, list(ASCII_TERMINALS)) | np.isin(vc, _CJK_VALUES)
-                edge |= t.ws_end_core[cur] & core_term
-            out.append(p[edge] + 1)
+                edge |= _is_cjk(v)
+                nxt = chunk[np.minimum(c + 1, m - 1)].astype(np.int64)
+                if c[-1] == m - 1:  # one token of look-ahead past the chunk
+                    nxt[-1] = int(tokens[lo + m])
+                edge |= t.ascii_term[v & 0xFF] & t.ws_start[nxt]
+                core = t.ws_end_core[cur]
+                vc = _tail3(t, p2[core], p1[core], t.core3[cur[core]], t.corelen3[cur[core]])
+                edge[core] |= t.ascii_term[vc & 0xFF] | _is_cjk(vc)
+            out.append(lo + c[edge] + 1)
+        if m >= 2:
+            carry = chunk[-2:].astype(np.int64)
+        elif m == 1:
+            carry = np.array([carry[1], chunk[0]], np.int64)
         if progress:
-            progress(len(chunk))
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
+            progress(m)
+    return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
 
 
-def _tail3_safe(t: Tables, prev2, prev1, cur_val, cur_len):
-    """``_tail3`` where an id of -1 stands for 'no token' (before the start of the file)."""
-    p1 = np.maximum(prev1, 0)
-    p2 = np.maximum(prev2, 0)
-    l1 = np.where(prev1 >= 0, t.len3[p1], 0)
-    v1 = np.where(prev1 >= 0, t.last3[p1], 0)
-    v2 = np.where(prev2 >= 0, t.last3[p2], 0)
-    v = cur_val | (v1 << np.minimum(8 * cur_len, 32))
-    v |= v2 << np.minimum(8 * (cur_len + l1), 32)
+def _before(chunk: np.ndarray, idx: np.ndarray, carry: np.ndarray) -> np.ndarray:
+    """Ids at chunk positions ``idx`` (-1 and -2 reach into ``carry``, the previous chunk's last two)."""
+    out = chunk[np.maximum(idx, 0)].astype(np.int64)
+    neg = idx < 0
+    out[neg] = carry[2 + idx[neg]]
+    return out
+
+
+def _is_cjk(v: np.ndarray) -> np.ndarray:
+    return (v == _CJK_VALUES[0]) | (v == _CJK_VALUES[1]) | (v == _CJK_VALUES[2])
+
+
+def _tail3(t: Tables, prev2, prev1, cur_val, cur_len):
+    """The last 3 bytes (packed) of the stream ending with ``cur_val`` (``cur_len`` bytes) after
+    tokens prev1 and prev2. Tokens have >= 1 byte, so three always supply three; shifts are
+    capped at 32 bits (what is shifted that far is masked off) so int64 never overflows."""
+    v = cur_val | (t.last3[prev1] << np.minimum(8 * cur_len, 32))
+    v |= t.last3[prev2] << np.minimum(8 * (cur_len + t.len3[prev1]), 32)
     return v & 0xFFFFFF
 
 
