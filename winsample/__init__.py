@@ -1,3 +1,7 @@
 """winsample: text → token files → training-window plans → proof that both are sound."""
 
 __version__ = "0.1.0"
+
+from .batch import Plan, get_batch, read_plan  # noqa: E402  (the training-loop API)
+
+__all__ = ["Plan", "get_batch", "read_plan", "__version__"]

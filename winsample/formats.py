@@ -46,8 +46,25 @@ Readers accept any file whose ``version`` is <= FORMAT_VERSION; fields are only 
 A window plan (``PLAN.npy``) is a structured numpy array, one row per window, ``PLAN_DTYPE``:
 ``start`` (int64, token index into the .bin), ``length`` (int32, tokens spanned),
 ``doc`` (int64, document number), ``fresh`` (int32, leading tokens already covered by an earlier
-window of the same document). Beside it ``PLAN.npy.json`` holds every parameter and the source
-file's name, bytes and checksum.
+window of the same document). Rows are sorted by start unless the plan was shuffled. Beside it
+``PLAN.npy.json`` (written last) holds::
+
+    {"format": "winsample-plan", "version": 1,
+     "source": {"path": "data/train.bin", "file": "train.bin", "bytes": 246, "checksum": "xxh3_128:…",
+                "dtype": "<u2", "tokens": 123},
+     "params": {"T", "targets", "span", "stride", "overlap" (1 - stride/span), "offset", "random_offset",
+                "seed", "epoch", "tail", "short", "boundaries", "pack", "shuffle", "shard", "shards",
+                "shard_method"},
+     "stats":  {"windows", "coverage" (share of tokens in >= 1 window), "covered_tokens",
+                "uncovered_tokens", "uncovered_tail", "uncovered_head", "uncovered_dropped", "documents"},
+     "tokenizer": {…the tokenizer entry of meta.json, when known…},
+     "materialized": {"file", "shape", "dtype", "pad_id"}   (only with --materialize)}
+
+The source checksum is copied from meta.json's split entry when that meta describes the file
+(same name and byte size), so planning never reads the tokens; for a bare .bin it is streamed.
+One plan per scale: ``PLAN.T512.npy``; shards: ``PLAN.shard0of4.npy`` (round-robin: shard r holds
+rows r, r+K, …); materialized windows: ``PLAN.tokens.npy``, (n, span) ids in the .bin's dtype,
+short windows padded with ``pad_id`` (their true length is the plan's ``length``).
 
 Checksums are xxh3-128 (``"xxh3_128:<32 hex>"``): it runs at several GB/s, faster than the
 disk, where sha256 would be the slowest part of a run.
@@ -98,6 +115,27 @@ def doc_index_name(split: str) -> str:
 
 def plan_sidecar(plan_path: str | Path) -> Path:
     return Path(f"{plan_path}.json")
+
+
+def _with_infix(plan_path: str | Path, infix: str) -> Path:
+    """``PLAN.npy`` → ``PLAN.<infix>.npy`` (the infix goes before a final .npy, else at the end)."""
+    p = str(plan_path)
+    return Path(f"{p[:-4]}.{infix}.npy" if p.endswith(".npy") else f"{p}.{infix}")
+
+
+def plan_for_scale(plan_path: str | Path, T: int) -> Path:
+    """Plan file for one of several -T values: ``PLAN.T512.npy``."""
+    return _with_infix(plan_path, f"T{T}")
+
+
+def plan_shard(plan_path: str | Path, rank: int, shards: int) -> Path:
+    """Plan file of one data-parallel rank: ``PLAN.shard0of4.npy``."""
+    return _with_infix(plan_path, f"shard{rank}of{shards}")
+
+
+def materialized_path(plan_path: str | Path) -> Path:
+    """Token windows written beside a plan: ``PLAN.tokens.npy``."""
+    return _with_infix(plan_path, "tokens")
 
 
 # --- dtypes and token files -------------------------------------------------------------

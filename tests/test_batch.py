@@ -1,0 +1,54 @@
+"""read_plan / get_batch: the training-loop API."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import winsample
+from winsample.cli import main
+from winsample.errors import ConfigError, DataError
+
+
+def _plan(tmp_path, n, *args):
+    np.arange(n, dtype="<u2").tofile(tmp_path / "a.bin")
+    r = CliRunner().invoke(main, ["windows", str(tmp_path / "a.bin"), *map(str, args), "-o", str(tmp_path / "p.npy"), "-q"])
+    assert r.exit_code == 0, r.stderr
+    return winsample.read_plan(tmp_path / "p.npy"), tmp_path / "a.bin"
+
+
+def test_n10_t4_every_batch_row_is_an_aligned_xy_pair(tmp_path):
+    plan, path = _plan(tmp_path, 10, "-T", 4, "--stride", 1)
+    assert (plan.T, plan.span, len(plan)) == (4, 5, 6)
+    tokens = np.memmap(path, dtype=np.uint16, mode="r")
+    x, y = winsample.get_batch(plan, tokens, 500, np.random.default_rng(0))
+    assert x.shape == y.shape == (500, 4) and x.dtype == y.dtype == np.int64
+    assert (y == x + 1).all()  # token i is i: y is x shifted by exactly one
+    assert set(x[:, 0].tolist()) == {0, 1, 2, 3, 4, 5}  # every legal start drawn, none past N-T-1 = 5
+
+
+def test_same_rng_seed_same_batch_and_path_accepted(tmp_path):
+    plan, path = _plan(tmp_path, 1000, "-T", 16)
+    a = winsample.get_batch(plan, path, 8, 3)
+    b = winsample.get_batch(plan, np.memmap(path, dtype=np.uint16, mode="r"), 8, np.random.default_rng(3))
+    assert (a[0] == b[0]).all() and (a[1] == b[1]).all()
+
+
+def test_short_windows_are_never_drawn(tmp_path):
+    plan, path = _plan(tmp_path, 30, "-T", 7, "--stride", 8, "--tail", "short")
+    assert plan.rows["length"].tolist() == [8, 8, 8, 6]
+    x, _ = winsample.get_batch(plan, path, 200, 0)
+    assert set(x[:, 0].tolist()) == {0, 8, 16}
+
+
+def test_no_full_window_is_a_data_error(tmp_path):
+    plan, path = _plan(tmp_path, 8, "-T", 8)
+    with pytest.raises(DataError, match="no full-length window"):
+        winsample.get_batch(plan, path, 2, 0)
+
+
+def test_no_targets_plan_is_refused(tmp_path):
+    plan, path = _plan(tmp_path, 100, "-T", 8, "--no-targets")
+    with pytest.raises(ConfigError, match="no-targets"):
+        winsample.get_batch(plan, path, 2, 0)

@@ -1,0 +1,164 @@
+"""Paragraph/sentence edges from token bytes, checked against string search on the decoded text."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from winsample import boundaries as B
+from winsample import formats
+from winsample.cli import main
+from winsample.tokenizer import load_encoding
+
+from .conftest import CORPUS
+
+EOT = 50256
+WS = b" \t\n\r\x0b\x0c"
+TERM = rb"(?:[.!?]|\xe3\x80\x82|\xef\xbc\x81|\xef\xbc\x9f)"
+
+
+@pytest.fixture(scope="module")
+def enc():
+    return load_encoding("gpt2")
+
+
+def oracle_edges(ids, ref, kind):
+    """Edges by string search on the decoded bytes, mapped to tokens by cumulative byte lengths."""
+    pieces = [ref.decode_single_token_bytes(int(i)) for i in ids]
+    cum = np.cumsum([0] + [len(p) for p in pieces])
+    data = b"".join(pieces)
+    ends = {m.end() for m in re.finditer(rb"(?=\n\n)", data)}
+    ends = {e + 2 for e in ends}  # byte offsets right after a blank line
+    if kind == "sentence":
+        ends |= {m.end() for m in re.finditer(rb"\xe3\x80\x82|\xef\xbc\x81|\xef\xbc\x9f", data)}
+        ends |= {m.end() for m in re.finditer(rb"[.!?](?=[ \t\n\r\x0b\x0c])", data)}
+    edges = {b for b in range(1, len(ids)) if cum[b] in ends}
+    if kind == "sentence":  # a terminal and its whitespace inside one token (".\n")
+        for b in range(1, len(ids)):
+            piece = pieces[b - 1]
+            if piece.strip(WS) and re.search(TERM + rb"[ \t\n\r\x0b\x0c]+\Z", data[: cum[b]]):
+                edges.add(b)
+    return sorted(edges)
+
+
+def test_blank_line_as_two_tokens_198_198(enc, ref_gpt2):
+    ids = ref_gpt2.encode_ordinary("a\n\nb")
+    assert ids == [64, 198, 198, 65]
+    assert B.find_boundaries(np.array(ids, "<u2"), "paragraph", enc).tolist() == [3]
+
+
+def test_blank_line_as_one_token_628(enc, ref_gpt2):
+    ids = ref_gpt2.encode_ordinary("Hello.\n\n World")
+    assert ids[2] == 628  # the space glued to the next word leaves "\n\n" whole
+    assert B.find_boundaries(np.array(ids, "<u2"), "paragraph", enc).tolist() == [3]
+
+
+def test_longer_newline_runs_mix_628_and_198(enc, ref_gpt2):
+    ids = ref_gpt2.encode_ordinary("a\n\n\n\nb")
+    assert ids == [64, 628, 198, 198, 65]
+    # after "\n\n", "\n\n\n" and "\n\n\n\n" the text ends with a blank line
+    assert B.find_boundaries(np.array(ids, "<u2"), "paragraph", enc).tolist() == [2, 3, 4]
+
+
+def test_single_newline_is_not_a_paragraph_edge(enc, ref_gpt2):
+    ids = ref_gpt2.encode_ordinary("one\ntwo\nthree")
+    assert B.find_boundaries(np.array(ids, "<u2"), "paragraph", enc).tolist() == []
+
+
+def test_cjk_full_stop_split_across_byte_tokens(enc, ref_gpt2):
+    hao = ref_gpt2.encode_ordinary("好")
+    stop = [ref_gpt2.encode_single_token(bytes([c])) for c in "。".encode()]  # E3, 80, 82 as three tokens
+    ids = hao + stop + hao
+    edges = B.find_boundaries(np.array(ids, "<u2"), "sentence", enc).tolist()
+    assert edges == [len(hao) + 3]  # after the token holding the last byte, never inside the character
+    # and split at a chunk edge in the middle of the character
+    assert B.find_boundaries(np.array(ids, "<u2"), "sentence", enc, chunk_tokens=len(hao) + 1).tolist() == edges
+
+
+def test_ascii_terminal_needs_whitespace_after(enc, ref_gpt2):
+    ids = ref_gpt2.encode_ordinary("Pi is 3.14 roughly. Yes")
+    edges = B.find_boundaries(np.array(ids, "<u2"), "sentence", enc).tolist()
+    text_before = [ref_gpt2.decode(ids[:b]) for b in edges]
+    assert text_before == ["Pi is 3.14 roughly."]
+
+
+def test_terminal_and_newline_in_one_token(enc, ref_gpt2):
+    ids = ref_gpt2.encode_ordinary("Stop.\nGo")
+    got = B.find_boundaries(np.array(ids, "<u2"), "sentence", enc).tolist()
+    assert got == oracle_edges(ids, ref_gpt2, "sentence") and got
+
+
+@pytest.fixture(scope="module")
+def corpus_ids(ref_gpt2):
+    text = (CORPUS / "hamlet.txt").read_text()[:40000] + (CORPUS / "zh_sliding_windows.txt").read_text()
+    return np.array(ref_gpt2.encode_ordinary(text), "<u2")
+
+
+@pytest.mark.parametrize("kind", B.KINDS)
+def test_edges_match_string_search_on_real_text_across_chunks(enc, ref_gpt2, corpus_ids, kind):
+    expected = oracle_edges(corpus_ids, ref_gpt2, kind)
+    assert len(expected) > 50
+    for chunk in (B.CHUNK_TOKENS, 1000, 7):
+        assert B.find_boundaries(corpus_ids, kind, enc, chunk_tokens=chunk).tolist() == expected
+
+
+def test_doc_starts_from_eot():
+    toks = np.array([5, EOT, 6, 7, EOT, EOT, 8], "<u2")
+    assert B.doc_starts_from_eot(toks, EOT).tolist() == [0, 2, 5, 6]
+
+
+def _write_data(tmp_path, ref, texts):
+    ids = []
+    starts = []
+    for t in texts:
+        starts.append(len(ids))
+        ids += ref.encode_ordinary(t) + [EOT]
+    arr = np.array(ids, "<u2")
+    arr.tofile(tmp_path / "train.bin")
+    formats.write_doc_index(tmp_path / "train.docs.npy", np.array(starts))
+    meta = {"format": "winsample", "version": 1, "dtype": "<u2",
+            "tokenizer": {"name": "gpt2", "n_vocab": 50257, "eot": EOT},
+            "splits": {"train": {"file": "train.bin", "doc_index": "train.docs.npy", "tokens": len(ids),
+                                 "bytes": 2 * len(ids), "documents": len(texts), "checksum": formats.checksum_file(tmp_path / "train.bin")}}}
+    formats.write_meta(tmp_path / "meta.json", meta)
+    return arr, starts
+
+
+@pytest.mark.parametrize(("kind", "T", "stride"), [("paragraph", 255, 128), ("sentence", 63, 32), ("sentence", 40, 41)])
+def test_semantic_windows_on_real_text_end_and_start_on_edges(tmp_path, ref_gpt2, kind, T, stride):
+    texts = [(CORPUS / "sonnets.txt").read_text()[:15000], (CORPUS / "zh_sliding_windows.txt").read_text(),
+             (CORPUS / "macbeth.txt").read_text()[:12000]]
+    arr, starts = _write_data(tmp_path, ref_gpt2, texts)
+    r = CliRunner().invoke(main, ["windows", str(tmp_path / "train.bin"), "-T", str(T), "--stride", str(stride),
+                                  "--boundaries", kind, "-o", str(tmp_path / "p.npy"), "-q"])
+    assert r.exit_code == 0, r.stderr
+    rows, side = formats.read_plan(tmp_path / "p.npy")
+    span = T + 1
+    assert side["stats"]["coverage"] == 1.0 and (rows["length"] <= span).all()
+    ends_doc = starts[1:] + [len(arr)]
+    on_edge = hard = 0
+    for d, (ds, de) in enumerate(zip(starts, ends_doc)):
+        # edges found independently: string search on this document's decoded text
+        E = set(b + ds for b in oracle_edges(arr[ds:de], ref_gpt2, kind)) | {ds, de}
+        r_ = rows[rows["doc"] == d]
+        assert r_["start"][0] == ds and r_["start"][-1] + r_["length"][-1] == de
+        pe = ds
+        for i in range(len(r_) - 1):
+            s, e = int(r_["start"][i]), int(r_["start"][i] + r_["length"][i])
+            allowed_end = [x for x in E if max(pe, s) < x <= s + span]
+            if allowed_end:
+                assert e == max(allowed_end)  # the last edge that fits
+                on_edge += 1
+            else:
+                assert e == s + span
+                hard += 1
+            nb = min(x for x in E if x > e)
+            allowed = [x for x in E if max(s + 1, nb - span) <= x <= e]
+            ns = int(r_["start"][i + 1])
+            assert (ns in allowed) if allowed else True
+            assert s < ns <= e
+            pe = e
+    assert on_edge > hard

@@ -1,0 +1,457 @@
+"""`winsample windows`: pinned cases (hand arithmetic), invariants (hypothesis vs brute force), CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from winsample import formats
+from winsample import windows as W
+from winsample.cli import main
+
+from .bench.article_sampler import SlidingWindowSampler
+
+
+def bin_file(path, n, dtype="<u2"):
+    """A bare .bin whose token at position i is i % 50000 (so a window's content names its place)."""
+    (np.arange(n) % 50000).astype(dtype).tofile(path)
+    return path
+
+
+def run_cli(*args):
+    return CliRunner().invoke(main, ["windows", *map(str, args)])
+
+
+def plan_of(path):
+    rows, side = formats.read_plan(path)
+    return rows, side
+
+
+# --- pinned cases ---------------------------------------------------------------------------
+
+
+def test_10000_tokens_512_256_gives_38_full_windows_and_drop_leaves_16(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 10000)
+    r = run_cli(b, "-T", 512, "--no-targets", "--stride", 256, "--tail", "drop", "-o", tmp_path / "p.npy", "-q")
+    assert r.exit_code == 0, r.stderr
+    rows, side = plan_of(tmp_path / "p.npy")
+    # (10000 - 512) // 256 + 1 = 37 + 1 = 38; last start 37 * 256 = 9472; 9472 + 512 = 9984 → 16 left
+    assert len(rows) == 38
+    assert rows["start"].tolist() == [256 * i for i in range(38)]
+    assert rows["start"][-1] == 9472
+    assert set(rows["length"].tolist()) == {512}
+    assert side["stats"]["uncovered_tail"] == 16
+    assert side["stats"]["uncovered_tokens"] == 16
+    assert side["stats"]["covered_tokens"] == 9984
+
+
+def test_10000_tokens_512_256_align_adds_exactly_one_window_at_9488(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 10000)
+    r = run_cli(b, "-T", 512, "--no-targets", "--stride", 256, "-o", tmp_path / "p.npy", "-q")
+    assert r.exit_code == 0, r.stderr
+    rows, side = plan_of(tmp_path / "p.npy")
+    assert len(rows) == 39
+    assert rows["start"][-2:].tolist() == [9472, 9488]  # 10000 - 512 = 9488
+    assert rows["fresh"][-1] == 9472 + 512 - 9488  # 496 tokens already seen, 16 new
+    assert side["stats"]["coverage"] == 1.0 and side["stats"]["uncovered_tail"] == 0
+
+
+def test_article_sampler_agrees_on_the_regular_starts_of_the_pinned_case():
+    sampler = SlidingWindowSampler(list(range(10000)), window_size=512, stride=256)
+    starts = [s for s, _ in sampler]
+    rows = W.plan_regular([0], [10000], 512, 256, tail="drop")
+    assert rows["start"].tolist() == starts[:38]  # the 39th it yields is its tail window, 9488 as ours
+    assert starts[38] == 9488
+
+
+def test_n10_t4_stride1_starts_0_to_5_and_every_xy_pair_aligned(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 10)
+    r = run_cli(b, "-T", 4, "--stride", 1, "-o", tmp_path / "p.npy", "-q")
+    assert r.exit_code == 0, r.stderr
+    rows, side = plan_of(tmp_path / "p.npy")
+    assert rows["start"].tolist() == [0, 1, 2, 3, 4, 5]  # last legal start N - T - 1 = 5
+    assert set(rows["length"].tolist()) == {5}
+    tokens = np.fromfile(b, "<u2").astype(np.int64)
+    for s in rows["start"]:
+        w = tokens[s : s + 5]
+        x, y = w[:4], w[1:]
+        assert x.tolist() == list(range(s, s + 4))
+        assert y.tolist() == list(range(s + 1, s + 5))  # the next token, never the same one
+
+
+def test_n9_t8_exactly_one_window(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 9)
+    assert run_cli(b, "-T", 8, "-o", tmp_path / "p.npy", "-q").exit_code == 0
+    rows, _ = plan_of(tmp_path / "p.npy")
+    assert rows["start"].tolist() == [0] and rows["length"].tolist() == [9]
+
+
+def test_n8_t8_has_no_full_window(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 8)
+    assert run_cli(b, "-T", 8, "-o", tmp_path / "keep.npy", "-q").exit_code == 0
+    rows, side = plan_of(tmp_path / "keep.npy")
+    assert rows["length"].tolist() == [8]  # the one short window [0, 8): 8 < span 9
+    assert run_cli(b, "-T", 8, "--short", "drop", "-o", tmp_path / "drop.npy", "-q").exit_code == 0
+    rows, side = plan_of(tmp_path / "drop.npy")
+    assert len(rows) == 0 and side["stats"]["uncovered_tokens"] == 8
+
+
+def test_overlap_half_at_span_512_is_stride_256():
+    assert W.resolve_stride(512, 512, overlap=0.5) == 256  # round(512 * 0.5)
+    assert W.resolve_stride(512, 511, overlap=0.5) == 256  # T=511 with targets: span 512
+
+
+def test_stride_equal_to_span_has_no_overlap_and_no_gap():
+    rows = W.plan_regular([0], [4096], 512, 512, tail="drop")
+    assert rows["start"].tolist() == list(range(0, 4096, 512))
+    assert (rows["fresh"] == 0).all()
+    ends = rows["start"] + rows["length"]
+    assert (rows["start"][1:] == ends[:-1]).all()
+
+
+def test_default_stride_is_half_of_T():
+    assert W.resolve_stride(1025, 1024) == 512
+
+
+def test_aligned_tail_is_never_a_duplicate():
+    # (N - span - O) = 1000 - 100 - 0 = 900 is a multiple of S = 50: last regular window ends at N
+    rows = W.plan_regular([0], [1000], 100, 50)
+    assert rows["start"][-1] == 900 and len(rows) == 19
+    assert len(set(rows["start"].tolist())) == len(rows)
+    # the article's sampler yields 900 twice here: the bug the plan must not copy
+    assert [s for s, _ in SlidingWindowSampler(list(range(1000)), 100, 50)][-2:] == [900, 900]
+
+
+def test_tail_short_emits_the_leftover():
+    rows = W.plan_regular([0], [1000], 300, 300, tail="short")
+    assert list(zip(rows["start"].tolist(), rows["length"].tolist())) == [(0, 300), (300, 300), (600, 300), (900, 100)]
+
+
+def test_offset_is_clamped_to_n_minus_span():
+    rows = W.plan_regular([0], [1000], 100, 50, offset=5000)
+    assert rows["start"].tolist() == [900]  # min(5000, 1000 - 100)
+
+
+def test_offset_leaves_head_uncovered_and_counts_it():
+    rows = W.plan_regular([0], [1000], 100, 50, offset=30)
+    assert rows["start"][0] == 30
+    stats = W.plan_stats(rows, 1000, [0], [1000])
+    assert stats["uncovered_head"] == 30 and stats["uncovered_tail"] == 0 and stats["covered_tokens"] == 970
+
+
+def test_empty_bin_gives_empty_plan(tmp_path):
+    b = tmp_path / "e.bin"
+    b.write_bytes(b"")
+    r = run_cli(b, "-T", 8, "-o", tmp_path / "p.npy", "--json")
+    assert r.exit_code == 0, r.stderr
+    rows, side = plan_of(tmp_path / "p.npy")
+    assert len(rows) == 0 and json.loads(r.stdout)["windows"] == 0
+
+
+def test_random_offset_same_seed_epoch_same_plan_other_epoch_other_offset(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 5000)
+    offs = []
+    for epoch in range(12):
+        out = tmp_path / f"p{epoch}.npy"
+        assert run_cli(b, "-T", 100, "--stride", 64, "--random-offset", "--seed", 7, "--epoch", epoch, "-o", out, "-q").exit_code == 0
+        rows, side = plan_of(out)
+        assert 0 <= side["params"]["offset"] < 64 and rows["start"][0] == side["params"]["offset"]
+        offs.append(side["params"]["offset"])
+    again = tmp_path / "again.npy"
+    run_cli(b, "-T", 100, "--stride", 64, "--random-offset", "--seed", 7, "--epoch", 3, "-o", again, "-q")
+    assert (tmp_path / "p3.npy").read_bytes() == again.read_bytes()
+    assert len(set(offs)) > 1  # 12 epochs drawing from 64 values: all equal has probability 64**-11
+
+
+def test_random_offset_is_shared_by_every_document():
+    off = W.draw_offset(1, 2, 40)
+    rows = W.plan_regular([0, 500, 1200], [500, 1200, 2000], 100, 40, offset=off)
+    firsts = [rows["start"][rows["doc"] == d][0] - s for d, s in enumerate([0, 500, 1200])]
+    assert firsts == [off] * 3
+
+
+# --- invariants over random layouts, checked against brute-force per-token coverage ----------
+
+
+def brute_coverage(rows, n):
+    cov = np.zeros(n, np.int64)
+    fresh = []
+    for s, l in zip(rows["start"].tolist(), rows["length"].tolist()):
+        fresh.append(int(np.argmin(np.r_[cov[s : s + l] > 0, False])))  # leading covered tokens
+        cov[s : s + l] += 1
+    return cov, fresh
+
+
+def check_invariants(rows, ds, de, span):
+    n = int(de[-1]) if len(de) else 0
+    assert (rows["length"] <= span).all() and (rows["length"] > 0).all()
+    assert len({(int(s), int(l)) for s, l in zip(rows["start"], rows["length"])}) == len(rows)
+    for d in np.unique(rows["doc"]):
+        r = rows[rows["doc"] == d]
+        assert (np.diff(r["start"]) > 0).all()
+        ends = r["start"] + r["length"]
+        assert (r["start"][1:] <= ends[:-1]).all()  # no gap
+        assert r["start"][0] >= ds[d] and ends[-1] <= de[d]
+    cov, fresh = brute_coverage(rows, n)
+    assert rows["fresh"].tolist() == fresh
+    return cov
+
+
+layouts = st.lists(st.integers(0, 300), min_size=1, max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lengths=layouts, T=st.integers(1, 80), targets=st.booleans(), sdiv=st.integers(1, 8),
+       offset=st.integers(0, 120), tail=st.sampled_from(W.TAILS), short=st.sampled_from(W.SHORTS))
+def test_regular_plan_invariants(lengths, T, targets, sdiv, offset, tail, short):
+    span = T + targets
+    S = max(1, span // sdiv)
+    edges = np.cumsum([0] + lengths)
+    ds, de = edges[:-1], edges[1:]
+    rows = W.plan_regular(ds, de, span, S, offset, tail, short)
+    cov = check_invariants(rows, ds, de, span)
+    stats = W.plan_stats(rows, int(edges[-1]), ds, de)
+    assert stats["covered_tokens"] == int((cov > 0).sum())
+    for d, (a, b) in enumerate(zip(ds, de)):
+        L = b - a
+        c = cov[a:b] > 0
+        if L >= span:
+            O = min(offset, L - span)
+            regular = rows["start"][rows["doc"] == d][: (L - span - O) // S + 1] - a
+            # the article's sampler, as an independent oracle for the regular starts
+            assert regular.tolist() == [s for s, _ in SlidingWindowSampler(list(range(L)), span, S, offset, True)]
+            assert not c[:O].any() and c[O:].any()
+            if tail != "drop":
+                assert c[O:].all()  # only the head before the offset is left out
+            else:
+                last_end = O + ((L - span - O) // S) * S + span
+                assert c[O:last_end].all() and not c[last_end:].any()
+        elif L:
+            assert c.all() == (short == "keep") and c.any() == (short == "keep")
+    if tail != "drop" and offset == 0 and short == "keep":
+        assert stats["coverage"] == 1.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(lengths=layouts, span=st.integers(2, 60), sdiv=st.integers(1, 5), offset=st.integers(0, 50),
+       short=st.sampled_from(W.SHORTS), data=st.data())
+def test_semantic_plan_invariants_and_edges(lengths, span, sdiv, offset, short, data):
+    S = max(1, span // sdiv)
+    docs = np.cumsum([0] + lengths)
+    ds, de = docs[:-1], docs[1:]
+    n = int(docs[-1])
+    inner = data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=max(0, n // 3))) if n > 1 else set()
+    edges = np.array(sorted(inner - set(docs.tolist())), np.int64)
+    rows = W.plan_semantic(ds, de, edges, span, S, offset, short)
+    cov = check_invariants(rows, ds, de, span)
+    E = set(edges.tolist()) | set(docs.tolist())
+    for d, (a, b) in enumerate(zip(ds, de)):
+        r = rows[rows["doc"] == d]
+        L = b - a
+        if L == 0 or (L < span and short == "drop"):
+            assert len(r) == 0
+            continue
+        assert (cov[a:b] > 0)[r["start"][0] - a :].all()  # nothing after the first start is missed
+        assert r["start"][-1] + r["length"][-1] == b  # the last window reaches the document end
+        first_target = a + min(offset, max(L - span, 0))
+        assert r["start"][0] == max(e for e in E if a <= e <= first_target)
+        pe = a
+        for i in range(len(r) - 1):
+            s, e = int(r["start"][i]), int(r["start"][i] + r["length"][i])
+            allowed_end = [x for x in E if max(pe, s) < x <= s + span]
+            assert e == (max(allowed_end) if allowed_end else s + span)
+            nb = min(x for x in E if x > e)
+            allowed = [x for x in E if max(s + 1, nb - span) <= x <= e]
+            ns, t = int(r["start"][i + 1]), e - (span - S)
+            if allowed:
+                assert ns in allowed and abs(ns - t) == min(abs(x - t) for x in allowed)
+            else:
+                assert ns == min(max(t, s + 1), e)
+            pe = e
+
+
+# --- bad input: one line, exit 2, nothing written ----------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ["-T", "0"],
+    ["-T", "8", "--stride", "0"],
+    ["-T", "8", "--overlap", "1.0"],
+    ["-T", "8", "--overlap", "-0.1"],
+    ["-T", "8", "--offset", "3", "--random-offset", "--seed", "1"],
+    ["-T", "8", "--random-offset"],
+    ["-T", "8", "--stride", "20"],
+    ["-T", "8", "--pack"],
+    ["-T", "abc"],
+])
+def test_bad_options_exit_2_and_write_nothing(tmp_path, args):
+    b = bin_file(tmp_path / "a.bin", 100)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    r = run_cli(b, *args, "-o", tmp_path / "p.npy")
+    assert r.exit_code == 2, r.stderr
+    assert r.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_odd_byte_size_exits_2_naming_stray_bytes(tmp_path):
+    b = tmp_path / "odd.bin"
+    b.write_bytes(b"\x00" * 7)
+    r = run_cli(b, "-T", 2, "-o", tmp_path / "p.npy")
+    assert r.exit_code == 2 and "stray byte" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "p.npy").exists()
+
+
+def test_unwritable_output_exits_2(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 100)
+    r = run_cli(b, "-T", 8, "-o", tmp_path / "missing" / "p.npy")
+    assert r.exit_code == 2 and "does not exist" in r.stderr
+    # a file where the folder should be (chmod cannot make a folder unwritable for root)
+    r = run_cli(b, "-T", 8, "-o", b / "p.npy")
+    assert r.exit_code == 2 and "cannot write" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin"]
+
+
+def test_semantic_boundaries_with_unknown_tokenizer_names_meta_and_encoding(tmp_path):
+    b = bin_file(tmp_path / "train.bin", 100)
+    meta = {"format": "winsample", "version": 1, "dtype": "<u2",
+            "tokenizer": {"name": "my-custom-bpe", "n_vocab": 50257, "eot": 50256},
+            "splits": {"train": {"file": "train.bin", "tokens": 100, "bytes": 200, "documents": 1, "checksum": "xxh3_128:0"}}}
+    formats.write_meta(tmp_path / "meta.json", meta)
+    r = run_cli(b, "-T", 8, "--boundaries", "paragraph", "-o", tmp_path / "p.npy")
+    assert r.exit_code == 2 and "--encoding" in r.stderr and "--meta" in r.stderr
+    assert not (tmp_path / "p.npy").exists()
+
+
+# --- sidecar, output formats, multi-scale, shards, shuffle, materialize, pack ---------------------
+
+
+def test_sidecar_names_source_and_checksum_from_bytes(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 1000)
+    assert run_cli(b, "-T", 100, "-o", tmp_path / "p.npy", "-q").exit_code == 0
+    _, side = plan_of(tmp_path / "p.npy")
+    import xxhash
+
+    assert side["source"] == {"path": str(b), "file": "a.bin", "bytes": 2000,
+                              "checksum": "xxh3_128:" + xxhash.xxh3_128(b.read_bytes()).hexdigest(),
+                              "dtype": "<u2", "tokens": 1000}
+    p = side["params"]
+    assert (p["T"], p["span"], p["stride"], p["targets"], p["tail"], p["boundaries"]) == (100, 101, 50, True, "align", "none")
+    assert p["overlap"] == pytest.approx(1 - 50 / 101)
+
+
+def test_plain_mode_takes_checksum_from_meta_without_reading_tokens(tmp_path):
+    b = bin_file(tmp_path / "train.bin", 1000)
+    meta = {"format": "winsample", "version": 1, "dtype": "<u2",
+            "tokenizer": {"name": "gpt2", "n_vocab": 50257, "eot": 50256},
+            "splits": {"train": {"file": "train.bin", "tokens": 1000, "bytes": 2000, "documents": 1,
+                                 "checksum": "xxh3_128:from-meta"}}}
+    formats.write_meta(tmp_path / "meta.json", meta)
+    assert run_cli(b, "-T", 100, "-o", tmp_path / "p.npy", "-q").exit_code == 0
+    _, side = plan_of(tmp_path / "p.npy")
+    assert side["source"]["checksum"] == "xxh3_128:from-meta" and side["tokenizer"]["name"] == "gpt2"
+
+
+def test_txt_to_stdout_streams_start_tab_length(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 20)
+    r = run_cli(b, "-T", 8, "--no-targets", "--stride", 4, "--format", "txt", "-o", "-", "--json")
+    assert r.exit_code == 0
+    # starts 0, 4, 8, 12 (12 + 8 = 20 ends exactly at N: no tail window)
+    assert r.stdout == "0\t8\n4\t8\n8\t8\n12\t8\n"
+    assert json.loads(r.stderr[: r.stderr.rindex("}") + 1])["windows"] == 4  # summary goes to stderr
+
+
+def test_json_summary_on_stdout(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 10000)
+    r = run_cli(b, "-T", 512, "--no-targets", "--stride", 256, "--tail", "drop", "-o", tmp_path / "p.npy", "--json")
+    s = json.loads(r.stdout)
+    assert (s["windows"], s["span"], s["uncovered_tail"]) == (38, 512, 16)
+    assert s["coverage"] == pytest.approx(9984 / 10000)
+    assert "38 windows" in r.stderr
+
+
+def test_multi_scale_writes_one_plan_per_T(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 5000)
+    assert run_cli(b, "-T", "64,128", "-o", tmp_path / "p.npy", "-q").exit_code == 0
+    for T in (64, 128):
+        rows, side = plan_of(tmp_path / f"p.T{T}.npy")
+        assert side["params"]["T"] == T and set(rows["length"].tolist()) == {T + 1}
+    assert not (tmp_path / "p.npy").exists()
+
+
+def test_shards_are_round_robin_and_partition_the_plan(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 3000)
+    assert run_cli(b, "-T", 64, "-o", tmp_path / "full.npy", "-q").exit_code == 0
+    assert run_cli(b, "-T", 64, "--shards", 3, "-o", tmp_path / "p.npy", "-q").exit_code == 0
+    full, _ = plan_of(tmp_path / "full.npy")
+    for r in range(3):
+        rows, side = plan_of(tmp_path / f"p.shard{r}of3.npy")
+        assert side["params"]["shard"] == r and side["params"]["shards"] == 3
+        assert rows.tolist() == full[r::3].tolist()
+
+
+def test_shuffle_is_a_seeded_permutation(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 3000)
+    run_cli(b, "-T", 32, "-o", tmp_path / "s.npy", "-q")
+    for name, epoch in (("a", 0), ("b", 0), ("c", 1)):
+        assert run_cli(b, "-T", 32, "--shuffle", "--seed", 5, "--epoch", epoch, "-o", tmp_path / f"{name}.npy", "-q").exit_code == 0
+    s, _ = plan_of(tmp_path / "s.npy")
+    a, _ = plan_of(tmp_path / "a.npy")
+    c, _ = plan_of(tmp_path / "c.npy")
+    assert sorted(a.tolist()) == sorted(s.tolist()) and a.tolist() != s.tolist()
+    assert (tmp_path / "a.npy").read_bytes() == (tmp_path / "b.npy").read_bytes()
+    assert a.tolist() != c.tolist()
+
+
+def test_materialize_writes_windows_padded_with_eot(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 30)
+    assert run_cli(b, "-T", 7, "--stride", 8, "--tail", "short", "--materialize", "-o", tmp_path / "p.npy", "-q").exit_code == 0
+    rows, side = plan_of(tmp_path / "p.npy")
+    arr = np.load(tmp_path / "p.tokens.npy")
+    assert arr.shape == (4, 8) and side["materialized"]["pad_id"] == 50256
+    # windows [0,8) [8,16) [16,24) and the leftover [24,30) padded with two EOTs
+    assert arr[3].tolist() == [24, 25, 26, 27, 28, 29, 50256, 50256]
+    assert arr[1].tolist() == list(range(8, 16)) and rows["length"].tolist() == [8, 8, 8, 6]
+
+
+def test_doc_boundaries_from_eot_never_cross_documents(tmp_path):
+    toks = np.array([1, 2, 3, 50256, 4, 5, 6, 7, 8, 9, 50256, 10, 11], "<u2")
+    toks.tofile(tmp_path / "a.bin")
+    assert run_cli(tmp_path / "a.bin", "-T", 3, "--stride", 2, "--boundaries", "doc", "-o", tmp_path / "p.npy", "-q").exit_code == 0
+    rows, side = plan_of(tmp_path / "p.npy")
+    # docs [0,4) [4,11) [11,13), span 4, stride 2: doc0 → 0; doc1 → 4, 6, then align 7; doc2 short → 11 (len 2)
+    assert list(zip(rows["start"].tolist(), rows["length"].tolist(), rows["doc"].tolist())) == [
+        (0, 4, 0), (4, 4, 1), (6, 4, 1), (7, 4, 1), (11, 2, 2)]
+    assert side["stats"]["documents"] == 3
+
+
+def test_pack_puts_whole_short_documents_together(tmp_path):
+    toks = np.array([1, 50256, 2, 3, 50256, 4, 5, 6, 50256, 7, 50256], "<u2")
+    toks.tofile(tmp_path / "a.bin")
+    assert run_cli(tmp_path / "a.bin", "-T", 5, "--boundaries", "doc", "--pack", "-o", tmp_path / "p.npy", "-q").exit_code == 0
+    rows, _ = plan_of(tmp_path / "p.npy")
+    # docs of 2, 3, 4, 2 tokens into span 6: [2+3] [4+2]
+    assert list(zip(rows["start"].tolist(), rows["length"].tolist(), rows["doc"].tolist())) == [(0, 5, 0), (5, 6, 2)]
+
+
+def test_jsonl_decode_adds_text(tmp_path, ref_gpt2):
+    ids = ref_gpt2.encode_ordinary("Hello world, this is a test.")
+    np.array(ids, "<u2").tofile(tmp_path / "a.bin")
+    r = run_cli(tmp_path / "a.bin", "-T", len(ids) - 1, "--format", "jsonl", "--decode", "-o", "-")
+    assert r.exit_code == 0, r.stderr
+    objs = [json.loads(line) for line in r.stdout.splitlines()]
+    assert objs == [{"start": 0, "length": len(ids), "doc": 0, "fresh": 0, "text": "Hello world, this is a test."}]
+
+
+def test_plain_plan_over_a_billion_tokens_is_arithmetic():
+    import time
+
+    t = time.perf_counter()
+    rows = W.plan_regular([0], [10**9], 1025, 512)
+    stats = W.plan_stats(rows, 10**9, [0], [10**9])
+    assert len(rows) == (10**9 - 1025) // 512 + 2 and stats["coverage"] == 1.0
+    assert time.perf_counter() - t < 5  # generous: the real figure is reported by make bench

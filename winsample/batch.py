@@ -1,0 +1,73 @@
+"""Training-loop API: read a plan, draw (x, y) batches from it.
+
+A ``Plan`` is the plan rows (``formats.PLAN_DTYPE``), its sidecar dict and the numbers a loop
+needs (T, span, targets). ``get_batch`` samples only *full* windows (length == span): a short
+window (a short document, ``--tail short``, a semantic window ending early) has no fixed
+(T,) shape, so it is skipped rather than padded; train on those through ``--materialize``
+(padded, with their lengths) if you need them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import formats
+from .errors import ConfigError, DataError
+
+
+@dataclass
+class Plan:
+    """A window plan: ``rows`` (start, length, doc, fresh), ``sidecar`` (params, source, stats)."""
+
+    rows: np.ndarray
+    sidecar: dict
+    path: Path | None = None
+
+    @property
+    def T(self) -> int:
+        return int(self.sidecar["params"]["T"])
+
+    @property
+    def span(self) -> int:
+        return int(self.sidecar["params"]["span"])
+
+    @property
+    def targets(self) -> bool:
+        return bool(self.sidecar["params"]["targets"])
+
+    @property
+    def full(self) -> np.ndarray:
+        """Start offsets of the windows that span the full ``span`` tokens."""
+        return self.rows["start"][self.rows["length"] == self.span]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def read_plan(path) -> Plan:
+    """Load ``PLAN.npy`` and its sidecar (DataError if either is not a winsample plan)."""
+    rows, side = formats.read_plan(path)
+    return Plan(rows, side, Path(path))
+
+
+def get_batch(plan: Plan, tokens, batch_size: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y), int64 arrays of shape (batch_size, T), y = x shifted by one token.
+
+    Windows are drawn uniformly, with replacement, from the plan's full windows by ``rng``
+    (a ``np.random.Generator`` or an int seed). ``tokens`` is the token array (a memmap of the
+    plan's .bin) or its path; only the drawn windows are read.
+    """
+    if not plan.targets:
+        raise ConfigError("plan was made with --no-targets: a window has no next token for y; re-plan with targets")
+    if isinstance(tokens, (str, Path)):
+        tokens = formats.open_tokens(tokens, plan.sidecar["source"]["dtype"])
+    starts = plan.full
+    if not len(starts):
+        raise DataError(f"{plan.path or 'plan'}: no full-length window (span {plan.span}) to draw a batch from")
+    rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+    pick = starts[rng.integers(0, len(starts), size=batch_size)]
+    w = np.asarray(tokens[pick[:, None] + np.arange(plan.span)], dtype=np.int64)
+    return w[:, :-1], w[:, 1:]

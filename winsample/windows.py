@@ -1,0 +1,611 @@
+"""Window plans: where each training window starts and how long it is, as integer offsets.
+
+All positions are token indices into the .bin; every range is half-open ``[start, end)``.
+``span`` = T + 1 with targets (x = w[:T], y = w[1:]) or T without. For one document
+``[ds, de)`` of L = de - ds tokens, stride S and offset O:
+
+- L >= span: O is clamped to L - span; regular starts ds+O, ds+O+S, … while start + span <= de.
+  If the last regular window ends before de, ``tail`` decides: ``align`` adds [de-span, de)
+  (never a duplicate), ``short`` adds [last end, de), ``drop`` adds nothing.
+- 0 < L < span: one short window [ds, de) with ``short="keep"``, none with ``"drop"``.
+- Semantic edges (paragraph/sentence): see ``plan_semantic``.
+
+Plain mode never reads tokens: the plan is arithmetic over N and the document edges,
+vectorised over windows. ``fresh`` = leading tokens of a window already covered by earlier
+windows of its document, so coverage = Σ (length − fresh) with no per-token array.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import boundaries as bnd
+from . import formats
+from .errors import ConfigError, DataError, InputError
+
+PLAN_DTYPE = formats.PLAN_DTYPE
+TAILS = ("align", "drop", "short")
+SHORTS = ("keep", "drop")
+BOUNDARIES = ("none", "doc", "paragraph", "sentence")
+FORMATS = ("npy", "txt", "jsonl")
+MATERIALIZE_ROWS = 4096  # rows gathered per batch when materializing: memory ~ rows × span × 8 B
+
+
+# --- parameters ---------------------------------------------------------------------------
+
+
+def span_of(T: int, targets: bool = True) -> int:
+    """Tokens a window spans: T + 1 with targets (x and y overlap by T - 1), T without."""
+    if T < 1:
+        raise ConfigError(f"-T must be at least 1, got {T}")
+    return T + 1 if targets else T
+
+
+def resolve_stride(span: int, T: int, stride: int | None = None, overlap: float | None = None) -> int:
+    """Stride in tokens: ``stride``, or round(span × (1 − overlap)) (at least 1), or T // 2."""
+    if stride is not None and overlap is not None:
+        raise ConfigError("--stride and --overlap both set: give one")
+    if overlap is not None:
+        if not 0 <= overlap < 1:
+            raise ConfigError(f"--overlap must be in [0, 1), got {overlap}")
+        stride = max(1, round(span * (1 - overlap)))
+    elif stride is None:
+        stride = max(1, T // 2)  # the article's pre-training default: half overlap
+    if stride < 1:
+        raise ConfigError(f"--stride must be at least 1, got {stride}")
+    if stride > span:
+        # Windows further apart than they are long leave gaps no window covers.
+        raise ConfigError(f"--stride {stride} is larger than the span {span}: tokens between windows would never be seen; use a stride <= {span}")
+    return int(stride)
+
+
+def draw_offset(seed: int, epoch: int, stride: int) -> int:
+    """The epoch's start offset, uniform in [0, stride), from ``np.random.default_rng([seed, epoch])``.
+
+    One draw per epoch, shared by every document: same (seed, epoch) → same offset.
+    """
+    return int(np.random.default_rng([seed, epoch]).integers(0, stride))
+
+
+# --- plans over document edges ---------------------------------------------------------------
+
+
+def _ranks_in_groups(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(group id, index within group) for every item of consecutive groups of ``counts`` items."""
+    group = np.repeat(np.arange(len(counts)), counts)
+    firsts = np.cumsum(counts) - counts
+    return group, np.arange(int(counts.sum()), dtype=np.int64) - firsts[group]
+
+
+def plan_regular(doc_starts, doc_ends, span: int, stride: int, offset: int = 0,
+                 tail: str = "align", short: str = "keep") -> np.ndarray:
+    """PLAN_DTYPE rows for documents ``[doc_starts[i], doc_ends[i])``, regular starts (module doc).
+
+    Vectorised over windows; ``doc`` is the document's index; rows sorted by start.
+    """
+    ds = np.asarray(doc_starts, np.int64)
+    de = np.asarray(doc_ends, np.int64)
+    L = de - ds
+    full = L >= span
+    O = np.minimum(offset, np.maximum(L - span, 0))
+    k = np.where(full, (L - span - O) // stride + 1, 0)
+    last_end = ds + O + (k - 1) * stride + span
+    extra = full & (last_end < de) & (tail != "drop")
+    shortwin = (~full) & (L > 0) & (short == "keep")
+    counts = k + extra + shortwin
+    d, j = _ranks_in_groups(counts)
+    starts = ds[d] + O[d] + j * stride
+    lengths = np.full(len(d), span, np.int64)
+    is_tail = extra[d] & (j == k[d])
+    if tail == "align":
+        starts = np.where(is_tail, de[d] - span, starts)
+    else:  # short: the leftover [last end, de)
+        starts = np.where(is_tail, last_end[d], starts)
+        lengths = np.where(is_tail, de[d] - last_end[d], lengths)
+    is_short = shortwin[d]
+    starts = np.where(is_short, ds[d], starts)
+    lengths = np.where(is_short, L[d], lengths)
+    return make_rows(starts, lengths, d)
+
+
+def plan_semantic(doc_starts, doc_ends, edges, span: int, stride: int, offset: int = 0,
+                  short: str = "keep") -> np.ndarray:
+    """Rows whose edges land on ``edges`` (sorted token indices) where they can; sizes are hard.
+
+    Per document [ds, de) (doc edges always count as edges):
+
+    - L <= span: one window [ds, de) (a short one obeys ``short``).
+    - first start: the last edge at or before ds + min(O, L - span) (ds if none).
+    - from a start s, while de - s > span: the end e is the last edge in (prev end, s + span]
+      (hard cut at s + span when there is none); the next start is the edge in
+      [max(s + 1, b - span), e] (b = first edge after e, so the next window reaches a new edge)
+      nearest to e − (span − S), ties to the earlier one; with no edge there, the regular
+      position clip(e − (span − S), s + 1, e). The last window is [s, de).
+
+    Starts strictly increase, each start <= previous end (no gap), every length <= span.
+    Vectorised over documents: one numpy round per window index, so many documents plan in
+    few rounds; a single huge document costs one round per window.
+    """
+    ds = np.asarray(doc_starts, np.int64)
+    de = np.asarray(doc_ends, np.int64)
+    E = np.sort(np.concatenate([np.asarray(edges, np.int64), ds, de]))
+    E = E[np.r_[True, E[1:] != E[:-1]]] if len(E) else E  # sort + dedupe: np.unique hashes, slower here
+    L = de - ds
+    O = np.minimum(offset, np.maximum(L - span, 0))
+    s = E[np.searchsorted(E, ds + O, "right") - 1]
+    pe = ds.copy()  # end of the previous window (nothing covered yet)
+    active = np.flatnonzero(L > 0)
+    out_s, out_l, out_d = [], [], []
+    small = L[active] <= span
+    keep = active[small & ((L[active] == span) | (short == "keep"))]
+    out_s.append(ds[keep]); out_l.append(L[keep]); out_d.append(keep)
+    active = active[~small]
+    while len(active):
+        a = active
+        sa, pa, ea = s[a], pe[a], de[a]
+        last = ea - sa <= span
+        fin = a[last]
+        out_s.append(sa[last]); out_l.append(ea[last] - sa[last]); out_d.append(fin)
+        a, sa, pa = a[~last], sa[~last], pa[~last]
+        if not len(a):
+            break
+        lim = sa + span
+        e = E[np.searchsorted(E, lim, "right") - 1]
+        e = np.where((e <= sa) | (e <= pa), lim, e)
+        out_s.append(sa); out_l.append(e - sa); out_d.append(a)
+        t = e - (span - stride)
+        b = E[np.searchsorted(E, e, "right")]  # exists: e < de <= E[-1]
+        lo = np.maximum(sa + 1, b - span)
+        i0 = np.searchsorted(E, lo, "left")
+        i1 = np.searchsorted(E, e, "right") - 1
+        has = i0 <= i1
+        j = np.searchsorted(E, t, "left")
+        left = E[np.clip(j - 1, i0, np.maximum(i1, i0))] if len(E) else t
+        right = E[np.clip(j, i0, np.maximum(i1, i0))] if len(E) else t
+        pick = np.where(np.abs(right - t) < np.abs(left - t), right, left)
+        ns = np.where(has, pick, np.clip(t, sa + 1, e))
+        s[a] = ns
+        pe[a] = e
+        active = a
+    starts = np.concatenate(out_s)
+    lengths = np.concatenate(out_l)
+    docs = np.concatenate(out_d)
+    order = np.argsort(starts, kind="stable")
+    return make_rows(starts[order], lengths[order], docs[order])
+
+
+def plan_packed(doc_starts, doc_ends, span: int, stride: int, offset: int = 0,
+                tail: str = "align", short: str = "keep") -> np.ndarray:
+    """Whole documents packed greedily, in order, into windows of at most ``span`` tokens.
+
+    A document longer than span is planned alone with ``plan_regular``; the others go into the
+    current window while they fit. ``doc`` is the first document of the window. (A loop over
+    documents: greedy packing is sequential by nature.)
+    """
+    ds = np.asarray(doc_starts, np.int64).tolist()
+    de = np.asarray(doc_ends, np.int64).tolist()
+    rows_s, rows_l, rows_d = [], [], []
+    cur_s = cur_e = cur_d = None
+    long_docs = []
+
+    def flush():
+        if cur_s is not None and (cur_e - cur_s == span or short == "keep"):
+            rows_s.append(cur_s); rows_l.append(cur_e - cur_s); rows_d.append(cur_d)
+
+    for i, (a, b) in enumerate(zip(ds, de)):
+        if b - a > span:
+            flush()
+            cur_s = None
+            long_docs.append(i)
+            continue
+        if b == a:
+            continue
+        if cur_s is not None and b - cur_s <= span and a == cur_e:
+            cur_e = b
+        else:
+            flush()
+            cur_s, cur_e, cur_d = a, b, i
+    flush()
+    packed = make_rows(np.array(rows_s, np.int64), np.array(rows_l, np.int64), np.array(rows_d, np.int64))
+    if long_docs:
+        idx = np.array(long_docs)
+        big = plan_regular(np.asarray(doc_starts)[idx], np.asarray(doc_ends)[idx], span, stride, offset, tail, short)
+        big["doc"] = idx[big["doc"]]
+        packed = np.concatenate([packed, big])
+        packed = packed[np.argsort(packed["start"], kind="stable")]
+        fill_fresh(packed)
+    return packed
+
+
+def make_rows(starts, lengths, docs) -> np.ndarray:
+    rows = np.empty(len(starts), PLAN_DTYPE)
+    rows["start"], rows["length"], rows["doc"] = starts, lengths, docs
+    fill_fresh(rows)
+    return rows
+
+
+def fill_fresh(rows: np.ndarray) -> None:
+    """Set ``fresh`` = tokens of each window already covered by earlier windows (rows by start).
+
+    Documents never overlap, so the running maximum of earlier ends covers them all at once.
+    """
+    if not len(rows):
+        return
+    ends = rows["start"] + rows["length"]
+    prev = np.concatenate([[-1], np.maximum.accumulate(ends)[:-1]])
+    rows["fresh"] = np.clip(prev - rows["start"], 0, rows["length"])
+
+
+def plan_stats(rows: np.ndarray, n: int, doc_starts, doc_ends) -> dict:
+    """Counts for the sidecar: windows, covered/uncovered tokens, uncovered head and tail.
+
+    ``rows`` sorted by start. Head/tail are summed over documents that got a window; tokens of
+    documents that got none are ``uncovered_dropped``. Computed over windows, not tokens.
+    """
+    covered = int((rows["length"].astype(np.int64) - rows["fresh"]).sum()) if len(rows) else 0
+    ds = np.asarray(doc_starts, np.int64)
+    de = np.asarray(doc_ends, np.int64)
+    head = tail = 0
+    dropped = int((de - ds).sum())
+    if len(rows):
+        # rows are sorted by start, so each document's windows are contiguous
+        docs, first = np.unique(rows["doc"], return_index=True)
+        ends = rows["start"] + rows["length"]
+        head = int((rows["start"][first] - ds[docs]).sum())
+        last_end = np.maximum.reduceat(ends, first)
+        # a packed window ends inside a later document: the tail is that document's rest
+        doc_of_end = np.searchsorted(ds, last_end - 1, "right") - 1
+        tail = int((de[doc_of_end] - last_end).sum())
+        # documents touched by some window (packed windows touch several)
+        touch = np.zeros(len(ds) + 1, np.int64)
+        np.add.at(touch, np.searchsorted(ds, rows["start"], "right") - 1, 1)
+        np.add.at(touch, np.searchsorted(ds, ends - 1, "right"), -1)
+        dropped = int((de - ds)[np.cumsum(touch)[:-1] == 0].sum())
+    uncovered = n - covered
+    return {
+        "windows": int(len(rows)),
+        "coverage": (covered / n) if n else 1.0,
+        "covered_tokens": covered,
+        "uncovered_tokens": uncovered,
+        "uncovered_tail": tail,
+        "uncovered_head": head,
+        "uncovered_dropped": dropped,
+    }
+
+
+def shuffle_rows(rows: np.ndarray, seed: int, epoch: int) -> np.ndarray:
+    """Rows in a permuted order from ``np.random.default_rng([seed, epoch, 1])``."""
+    return rows[np.random.default_rng([seed, epoch, 1]).permutation(len(rows))]
+
+
+def shard_rows(rows: np.ndarray, k: int) -> list[np.ndarray]:
+    """Round-robin split: shard r gets rows r, r+k, r+2k, … (sizes differ by at most one)."""
+    return [rows[r::k] for r in range(k)]
+
+
+# --- the job: one token file → plan files -------------------------------------------------
+
+
+@dataclass
+class Source:
+    """What is known about a token file without reading its tokens."""
+
+    path: Path
+    dtype: str
+    n: int
+    nbytes: int
+    meta: dict | None = None
+    split: dict | None = None
+    tokenizer: dict | None = None
+    doc_index: Path | None = None
+
+
+def describe_source(bin_path, meta_path=None) -> Source:
+    """dtype, N and the meta.json entry for ``bin_path`` (``meta_path`` or the sibling meta.json)."""
+    path = Path(bin_path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder; give a token file such as {path / 'train.bin'}")
+    meta = split = None
+    mp = Path(meta_path) if meta_path else formats.find_meta_for(path)
+    if mp is not None:
+        meta = formats.read_meta(mp)
+        found = formats.split_of(meta, path)
+        split = found[1] if found else None
+    dtype = formats.normalize_dtype(meta["dtype"]) if meta else formats.DEFAULT_DTYPE
+    try:
+        n = formats.token_count(path, dtype)
+    except DataError as e:  # cannot plan a file whose size is not whole tokens: exit 2, nothing written
+        raise InputError(str(e)) from None
+    nbytes = path.stat().st_size
+    doc_index = None
+    if split is not None:
+        if split["bytes"] != nbytes:
+            raise DataError(f"{path}: {nbytes} bytes, but {mp} says {split['bytes']}: the file changed since it was encoded; re-encode it or pass a matching --meta")
+        if split.get("doc_index"):
+            di = (mp.parent if mp else path.parent) / split["doc_index"]
+            doc_index = di if di.exists() else None
+    return Source(path, dtype, n, nbytes, meta, split, (meta or {}).get("tokenizer"), doc_index)
+
+
+def load_tokenizer(src: Source, encoding: str | None, why: str):
+    """The tokenizer for ``src``: ``--encoding``, else meta's, else gpt2 for a bare .bin."""
+    from . import tokenizer as tk
+
+    if encoding:
+        return tk.load_encoding(encoding)
+    if src.tokenizer is None:
+        return tk.load_encoding(tk.DEFAULT_ENCODING)  # nanoGPT's .bin files are GPT-2
+    name = src.tokenizer.get("name")
+    try:
+        enc = tk.load_encoding(name)
+    except Exception:
+        enc = None
+    if enc is None or (src.tokenizer.get("ranks_sha256") and tk.ranks_sha256(enc) != src.tokenizer["ranks_sha256"]):
+        raise ConfigError(f"{src.path}: tokenizer {name!r} from meta.json is not known here, needed for {why}; pass --encoding NAME (or a --meta describing a known tokenizer)")
+    return enc
+
+
+def doc_edges(src: Source, tokens, eot: int | None, progress=None) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of documents: from the doc index when there is one, else from EOT positions."""
+    n = src.n
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if src.doc_index is not None:
+        starts = formats.read_doc_index(src.doc_index)
+        if len(starts) == 0 or starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= n:
+            raise DataError(f"{src.doc_index}: document starts must begin at 0, increase strictly and stay below N={n}")
+    else:
+        starts = bnd.doc_starts_from_eot(tokens, eot, progress)
+    return starts, np.append(starts[1:], n)
+
+
+@dataclass
+class Options:
+    """Everything ``windows`` takes besides paths (CLI names in comments)."""
+
+    T: list[int]  # -T, one plan per value
+    targets: bool = True
+    stride: int | None = None
+    overlap: float | None = None
+    offset: int | None = None
+    random_offset: bool = False
+    seed: int | None = None
+    epoch: int | None = None
+    tail: str | None = None  # None → align
+    short: str = "keep"
+    boundaries: str = "none"
+    pack: bool = False
+    shuffle: bool = False
+    shards: int | None = None
+    materialize: bool = False
+    format: str = "npy"
+    decode: bool = False
+    encoding: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def check_options(o: Options) -> None:
+    """ConfigError for options that cannot work (before anything is read or written)."""
+    if not o.T:
+        raise ConfigError("-T needs at least one value")
+    for T in o.T:
+        span_of(T, o.targets)
+    if o.offset is not None and o.random_offset:
+        raise ConfigError("--offset and --random-offset both set: give one")
+    if o.offset is not None and o.offset < 0:
+        raise ConfigError(f"--offset must be >= 0, got {o.offset}")
+    if (o.random_offset or o.shuffle) and o.seed is None:
+        raise ConfigError("--random-offset and --shuffle need --seed N (randomness only from an explicit seed)")
+    if o.tail is not None and o.tail not in TAILS:
+        raise ConfigError(f"--tail must be one of {', '.join(TAILS)}")
+    if o.short not in SHORTS:
+        raise ConfigError(f"--short must be one of {', '.join(SHORTS)}")
+    if o.boundaries not in BOUNDARIES:
+        raise ConfigError(f"--boundaries must be one of {', '.join(BOUNDARIES)}")
+    if o.pack and o.boundaries != "doc":
+        raise ConfigError("--pack packs whole documents: use it with --boundaries doc")
+    if o.tail is not None and o.boundaries in ("paragraph", "sentence"):
+        raise ConfigError("--tail applies to --boundaries none|doc; with paragraph|sentence every document's last window already ends at its end")
+    if o.shards is not None and o.shards < 1:
+        raise ConfigError(f"--shards must be at least 1, got {o.shards}")
+    if o.format not in FORMATS:
+        raise ConfigError(f"--format must be one of {', '.join(FORMATS)}")
+    if o.decode and o.format != "jsonl":
+        raise ConfigError("--decode adds text to --format jsonl only")
+    if o.format != "npy" and (o.shards or o.materialize or len(o.T) > 1):
+        raise ConfigError("--shards, --materialize and several -T values need --format npy")
+    for T in o.T:
+        resolve_stride(span_of(T, o.targets), T, o.stride, o.overlap)
+
+
+def output_paths(out: str, T: int, multi: bool, shards: int | None) -> list[Path]:
+    base = formats.plan_for_scale(out, T) if multi else Path(out)
+    if not shards:
+        return [base]
+    return [formats.plan_shard(base, r, shards) for r in range(shards)]
+
+
+def _check_writable(path: Path) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"{path}: cannot write: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{path}: cannot write: folder {folder} is not writable")
+    if path.is_dir():
+        raise InputError(f"{path}: cannot write: is a folder")
+
+
+def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dict]:
+    """Compute one plan per T. Returns dicts with ``T``, ``rows``, ``params``, ``stats``, ``source``.
+
+    Reads tokens only for doc edges without a doc index, semantic edges or nothing else.
+    """
+    check_options(o)
+    src = describe_source(bin_path, meta_path)
+    tail = o.tail or "align"
+    tokens = None
+    enc = None
+    semantic = o.boundaries in ("paragraph", "sentence")
+    if semantic:
+        enc = load_tokenizer(src, o.encoding, f"--boundaries {o.boundaries}")
+    if o.boundaries != "none" or o.materialize or o.decode:
+        tokens = formats.open_tokens(src.path, src.dtype)
+    if o.boundaries == "none":
+        ds = np.zeros(1 if src.n else 0, np.int64)
+        de = np.full(len(ds), src.n, np.int64)
+    else:
+        eot = None
+        if src.doc_index is None:
+            eot = (src.tokenizer or {}).get("eot")
+            if eot is None or o.encoding:
+                eot = (enc or load_tokenizer(src, o.encoding, "finding documents by EOT")).eot_token
+        ds, de = doc_edges(src, tokens, eot, progress)
+    edges = None
+    if semantic:
+        edges = bnd.find_boundaries(tokens, o.boundaries, enc, progress=progress)
+    results = []
+    for T in o.T:
+        span = span_of(T, o.targets)
+        stride = resolve_stride(span, T, o.stride, o.overlap)
+        offset = o.offset or 0
+        epoch = o.epoch if o.epoch is not None else (0 if o.random_offset or o.shuffle else None)
+        if o.random_offset:
+            offset = draw_offset(o.seed, epoch, stride)
+        if semantic:
+            rows = plan_semantic(ds, de, edges, span, stride, offset, o.short)
+        elif o.pack:
+            rows = plan_packed(ds, de, span, stride, offset, tail, o.short)
+        else:
+            rows = plan_regular(ds, de, span, stride, offset, tail, o.short)
+        stats = plan_stats(rows, src.n, ds, de)
+        stats["documents"] = int(len(ds))
+        if o.shuffle:
+            rows = shuffle_rows(rows, o.seed, epoch)
+        params = {
+            "T": T, "targets": o.targets, "span": span, "stride": stride,
+            "overlap": 1 - stride / span, "offset": offset if (o.offset is not None or o.random_offset) else None,
+            "random_offset": o.random_offset, "seed": o.seed, "epoch": epoch,
+            "tail": tail, "short": o.short, "boundaries": o.boundaries, "pack": o.pack,
+            "shuffle": o.shuffle, "shard": None, "shards": o.shards,
+            "shard_method": "round-robin" if o.shards else None,
+        }
+        if semantic:
+            params["tail"] = "align"  # the last window of each document ends at its end
+        results.append({"T": T, "rows": rows, "params": params, "stats": stats})
+    return [dict(r, src=src, tokens=tokens, enc=enc) for r in results]
+
+
+def source_entry(src: Source, progress=None) -> dict:
+    """The sidecar's ``source``: checksum from meta.json when it describes the file, else streamed."""
+    checksum = src.split["checksum"] if src.split else formats.checksum_file(src.path, progress)
+    return {"path": str(src.path), "file": src.path.name, "bytes": src.nbytes, "checksum": checksum,
+            "dtype": src.dtype, "tokens": src.n}
+
+
+def materialize(path: Path, rows: np.ndarray, tokens, span: int, pad_id: int, dtype: str) -> None:
+    """(n, span) token windows as .npy at ``path``, short windows padded with ``pad_id``; atomic."""
+    from numpy.lib.format import open_memmap
+
+    with formats.atomic_path(path) as tmp:
+        arr = open_memmap(tmp, mode="w+", dtype=np.dtype(dtype), shape=(len(rows), span))
+        cols = np.arange(span, dtype=np.int64)
+        n = len(tokens)
+        for lo in range(0, len(rows), MATERIALIZE_ROWS):
+            r = rows[lo : lo + MATERIALIZE_ROWS]
+            idx = r["start"][:, None] + cols
+            w = np.asarray(tokens[np.minimum(idx, max(n - 1, 0))]) if n else np.zeros(idx.shape, dtype)
+            w = np.where(cols < r["length"][:, None], w, pad_id)
+            arr[lo : lo + len(r)] = w
+        arr.flush()
+        del arr
+
+
+def run(bin_path, out: str, o: Options, meta_path=None, stream=None, progress=None) -> list[dict]:
+    """Plan ``bin_path`` and write the result; returns one summary dict per plan file set.
+
+    ``out`` is the plan path (``-`` with ``stream``, a text stream, for txt/jsonl).
+    Every check happens before anything is written.
+    """
+    check_options(o)
+    multi = len(o.T) > 1
+    if out == "-":
+        if o.format == "npy":
+            raise ConfigError("-o - streams text: use --format txt or jsonl, or give a file name for .npy")
+    else:
+        for T in o.T:
+            for p in output_paths(out, T, multi, o.shards):
+                _check_writable(p)
+    plans = build_plans(bin_path, o, meta_path, progress)
+    summaries = []
+    for plan in plans:
+        rows, params, stats, src = plan["rows"], plan["params"], plan["stats"], plan["src"]
+        summary = {"windows": stats["windows"], "span": params["span"], "coverage": stats["coverage"],
+                   "uncovered_tail": stats["uncovered_tail"], "T": params["T"], "stride": params["stride"],
+                   "overlap": params["overlap"], "offset": params["offset"], "tokens": src.n,
+                   "covered_tokens": stats["covered_tokens"], "uncovered_tokens": stats["uncovered_tokens"],
+                   "uncovered_head": stats["uncovered_head"], "files": []}
+        if o.format != "npy":
+            _write_text(out, rows, o, plan, stream)
+            summary["files"] = [] if out == "-" else [out]
+            summaries.append(summary)
+            continue
+        source = source_entry(src)
+        paths = output_paths(out, plan["T"], multi, o.shards)
+        parts = shard_rows(rows, o.shards) if o.shards else [rows]
+        pad_id = None
+        if o.materialize:
+            enc = plan["enc"]
+            pad_id = enc.eot_token if enc else (src.tokenizer or {}).get("eot", 50256)
+        for r, (p, part) in enumerate(zip(paths, parts)):
+            side_params = dict(params, shard=r if o.shards else None)
+            side = {"source": source, "params": side_params, "stats": stats}
+            if o.shards:
+                side["shard_stats"] = {"windows": int(len(part))}
+            if src.tokenizer:
+                side["tokenizer"] = src.tokenizer
+            if o.materialize:
+                mp = formats.materialized_path(p)
+                materialize(mp, part, plan["tokens"], params["span"], pad_id, src.dtype)
+                side["materialized"] = {"file": mp.name, "shape": [int(len(part)), params["span"]],
+                                        "dtype": src.dtype, "pad_id": int(pad_id)}
+                summary["files"].append(str(mp))
+            formats.write_plan(p, part, side)
+            summary["files"].append(str(p))
+        summaries.append(summary)
+    return summaries
+
+
+def _write_text(out: str, rows: np.ndarray, o: Options, plan: dict, stream) -> None:
+    def lines():
+        if o.format == "txt":
+            for lo in range(0, len(rows), 65536):  # rows formatted in batches, not one by one
+                r = rows[lo : lo + 65536]
+                yield "".join(f"{s}\t{n}\n" for s, n in zip(r["start"].tolist(), r["length"].tolist()))
+            return
+        enc = None
+        if o.decode:
+            enc = plan["enc"] or load_tokenizer(plan["src"], o.encoding, "--decode")
+        for row in rows:
+            obj: dict[str, Any] = {"start": int(row["start"]), "length": int(row["length"]),
+                                   "doc": int(row["doc"]), "fresh": int(row["fresh"])}
+            if enc is not None:
+                s = obj["start"]
+                ids = np.asarray(plan["tokens"][s : s + obj["length"]]).tolist()
+                obj["text"] = enc.decode(ids, errors="replace")
+            yield json.dumps(obj, ensure_ascii=False) + "\n"
+
+    if out == "-":
+        for chunk in lines():
+            stream.write(chunk)
+    else:
+        with formats.atomic_open(out, "w") as f:
+            for chunk in lines():
+                f.write(chunk)
