@@ -23,6 +23,9 @@ table gather otherwise), and only candidates get the exact byte test.
 from __future__ import annotations
 
 import functools
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +62,9 @@ class Tables:
     sent_ids: np.ndarray  # ids that can end a sentence edge
     para_mask: np.ndarray  # uint8 [65536 or n]: 1 for para_ids
     sent_mask: np.ndarray
+    nl_ids: np.ndarray  # ids whose bytes are exactly b"\n"
+    dbl_ids: np.ndarray  # ids whose bytes end with b"\n\n"
+    para_code: np.ndarray  # uint8 [65536 or n]: 1 ends with \n, 2 ends with \n\n, 4 is exactly \n
 
 
 def _pack(b: bytes) -> int:
@@ -74,7 +80,7 @@ def _tables_for(key, enc) -> Tables:
     corelen3 = np.zeros(n, np.int64)
     ws_start = np.zeros(n, bool)
     ws_end_core = np.zeros(n, bool)
-    para, sent = [], []
+    para, sent, nl, dbl = [], [], [], []
     enders = ASCII_TERMINALS | {c[-1] for c in CJK_TERMINALS}
     for i in range(n - 1):
         try:
@@ -91,6 +97,10 @@ def _tables_for(key, enc) -> Tables:
         if b[-1] == 0x0A:
             para.append(i)
             sent.append(i)
+            if b == b"\n":
+                nl.append(i)
+            elif b.endswith(b"\n\n"):
+                dbl.append(i)
         elif core and core[-1] in enders:
             sent.append(i)
     size = max(n, 1 << 16)
@@ -98,10 +108,15 @@ def _tables_for(key, enc) -> Tables:
     para_mask[para] = 1
     sent_mask = np.zeros(size, np.uint8)
     sent_mask[sent] = 1
+    para_code = np.zeros(size, np.uint8)
+    para_code[para] |= 1
+    para_code[dbl] |= 2
+    para_code[nl] |= 4
     ascii_term = np.zeros(256, bool)
     ascii_term[list(ASCII_TERMINALS)] = True
     return Tables(last3, len3, core3, corelen3, ws_start, ws_end_core, ascii_term,
-                  np.array(para, np.int64), np.array(sent, np.int64), para_mask, sent_mask)
+                  np.array(para, np.int64), np.array(sent, np.int64), para_mask, sent_mask,
+                  np.array(nl, np.int64), np.array(dbl, np.int64), para_code)
 
 
 def token_tables(enc) -> Tables:
@@ -109,60 +124,110 @@ def token_tables(enc) -> Tables:
     return _tables_for((enc.name, enc.n_vocab), enc)
 
 
+def _eq_any(chunk: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Boolean mask of ``chunk`` ∈ ``ids``, by one ``==`` pass per id (ids are few)."""
+    if len(ids) == 0:
+        return np.zeros(len(chunk), bool)
+    hit = chunk == int(ids[0])  # a Python int keeps the compare in uint16; np.int64 would upcast
+    for i in ids[1:]:
+        hit |= chunk == int(i)
+    return hit
+
+
 def _candidates(chunk: np.ndarray, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
     if len(ids) <= _MAX_EQ_IDS:
-        hit = chunk == ids[0] if len(ids) else np.zeros(len(chunk), bool)
-        for i in ids[1:]:
-            hit |= chunk == i
-        return np.flatnonzero(hit)
+        return np.flatnonzero(_eq_any(chunk, ids))
     return np.flatnonzero(np.take(mask, np.asarray(chunk), mode="clip"))
 
 
-def find_boundaries(tokens: np.ndarray, kind: str, enc, chunk_tokens: int = CHUNK_TOKENS, progress=None) -> np.ndarray:
+def _paragraph_edges(chunk: np.ndarray, t: Tables, prev: int | None) -> np.ndarray:
+    """Sorted chunk positions i with a paragraph edge right after token i.
+
+    The stream before a cut ends with a blank line exactly when the last token ends with
+    ``\\n\\n``, or is exactly ``\\n`` right after a token ending with ``\\n`` (tokens are never
+    empty). So three id sets decide it, without the byte-level work sentences need; when they are
+    few (GPT-2: 198 is ``\\n``, 628 is ``\\n\\n``) each id is one ``==`` pass, which streams
+    several times faster than a table gather. ``prev`` is the token before the chunk, if any.
+    """
+    m = len(chunk)
+    if len(t.para_ids) <= _MAX_EQ_IDS:
+        single, dbl = _eq_any(chunk, t.nl_ids), _eq_any(chunk, t.dbl_ids)
+        ends = single | dbl
+        rest = np.setdiff1d(t.para_ids, np.concatenate([t.nl_ids, t.dbl_ids]))
+        if len(rest):
+            ends |= _eq_any(chunk, rest)
+    else:
+        code = np.take(t.para_code, chunk, mode="clip")
+        single, dbl, ends = (code & 4).astype(bool), (code & 2).astype(bool), (code & 1).astype(bool)
+    hit = dbl
+    hit[1:] |= single[1:] & ends[:-1]
+    if m and prev is not None and prev in t.para_ids:
+        hit[0] |= single[0]
+    return np.flatnonzero(hit)
+
+
+def find_boundaries(tokens: np.ndarray, kind: str, enc, chunk_tokens: int = CHUNK_TOKENS, progress=None,
+                    threads: int | None = None) -> np.ndarray:
     """Sorted int64 token indices ``b`` (0 < b < N) that are ``kind`` edges (see module doc).
 
     ``tokens`` is any 1-d id array (a memmap is read in ``chunk_tokens`` pieces);
     ``progress(ntokens)`` is called per chunk. DataError if an id is outside the vocabulary.
+    Chunks are independent (each reads its own look-behind and look-ahead), so ``threads``
+    (default: up to 4, the CPU count) work on them at once: numpy releases the GIL in its loops.
+    At most 2 × threads chunks are in flight, and results come back in order.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}")
     t = token_tables(enc)
-    none = len(t.last3) - 1  # the sentinel id: 'no token' before the file start, zero bytes
-    ids, mask = (t.para_ids, t.para_mask) if kind == "paragraph" else (t.sent_ids, t.sent_mask)
-    n = len(tokens)
-    out = []
-    carry = np.array([none, none], np.int64)  # the two tokens before the current chunk
-    for lo, chunk in formats.iter_chunks(tokens, chunk_tokens):
-        chunk = np.asarray(chunk)
-        m = len(chunk)
-        c = _candidates(chunk, ids, mask)
-        c = c[lo + c < n - 1]  # an edge at N is the file end, not an inner edge
-        if len(c):
-            top = int(chunk.max()) if m else 0
-            if top >= none:
-                bad = int(np.flatnonzero(chunk >= none)[0]) + lo
-                raise DataError(f"token id {top} at position {bad} is outside the tokenizer's {none} ids")
-            cur = chunk[c].astype(np.int64)
-            p1, p2 = _before(chunk, c - 1, carry), _before(chunk, c - 2, carry)
-            v = _tail3(t, p2, p1, t.last3[cur], t.len3[cur])
-            edge = (v & 0xFFFF) == 0x0A0A
-            if kind == "sentence":
-                edge |= _is_cjk(v)
-                nxt = chunk[np.minimum(c + 1, m - 1)].astype(np.int64)
-                if c[-1] == m - 1:  # one token of look-ahead past the chunk
-                    nxt[-1] = int(tokens[lo + m])
-                edge |= t.ascii_term[v & 0xFF] & t.ws_start[nxt]
-                core = t.ws_end_core[cur]
-                vc = _tail3(t, p2[core], p1[core], t.core3[cur[core]], t.corelen3[cur[core]])
-                edge[core] |= t.ascii_term[vc & 0xFF] | _is_cjk(vc)
-            out.append(lo + c[edge] + 1)
-        if m >= 2:
-            carry = chunk[-2:].astype(np.int64)
-        elif m == 1:
-            carry = np.array([carry[1], chunk[0]], np.int64)
-        if progress:
-            progress(m)
+    threads = threads or min(4, os.cpu_count() or 1)
+    out, pending = [], deque()
+
+    def drain(limit):
+        while len(pending) > limit:
+            edges, m = pending.popleft().result()
+            out.append(edges)
+            if progress:
+                progress(m)
+
+    with ThreadPoolExecutor(threads) as pool:
+        for lo in range(0, len(tokens), chunk_tokens):
+            pending.append(pool.submit(_chunk_edges, tokens, lo, min(lo + chunk_tokens, len(tokens)), kind, t))
+            drain(2 * threads)
+        drain(0)
     return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
+
+
+def _chunk_edges(tokens: np.ndarray, lo: int, hi: int, kind: str, t: Tables) -> tuple[np.ndarray, int]:
+    """(edges b with lo < b <= hi and b < N, tokens examined) for the chunk tokens[lo:hi]."""
+    n = len(tokens)
+    none = len(t.last3) - 1  # the sentinel id: 'no token' before the file start, zero bytes
+    chunk = np.asarray(tokens[lo:hi])
+    m = len(chunk)
+    if m and int(chunk.max()) >= none:
+        bad = int(np.flatnonzero(chunk >= none)[0])
+        raise DataError(f"token id {int(chunk[bad])} at position {lo + bad} is outside the tokenizer's {none} ids")
+    if kind == "paragraph":
+        c = _paragraph_edges(chunk, t, int(tokens[lo - 1]) if lo else None)
+        return lo + c[lo + c < n - 1] + 1, m
+    carry = np.array([none, none], np.int64)  # the two tokens before the chunk
+    back = np.asarray(tokens[max(lo - 2, 0) : lo], np.int64)
+    carry[2 - len(back) :] = back
+    c = _candidates(chunk, t.sent_ids, t.sent_mask)
+    c = c[lo + c < n - 1]  # an edge at N is the file end, not an inner edge
+    if not len(c):
+        return np.zeros(0, np.int64), m
+    cur = chunk[c].astype(np.int64)
+    p1, p2 = _before(chunk, c - 1, carry), _before(chunk, c - 2, carry)
+    v = _tail3(t, p2, p1, t.last3[cur], t.len3[cur])
+    edge = ((v & 0xFFFF) == 0x0A0A) | _is_cjk(v)
+    nxt = chunk[np.minimum(c + 1, m - 1)].astype(np.int64)
+    if c[-1] == m - 1:  # one token of look-ahead past the chunk
+        nxt[-1] = int(tokens[lo + m])
+    edge |= t.ascii_term[v & 0xFF] & t.ws_start[nxt]
+    core = t.ws_end_core[cur]
+    vc = _tail3(t, p2[core], p1[core], t.core3[cur[core]], t.corelen3[cur[core]])
+    edge[core] |= t.ascii_term[vc & 0xFF] | _is_cjk(vc)
+    return lo + c[edge] + 1, m
 
 
 def _before(chunk: np.ndarray, idx: np.ndarray, carry: np.ndarray) -> np.ndarray:
