@@ -73,13 +73,10 @@ def last_safe_cut(text: str, lo: int, hi: int) -> int | None:
     while end >= lo:
         start = max(lo, end - window)
         # The lookbehind needs one char before `start`; pos/endpos keep it visible.
-        best = None
-        for m in _CANDIDATE.finditer(text, start, end + 1):
-            p = m.start()
+        found = [m.start() for m in _CANDIDATE.finditer(text, start, end + 1)]
+        for p in reversed(found):
             if start <= p <= end and is_safe_cut(text, p):
-                best = p
-        if best is not None:
-            return best
+                return p
         end = start - 1
         window *= 4
     return None

@@ -48,7 +48,7 @@ ERROR_MODES = ("strict", "replace")
 PIECE_CHARS = 1 << 20  # a big document is cut into pieces of about this many chars
 LONG_RUN_CHARS = 16 << 20  # a piece longer than this had no safe cut: counted as unsplittable
 TASK_CHARS = 1 << 20  # text per batch sent to a worker: amortises IPC, keeps latency low
-INFLIGHT_PER_WORKER = 2  # batches in flight per worker: enough to keep all busy, bounded
+INFLIGHT_PER_WORKER = 4  # batches in flight per worker: covers the main process's stalls, still bounded
 HOLD_BYTES = 32 << 20  # a document's ids beyond this wait in a spill file, not in memory
 SNAPSHOT_BYTES = 64 << 20  # --split tail: hash snapshots this far apart bound the re-read
 

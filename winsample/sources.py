@@ -203,10 +203,9 @@ def _text_chunks(reader: _Reader, errors: str) -> Iterator[str]:
             text = dec.decode(data, final)
         except UnicodeDecodeError as e:
             # e.object is the decoder's pending bytes followed by `data`.
-            before = e.object[: e.start].decode("utf-8", "replace")
-            raise _utf8_error(reader, start - pending + e.start, line + before.count("\n"), e) from None
+            raise _utf8_error(reader, start - pending + e.start, line + e.object[: e.start].count(b"\n"), e) from None
+        line += data.count(b"\n")  # bytes: memchr-fast, and a \n byte is always a newline in UTF-8
         if text:
-            line += text.count("\n")
             yield text
         if final:
             return
