@@ -49,6 +49,7 @@ PIECE_CHARS = 1 << 20  # a big document is cut into pieces of about this many ch
 LONG_RUN_CHARS = 16 << 20  # a piece longer than this had no safe cut: counted as unsplittable
 TASK_CHARS = 1 << 20  # text per batch sent to a worker: amortises IPC, keeps latency low
 INFLIGHT_PER_WORKER = 4  # batches in flight per worker: covers the main process's stalls, still bounded
+WRITE_BYTES = 1 << 20  # ids gathered per write+hash call
 HOLD_BYTES = 32 << 20  # a document's ids beyond this wait in a spill file, not in memory
 SNAPSHOT_BYTES = 64 << 20  # --split tail: hash snapshots this far apart bound the re-read
 
@@ -60,8 +61,8 @@ ProgressFn = Callable[..., None]
 _WORKER: dict = {}
 
 
-def _encode_texts(enc, dtype: str, texts: Sequence[str], where: str) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenated ids of ``texts`` (cast to ``dtype`` after a range check) and each one's length."""
+def _encode_texts(enc, dtype: str, texts: Sequence[str], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Concatenated ids of ``texts`` (cast to ``dtype`` after a range check), each one's length and max id."""
     parts = []
     for t in texts:
         try:
@@ -72,7 +73,11 @@ def _encode_texts(enc, dtype: str, texts: Sequence[str], where: str) -> tuple[np
         parts.append(ids)
     lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
     ids = np.concatenate(parts) if parts else np.zeros(0, np.uint32)
-    return formats.check_and_cast(ids, dtype, enc.n_vocab, where), lengths
+    if lengths.all():
+        maxes = np.maximum.reduceat(ids, np.cumsum(lengths) - lengths) if len(ids) else np.zeros(0, np.int64)
+    else:  # reduceat misreads empty segments
+        maxes = np.array([int(p.max()) if len(p) else -1 for p in parts], dtype=np.int64)
+    return formats.check_and_cast(ids, dtype, enc.n_vocab, where), lengths, maxes.astype(np.int64)
 
 
 def _init_worker(spec: tuple) -> None:
@@ -117,7 +122,9 @@ class _SplitWriter:
         self.path = stage / formats.bin_name(name)
         self.f = open(self.path, "wb", buffering=8 << 20)
         self.hasher = formats.new_hasher()
-        self.tokens = 0
+        self.tokens_flushed = 0
+        self._pending: list[np.ndarray] = []
+        self._pending_bytes = 0
         self.max_token = -1
         self.documents = 0
         self.starts_path = stage / f"{name}.starts.raw"
@@ -135,25 +142,42 @@ class _SplitWriter:
             self._starts.tofile(self._starts_f)
             del self._starts[:]
 
-    def write(self, ids: np.ndarray) -> None:
+    def write(self, ids: np.ndarray, max_id: int | None = None) -> None:
+        """Append ``ids`` (already ``dtype``); ``max_id`` is their max if the caller knows it."""
         if not ids.size:
             return
-        buf = ids.data
-        self.f.write(buf)
-        self.hasher.update(buf)
-        self.tokens += ids.size
-        m = int(ids.max())
+        m = int(ids.max()) if max_id is None else max_id
         if m > self.max_token:
             self.max_token = m
+        # Many small documents: gather their ids and write/hash them in ~1 MiB blocks.
+        self._pending.append(ids)
+        self._pending_bytes += ids.nbytes
+        if self._pending_bytes >= WRITE_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        buf = self._pending[0].data if len(self._pending) == 1 else b"".join(p.data for p in self._pending)
+        self.f.write(buf)
+        self.hasher.update(buf)
+        self.tokens_flushed += self._pending_bytes // self.item
+        self._pending, self._pending_bytes = [], 0
         if self.snapshots is not None:
-            pos = self.tokens * self.item
+            pos = self.tokens_flushed * self.item
             if pos - self.snapshots[-1][0] >= SNAPSHOT_BYTES:
+                # Everything written is flushed now, so max_token is the max of bytes [0, pos).
                 self.snapshots.append((pos, self.hasher.copy(), self.max_token))
-                lowest_cut = (self.tokens - math.floor(self.tokens * self.tail_fraction)) * self.item
+                lowest_cut = (self.tokens_flushed - math.floor(self.tokens_flushed * self.tail_fraction)) * self.item
                 while len(self.snapshots) > 1 and self.snapshots[1][0] <= lowest_cut:
                     self.snapshots.pop(0)
 
+    @property
+    def tokens(self) -> int:
+        return self.tokens_flushed + self._pending_bytes // self.item
+
     def close(self) -> None:
+        self._flush()
         self.f.close()
         self._starts.tofile(self._starts_f)
         del self._starts[:]
@@ -166,18 +190,18 @@ class _Holder:
     def __init__(self, stage: Path, dtype: str):
         self.path = stage / "document.spill.raw"
         self.dtype = dtype
-        self.parts: list[np.ndarray] = []
+        self.parts: list[tuple[np.ndarray, int]] = []  # (ids, their max)
         self.nbytes = 0
         self.spill = None
         self.spilled = 0
 
-    def add(self, ids: np.ndarray) -> None:
-        self.parts.append(ids)
+    def add(self, ids: np.ndarray, max_id: int) -> None:
+        self.parts.append((ids, max_id))
         self.nbytes += ids.nbytes
         if self.nbytes > HOLD_BYTES:
             if self.spill is None:
                 self.spill = open(self.path, "w+b")
-            for p in self.parts:
+            for p, _ in self.parts:
                 self.spill.write(p.data)
             self.spilled += self.nbytes
             self.parts, self.nbytes = [], 0
@@ -196,8 +220,8 @@ class _Holder:
             self.spill.truncate()
             self.spilled = 0
         if writer is not None:
-            for p in self.parts:
-                writer.write(p)
+            for p, m in self.parts:
+                writer.write(p, m)
         self.parts, self.nbytes = [], 0
 
     def close(self) -> None:
@@ -370,21 +394,23 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress) ->
     # Consumer state: the document whose ids are arriving.
     cur = {"writer": None}
 
-    def consume(items: list, ids: np.ndarray, lengths: np.ndarray) -> None:
-        offsets = np.concatenate(([0], np.cumsum(lengths)))
+    def consume(items: list, ids: np.ndarray, lengths: np.ndarray, maxes: np.ndarray) -> None:
+        offsets = np.concatenate(([0], np.cumsum(lengths))).tolist()
+        maxes = maxes.tolist()
         k = 0
         for item in items:
             if item is None or isinstance(item, str):  # a piece; str = its split is already known
                 piece = ids[offsets[k] : offsets[k + 1]]
+                m = maxes[k]
                 k += 1
                 if item is not None and cur["writer"] is None:
                     cur["writer"] = writers[item]
                     cur["writer"].start_doc()
                     holder.flush_to(cur["writer"])
                 if cur["writer"] is not None:
-                    cur["writer"].write(piece)
+                    cur["writer"].write(piece, m)
                 else:
-                    holder.add(piece)
+                    holder.add(piece, m)
             else:  # ("end", dest): the document is complete
                 dest = item[1]
                 if dest == "skip":
@@ -396,7 +422,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress) ->
                         w.start_doc()
                         holder.flush_to(w)
                     if eot_ids is not None:
-                        w.write(eot_ids)
+                        w.write(eot_ids, opts["eot_id"])
                 cur["writer"] = None
         if progress:
             progress(0, int(lengths.sum()))
@@ -460,37 +486,46 @@ def _batches(sources, opts: dict, stats: dict, read_cb):
     texts: list[str] = []
     size = 0
     where0 = None
-    for where, chunks in iter_documents(sources, text_field=opts["text_field"], errors=opts["errors"], progress=read_cb):
+    for where, doc in iter_documents(sources, text_field=opts["text_field"], errors=opts["errors"], progress=read_cb):
         stats["documents"] += 1
         if where0 is None:
             where0 = where
-        h = xxhash.xxh3_64(prefix) if hashing else None
-        has_text = False
-        chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS)
-        for text in chunks:
-            if h is not None:
-                h.update(text.encode("utf-8", "surrogatepass"))
-            if not has_text and not text.isspace() and text:
-                has_text = True
-            for piece in chunker.feed(text):
+        if isinstance(doc, str) and len(doc) <= PIECE_CHARS:  # a whole small document: no chunker
+            has_text = bool(doc) and not doc.isspace()
+            if has_text:
+                items.append(early)
+                texts.append(doc)
+                size += len(doc)
+            val = hashing and xxhash.xxh3_64_intdigest(prefix + doc.encode("utf-8", "surrogatepass")) < threshold
+        else:
+            h = xxhash.xxh3_64(prefix) if hashing else None
+            has_text = False
+            chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS)
+            for text in (doc,) if isinstance(doc, str) else doc:
+                if h is not None:
+                    h.update(text.encode("utf-8", "surrogatepass"))
+                if not has_text and text and not text.isspace():
+                    has_text = True
+                for piece in chunker.feed(text):
+                    items.append(early if has_text else None)
+                    texts.append(piece)
+                    size += len(piece)
+                    if size >= TASK_CHARS:
+                        yield items, texts, where0
+                        items, texts, size, where0 = [], [], 0, where
+            for piece in chunker.finish():
                 items.append(early if has_text else None)
                 texts.append(piece)
                 size += len(piece)
-                if size >= TASK_CHARS:
-                    yield items, texts, where0
-                    items, texts, size, where0 = [], [], 0, where
-        for piece in chunker.finish():
-            items.append(early if has_text else None)
-            texts.append(piece)
-            size += len(piece)
-        stats["unsplittable_runs"] += chunker.unsplittable_runs
+            stats["unsplittable_runs"] += chunker.unsplittable_runs
+            val = h is not None and h.intdigest() < threshold
         if not has_text:
             dest = "skip"
             stats["documents_skipped_empty"] += 1
         elif tail:
             dest = "all"
         else:
-            dest = "val" if h is not None and h.intdigest() < threshold else "train"
+            dest = "val" if val else "train"
         items.append(("end", dest))
         if size >= TASK_CHARS:
             yield items, texts, where0

@@ -292,22 +292,22 @@ def iter_documents(
     text_field: str = "text",
     errors: str = "strict",
     progress: Callable[[int], None] | None = None,
-) -> Iterator[tuple[str, Iterator[str]]]:
-    """(where, text pieces) for each document in input order.
-
-    The caller must consume each document's pieces before asking for the next document.
+) -> Iterator[tuple[str, str | Iterator[str]]]:
+    """(where, document) for each document in input order: the whole text (JSONL, Parquet) or
+    an iterator of its text pieces (a text file), which the caller must consume before asking
+    for the next document.
     ``progress(nbytes)`` is called with bytes read from disk (compressed bytes for .gz).
     """
     for src in sources:
         if src.kind == "parquet":
             for where, text in _parquet_docs(src, text_field, progress):
-                yield where, iter((text,))
+                yield where, text
             continue
         reader = _Reader(src, progress)
         try:
             if src.kind == "jsonl":
                 for where, text in _jsonl_docs(reader, errors, text_field):
-                    yield where, iter((text,))
+                    yield where, text
             else:
                 yield src.label, _text_chunks(reader, errors)
         except BaseException:
