@@ -401,6 +401,35 @@ def test_parquet_column(tmp_path, ref_gpt2):
     assert r.exit_code == 1 and "no column 'text'" in r.stderr
 
 
+def test_big_jsonl_document_is_cut_and_still_exact(tmp_path, monkeypatch, ref_gpt2):
+    monkeypatch.setattr(encode_mod, "PIECE_CHARS", 1000)
+    text = (CORPUS / "sonnets.txt").read_text(encoding="utf-8")[:30000]
+    (tmp_path / "d.jsonl").write_text(json.dumps({"text": text}) + "\n" + json.dumps({"text": "small"}) + "\n")
+    seen = []
+    real = encode_mod._encode_texts
+    monkeypatch.setattr(encode_mod, "_encode_texts", lambda *a: seen.append(len(a[2])) or real(*a))
+    out = tmp_path / "out"
+    encode_corpus([str(tmp_path / "d.jsonl")], out, val_fraction=0, workers=1)
+    assert np.fromfile(out / "train.bin", "<u2").tolist() == ref_stream(ref_gpt2, [text, "small"])
+    assert sum(seen) > 20  # sent as many pieces, not one 30 KB string
+
+
+def test_inputs_with_no_text_at_all_exit_1(tmp_path):
+    write_tree(tmp_path / "in", {"a.txt": "", "b.txt": "  \n"})
+    r = cli([tmp_path / "in", "-o", tmp_path / "out", "--workers", "1"])
+    assert r.exit_code == 1 and "no document has any text" in r.stderr
+    assert not (tmp_path / "out" / "meta.json").exists()
+
+
+def test_parquet_without_pyarrow_names_the_extra(tmp_path, monkeypatch):
+    import sys
+
+    (tmp_path / "t.parquet").write_bytes(b"PAR1")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow → ImportError
+    r = cli([tmp_path / "t.parquet", "-o", tmp_path / "out", "--workers", "1"])
+    assert r.exit_code == 2 and "pip install 'winsample[parquet]'" in r.stderr
+
+
 def test_errors_replace_continues_and_counts(tmp_path, ref_gpt2):
     (tmp_path / "bad.txt").write_bytes(b"good \xff\xfe bytes \xc3")
     out = tmp_path / "out"

@@ -501,7 +501,10 @@ def _batches(sources, opts: dict, stats: dict, read_cb):
             h = xxhash.xxh3_64(prefix) if hashing else None
             has_text = False
             chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS)
-            for text in (doc,) if isinstance(doc, str) else doc:
+            if isinstance(doc, str):  # a big JSONL/Parquet text: feed it in slices so it spreads over workers
+                whole = doc
+                doc = (whole[i : i + PIECE_CHARS] for i in range(0, len(whole), PIECE_CHARS))
+            for text in doc:
                 if h is not None:
                     h.update(text.encode("utf-8", "surrogatepass"))
                 if not has_text and text and not text.isspace():
