@@ -96,9 +96,67 @@ def main():
 
 
 @main.command()
-def encode():
-    """Encode text into train.bin / val.bin / meta.json (not implemented yet)."""
-    raise WinsampleError("not implemented yet")
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(), help="Folder for train.bin, val.bin, meta.json (created if missing).")
+@click.option("--encoding", default="gpt2", show_default=True, help="tiktoken encoding name (gpt2 works offline).")
+@click.option("--tokenizer-file", type=click.Path(), help="A .tiktoken ranks file (optionally .gz) instead of --encoding.")
+@click.option("--pattern", type=click.Choice(["gpt2", "cl100k", "o200k"]), default="gpt2", show_default=True, help="Pre-tokenizer regex for --tokenizer-file.")
+@click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True, help="Share of documents (or tokens, --split tail) for val.bin.")
+@click.option("--split", type=click.Choice(["doc", "tail"]), default="doc", show_default=True, help="doc: by a seeded hash of each document's text; tail: the last tokens.")
+@click.option("--seed", type=int, default=1337, show_default=True, help="Seed of the document hash (--split doc).")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Encoder processes [default: CPU count]; 1 runs in-process.")
+@click.option("--text-field", default="text", show_default=True, help="JSONL field / Parquet column holding the text.")
+@click.option("--format", "fmt", type=click.Choice(["auto", "text", "jsonl"]), default="auto", show_default=True, help="Input format; auto: by file extension (stdin: text).")
+@click.option("--no-eot", is_flag=True, help="Do not append <|endoftext|> after each document.")
+@click.option("--dtype", type=click.Choice(["uint16", "uint32"]), default=None, help="Token dtype [default: uint16, uint32 if the vocabulary needs it].")
+@click.option("--errors", type=click.Choice(["strict", "replace"]), default="strict", show_default=True, help="Invalid UTF-8: fail, or replace with U+FFFD and count.")
+@quiet_option
+@json_option
+def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, fmt, no_eot, dtype, errors, quiet, as_json):
+    """Encode text files, folders or - (stdin) into OUT_DIR/train.bin, val.bin and meta.json.
+
+    \b
+      winsample encode corpus/ -o data/
+      winsample encode docs.jsonl --text-field body --split tail -o data/ --json
+    """
+    from .encode import encode_corpus
+
+    bar = progress(quiet, unit="B", unit_scale=True, unit_divisor=1024, desc="encode")
+    tokens = [0]
+
+    def on_progress(nbytes, ntokens, total=None):
+        if total is not None:
+            bar.total = total
+            bar.refresh()
+        if nbytes:
+            bar.update(nbytes)
+        if ntokens:
+            tokens[0] += ntokens
+            bar.set_postfix(tokens=f"{tokens[0]:,}", refresh=False)
+
+    try:
+        summary = encode_corpus(
+            list(inputs), out_dir, encoding=encoding, tokenizer_file=tokenizer_file, pattern=pattern,
+            val_fraction=val_fraction, split=split, seed=seed, workers=workers, text_field=text_field,
+            fmt=fmt, eot=not no_eot, dtype=dtype, errors=errors, progress=on_progress,
+        )
+    finally:
+        bar.close()
+    extra = ""
+    if summary["skipped_empty"]:
+        extra += f", {summary['skipped_empty']} empty skipped"
+    if summary["replaced_characters"]:
+        extra += f", {summary['replaced_characters']} invalid UTF-8 sequences replaced"
+    if summary["unsplittable_runs"]:
+        extra += f", {summary['unsplittable_runs']} long run(s) without a safe cut encoded whole"
+    say(
+        quiet,
+        f"encoded {summary['documents']} documents{extra}: train {summary['train']['tokens']:,} tokens"
+        f" ({summary['train']['documents']} docs), val {summary['val']['tokens']:,} tokens"
+        f" ({summary['val']['documents']} docs), {summary['mb_per_s']} MB/s → {out_dir}",
+    )
+    if as_json:
+        emit_json(summary)
 
 
 # --- windows ------------------------------------------------------------------------------

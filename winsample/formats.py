@@ -10,7 +10,8 @@ A data folder written by ``winsample encode``::
     ├── val.bin          token ids of the val split, raw, no header
     ├── train.docs.npy   int64 [D]: token offset where each train document starts (first is 0)
     ├── val.docs.npy     int64 [D]: the same for val
-    └── meta.json        written last; describes the files above (schema below)
+    ├── meta.json        written last; describes the files above (schema below)
+    └── .winsample.lock  held (flock) while a run writes here; holds the writer's pid
 
 A token file (``*.bin``) is N ids back to back, little-endian, no header, no padding::
 
@@ -75,7 +76,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,7 @@ PLAN_VERSION = 1
 
 SPLITS = ("train", "val")
 META_JSON = "meta.json"
+LOCK_NAME = ".winsample.lock"  # flock'ed by a writer so two runs never write one folder
 CHECKSUM_ALGO = "xxh3_128"
 
 # Explicit little-endian dtype strings: a .bin never depends on the machine's byte order.
@@ -435,6 +437,19 @@ def write_doc_index(path: str | Path, starts: np.ndarray) -> None:
     """Write document start offsets (tokens, ascending int64) as a .npy file, atomically."""
     with atomic_open(path) as f:
         np.save(f, np.asarray(starts, dtype="<i8"))
+
+
+def write_doc_index_stream(path: str | Path, count: int, chunks: Iterable[np.ndarray]) -> None:
+    """Like ``write_doc_index`` (same bytes) for ``count`` offsets given in pieces: memory stays flat."""
+    with atomic_open(path) as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "<i8", "fortran_order": False, "shape": (count,)})
+        written = 0
+        for chunk in chunks:
+            chunk = np.ascontiguousarray(chunk, dtype="<i8")
+            f.write(chunk.data)
+            written += chunk.size
+        if written != count:
+            raise ValueError(f"{path}: wrote {written} document offsets, announced {count}")
 
 
 def read_doc_index(path: str | Path) -> np.ndarray:

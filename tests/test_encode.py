@@ -1,0 +1,608 @@
+"""winsample encode: bytes, meta.json, splits, parallel determinism, atomic commits.
+
+Expected ids always come from tiktoken directly (ref_gpt2 / ref_cl100k), document by document.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import gzip
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import xxhash
+from click.testing import CliRunner
+
+from winsample import encode as encode_mod
+from winsample import formats
+from winsample.cli import main
+from winsample.encode import encode_corpus
+from winsample.errors import ConfigError, InputError
+
+from .conftest import CORPUS
+
+EOT = 50256
+
+DOCS = {
+    "a.txt": "Hello world.\nThis is a document.\n",
+    "b.txt": "Second document, with <|endoftext|> written in it as plain text.",
+    "c/d.md": "Nested\r\nCRLF lines\r\n\r\nand a blank one. 滑动窗口。 👨\u200d👩\u200d👧",
+    "c/e.txt": "Zoe\u0308 cafe\u0301 — 12345 'tis don't",
+}
+
+
+def write_tree(root, docs=DOCS):
+    for name, text in docs.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(text.encode("utf-8"))
+    return root
+
+
+def ref_stream(ref, texts, eot=True):
+    out = []
+    for t in texts:
+        out += ref.encode_ordinary(t) + ([EOT] if eot else [])
+    return out
+
+
+def cli(args, input=None):
+    return CliRunner().invoke(main, ["encode", *map(str, args)], input=input)
+
+
+def read_split(out, split):
+    meta = formats.read_meta(out / "meta.json")
+    entry = meta["splits"][split]
+    ids = np.fromfile(out / entry["file"], dtype=meta["dtype"])
+    starts = formats.read_doc_index(out / entry["doc_index"])
+    return meta, entry, ids, starts
+
+
+def docs_of(ids, starts):
+    bounds = [*map(int, starts), len(ids)]
+    return [ids[a:b].tolist() for a, b in zip(bounds, bounds[1:])]
+
+
+def snapshot(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+# --- bytes ----------------------------------------------------------------------------------
+
+
+def test_val_fraction_0_train_bin_is_tiktoken_concatenation(tmp_path, ref_gpt2):
+    src = write_tree(tmp_path / "in")
+    out = tmp_path / "out"
+    r = cli([src, "-o", out, "--val-fraction", "0", "--workers", "1"])
+    assert r.exit_code == 0, r.stderr
+    texts = [DOCS[k] for k in sorted(DOCS, key=lambda k: tuple(k.split("/")))]
+    expected = ref_stream(ref_gpt2, texts)
+    assert (out / "train.bin").read_bytes() == np.array(expected, "<u2").tobytes()
+    assert (out / "val.bin").read_bytes() == b""
+    assert "<|endoftext|>" in DOCS["b.txt"] and expected.count(EOT) == len(DOCS)  # text, not a control id
+
+
+def test_shipped_corpus_matches_tiktoken_with_two_workers(tmp_path, ref_gpt2):
+    out = tmp_path / "out"
+    s = encode_corpus([str(CORPUS)], out, val_fraction=0, workers=2)
+    files = sorted(p for p in CORPUS.iterdir() if p.suffix in (".txt", ".md"))
+    expected = ref_stream(ref_gpt2, [p.read_text(encoding="utf-8") for p in files])
+    assert np.fromfile(out / "train.bin", "<u2").tolist() == expected
+    assert s["train"] == {"tokens": len(expected), "documents": len(files)}
+
+
+def test_no_eot_writes_only_document_ids_and_index_keeps_edges(tmp_path, ref_gpt2):
+    src = write_tree(tmp_path / "in")
+    out = tmp_path / "out"
+    assert cli([src, "-o", out, "--val-fraction", "0", "--no-eot", "--workers", "1"]).exit_code == 0
+    texts = [DOCS[k] for k in sorted(DOCS, key=lambda k: tuple(k.split("/")))]
+    meta, entry, ids, starts = read_split(out, "train")
+    assert ids.tolist() == ref_stream(ref_gpt2, texts, eot=False)
+    assert docs_of(ids, starts) == [ref_gpt2.encode_ordinary(t) for t in texts]
+    assert meta["eot_appended"] is False
+
+
+def test_meta_json_describes_the_files(tmp_path, ref_gpt2):
+    src = write_tree(tmp_path / "in")
+    out = tmp_path / "out"
+    assert cli([src, "-o", out, "--val-fraction", "0.5", "--seed", "7", "--workers", "1"]).exit_code == 0
+    meta = formats.validate_meta(json.loads((out / "meta.json").read_text()))
+    assert meta["dtype"] == "<u2" and meta["tokenizer"]["name"] == "gpt2"
+    assert meta["tokenizer"]["eot"] == EOT and meta["tokenizer"]["n_vocab"] == 50257
+    assert meta["split"] == {"method": "doc", "fraction": 0.5, "seed": 7}
+    assert meta["inputs"] == [
+        {"path": str(src / k), "bytes": len(DOCS[k].encode())} for k in sorted(DOCS, key=lambda k: tuple(k.split("/")))
+    ]
+    for split in ("train", "val"):
+        _, entry, ids, starts = read_split(out, split)
+        raw = (out / entry["file"]).read_bytes()
+        assert entry["bytes"] == len(raw) == 2 * entry["tokens"] == 2 * len(ids)
+        assert entry["checksum"] == "xxh3_128:" + xxhash.xxh3_128(raw).hexdigest()
+        assert entry["documents"] == len(starts) and (entry["tokens"] == 0 or starts[0] == 0)
+        assert entry["max_token"] == (int(ids.max()) if len(ids) else None)
+    assert not any(k in json.dumps(meta) for k in ("time", "date"))
+
+
+def test_same_input_gives_same_bytes_meta_included(tmp_path):
+    src = write_tree(tmp_path / "in")
+    a, b = tmp_path / "a", tmp_path / "b"
+    encode_corpus([str(src)], a, val_fraction=0.5, seed=7, workers=1)
+    encode_corpus([str(src)], b, val_fraction=0.5, seed=7, workers=1)
+    assert snapshot(a) == snapshot(b)
+
+
+def test_nanogpt_reads_train_bin_with_plain_memmap(tmp_path, ref_gpt2):
+    src = write_tree(tmp_path / "in")
+    out = tmp_path / "out"
+    encode_corpus([str(src)], out, val_fraction=0, workers=1)
+    data = np.memmap(out / "train.bin", dtype=np.uint16, mode="r")  # nanoGPT train.py, verbatim
+    assert data[: len(ref_gpt2.encode_ordinary(DOCS["a.txt"]))].tolist() == ref_gpt2.encode_ordinary(DOCS["a.txt"])
+
+
+def test_empty_and_whitespace_documents_are_skipped_and_counted(tmp_path, ref_gpt2):
+    src = write_tree(tmp_path / "in", {"1.txt": "real text", "2.txt": "", "3.txt": " \n\t\r\n ", "4.txt": "more"})
+    out = tmp_path / "out"
+    r = cli([src, "-o", out, "--val-fraction", "0", "--workers", "1", "--json"])
+    assert r.exit_code == 0
+    s = json.loads(r.stdout)
+    assert s["skipped_empty"] == 2 and s["train"]["documents"] == 2
+    assert np.fromfile(out / "train.bin", "<u2").tolist() == ref_stream(ref_gpt2, ["real text", "more"])
+    assert "2 empty skipped" in r.stderr
+
+
+# --- splits -----------------------------------------------------------------------------------
+
+
+def _many_docs(n, start=0):
+    return {f"doc{i:04d}.txt": f"Document number {i} talks about topic {i * 7919 % 101}.\n" for i in range(start, start + n)}
+
+
+def _texts_by_side(out, ref):
+    sides = {}
+    for split in ("train", "val"):
+        _, _, ids, starts = read_split(out, split)
+        sides[split] = [ref.decode(d[:-1]) for d in docs_of(ids, starts)]  # drop the EOT
+    return sides
+
+
+def test_doc_split_follows_documented_hash_and_is_stable_when_documents_are_added(tmp_path, ref_gpt2):
+    docs = _many_docs(60)
+    docs["dup1.txt"] = docs["dup2.txt"] = "An identical document.\n"
+    src = write_tree(tmp_path / "in", docs)
+    encode_corpus([str(src)], tmp_path / "o1", val_fraction=0.25, seed=3, workers=1)
+    before = _texts_by_side(tmp_path / "o1", ref_gpt2)
+    # The documented rule, computed here independently.
+    for text in docs.values():
+        h = xxhash.xxh3_64_intdigest(b"3\0" + text.encode())
+        side = "val" if h < int(0.25 * 2**64) else "train"
+        assert text in before[side]
+    assert sorted(before["train"] + before["val"]) == sorted(docs.values())  # nothing lost or doubled
+    dup = "An identical document.\n"
+    assert before["train"].count(dup) in (0, 2) and before["val"].count(dup) in (0, 2)
+    assert 5 < len(before["val"]) < 30
+
+    write_tree(src, _many_docs(40, start=1000))
+    encode_corpus([str(src)], tmp_path / "o2", val_fraction=0.25, seed=3, workers=1)
+    after = _texts_by_side(tmp_path / "o2", ref_gpt2)
+    for side in ("train", "val"):
+        assert set(before[side]) <= set(after[side])
+
+
+def test_tail_split_puts_last_floor_fraction_of_tokens_in_val(tmp_path, ref_gpt2):
+    docs = _many_docs(10)
+    src = write_tree(tmp_path / "in", docs)
+    out = tmp_path / "out"
+    r = cli([src, "-o", out, "--split", "tail", "--val-fraction", "0.15", "--workers", "1", "--json"])
+    assert r.exit_code == 0, r.stderr
+    stream = ref_stream(ref_gpt2, [docs[k] for k in sorted(docs)])
+    n_val = math.floor(len(stream) * 0.15)
+    _, tentry, train, tstarts = read_split(out, "train")
+    _, ventry, val, vstarts = read_split(out, "val")
+    assert train.tolist() == stream[: len(stream) - n_val] and val.tolist() == stream[len(stream) - n_val :]
+    # Document starts: every original start, split at the cut; val starts with the tail piece.
+    all_starts = np.cumsum([0] + [len(ref_gpt2.encode_ordinary(docs[k])) + 1 for k in sorted(docs)])[:-1]
+    cut = len(stream) - n_val
+    assert tstarts.tolist() == [s for s in all_starts if s < cut]
+    expected_v = [s - cut for s in all_starts if s >= cut]
+    if cut not in all_starts:
+        expected_v = [0] + expected_v
+    assert vstarts.tolist() == expected_v
+    s = json.loads(r.stdout)
+    assert s["val"] == {"tokens": n_val, "documents": len(expected_v)}
+    assert tentry["checksum"] == formats.checksum_file(out / "train.bin")
+    assert ventry["checksum"] == formats.checksum_file(out / "val.bin")
+
+
+def test_tail_split_checksums_right_when_cut_is_past_snapshots(tmp_path, monkeypatch, ref_gpt2):
+    monkeypatch.setattr(encode_mod, "SNAPSHOT_BYTES", 64)  # many snapshots, pruned as the stream grows
+    monkeypatch.setattr(encode_mod, "TASK_CHARS", 200)
+    docs = _many_docs(80)
+    src = write_tree(tmp_path / "in", docs)
+    out = tmp_path / "out"
+    encode_corpus([str(src)], out, split="tail", val_fraction=0.3, workers=1)
+    for split in ("train", "val"):
+        _, entry, ids, _ = read_split(out, split)
+        assert entry["checksum"] == formats.checksum_file(out / entry["file"])
+        assert entry["max_token"] == int(ids.max())
+
+
+def test_single_document_doc_split_fails_with_tail_hint(tmp_path):
+    (tmp_path / "one.txt").write_text("just one document here")
+    r = cli([tmp_path / "one.txt", "-o", tmp_path / "out", "--workers", "1"])
+    assert r.exit_code == 2 and "--split tail" in r.stderr
+    assert not (tmp_path / "out" / "train.bin").exists()
+
+
+# --- parallel, big documents, memory --------------------------------------------------------------
+
+
+def test_worker_count_does_not_change_any_byte(tmp_path, monkeypatch):
+    monkeypatch.setattr(encode_mod, "PIECE_CHARS", 3000)  # big documents cut into many pieces
+    monkeypatch.setattr(encode_mod, "TASK_CHARS", 5000)
+    src = write_tree(tmp_path / "in", _many_docs(30))
+    (src / "big.txt").write_text((CORPUS / "hamlet.txt").read_text(encoding="utf-8"))
+    one, two = tmp_path / "w1", tmp_path / "w2"
+    encode_corpus([str(src)], one, val_fraction=0.2, workers=1)
+    encode_corpus([str(src)], two, val_fraction=0.2, workers=2)
+    assert snapshot(one) == snapshot(two)
+
+
+def test_big_document_cut_and_spilled_still_matches_tiktoken(tmp_path, monkeypatch, ref_gpt2):
+    monkeypatch.setattr(encode_mod, "PIECE_CHARS", 2000)
+    monkeypatch.setattr(encode_mod, "HOLD_BYTES", 4000)  # held ids go to the spill file
+    text = "".join((CORPUS / n).read_text(encoding="utf-8") for n in ("macbeth.txt", "zh_sliding_windows.txt"))
+    (tmp_path / "big.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "small.txt").write_text("a small one", encoding="utf-8")
+    out = tmp_path / "out"
+    # A seed that sends the big document to val and the small one to train, by the documented rule.
+    seed = next(s for s in range(100) if [xxhash.xxh3_64_intdigest(f"{s}\0".encode() + t.encode()) < 2**63 for t in (text, "a small one")] == [True, False])
+    encode_corpus([str(tmp_path / "big.txt"), str(tmp_path / "small.txt")], out, val_fraction=0.5, seed=seed, workers=2)
+    got = {}
+    for split in ("train", "val"):
+        _, _, ids, starts = read_split(out, split)
+        for d in docs_of(ids, starts):
+            got[ref_gpt2.decode(d[:-1])] = d
+    assert got[text] == ref_gpt2.encode_ordinary(text) + [EOT]
+    assert got["a small one"] == ref_gpt2.encode_ordinary("a small one") + [EOT]
+
+
+def test_run_without_safe_cut_is_encoded_whole_and_reported(tmp_path, monkeypatch, ref_gpt2):
+    monkeypatch.setattr(encode_mod, "PIECE_CHARS", 500)
+    monkeypatch.setattr(encode_mod, "LONG_RUN_CHARS", 2000)
+    text = "intro words\n" + "。，！" * 3000 + "\nend"
+    (tmp_path / "p.txt").write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    r = cli([tmp_path / "p.txt", "-o", out, "--val-fraction", "0", "--workers", "1", "--json"])
+    assert r.exit_code == 0
+    assert json.loads(r.stdout)["unsplittable_runs"] == 1
+    assert "without a safe cut" in r.stderr
+    assert np.fromfile(out / "train.bin", "<u2").tolist() == ref_gpt2.encode_ordinary(text) + [EOT]
+
+
+@pytest.mark.slow
+def test_peak_memory_does_not_grow_with_input_size(tmp_path):
+    import subprocess
+    import sys
+
+    play = (CORPUS / "hamlet.txt").read_text(encoding="utf-8")
+    # Small buffers so that both sizes are well past every fixed-size buffer (the plateau).
+    script = (
+        "import sys; from winsample import encode as e, formats as f;"
+        "f.CHUNK_BYTES = 1 << 20; e.SNAPSHOT_BYTES = 2 << 20; e.HOLD_BYTES = 2 << 20;"
+        "e.encode_corpus(sys.argv[1:3], sys.argv[3], val_fraction=0.5, seed=int(sys.argv[4]), workers=1);"
+        # VmHWM is this process's own peak; ru_maxrss would also count the forking parent.
+        "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
+    )
+    small = tmp_path / "small.txt"
+    small.write_text("a small document for the other split")
+
+    def to_val(seed, text):  # the documented doc-split rule
+        return xxhash.xxh3_64_intdigest(f"{seed}\0".encode() + text.encode()) < 2**63
+
+    peaks = []
+    for mb in (4, 24):
+        big = play * (mb * 1_000_000 // len(play))
+        p = tmp_path / f"{mb}.txt"
+        p.write_text(big, encoding="utf-8")
+        # The big document goes to val: its ids are held (and spilled) until its end.
+        seed = next(s for s in range(100) if to_val(s, big) and not to_val(s, small.read_text()))
+        del big
+        r = subprocess.run([sys.executable, "-c", script, p, small, tmp_path / f"o{mb}", str(seed)], capture_output=True, text=True, check=True)
+        peaks.append(int(r.stdout) / 1024)  # kB → MiB
+    # 6x the input; nanoGPT's pattern would add ~14 bytes of RSS per input byte (~280 MB here).
+    assert peaks[1] < peaks[0] * 1.2, peaks
+
+
+# --- encodings and dtypes ---------------------------------------------------------------------------
+
+
+def test_cl100k_from_tokenizer_file_writes_uint32(tmp_path, cl100k_ranks_file, ref_cl100k):
+    src = write_tree(tmp_path / "in")
+    out = tmp_path / "out"
+    r = cli([src, "-o", out, "--tokenizer-file", cl100k_ranks_file, "--pattern", "cl100k", "--val-fraction", "0", "--workers", "2"])
+    assert r.exit_code == 0, r.stderr
+    meta = formats.read_meta(out / "meta.json")
+    eot = max(ref_cl100k._mergeable_ranks.values()) + 1  # tokenizer.load_encoding: the id after the last rank
+    assert meta["dtype"] == "<u4" and meta["tokenizer"]["eot"] == eot
+    assert meta["tokenizer"]["file"] == str(cl100k_ranks_file) and meta["tokenizer"]["pattern"] == "cl100k"
+    texts = [DOCS[k] for k in sorted(DOCS, key=lambda k: tuple(k.split("/")))]
+    expected = [i for t in texts for i in ref_cl100k.encode_ordinary(t) + [eot]]
+    assert np.fromfile(out / "train.bin", "<u4").tolist() == expected
+    assert (out / "train.bin").stat().st_size == 4 * len(expected)
+
+
+def test_uint16_refused_for_vocab_over_65536(tmp_path, cl100k_ranks_file):
+    src = write_tree(tmp_path / "in")
+    r = cli([src, "-o", tmp_path / "out", "--tokenizer-file", cl100k_ranks_file, "--pattern", "cl100k", "--dtype", "uint16"])
+    assert r.exit_code == 2
+    assert "cl100k_base" in r.stderr and "--dtype uint32" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_uint32_on_request_for_gpt2(tmp_path, ref_gpt2):
+    src = write_tree(tmp_path / "in", {"a.txt": "hi there"})
+    out = tmp_path / "out"
+    assert cli([src, "-o", out, "--dtype", "uint32", "--val-fraction", "0", "--workers", "1"]).exit_code == 0
+    assert np.fromfile(out / "train.bin", "<u4").tolist() == ref_gpt2.encode_ordinary("hi there") + [EOT]
+
+
+# --- other inputs ---------------------------------------------------------------------------------
+
+
+def test_jsonl_gz_text_gz_and_folder_order(tmp_path, ref_gpt2):
+    src = tmp_path / "in"
+    src.mkdir()
+    lines = [{"body": "first line doc"}, {"body": "second \u00e9 doc", "x": 1}]
+    with gzip.open(src / "b.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(json.dumps(o) for o in lines) + "\n\n")
+    (src / "a.txt.gz").write_bytes(gzip.compress("gzipped text".encode()))
+    (src / "c.csv").write_text("not, encoded")  # other extensions are skipped
+    (src / "sub").mkdir()
+    (src / "sub" / "z.text").write_text("deep text")
+    out = tmp_path / "out"
+    r = cli([src, "-o", out, "--text-field", "body", "--val-fraction", "0", "--workers", "1"])
+    assert r.exit_code == 0, r.stderr
+    texts = ["gzipped text", "first line doc", "second \u00e9 doc", "deep text"]
+    assert np.fromfile(out / "train.bin", "<u2").tolist() == ref_stream(ref_gpt2, texts)
+
+
+def test_arguments_keep_their_order(tmp_path, ref_gpt2):
+    src = write_tree(tmp_path / "in", {"x.txt": "zzz last name first", "y.txt": "aaa"})
+    out = tmp_path / "out"
+    assert cli([src / "y.txt", src / "x.txt", "-o", out, "--val-fraction", "0", "--workers", "1"]).exit_code == 0
+    assert np.fromfile(out / "train.bin", "<u2").tolist() == ref_stream(ref_gpt2, ["aaa", "zzz last name first"])
+
+
+def test_stdin_text_and_stdin_jsonl(tmp_path, ref_gpt2):
+    out = tmp_path / "out"
+    r = cli(["-", "-o", out, "--val-fraction", "0", "--workers", "1"], input="piped text\nover lines\n")
+    assert r.exit_code == 0, r.stderr
+    assert np.fromfile(out / "train.bin", "<u2").tolist() == ref_stream(ref_gpt2, ["piped text\nover lines\n"])
+    assert formats.read_meta(out / "meta.json")["inputs"] == [{"path": "-", "bytes": 22}]
+    r = cli(["-", "-o", out, "--format", "jsonl", "--val-fraction", "0", "--workers", "1"], input='{"text": "one"}\n{"text": "two"}\n')
+    assert r.exit_code == 0, r.stderr
+    assert np.fromfile(out / "train.bin", "<u2").tolist() == ref_stream(ref_gpt2, ["one", "two"])
+
+
+def test_parquet_column(tmp_path, ref_gpt2):
+    pa = pytest.importorskip("pyarrow")  # installed by the test extra
+    import pyarrow.parquet as pq
+
+    texts = ["parquet row one", "row two 滑动"]
+    pq.write_table(pa.table({"content": texts, "n": [1, 2]}), tmp_path / "t.parquet")
+    out = tmp_path / "out"
+    r = cli([tmp_path / "t.parquet", "-o", out, "--text-field", "content", "--val-fraction", "0", "--workers", "1"])
+    assert r.exit_code == 0, r.stderr
+    assert np.fromfile(out / "train.bin", "<u2").tolist() == ref_stream(ref_gpt2, texts)
+    r = cli([tmp_path / "t.parquet", "-o", out, "--val-fraction", "0", "--workers", "1"])
+    assert r.exit_code == 1 and "no column 'text'" in r.stderr
+
+
+def test_big_jsonl_document_is_cut_and_still_exact(tmp_path, monkeypatch, ref_gpt2):
+    monkeypatch.setattr(encode_mod, "PIECE_CHARS", 1000)
+    text = (CORPUS / "sonnets.txt").read_text(encoding="utf-8")[:30000]
+    (tmp_path / "d.jsonl").write_text(json.dumps({"text": text}) + "\n" + json.dumps({"text": "small"}) + "\n")
+    seen = []
+    real = encode_mod._encode_texts
+    monkeypatch.setattr(encode_mod, "_encode_texts", lambda *a: seen.append(len(a[2])) or real(*a))
+    out = tmp_path / "out"
+    encode_corpus([str(tmp_path / "d.jsonl")], out, val_fraction=0, workers=1)
+    assert np.fromfile(out / "train.bin", "<u2").tolist() == ref_stream(ref_gpt2, [text, "small"])
+    assert sum(seen) > 20  # sent as many pieces, not one 30 KB string
+
+
+def test_inputs_with_no_text_at_all_exit_1(tmp_path):
+    write_tree(tmp_path / "in", {"a.txt": "", "b.txt": "  \n"})
+    r = cli([tmp_path / "in", "-o", tmp_path / "out", "--workers", "1"])
+    assert r.exit_code == 1 and "no document has any text" in r.stderr
+    assert not (tmp_path / "out" / "meta.json").exists()
+
+
+def test_parquet_without_pyarrow_names_the_extra(tmp_path, monkeypatch):
+    import sys
+
+    (tmp_path / "t.parquet").write_bytes(b"PAR1")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow → ImportError
+    r = cli([tmp_path / "t.parquet", "-o", tmp_path / "out", "--workers", "1"])
+    assert r.exit_code == 2 and "pip install 'winsample[parquet]'" in r.stderr
+
+
+def test_errors_replace_continues_and_counts(tmp_path, ref_gpt2):
+    (tmp_path / "bad.txt").write_bytes(b"good \xff\xfe bytes \xc3")
+    out = tmp_path / "out"
+    r = cli([tmp_path / "bad.txt", "-o", out, "--errors", "replace", "--val-fraction", "0", "--workers", "1", "--json"])
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["replaced_characters"] == 3
+    text = b"good \xff\xfe bytes \xc3".decode("utf-8", "replace")
+    assert np.fromfile(out / "train.bin", "<u2").tolist() == ref_stream(ref_gpt2, [text])
+
+
+# --- bad inputs: exit code, one line naming file and position, previous set intact ---------------------
+
+
+@pytest.fixture
+def previous_set(tmp_path):
+    out = tmp_path / "out"
+    encode_corpus([str(write_tree(tmp_path / "good"))], out, val_fraction=0.5, seed=7, workers=1)
+    return out, snapshot(out)
+
+
+def assert_untouched(out, before):
+    assert snapshot(out) == before
+    assert not (out / formats.STAGING_DIR).exists()
+    assert not list(out.glob("*.tmp"))
+
+
+BIG_PREFIX = "ok text line\n" * 100_000  # 1.3 MB: the bad byte lies in the second read chunk
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "code", "needles"),
+    [
+        ("bad.txt", b"caf\xc3\n\nline three \xff", 1, ["bad.txt", "invalid UTF-8", "byte 3", "line 1", "--errors replace"]),
+        ("late.txt", BIG_PREFIX.encode() + b"x\xe9y", 1, ["late.txt", f"byte {len(BIG_PREFIX) + 1}", f"line {100_001}"]),
+        ("bin.txt", b"text then \x00 NUL", 1, ["bin.txt", "binary file", "byte 10"]),
+        ("j.jsonl", b'{"text": "ok"}\n{"text": oops}\n', 1, ["j.jsonl:2", "not valid JSON"]),
+        ("j.jsonl", b'{"text": "ok"}\n\n{"body": "x"}\n', 1, ["j.jsonl:3", "no field 'text'", "--text-field"]),
+        ("j.jsonl", b'{"text": 42}\n', 1, ["j.jsonl:1", "'text' is int, not a string"]),
+        ("j.jsonl", b'{"text": "a"}\n{"text": "\xff"}\n', 1, ["j.jsonl", "invalid UTF-8", "byte 24", "line 2"]),
+    ],
+)
+def test_bad_data_exit_1_one_line_nothing_written(tmp_path, previous_set, name, content, code, needles):
+    out, before = previous_set
+    (tmp_path / name).write_bytes(content)
+    r = cli([tmp_path / name, "-o", out, "--split", "tail", "--workers", "1"])
+    assert r.exit_code == code, r.stderr
+    line = r.stderr.strip()
+    assert "\n" not in line and line.startswith("error: ")
+    for n in needles:
+        assert n in line, (n, line)
+    assert r.stdout == ""
+    assert_untouched(out, before)
+
+
+def test_missing_path_exit_2(tmp_path, previous_set):
+    out, before = previous_set
+    r = cli([tmp_path / "nope.txt", "-o", out])
+    assert r.exit_code == 2 and "nope.txt: no such file" in r.stderr
+    assert_untouched(out, before)
+
+
+def test_folder_without_matching_files_exit_2(tmp_path, previous_set):
+    out, before = previous_set
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "data.csv").write_text("a,b")
+    r = cli([tmp_path / "empty", "-o", out])
+    assert r.exit_code == 2 and "empty: folder has no" in r.stderr
+    assert_untouched(out, before)
+
+
+def test_unknown_encoding_exit_2(tmp_path, previous_set):
+    out, before = previous_set
+    r = cli([tmp_path / "good", "-o", out, "--encoding", "nope_base"])
+    assert r.exit_code == 2 and "unknown encoding 'nope_base'" in r.stderr
+    assert_untouched(out, before)
+
+
+def test_output_path_that_is_a_file_exit_2(tmp_path):
+    write_tree(tmp_path / "in")
+    (tmp_path / "taken").write_text("I am a file")
+    r = cli([tmp_path / "in", "-o", tmp_path / "taken"])
+    assert r.exit_code == 2 and "taken: output path is a file" in r.stderr
+    assert (tmp_path / "taken").read_text() == "I am a file"
+
+
+def test_second_writer_fails_fast_while_first_holds_lock(tmp_path, previous_set):
+    out, before = previous_set
+    fd = os.open(out / formats.LOCK_NAME, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, b"4242\n", 0)
+    try:
+        r = cli([tmp_path / "good", "-o", out, "--workers", "1"])
+    finally:
+        os.close(fd)
+    assert r.exit_code == 2 and "being written by another winsample (pid 4242)" in r.stderr
+    assert snapshot(out) == {**before, formats.LOCK_NAME: b"4242\n"}
+
+
+def test_file_changing_while_read_is_refused(tmp_path, previous_set):
+    out, before = previous_set
+    victim = tmp_path / "grow.txt"
+    victim.write_text(BIG_PREFIX * 2)
+    calls = []
+
+    def grow(nbytes, ntokens, total=None):
+        if nbytes and not calls:
+            calls.append(1)
+            with open(victim, "a") as f:
+                f.write("appended while winsample reads\n")
+
+    with pytest.raises(Exception) as e:
+        encode_corpus([str(victim)], out, split="tail", workers=1, progress=grow)
+    assert e.value.exit_code == 1 and "grow.txt: the file changed while it was being read" in str(e.value)
+    assert_untouched(out, before)
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, lambda: __import__("winsample").errors.Interrupted(15)])
+def test_interrupt_mid_run_keeps_previous_set(tmp_path, previous_set, exc):
+    out, before = previous_set
+    big = tmp_path / "big.txt"
+    big.write_text(BIG_PREFIX * 3)
+
+    def stop(nbytes, ntokens, total=None):
+        if ntokens:
+            raise exc()
+
+    with pytest.raises((KeyboardInterrupt, Exception)):
+        encode_corpus([str(big)], out, split="tail", workers=2, progress=stop)
+    assert_untouched(out, before)
+
+
+def test_sigterm_from_outside_exits_143_and_keeps_previous_set(tmp_path, previous_set):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out, before = previous_set
+    p = subprocess.Popen(
+        [sys.executable, "-m", "winsample", "encode", "-", "-o", str(out), "--workers", "1", "--split", "tail"],
+        stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    p.stdin.write(b"some text that will never finish\n" * 1000)
+    p.stdin.flush()
+    deadline = time.time() + 20
+    while not (out / formats.STAGING_DIR).exists() and time.time() < deadline:
+        time.sleep(0.05)
+    assert (out / formats.STAGING_DIR).exists()  # it is mid-run, blocked on stdin
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=20)
+    assert p.returncode == 143 and b"SIGTERM" in err
+    snap = snapshot(out)
+    assert snap.pop(formats.LOCK_NAME) and snap == {k: v for k, v in before.items() if k != formats.LOCK_NAME}
+    assert not (out / formats.STAGING_DIR).exists()
+
+
+def test_library_rejects_bad_options_before_touching_disk(tmp_path):
+    with pytest.raises(ConfigError):
+        encode_corpus([str(CORPUS)], tmp_path / "o", val_fraction=1.0)
+    with pytest.raises(ConfigError):
+        encode_corpus([str(CORPUS)], tmp_path / "o", split="random")
+    with pytest.raises(InputError):
+        encode_corpus([], tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
+def test_json_summary_on_stdout_and_summary_line_on_stderr(tmp_path):
+    src = write_tree(tmp_path / "in", _many_docs(20))
+    r = cli([src, "-o", tmp_path / "out", "--workers", "1", "--val-fraction", "0.3", "--json"])
+    assert r.exit_code == 0
+    s = json.loads(r.stdout)
+    assert s["train"]["documents"] + s["val"]["documents"] == 20 and s["val"]["documents"] > 0
+    assert r.stderr.startswith("encoded 20 documents") and "MB/s" in r.stderr
+    r = cli([src, "-o", tmp_path / "out", "--workers", "1", "--val-fraction", "0.3", "-q"])
+    assert r.exit_code == 0 and r.stderr == "" and r.stdout == ""

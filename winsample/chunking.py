@@ -1,0 +1,137 @@
+"""Cut long text where the tokenizer's pre-tokenizer splits anyway, so pieces encode exactly.
+
+tiktoken first splits text with a regex (the "pre-tokenizer"), then runs BPE inside each
+regex match; BPE never crosses a match boundary. A cut that falls on a boundary every pattern
+is certain to produce gives ``encode(a) + encode(b) == encode(a + b)``. Two such cuts, for the
+gpt2/r50k, cl100k and o200k patterns:
+
+1. right before a ``\\r`` or ``\\n`` whose previous character is a letter or digit: the token
+   holding that letter/digit ends at it (no pattern takes a letter run into line breaks), and
+   the line break starts a whitespace token whatever comes before;
+2. right before a space that sits between a letter/digit and a letter: the space is the
+   optional leading space of the next word (`` ?\\p{L}+`` and its variants).
+
+The obvious "after a blank line" cut is *wrong*: GPT-2 encodes ``"a\\n\\nb"`` as
+``[64, 198, 198, 65]`` but ``"a\\n\\n" + "b"`` as ``[64, 628, 65]`` (``\\s+(?!\\S)`` looks ahead).
+
+"Letter" means Unicode category L*, "digit" N*, in Python's tables *and* in Unicode 3.2: a
+character that is a letter only in a newer Unicode than the regex engine knows is never used,
+so a version skew between Python and tiktoken can only cost a cut, never change an id.
+
+Where text has no safe cut for a long stretch (a pathological run: CJK punctuation, one
+enormous "word", whitespace), :class:`TextChunker` keeps the run whole and counts it.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Candidates only; each is confirmed with _is_letter/_is_letter_or_digit. Python's [^\W_] is
+# str.isalnum(), a superset-ish of L|N that is fast to search; the confirmation is exact.
+_CANDIDATE = re.compile(r"(?<=[^\W_])(?=[\r\n])|(?<=[^\W_])(?= [^\W\d_])")
+
+_OLD = unicodedata.ucd_3_2_0
+_CLASS_CACHE: dict[str, str] = {}
+
+
+def _major(ch: str) -> str:
+    """'L' or 'N' when ``ch`` is a letter / number today and already was in Unicode 3.2, else ''."""
+    m = _CLASS_CACHE.get(ch)
+    if m is None:
+        now = unicodedata.category(ch)[0]
+        m = now if now in "LN" and _OLD.category(ch)[0] == now else ""
+        if len(_CLASS_CACHE) < 1 << 16:
+            _CLASS_CACHE[ch] = m
+    return m
+
+
+def is_safe_cut(text: str, p: int) -> bool:
+    """True if cutting ``text`` into ``text[:p]`` and ``text[p:]`` cannot change any token id.
+
+    Needs ``text[p - 1]``, ``text[p]`` and, for a space, ``text[p + 1]``; False at the edges.
+    """
+    if p <= 0 or p >= len(text):
+        return False
+    c = text[p]
+    if c == "\r" or c == "\n":
+        return _major(text[p - 1]) != ""
+    if c == " ":
+        return p + 1 < len(text) and _major(text[p - 1]) != "" and _major(text[p + 1]) == "L"
+    return False
+
+
+def last_safe_cut(text: str, lo: int, hi: int) -> int | None:
+    """The largest safe cut position p with ``lo <= p <= hi`` (chars ``p-1 .. p+1`` must exist), or None.
+
+    Searches backwards in growing windows, so in ordinary text it looks at a few KB only.
+    """
+    lo = max(lo, 1)
+    hi = min(hi, len(text) - 2)  # a space at p needs text[p + 1]
+    window = 4096
+    end = hi
+    while end >= lo:
+        start = max(lo, end - window)
+        # The lookbehind needs one char before `start`; pos/endpos keep it visible.
+        found = [m.start() for m in _CANDIDATE.finditer(text, start, end + 1)]
+        for p in reversed(found):
+            if start <= p <= end and is_safe_cut(text, p):
+                return p
+        end = start - 1
+        window *= 4
+    return None
+
+
+def safe_cuts(text: str) -> list[int]:
+    """Every safe cut position in ``text`` (for tests and tools; O(len) regex scan)."""
+    return [m.start() for m in _CANDIDATE.finditer(text) if is_safe_cut(text, m.start())]
+
+
+class TextChunker:
+    """Turn a stream of text (any split) into pieces of about ``target`` chars cut at safe points.
+
+    ``feed(text)`` returns the pieces that are complete; ``finish()`` returns the rest. The
+    pieces concatenate to the fed text, and each piece boundary is a safe cut, so encoding the
+    pieces one by one gives exactly the ids of encoding the whole text.
+
+    A run of more than ``long_run`` chars without a safe cut is emitted whole (memory grows
+    with that run) and counted in ``unsplittable_runs``.
+    """
+
+    def __init__(self, target: int = 1 << 20, long_run: int = 16 << 20):
+        self.target = target
+        self.long_run = long_run
+        self.unsplittable_runs = 0
+        self._parts: list[str] = []
+        self._size = 0
+        self._clean = 1  # cut positions below this are known not to be safe
+
+    def feed(self, text: str) -> list[str]:
+        if not text:
+            return []
+        self._parts.append(text)
+        self._size += len(text)
+        if self._size < self.target:
+            return []
+        buf = "".join(self._parts) if len(self._parts) > 1 else self._parts[0]
+        cut = last_safe_cut(buf, self._clean, len(buf))
+        if cut is None:
+            # Cut positions up to len-2 are settled; the last one waits for the next char.
+            self._clean = max(self._clean, len(buf) - 2)
+            self._parts = [buf]
+            return []
+        if cut > self.long_run:
+            self.unsplittable_runs += 1
+        rest = buf[cut:]
+        # `cut` was the last safe point, so none lies in rest up to its settled part.
+        self._clean = max(1, len(buf) - 2 - cut)
+        self._parts = [rest] if rest else []
+        self._size = len(rest)
+        return [buf[:cut]]
+
+    def finish(self) -> list[str]:
+        buf = "".join(self._parts)
+        if len(buf) > self.long_run and last_safe_cut(buf, self._clean, len(buf)) is None:
+            self.unsplittable_runs += 1
+        self._parts, self._size, self._clean = [], 0, 1
+        return [buf] if buf else []

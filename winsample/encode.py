@@ -1,0 +1,645 @@
+"""``winsample encode``: text → train.bin / val.bin / doc indexes / meta.json, streaming and parallel.
+
+Pipeline (one main process, ``workers`` encoder processes)::
+
+    read bytes (1 MiB) → UTF-8 decode → cut big documents at safe points (chunking.py)
+      → batches of ~1 MiB text → workers: encode_ordinary + range check + cast
+      → results in order → hold the current document's ids → train or val writer
+
+At most ``2 × workers`` batches are in flight, so memory does not grow with the corpus. A
+document's ids are held until its end decides its split (in memory up to ``HOLD_BYTES``, then
+in a spill file in the staging folder), and everything is written into
+``formats.staging_dir(out_dir)`` and committed as one set, meta.json last.
+
+Split rules:
+
+- ``doc``: a document goes to val when ``xxh3_64(b"<seed>\\0" + utf8(text)) < fraction × 2**64``
+  — it depends only on the seed and the document's own text;
+- ``tail``: val gets the last ``floor(N × fraction)`` of the N tokens, cut at a token boundary
+  (nanoGPT's shakespeare split). A document cut in two counts in both splits: val's first
+  "document" is then the tail piece.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+from array import array
+from collections import deque
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+from . import __version__, formats, tokenizer
+from .chunking import TextChunker
+from .errors import ConfigError, DataError, InputError
+from .sources import iter_documents, replaced_count, resolve_inputs
+
+SPLIT_METHODS = ("doc", "tail")
+ERROR_MODES = ("strict", "replace")
+
+PIECE_CHARS = 1 << 20  # a big document is cut into pieces of about this many chars
+LONG_RUN_CHARS = 16 << 20  # a piece longer than this had no safe cut: counted as unsplittable
+TASK_CHARS = 1 << 20  # text per batch sent to a worker: amortises IPC, keeps latency low
+INFLIGHT_PER_WORKER = 4  # batches in flight per worker: covers the main process's stalls, still bounded
+WRITE_BYTES = 1 << 20  # ids gathered per write+hash call
+HOLD_BYTES = 32 << 20  # a document's ids beyond this wait in a spill file, not in memory
+SNAPSHOT_BYTES = 64 << 20  # --split tail: hash snapshots this far apart bound the re-read
+
+ProgressFn = Callable[..., None]
+
+
+# --- worker side --------------------------------------------------------------------------
+
+_WORKER: dict = {}
+
+
+def _encode_texts(enc, dtype: str, texts: Sequence[str], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Concatenated ids of ``texts`` (cast to ``dtype`` after a range check), each one's length and max id."""
+    parts = []
+    for t in texts:
+        try:
+            # encode with no special tokens allowed == encode_ordinary, minus the list copy.
+            ids = enc.encode_to_numpy(t, allowed_special=set(), disallowed_special=())
+        except UnicodeEncodeError:  # lone surrogates: tiktoken's own fallback in encode_ordinary
+            ids = np.asarray(enc.encode_ordinary(t), dtype=np.uint32)
+        parts.append(ids)
+    lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+    ids = np.concatenate(parts) if parts else np.zeros(0, np.uint32)
+    if lengths.all():
+        maxes = np.maximum.reduceat(ids, np.cumsum(lengths) - lengths) if len(ids) else np.zeros(0, np.int64)
+    else:  # reduceat misreads empty segments
+        maxes = np.array([int(p.max()) if len(p) else -1 for p in parts], dtype=np.int64)
+    return formats.check_and_cast(ids, dtype, enc.n_vocab, where), lengths, maxes.astype(np.int64)
+
+
+def _init_worker(spec: tuple) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Pool.terminate() must just stop us
+    name, tokenizer_file, pattern, dtype = spec
+    try:
+        _WORKER["enc"] = tokenizer.load_encoding(name, tokenizer_file, pattern)
+    except Exception as e:  # raising in an initializer makes Pool respawn forever
+        _WORKER["error"] = e
+    _WORKER["dtype"] = dtype
+
+
+def _worker_task(texts: list[str], where: str):
+    if "error" in _WORKER:
+        raise _WORKER["error"]
+    return _encode_texts(_WORKER["enc"], _WORKER["dtype"], texts, where)
+
+
+def _make_pool(workers: int, spec: tuple):
+    methods = mp.get_all_start_methods()
+    # fork is fastest (workers inherit the loaded encoding) but unsafe once threads exist.
+    if "fork" in methods and threading.active_count() == 1:
+        ctx = mp.get_context("fork")
+    elif "forkserver" in methods:
+        ctx = mp.get_context("forkserver")
+    else:
+        ctx = mp.get_context("spawn")
+    return ctx.Pool(workers, initializer=_init_worker, initargs=(spec,))
+
+
+# --- main side: writers -------------------------------------------------------------------
+
+
+class _SplitWriter:
+    """Appends ids to one .bin in the staging folder, hashing as it writes; records doc starts."""
+
+    def __init__(self, stage: Path, name: str, dtype: str, tail_fraction: float | None = None):
+        self.name = name
+        self.dtype = dtype
+        self.item = np.dtype(dtype).itemsize
+        self.path = stage / formats.bin_name(name)
+        self.f = open(self.path, "wb", buffering=8 << 20)
+        self.hasher = formats.new_hasher()
+        self.tokens_flushed = 0
+        self._pending: list[np.ndarray] = []
+        self._pending_bytes = 0
+        self.max_token = -1
+        self.documents = 0
+        self.starts_path = stage / f"{name}.starts.raw"
+        self._starts_f = open(self.starts_path, "wb")
+        self._starts = array("q")
+        # --split tail: (byte position, hasher copy, max so far) every SNAPSHOT_BYTES, so the
+        # train checksum at the cut needs at most SNAPSHOT_BYTES read back.
+        self.tail_fraction = tail_fraction
+        self.snapshots = [(0, formats.new_hasher(), -1)] if tail_fraction is not None else None
+
+    def start_doc(self) -> None:
+        self._starts.append(self.tokens)
+        self.documents += 1
+        if len(self._starts) >= 1 << 16:
+            self._starts.tofile(self._starts_f)
+            del self._starts[:]
+
+    def write(self, ids: np.ndarray, max_id: int | None = None) -> None:
+        """Append ``ids`` (already ``dtype``); ``max_id`` is their max if the caller knows it."""
+        if not ids.size:
+            return
+        m = int(ids.max()) if max_id is None else max_id
+        if m > self.max_token:
+            self.max_token = m
+        # Many small documents: gather their ids and write/hash them in ~1 MiB blocks.
+        self._pending.append(ids)
+        self._pending_bytes += ids.nbytes
+        if self._pending_bytes >= WRITE_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        buf = self._pending[0].data if len(self._pending) == 1 else b"".join(p.data for p in self._pending)
+        self.f.write(buf)
+        self.hasher.update(buf)
+        self.tokens_flushed += self._pending_bytes // self.item
+        self._pending, self._pending_bytes = [], 0
+        if self.snapshots is not None:
+            pos = self.tokens_flushed * self.item
+            if pos - self.snapshots[-1][0] >= SNAPSHOT_BYTES:
+                # Everything written is flushed now, so max_token is the max of bytes [0, pos).
+                self.snapshots.append((pos, self.hasher.copy(), self.max_token))
+                lowest_cut = (self.tokens_flushed - math.floor(self.tokens_flushed * self.tail_fraction)) * self.item
+                while len(self.snapshots) > 1 and self.snapshots[1][0] <= lowest_cut:
+                    self.snapshots.pop(0)
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_flushed + self._pending_bytes // self.item
+
+    def close(self) -> None:
+        self._flush()
+        self.f.close()
+        self._starts.tofile(self._starts_f)
+        del self._starts[:]
+        self._starts_f.close()
+
+
+class _Holder:
+    """The ids of the document being read, until its split is known; spills past HOLD_BYTES."""
+
+    def __init__(self, stage: Path, dtype: str):
+        self.path = stage / "document.spill.raw"
+        self.dtype = dtype
+        self.parts: list[tuple[np.ndarray, int]] = []  # (ids, their max)
+        self.nbytes = 0
+        self.spill = None
+        self.spilled = 0
+
+    def add(self, ids: np.ndarray, max_id: int) -> None:
+        self.parts.append((ids, max_id))
+        self.nbytes += ids.nbytes
+        if self.nbytes > HOLD_BYTES:
+            if self.spill is None:
+                self.spill = open(self.path, "w+b")
+            for p, _ in self.parts:
+                self.spill.write(p.data)
+            self.spilled += self.nbytes
+            self.parts, self.nbytes = [], 0
+
+    def flush_to(self, writer: _SplitWriter | None) -> None:
+        """Write everything held to ``writer`` (None: drop it) and start empty."""
+        if self.spilled:
+            if writer is not None:
+                self.spill.seek(0)
+                left = self.spilled
+                while left:
+                    data = self.spill.read(min(left, formats.CHUNK_BYTES))
+                    left -= len(data)
+                    writer.write(np.frombuffer(data, dtype=self.dtype))
+            self.spill.seek(0)
+            self.spill.truncate()
+            self.spilled = 0
+        if writer is not None:
+            for p, m in self.parts:
+                writer.write(p, m)
+        self.parts, self.nbytes = [], 0
+
+    def close(self) -> None:
+        if self.spill is not None:
+            self.spill.close()
+            self.path.unlink(missing_ok=True)
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+@contextmanager
+def _locked(out_dir: Path):
+    """Hold OUT_DIR/.winsample.lock; InputError at once if another run holds it."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock, as before
+        yield
+        return
+    path = out_dir / formats.LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise InputError(f"{out_dir}: cannot write there: {e.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise InputError(
+                f"{out_dir}: is being written by another winsample (pid {pid}); wait for it or pick another -o"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _resolve_dtype(enc, name: str, dtype: str | None) -> str:
+    if dtype is None:
+        return formats.dtype_for_vocab(enc.n_vocab)
+    dt = formats.normalize_dtype(dtype)
+    if formats.dtype_max(dt) + 1 < enc.n_vocab:
+        raise ConfigError(
+            f"encoding {name!r} has {enc.n_vocab} ids, more than uint16 holds (65536): use --dtype uint32"
+        )
+    return dt
+
+
+def encode_corpus(
+    inputs: Sequence[str],
+    out_dir: str | Path,
+    *,
+    encoding: str = "gpt2",
+    tokenizer_file: str | None = None,
+    pattern: str = "gpt2",
+    val_fraction: float = 0.1,
+    split: str = "doc",
+    seed: int = 1337,
+    workers: int | None = None,
+    text_field: str = "text",
+    fmt: str = "auto",
+    eot: bool = True,
+    dtype: str | None = None,
+    errors: str = "strict",
+    progress: ProgressFn | None = None,
+) -> dict:
+    """Encode ``inputs`` (paths, folders, ``-``) into OUT_DIR as one atomic set; return the summary.
+
+    Each document becomes ``encode_ordinary(text)`` (+ the EOT id unless ``eot=False``). The
+    summary has ``train``/``val`` ``{tokens, documents}`` plus counts and timing.
+    ``progress(nbytes, ntokens, total=None)`` is called with increments of input bytes read and
+    tokens written; the first call carries ``total`` (input bytes, None if unknown).
+    Raises DataError (bad data), InputError / ConfigError (cannot do the job); on any error
+    or interrupt OUT_DIR keeps its previous set and no temp file.
+    """
+    t0 = time.perf_counter()
+    if split not in SPLIT_METHODS:
+        raise ConfigError(f"unknown split {split!r}: choose doc or tail")
+    if errors not in ERROR_MODES:
+        raise ConfigError(f"unknown errors mode {errors!r}: choose strict or replace")
+    if not 0 <= val_fraction < 1:
+        raise ConfigError(f"--val-fraction {val_fraction} must be in [0, 1)")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers {workers} must be at least 1")
+    enc = tokenizer.load_encoding(encoding, tokenizer_file, pattern)
+    tok_name = encoding if tokenizer_file is None else enc.name
+    dtype = _resolve_dtype(enc, tok_name, dtype)
+    sources = resolve_inputs(list(inputs), fmt)
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"{out_dir}: output path is a file, not a folder; pick another -o")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{out_dir}: cannot create output folder: {e.strerror}") from None
+    workers = workers or os.cpu_count() or 1
+
+    describe = tokenizer.describe(enc, tok_name)
+    if tokenizer_file is not None:
+        describe.update(file=str(tokenizer_file), pattern=pattern)
+    opts = dict(
+        split=split, fraction=val_fraction, seed=seed, eot=eot, dtype=dtype, errors=errors,
+        text_field=text_field, eot_id=tokenizer.eot_token(enc),
+    )
+    # The pool starts before the lock and the staging files exist, so forked workers hold neither.
+    pool = _make_pool(workers, (encoding, tokenizer_file, pattern, dtype)) if workers > 1 else None
+    try:
+        with _locked(out_dir):
+            stage = formats.staging_dir(out_dir)
+            try:
+                result = _run(sources, stage, enc, opts, pool, workers, progress)
+                meta = _meta(sources, describe, opts, result)
+                names = []
+                for s in formats.SPLITS:
+                    w = result["writers"][s]
+                    size = w.path.stat().st_size
+                    if size != w.tokens * w.item:
+                        raise DataError(f"{w.path}: wrote {size} bytes, expected {w.tokens} tokens × {w.item}")
+                    names += [formats.bin_name(s), formats.doc_index_name(s)]
+                formats.write_meta(stage / formats.META_JSON, meta)
+                formats.commit_staged(stage, out_dir, names + [formats.META_JSON])
+            except OSError as e:
+                formats.recover(out_dir)
+                raise InputError(f"{out_dir}: cannot write: {e.strerror or e}") from None
+            except BaseException:
+                formats.recover(out_dir)  # no COMMIT mark yet: drops the staging folder
+                raise
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+
+    seconds = time.perf_counter() - t0
+    in_bytes = sum(s.size or 0 for s in sources)
+    st = result["stats"]
+    return {
+        "out_dir": str(out_dir),
+        "train": {"tokens": meta["splits"]["train"]["tokens"], "documents": meta["splits"]["train"]["documents"]},
+        "val": {"tokens": meta["splits"]["val"]["tokens"], "documents": meta["splits"]["val"]["documents"]},
+        "documents": st["documents"],
+        "skipped_empty": st["documents_skipped_empty"],
+        "replaced_characters": st["replaced_characters"],
+        "unsplittable_runs": st["unsplittable_runs"],
+        "encoding": tok_name,
+        "dtype": dtype,
+        "workers": workers,
+        "input_bytes": in_bytes,
+        "seconds": round(seconds, 3),
+        "mb_per_s": round(in_bytes / 1e6 / seconds, 2) if seconds > 0 else None,
+    }
+
+
+def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress) -> dict:
+    """Read, encode and write everything into ``stage``; return writers and stats."""
+    dtype = opts["dtype"]
+    tail = opts["split"] == "tail"
+    if progress:
+        total = None if any(s.size is None or s.gz or s.kind == "parquet" for s in sources) else sum(s.size for s in sources)
+        progress(0, 0, total)
+    read_cb = (lambda n: progress(n, 0)) if progress else None
+
+    if tail:
+        writers = {"all": _SplitWriter(stage, "all", dtype, tail_fraction=opts["fraction"])}
+    else:
+        writers = {s: _SplitWriter(stage, s, dtype) for s in formats.SPLITS}
+    holder = _Holder(stage, dtype)
+    eot_ids = np.array([opts["eot_id"]], dtype=dtype) if opts["eot"] else None
+    stats = {"documents": 0, "documents_skipped_empty": 0, "unsplittable_runs": 0}
+    replaced_before = replaced_count()
+
+    # Consumer state: the document whose ids are arriving.
+    cur = {"writer": None}
+
+    def consume(items: list, ids: np.ndarray, lengths: np.ndarray, maxes: np.ndarray) -> None:
+        offsets = np.concatenate(([0], np.cumsum(lengths))).tolist()
+        maxes = maxes.tolist()
+        k = 0
+        for item in items:
+            if item is None or isinstance(item, str):  # a piece; str = its split is already known
+                piece = ids[offsets[k] : offsets[k + 1]]
+                m = maxes[k]
+                k += 1
+                if item is not None and cur["writer"] is None:
+                    cur["writer"] = writers[item]
+                    cur["writer"].start_doc()
+                    holder.flush_to(cur["writer"])
+                if cur["writer"] is not None:
+                    cur["writer"].write(piece, m)
+                else:
+                    holder.add(piece, m)
+            else:  # ("end", dest): the document is complete
+                dest = item[1]
+                if dest == "skip":
+                    holder.flush_to(None)
+                else:
+                    w = cur["writer"]
+                    if w is None:
+                        w = writers[dest]
+                        w.start_doc()
+                        holder.flush_to(w)
+                    if eot_ids is not None:
+                        w.write(eot_ids, opts["eot_id"])
+                cur["writer"] = None
+        if progress:
+            progress(0, int(lengths.sum()))
+
+    inflight: deque = deque()
+    limit = max(1, INFLIGHT_PER_WORKER * workers)
+    try:
+        for items, texts, where in _batches(sources, opts, stats, read_cb):
+            if pool is None:
+                consume(items, *_encode_texts(enc, dtype, texts, where))
+                continue
+            inflight.append((items, pool.apply_async(_worker_task, (texts, where))))
+            while len(inflight) >= limit:
+                items0, fut = inflight.popleft()
+                consume(items0, *fut.get())
+        while inflight:
+            items0, fut = inflight.popleft()
+            consume(items0, *fut.get())
+    finally:
+        holder.close()
+        for w in writers.values():
+            w.close()
+
+    stats["replaced_characters"] = replaced_count() - replaced_before
+    frac = opts["fraction"]
+    if tail:
+        out = _finish_tail(stage, writers["all"], frac, dtype)
+        stats["tail_cut"] = out["train"].tokens
+    else:
+        out = writers
+        for s in formats.SPLITS:
+            _write_index(stage, out[s].starts_path, stage / formats.doc_index_name(s), out[s].documents)
+    train, val = out["train"], out["val"]
+    kept = stats["documents"] - stats["documents_skipped_empty"]
+    if kept == 0:
+        raise DataError(
+            f"{', '.join(s.label for s in sources[:3])}: no document has any text"
+            f" ({stats['documents_skipped_empty']} empty or whitespace-only); nothing to encode"
+        )
+    hint = "a single or few documents want --split tail" if not tail else "use more text or a larger --val-fraction"
+    if train.tokens == 0:
+        raise ConfigError(f"the split leaves train empty ({kept} document(s), --val-fraction {frac}): {hint}")
+    if frac > 0 and val.tokens == 0:
+        raise ConfigError(f"the split leaves val empty ({kept} document(s), --val-fraction {frac}): {hint}, or --val-fraction 0")
+    return {"writers": out, "stats": stats}
+
+
+def _batches(sources, opts: dict, stats: dict, read_cb):
+    """Yield (items, texts, where) batches of about TASK_CHARS chars, documents in order.
+
+    ``items`` describes the batch in order: None / a split name for each text piece (the name
+    when the document's split is already known), ``("end", split or "skip")`` at each
+    document's end.
+    """
+    tail = opts["split"] == "tail"
+    threshold = int(opts["fraction"] * 2**64)  # doc split: hash < threshold → val
+    prefix = f"{opts['seed']}\0".encode()
+    hashing = not tail and threshold > 0
+    early = "all" if tail else ("train" if threshold == 0 else None)
+    items: list = []
+    texts: list[str] = []
+    size = 0
+    where0 = None
+    for where, doc in iter_documents(sources, text_field=opts["text_field"], errors=opts["errors"], progress=read_cb):
+        stats["documents"] += 1
+        if where0 is None:
+            where0 = where
+        if isinstance(doc, str) and len(doc) <= PIECE_CHARS:  # a whole small document: no chunker
+            has_text = bool(doc) and not doc.isspace()
+            if has_text:
+                items.append(early)
+                texts.append(doc)
+                size += len(doc)
+            val = hashing and xxhash.xxh3_64_intdigest(prefix + doc.encode("utf-8", "surrogatepass")) < threshold
+        else:
+            h = xxhash.xxh3_64(prefix) if hashing else None
+            has_text = False
+            chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS)
+            if isinstance(doc, str):  # a big JSONL/Parquet text: feed it in slices so it spreads over workers
+                whole = doc
+                doc = (whole[i : i + PIECE_CHARS] for i in range(0, len(whole), PIECE_CHARS))
+            for text in doc:
+                if h is not None:
+                    h.update(text.encode("utf-8", "surrogatepass"))
+                if not has_text and text and not text.isspace():
+                    has_text = True
+                for piece in chunker.feed(text):
+                    items.append(early if has_text else None)
+                    texts.append(piece)
+                    size += len(piece)
+                    if size >= TASK_CHARS:
+                        yield items, texts, where0
+                        items, texts, size, where0 = [], [], 0, where
+            for piece in chunker.finish():
+                items.append(early if has_text else None)
+                texts.append(piece)
+                size += len(piece)
+            stats["unsplittable_runs"] += chunker.unsplittable_runs
+            val = h is not None and h.intdigest() < threshold
+        if not has_text:
+            dest = "skip"
+            stats["documents_skipped_empty"] += 1
+        elif tail:
+            dest = "all"
+        else:
+            dest = "val" if val else "train"
+        items.append(("end", dest))
+        if size >= TASK_CHARS:
+            yield items, texts, where0
+            items, texts, size, where0 = [], [], 0, None
+    if items:
+        yield items, texts, where0 or ""
+
+
+def _starts_chunks(raw: Path, lo: int = 0, hi: int | None = None, shift: int = 0, step: int = 1 << 20):
+    """Doc start offsets ``lo:hi`` of a raw int64 file, minus ``shift``, in bounded pieces."""
+    n = raw.stat().st_size // 8
+    hi = n if hi is None else hi
+    with open(raw, "rb") as f:
+        for a in range(lo, hi, step):
+            f.seek(a * 8)
+            yield np.fromfile(f, dtype="<i8", count=min(step, hi - a)) - shift
+
+
+def _write_index(stage: Path, raw: Path, path: Path, count: int, **kw) -> None:
+    formats.write_doc_index_stream(path, count, _starts_chunks(raw, **kw))
+
+
+class _Done:
+    """Tokens, documents, checksum, max of a finished split (what meta.json reports)."""
+
+    def __init__(self, path, item, tokens, documents, checksum, max_token, dtype):
+        self.path, self.item, self.tokens, self.documents = path, item, tokens, documents
+        self.checksum, self.max_token, self.dtype = checksum, max_token, dtype
+
+
+def _finish_tail(stage: Path, w: _SplitWriter, fraction: float, dtype: str) -> dict:
+    """Cut the one stream at N - floor(N × fraction): train.bin keeps the head, val.bin gets the tail."""
+    n = w.tokens
+    cut = n - math.floor(n * fraction)
+    item = w.item
+    all_path = w.path
+    # val.bin: copy the tail, hashing as it is written.
+    val_path = stage / formats.bin_name("val")
+    vh, vmax = formats.new_hasher(), -1
+    with open(all_path, "rb") as src, open(val_path, "wb") as dst:
+        src.seek(cut * item)
+        while data := src.read(formats.CHUNK_BYTES):
+            dst.write(data)
+            vh.update(data)
+            vmax = max(vmax, int(np.frombuffer(data, dtype=dtype).max()))
+    # train: the checksum at the cut, from the last snapshot before it (≤ SNAPSHOT_BYTES re-read).
+    pos, th, tmax = max((s for s in w.snapshots if s[0] <= cut * item), key=lambda s: s[0])
+    th = th.copy()
+    with open(all_path, "rb+") as f:
+        f.seek(pos)
+        left = cut * item - pos
+        while left:
+            data = f.read(min(left, formats.CHUNK_BYTES))
+            left -= len(data)
+            th.update(data)
+            tmax = max(tmax, int(np.frombuffer(data, dtype=dtype).max()))
+        f.truncate(cut * item)
+    train_path = stage / formats.bin_name("train")
+    os.replace(all_path, train_path)
+    # Document starts: those before the cut stay in train; val's are shifted, and start with
+    # the tail piece of a document the cut fell inside.
+    starts = np.memmap(w.starts_path, dtype="<i8", mode="r") if w.documents else np.zeros(0, "<i8")
+    k = int(np.searchsorted(starts, cut, side="left"))
+    mid_doc = cut < n and (k == len(starts) or int(starts[k]) != cut)
+    del starts
+    _write_index(stage, w.starts_path, stage / formats.doc_index_name("train"), k, hi=k)
+    vcount = w.documents - k + (1 if mid_doc else 0)
+    chunks = _starts_chunks(w.starts_path, lo=k, shift=cut)
+    if mid_doc:
+        chunks = _prepend(np.zeros(1, "<i8"), chunks)
+    formats.write_doc_index_stream(stage / formats.doc_index_name("val"), vcount, chunks)
+    return {
+        "train": _Done(train_path, item, cut, k, formats.format_checksum(th), tmax, dtype),
+        "val": _Done(val_path, item, n - cut, vcount, formats.format_checksum(vh), vmax, dtype),
+    }
+
+
+def _prepend(first, rest):
+    yield first
+    yield from rest
+
+
+def _meta(sources, describe: dict, opts: dict, result: dict) -> dict:
+    splits = {}
+    for s in formats.SPLITS:
+        w = result["writers"][s]
+        checksum = formats.format_checksum(w.hasher) if isinstance(w, _SplitWriter) else w.checksum
+        splits[s] = {
+            "file": formats.bin_name(s),
+            "doc_index": formats.doc_index_name(s),
+            "tokens": w.tokens,
+            "bytes": w.tokens * w.item,
+            "documents": w.documents,
+            "max_token": w.max_token if w.tokens else None,
+            "checksum": checksum,
+        }
+    return {
+        "format": formats.FORMAT_NAME,
+        "version": formats.FORMAT_VERSION,
+        "winsample_version": __version__,
+        "dtype": opts["dtype"],
+        "tokenizer": describe,
+        "eot_appended": opts["eot"],
+        "split": {"method": opts["split"], "fraction": opts["fraction"], "seed": opts["seed"]},
+        "splits": splits,
+        "inputs": [s.meta() for s in sources],
+        "stats": result["stats"],
+    }
+
+
+__all__ = ["encode_corpus", "SPLIT_METHODS", "ERROR_MODES"]

@@ -1,0 +1,316 @@
+"""Inputs of ``winsample encode``: find the files, read documents as streams of text.
+
+- a file is read by its name: ``*.jsonl`` / ``*.jsonl.gz`` are JSONL (one document per line,
+  the string field ``text_field``), ``*.parquet`` is Parquet (column ``text_field``, needs
+  pyarrow), anything else is plain UTF-8 text, one document per file (``.gz`` is decompressed);
+- a folder is searched recursively for ``.txt .md .text .jsonl`` and their ``.gz`` forms, in
+  sorted path order; names starting with ``.`` (``.git``, editor files) are skipped;
+- ``-`` is stdin: one text document, or JSONL with ``fmt="jsonl"``.
+
+Text is read in ``READ_BYTES`` pieces through an incremental UTF-8 decoder, so a document never
+has to fit in memory and an invalid byte is reported with its offset and line. A JSONL line is
+one document and is held in memory whole.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ConfigError, DataError, InputError
+
+FOLDER_SUFFIXES = (".txt", ".md", ".text", ".jsonl")
+FORMATS = ("auto", "text", "jsonl")
+READ_BYTES = 1 << 20  # per read: big enough for disk speed, small enough to keep memory flat
+
+# --errors replace: Python's decoder calls this once per invalid byte sequence; we count them.
+_REPLACED = [0]
+
+
+def _count_and_replace(e: UnicodeDecodeError):
+    _REPLACED[0] += 1
+    return "\ufffd", e.end
+
+
+codecs.register_error("winsample-replace", _count_and_replace)
+
+
+def replaced_count() -> int:
+    """Invalid byte sequences replaced by U+FFFD so far in this process (take differences)."""
+    return _REPLACED[0]
+
+
+@dataclass
+class Source:
+    """One input to read. ``label`` is the path as the user wrote it (or as found in their folder)."""
+
+    label: str
+    path: Path | None  # None for stdin
+    kind: str  # "text" | "jsonl" | "parquet"
+    gz: bool
+    size: int | None  # bytes on disk; None for stdin until read
+
+    def meta(self) -> dict:
+        return {"path": self.label, "bytes": self.size or 0}
+
+
+def _kind_of(name: str, fmt: str) -> tuple[str, bool]:
+    gz = name.endswith(".gz")
+    base = name[:-3] if gz else name
+    if fmt != "auto":
+        return fmt, gz
+    if base.endswith(".jsonl"):
+        return "jsonl", gz
+    if base.endswith(".parquet") and not gz:
+        return "parquet", False
+    return "text", gz
+
+
+def _folder_matches(name: str) -> bool:
+    base = name[:-3] if name.endswith(".gz") else name
+    return base.endswith(FOLDER_SUFFIXES)
+
+
+def resolve_inputs(args: list[str], fmt: str = "auto") -> list[Source]:
+    """Expand INPUT arguments to sources, in order. InputError for a missing path or empty folder."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown input format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if not args:
+        raise InputError("no inputs given")
+    out: list[Source] = []
+    for arg in args:
+        arg = str(arg)
+        if arg == "-":
+            out.append(Source("-", None, "jsonl" if fmt == "jsonl" else "text", False, None))
+            continue
+        p = Path(arg)
+        if p.is_dir():
+            found = []
+            for root, dirs, files in os.walk(p):
+                dirs[:] = [d for d in dirs if not d.startswith(".")]
+                found += [Path(root) / f for f in files if not f.startswith(".") and _folder_matches(f)]
+            if not found:
+                raise InputError(
+                    f"{arg}: folder has no {'/'.join(FOLDER_SUFFIXES)} files (or .gz forms) to encode"
+                )
+            for f in sorted(found):
+                kind, gz = _kind_of(f.name, fmt)
+                out.append(Source(str(f), f, kind, gz, f.stat().st_size))
+        elif p.exists():
+            if not p.is_file():
+                raise InputError(f"{arg}: not a regular file or folder")
+            kind, gz = _kind_of(p.name, fmt)
+            out.append(Source(arg, p, kind, gz, p.stat().st_size))
+        else:
+            raise InputError(f"{arg}: no such file or folder")
+    return out
+
+
+class _Reader:
+    """Reads one source's bytes in pieces; checks the file did not change while it was read."""
+
+    def __init__(self, src: Source, progress: Callable[[int], None] | None):
+        self.src = src
+        self.progress = progress
+        self.raw = None
+        self.offset = 0  # bytes of (decompressed) data handed out so far
+        self._disk_pos = 0
+        try:
+            self.raw = sys.stdin.buffer if src.path is None else open(src.path, "rb")
+        except OSError as e:
+            raise InputError(f"{src.label}: cannot read: {e.strerror}") from None
+        self.stat = None if src.path is None else os.fstat(self.raw.fileno())
+        self.stream = gzip.GzipFile(fileobj=self.raw, mode="rb") if src.gz else self.raw
+
+    def read(self, n: int = READ_BYTES) -> bytes:
+        try:
+            data = self.stream.read(n)
+        except (OSError, EOFError) as e:
+            if self.src.gz:
+                raise DataError(f"{self.src.label}: broken gzip data near byte {self.offset} of the decompressed data: {e}") from None
+            raise InputError(f"{self.src.label}: cannot read: {e}") from None
+        self.offset += len(data)
+        if self.progress:
+            pos = self.raw.tell() if (self.src.gz and self.src.path is not None) else self.offset
+            self.progress(pos - self._disk_pos)
+            self._disk_pos = pos
+        return data
+
+    def where(self, offset: int) -> str:
+        return f"byte {offset}{' of the decompressed data' if self.src.gz else ''}"
+
+    def close(self) -> None:
+        """Close, and DataError if the file changed (size or mtime) while it was read."""
+        if self.src.path is None:
+            self.src.size = self.offset
+            return
+        after = os.fstat(self.raw.fileno())
+        self.raw.close()
+        now = self.src.path.stat() if self.src.path.exists() else after
+        changed = (
+            (after.st_size, after.st_mtime_ns) != (self.stat.st_size, self.stat.st_mtime_ns)
+            or (now.st_size, now.st_mtime_ns) != (self.stat.st_size, self.stat.st_mtime_ns)
+            or (not self.src.gz and self.offset != self.stat.st_size)
+        )
+        if changed:
+            raise DataError(
+                f"{self.src.label}: the file changed while it was being read"
+                f" ({self.stat.st_size} bytes before, {now.st_size} after); encode a stable copy"
+            )
+        self.src.size = self.stat.st_size
+
+    def abort(self) -> None:
+        if self.raw is not None and self.src.path is not None:
+            self.raw.close()
+
+
+def _nul_error(reader: _Reader, offset: int) -> DataError:
+    return DataError(
+        f"{reader.src.label}: binary file (NUL byte at {reader.where(offset)}); winsample encodes UTF-8 text"
+    )
+
+
+def _utf8_error(reader: _Reader, offset: int, line: int, e: UnicodeDecodeError) -> DataError:
+    bad = e.object[e.start : e.start + 4]
+    return DataError(
+        f"{reader.src.label}: invalid UTF-8 at {reader.where(offset)} (line {line}): {e.reason}"
+        f" (bytes {bad.hex(' ')}); fix the file or pass --errors replace"
+    )
+
+
+def _decode_errors(errors: str) -> str:
+    return "strict" if errors == "strict" else "winsample-replace"
+
+
+def _text_chunks(reader: _Reader, errors: str) -> Iterator[str]:
+    """The decoded text of a whole plain-text source, in pieces."""
+    dec = codecs.getincrementaldecoder("utf-8")(_decode_errors(errors))
+    line = 1
+    while True:
+        data = reader.read()
+        final = not data
+        start = reader.offset - len(data)
+        if data and b"\0" in data:
+            raise _nul_error(reader, start + data.index(b"\0"))
+        pending = len(dec.getstate()[0])
+        try:
+            text = dec.decode(data, final)
+        except UnicodeDecodeError as e:
+            # e.object is the decoder's pending bytes followed by `data`.
+            raise _utf8_error(reader, start - pending + e.start, line + e.object[: e.start].count(b"\n"), e) from None
+        line += data.count(b"\n")  # bytes: memchr-fast, and a \n byte is always a newline in UTF-8
+        if text:
+            yield text
+        if final:
+            return
+
+
+def _jsonl_docs(reader: _Reader, errors: str, field: str) -> Iterator[tuple[str, str]]:
+    """(where, text) for each line of a JSONL source; blank lines are skipped."""
+    label = reader.src.label
+    dec_errors = _decode_errors(errors)
+    carry = b""
+    lineno = 0
+    offset = 0  # byte offset of the start of the current line
+    while True:
+        data = reader.read()
+        if data and b"\0" in data:
+            raise _nul_error(reader, reader.offset - len(data) + data.index(b"\0"))
+        buf = carry + data if carry else data
+        lines = buf.split(b"\n")
+        carry = lines.pop() if data else b""
+        if not data and buf:
+            lines = [buf]
+        elif not data:
+            lines = []
+        for raw in lines:
+            lineno += 1
+            where = f"{label}:{lineno}"
+            start = offset
+            offset += len(raw) + 1
+            if not raw.strip():
+                continue
+            try:
+                s = raw.decode("utf-8", dec_errors)
+            except UnicodeDecodeError as e:
+                raise _utf8_error(reader, start + e.start, lineno, e) from None
+            try:
+                obj = json.loads(s)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{where}: not valid JSON (column {e.colno}): {e.msg}") from None
+            if not isinstance(obj, dict):
+                raise DataError(f"{where}: a JSONL line must be an object with a {field!r} field, got {type(obj).__name__}")
+            if field not in obj:
+                keys = ", ".join(list(obj)[:5])
+                raise DataError(f"{where}: no field {field!r} (fields: {keys or 'none'}); pick one with --text-field")
+            text = obj[field]
+            if not isinstance(text, str):
+                raise DataError(f"{where}: field {field!r} is {type(text).__name__}, not a string")
+            yield where, text
+        if not data:
+            return
+
+
+def _parquet_docs(src: Source, field: str, progress) -> Iterator[tuple[str, str]]:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ConfigError(
+            f"{src.label}: reading Parquet needs pyarrow: pip install 'winsample[parquet]'"
+        ) from None
+    try:
+        pf = pq.ParquetFile(src.path)
+    except (OSError, pa.ArrowException) as e:
+        raise DataError(f"{src.label}: not a readable Parquet file: {e}") from None
+    names = pf.schema_arrow.names
+    if field not in names:
+        raise DataError(f"{src.label}: no column {field!r} (columns: {', '.join(names[:8])}); pick one with --text-field")
+    typ = pf.schema_arrow.field(field).type
+    if not (pa.types.is_string(typ) or pa.types.is_large_string(typ)):
+        raise DataError(f"{src.label}: column {field!r} has type {typ}, not string")
+    row = 0
+    for batch in pf.iter_batches(columns=[field], batch_size=1024):
+        for text in batch.column(0).to_pylist():
+            if text is None:
+                raise DataError(f"{src.label}: row {row}: {field!r} is null")
+            yield f"{src.label}:row {row}", text
+            row += 1
+    if progress:
+        progress(src.size or 0)
+
+
+def iter_documents(
+    sources: list[Source],
+    *,
+    text_field: str = "text",
+    errors: str = "strict",
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[tuple[str, str | Iterator[str]]]:
+    """(where, document) for each document in input order: the whole text (JSONL, Parquet) or
+    an iterator of its text pieces (a text file), which the caller must consume before asking
+    for the next document.
+    ``progress(nbytes)`` is called with bytes read from disk (compressed bytes for .gz).
+    """
+    for src in sources:
+        if src.kind == "parquet":
+            for where, text in _parquet_docs(src, text_field, progress):
+                yield where, text
+            continue
+        reader = _Reader(src, progress)
+        try:
+            if src.kind == "jsonl":
+                for where, text in _jsonl_docs(reader, errors, text_field):
+                    yield where, text
+            else:
+                yield src.label, _text_chunks(reader, errors)
+        except BaseException:
+            reader.abort()
+            raise
+        reader.close()
