@@ -25,7 +25,7 @@ demo: $(VENV)/.base
 	rm -rf $(DEMO)
 	$(WS) encode winsample/corpus -o $(DEMO)/data
 	$(WS) windows $(DEMO)/data/train.bin -T 256 --boundaries paragraph -o $(DEMO)/train.plan.npy
-	$(WS) verify $(DEMO)/data --plan $(DEMO)/train.plan.npy --show 3
+	$(WS) verify $(DEMO)/data --plan $(DEMO)/train.plan.npy --show 3 $(if $(shell $(PY) -c 'import matplotlib' 2>/dev/null && echo y),--plot $(DEMO)/coverage.png)
 	@echo
 	@echo "demo outputs in $(DEMO)/:"
 	@ls -l $(DEMO) $(DEMO)/data

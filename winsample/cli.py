@@ -36,13 +36,17 @@ class WinsampleGroup(click.Group):
             # complaining again when it flushes stdout at exit.
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
-            ctx.exit(0)
+            # a command whose verdict is known before it prints (verify) keeps its exit code
+            ctx.exit(ctx.meta.get(EXIT_CODE_KEY, 0))
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except Exception as e:  # a bug: one line, and the traceback only when asked for
             if os.environ.get("WINSAMPLE_DEBUG"):
                 raise
             _fail(ctx, f"internal error: {type(e).__name__}: {e} (set WINSAMPLE_DEBUG=1 for a traceback)", 2)
+
+
+EXIT_CODE_KEY = "winsample.exit_code"  # ctx.meta: the exit code to keep if stdout closes early
 
 
 def _raise_interrupted(signum, frame):
@@ -63,6 +67,11 @@ def say(quiet: bool, message: str) -> None:
     """A line for people, on stderr, unless -q."""
     if not quiet:
         click.echo(message, err=True)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 document', '2 documents' (``many`` for irregular plurals)."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
 
 
 def use_color(stream=None) -> bool:
@@ -151,9 +160,10 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
         extra += f", {summary['unsplittable_runs']} long run(s) without a safe cut encoded whole"
     say(
         quiet,
-        f"encoded {summary['documents']} documents{extra}: train {summary['train']['tokens']:,} tokens"
-        f" ({summary['train']['documents']} docs), val {summary['val']['tokens']:,} tokens"
-        f" ({summary['val']['documents']} docs), {summary['mb_per_s']} MB/s → {out_dir}",
+        f"encoded {plural(summary['documents'], 'document')}{extra}:"
+        f" train {plural(summary['train']['tokens'], 'token')} ({plural(summary['train']['documents'], 'doc')}),"
+        f" val {plural(summary['val']['tokens'], 'token')} ({plural(summary['val']['documents'], 'doc')}),"
+        f" {summary['mb_per_s']} MB/s → {out_dir}",
     )
     if as_json:
         emit_json(summary)
@@ -226,9 +236,9 @@ def windows(bin_path, T, stride, overlap, targets, offset, random_offset, seed, 
             emit_json(doc)
     for s in summaries:
         where = ", ".join(s["files"]) or "stdout"
-        say(quiet, f"{s['windows']} windows of span {s['span']} (T {s['T']}, stride {s['stride']},"
-                   f" overlap {s['overlap']:.1%}) over {s['tokens']} tokens: coverage {s['coverage']:.2%},"
-                   f" {s['uncovered_tail']} tail token(s) uncovered → {where}")
+        say(quiet, f"{plural(s['windows'], 'window')} of span {s['span']} (T {s['T']}, stride {s['stride']},"
+                   f" overlap {s['overlap']:.1%}) over {plural(s['tokens'], 'token')}: coverage {s['coverage']:.2%},"
+                   f" {plural(s['uncovered_tail'], 'tail token')} uncovered → {where}")
 
 
 # --- verify -------------------------------------------------------------------------------
@@ -269,7 +279,8 @@ def _verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
     else:
         why = " (--strict: warnings fail)" if strict and not n["fail"] else ""
         verdict = paint("verify: FAILED", fg="red", bold=True) + f" ({counts}){why}"
-    lines.append("")
+    if lines:  # -q with nothing wrong: the verdict alone, no blank line above it
+        lines.append("")
     lines.append(verdict)
     return "\n".join(lines)
 
@@ -290,10 +301,12 @@ def _verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
               help="meta.json to use for a single .bin (default: the one beside it).")
 @click.option("--encoding", default=None, help="Tokenizer when there is no meta.json (default gpt2).")
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
+@click.option("--plot", "plot_png", type=click.Path(dir_okay=False, path_type=str), metavar="PNG", default=None,
+              help="Also draw the first --plan's coverage picture into PNG (needs winsample[plot]).")
 @quiet_option
 @json_option
 @click.pass_context
-def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, encoding, strict, quiet, as_json):
+def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, encoding, strict, plot_png, quiet, as_json):
     """Check token files and window plans; exit 0 if sound, 1 if a check fails, 2 if it cannot run.
 
     PATH is a data folder (train.bin, val.bin, meta.json, document indexes) or one .bin.
@@ -304,20 +317,47 @@ def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, enco
     \b
       winsample verify data/ --plan train.plan.npy
       winsample verify data/ --plan train.plan.npy --json -q > verify.json   # in CI
+      winsample verify data/ --plan train.plan.npy --plot coverage.png
     """
     from .verify import verify as run_verify
+
+    if plot_png:
+        if not plans:
+            raise click.UsageError("--plot draws a window plan: add --plan PLAN.npy", ctx=ctx)
+        from .plot import require_matplotlib
+
+        require_matplotlib()  # fail before the checks, not after
 
     with progress(quiet, unit="B", unit_scale=True, desc="verify") as bar:
         report = run_verify(
             path, plans, T=T, min_coverage=min_coverage, max_leakage=max_leakage, show=show,
             meta_path=meta_path, encoding=encoding, progress=bar.update,
         )
+    code = 0 if report.ok(strict) else 1
+    drawn, plot_error = None, None
+    if plot_png:
+        from .plot import plan_bin, plot_plan
+
+        try:
+            with progress(quiet, unit="tok", unit_scale=True, desc="plot") as bar:
+                drawn = plot_plan(plot_png, plan_bin(path, plans[0]), plans[0], progress=bar.update)
+        except WinsampleError as e:  # the report still prints; a broken plan may not be drawable
+            plot_error = e
+            code = code or e.exit_code
+    ctx.meta[EXIT_CODE_KEY] = code
     if as_json:
-        emit_json(report.to_dict(strict))
+        doc = report.to_dict(strict)
+        if plot_png:
+            doc["plot"] = drawn if drawn else {"png": plot_png, "error": str(plot_error)}
+        emit_json(doc)
     else:
         click.echo(_verify_text(report, strict, quiet, use_color()))
-    if not report.ok(strict):
-        ctx.exit(1)
+    if plot_error is not None:
+        click.echo(f"error: --plot {plot_png}: {plot_error}", err=True)
+    elif drawn:
+        say(quiet, f"coverage picture of {plans[0]} → {plot_png}")
+    if code:
+        ctx.exit(code)
 
 
 # --- inspect ------------------------------------------------------------------------------

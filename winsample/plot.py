@@ -126,6 +126,28 @@ def first_windows(rows: np.ndarray, k: int = ZOOM_WINDOWS) -> np.ndarray:
 # --- the picture ---------------------------------------------------------------------------
 
 
+def require_matplotlib() -> None:
+    """ConfigError now, before a long run, if matplotlib is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError("drawing needs matplotlib: pip install 'winsample[plot]'")
+
+
+def plan_bin(path: str | Path, plan_path: str | Path) -> Path:
+    """The token file a plan describes, as ``winsample verify PATH --plan PLAN`` finds it:
+    PATH itself when it is a .bin, else the file the plan's sidecar names (``source.file``)
+    inside the data folder PATH."""
+    path = Path(path)
+    if not path.is_dir():
+        return path
+    _, side = formats.read_plan(plan_path)
+    name = (side.get("source") or {}).get("file")
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{formats.plan_sidecar(plan_path)}: sidecar names no source.file; pass the .bin instead of {path}")
+    return path / Path(name).name
+
+
 def _figure():
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
