@@ -3,7 +3,7 @@
 A fenced block preceded by the line ``<!-- test -->`` is run, in document order, in a fresh
 folder that holds ``corpus/`` (a copy of the bundled corpus): ```sh blocks with bash -e (the
 venv's ``winsample`` first on PATH), ```python blocks each in a fresh namespace (so every
-snippet stands on its own). Blocks marked ``<!-- not tested: … -->`` (they need torch, a CI
+snippet stands on its own), ```make blocks written to ``./Makefile`` for later sh blocks. Blocks marked ``<!-- not tested: … -->`` (they need torch, a CI
 runner, a shell profile) are only compiled when they are Python.
 """
 
@@ -47,6 +47,8 @@ def run_block(lang: str, code: str, where: str, cwd: Path) -> None:
             exec(compile(code, where, "exec"), {"__name__": "__docs__"})
         finally:
             os.chdir(old)
+    elif lang == "make":  # a Makefile example: written to ./Makefile for the ```sh blocks after it
+        (cwd / "Makefile").write_text(code, encoding="utf-8")
     else:
         raise AssertionError(f"{where}: cannot run a ```{lang} block; mark it <!-- not tested: why -->")
 

@@ -1,0 +1,174 @@
+"""Terminal manners: verify --plot, environment variables, plurals, clean stdout on errors,
+exit codes that survive a closed pipe."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from winsample.cli import main
+
+from .conftest import CORPUS, REPO
+
+WS = str(Path(sys.executable).parent / "winsample")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    """A small data folder (two plays, tail split) and a T=64 plan over its train.bin."""
+    root = tmp_path_factory.mktemp("ux")
+    src = root / "corpus"
+    src.mkdir()
+    for name in ("macbeth.txt", "tempest.txt"):
+        shutil.copy(CORPUS / name, src / name)
+    r = CliRunner().invoke(main, ["encode", str(src), "-o", str(root / "data"), "--split", "tail", "--workers", "1", "-q"])
+    assert r.exit_code == 0, r.stderr
+    r = CliRunner().invoke(main, ["windows", str(root / "data/train.bin"), "-T", "64", "-o", str(root / "data/train.plan.npy"), "-q"])
+    assert r.exit_code == 0, r.stderr
+    return root / "data"
+
+
+# --- verify --plot ------------------------------------------------------------------------
+
+
+def test_verify_plot_writes_a_png_that_decodes_and_is_not_blank(data, tmp_path):
+    import matplotlib.image
+
+    png = tmp_path / "coverage.png"
+    r = CliRunner().invoke(main, ["verify", str(data), "--plan", str(data / "train.plan.npy"), "--show", "0", "--plot", str(png)])
+    assert r.exit_code == 0, r.stderr
+    assert f"→ {png}" in r.stderr and "coverage.png" not in r.stdout.replace(str(png), "")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    img = matplotlib.image.imread(png)  # RGBA floats in [0, 1]
+    assert img.shape[:2] == (900, 1200)
+    rgb = img[..., :3].reshape(-1, 3)
+    assert (rgb.min(axis=1) < 0.9).mean() > 0.05  # more than 5% of the pixels are not white
+    assert len(np.unique((rgb * 255).astype(np.uint8), axis=0)) > 20  # drawn, not one flat fill
+
+
+def test_verify_plot_without_plan_is_a_usage_error_and_runs_nothing(data, tmp_path):
+    png = tmp_path / "c.png"
+    r = CliRunner().invoke(main, ["verify", str(data), "--plot", str(png), "--json"])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert "--plot draws a window plan: add --plan PLAN.npy" in r.stderr
+    assert not png.exists()
+
+
+def test_verify_plot_with_json_adds_the_picture_to_the_one_json_document(data, tmp_path):
+    png = tmp_path / "c.png"
+    r = CliRunner().invoke(main, ["verify", str(data), "--plan", str(data / "train.plan.npy"), "--show", "0", "--json", "--plot", str(png)])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is True and doc["plot"]["png"] == str(png) and png.exists()
+    assert doc["plot"]["windows"] == len(np.load(data / "train.plan.npy"))
+
+
+def test_verify_plot_of_a_broken_plan_reports_checks_then_the_plot_error_exit_1(data, tmp_path):
+    bad = tmp_path / "bad.npy"
+    rows = np.load(data / "train.plan.npy")
+    rows["start"][0] = -5  # plan_bounds fails, and the picture cannot be drawn
+    np.save(bad, rows)
+    shutil.copy(data / "train.plan.npy.json", tmp_path / "bad.npy.json")
+    png = tmp_path / "c.png"
+    r = CliRunner().invoke(main, ["verify", str(data), "--plan", str(bad), "--show", "0", "--plot", str(png)])
+    assert r.exit_code == 1
+    assert "✗ plan_bounds" in r.stdout and "verify: FAILED" in r.stdout
+    assert r.stderr.strip().splitlines()[-1].startswith(f"error: --plot {png}: ")
+    assert not png.exists()
+
+
+# --- environment variables ----------------------------------------------------------------
+
+
+def auto_envvars() -> set[str]:
+    """What click's auto_envvar_prefix makes of every option, computed from the command tree."""
+    names = set()
+    for cmd_name, cmd in main.commands.items():
+        for p in cmd.params:
+            if isinstance(p, click.Option) and p.name != "help":
+                names.add(f"WINSAMPLE_{cmd_name.upper()}_{p.name.upper()}")
+    return names
+
+
+def test_every_environment_variable_named_in_the_guide_exists():
+    text = (REPO / "docs" / "guide.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"\bWINSAMPLE_[A-Z_]*[A-Z]\b", text)) - {"WINSAMPLE_DEBUG"}
+    assert len(named) >= 15
+    assert named - auto_envvars() == set()
+
+
+def test_env_var_sets_windows_stride_and_the_command_line_wins(data, tmp_path):
+    out = tmp_path / "p.npy"
+    r = CliRunner().invoke(main, ["windows", str(data / "train.bin"), "-T", "64", "-o", str(out), "-q"],
+                           env={"WINSAMPLE_WINDOWS_STRIDE": "7"})
+    assert r.exit_code == 0, r.stderr
+    starts = np.load(out)["start"]
+    assert json.loads((tmp_path / "p.npy.json").read_text())["params"]["stride"] == 7
+    assert (np.diff(starts[:-1]) == 7).all()  # regular starts; the last one is the aligned tail
+    r = CliRunner().invoke(main, ["windows", str(data / "train.bin"), "-T", "64", "--stride", "9", "-o", str(out), "-q"],
+                           env={"WINSAMPLE_WINDOWS_STRIDE": "7"})
+    assert json.loads((tmp_path / "p.npy.json").read_text())["params"]["stride"] == 9
+
+
+def test_env_var_bad_value_names_the_option(data, tmp_path):
+    r = CliRunner().invoke(main, ["encode", str(CORPUS / "tempest.txt"), "-o", str(tmp_path / "d")],
+                           env={"WINSAMPLE_ENCODE_WORKERS": "0"})
+    assert r.exit_code == 2 and r.stdout == "" and "'--workers'" in r.stderr
+    assert not (tmp_path / "d").exists()
+
+
+# --- wording and streams ------------------------------------------------------------------
+
+
+def test_encode_summary_uses_singular_for_one_document(tmp_path):
+    r = CliRunner().invoke(main, ["encode", str(CORPUS / "tempest.txt"), "-o", str(tmp_path / "d"), "--split", "tail", "--workers", "1"])
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.startswith("encoded 1 document: train ")
+    assert "(1 doc)" in r.stderr and "1 docs" not in r.stderr and "1 documents" not in r.stderr
+
+
+def test_windows_summary_counts_with_plurals(data, tmp_path):
+    n = len(np.memmap(data / "train.bin", dtype="<u2", mode="r"))
+    # one window over the whole file, no tail left: singular "window", plural "tokens"
+    r = CliRunner().invoke(main, ["windows", str(data / "train.bin"), "-T", str(n - 1), "-o", str(tmp_path / "p.npy")])
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.startswith(f"1 window of span {n} ") and f"over {n:,} tokens" in r.stderr
+    assert "0 tail tokens uncovered" in r.stderr and "(s)" not in r.stderr
+
+
+def test_verify_quiet_and_passing_prints_only_the_verdict(data):
+    r = CliRunner().invoke(main, ["verify", str(data), "-q"])
+    assert r.exit_code == 0
+    assert re.fullmatch(r"verify: ok \(\d+ passed, 0 failed, 0 warnings, \d+ skipped\)\n", r.stdout)
+
+
+@pytest.mark.parametrize("args", [
+    ["encode", "no/such/dir", "-o", "out", "--json"],
+    ["windows", "no/such.bin", "-T", "8", "-o", "p.npy", "--json"],
+    ["verify", "no/such/dir", "--json"],
+    ["inspect", "no/such.bin", "--json"],
+    ["windows", "no/such.bin", "-T", "0", "-o", "p.npy", "--json"],
+])
+def test_json_errors_print_one_line_on_stderr_and_nothing_on_stdout(args, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2 and r.stdout == ""
+    assert "no/such" in r.stderr or "-T" in r.stderr
+
+
+def test_verify_keeps_exit_1_when_its_reader_closes_the_pipe(data):
+    # -T larger than the file: min_length fails, and the decoded window (the whole file) is far
+    # bigger than a pipe buffer, so writing it hits the closed pipe
+    p = subprocess.Popen([WS, "verify", str(data / "train.bin"), "-T", "10000000", "--show", "1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    p.stdout.close()
+    assert p.wait(timeout=60) == 1
