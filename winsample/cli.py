@@ -289,7 +289,7 @@ def _verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
 @click.argument("path", type=click.Path(path_type=str))
 @click.option("--plan", "plans", multiple=True, type=click.Path(path_type=str), metavar="PLAN.npy",
               help="A window plan to check against its token file (repeatable).")
-@click.option("-T", "T", type=click.IntRange(min=1), default=None,
+@click.option("-T", "--context", "T", type=click.IntRange(min=1), default=None,
               help="Model input length: min_length checks N ≥ T + 1. Default: from each plan's sidecar.")
 @click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.95, show_default=True,
               help="Least share of tokens inside at least one window.")  # the article's threshold
