@@ -12,7 +12,7 @@ DEMO   := build/demo
 $(VENV)/.base: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "winsample needs Python >= 3.11"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e .
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[plot]'  # plot: the demo draws coverage.png
 	touch $@
 
 $(VENV)/.test: pyproject.toml $(VENV)/.base
@@ -25,7 +25,7 @@ demo: $(VENV)/.base
 	rm -rf $(DEMO)
 	$(WS) encode winsample/corpus -o $(DEMO)/data
 	$(WS) windows $(DEMO)/data/train.bin -T 256 --boundaries paragraph -o $(DEMO)/train.plan.npy
-	$(WS) verify $(DEMO)/data --plan $(DEMO)/train.plan.npy --show 3 $(if $(shell $(PY) -c 'import matplotlib' 2>/dev/null && echo y),--plot $(DEMO)/coverage.png)
+	$(WS) verify $(DEMO)/data --plan $(DEMO)/train.plan.npy --show 3 --plot $(DEMO)/coverage.png
 	@echo
 	@echo "demo outputs in $(DEMO)/:"
 	@ls -l $(DEMO) $(DEMO)/data
