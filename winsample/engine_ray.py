@@ -296,6 +296,17 @@ def _outputs_intact(out: Path, meta: dict) -> bool:
     return bool(meta.get("splits"))
 
 
+FAULT_ENV = "WINSAMPLE_RAY_FAULT"  # tests: a file holding a shard index; that task's worker dies once
+
+
+def _maybe_die(idx: int) -> None:
+    """Fault injection for the retry test: kill this worker process, once, for shard ``idx``."""
+    path = os.environ.get(FAULT_ENV)
+    if path and Path(path).is_file() and Path(path).read_text().strip() == str(idx):
+        Path(path).unlink()
+        os._exit(1)
+
+
 def shard_task(job: dict, shard: dict, *decisions) -> dict:
     """Encode one shard into ``OUT_DIR/shards``; return its meta (``reused``: it was intact)."""
     from .encode import LONG_RUN_CHARS, PIECE_CHARS, _encode_texts, _SplitWriter, _write_index
@@ -303,6 +314,7 @@ def shard_task(job: dict, shard: dict, *decisions) -> dict:
 
     out = Path(job["out_dir"])
     idx = shard["index"]
+    _maybe_die(idx)
     meta_path = out / formats.shard_meta_name(idx)
     old = shards_mod.read_shard_meta(meta_path)
     if old is not None and old.get("key") == shard["key"] and _outputs_intact(out, old):
