@@ -119,9 +119,13 @@ def main():
 @click.option("--no-eot", is_flag=True, help="Do not append <|endoftext|> after each document.")
 @click.option("--dtype", type=click.Choice(["uint16", "uint32"]), default=None, help="Token dtype [default: uint16, uint32 if the vocabulary needs it].")
 @click.option("--errors", type=click.Choice(["strict", "replace"]), default="strict", show_default=True, help="Invalid UTF-8: fail, or replace with U+FFFD and count.")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="local: worker processes here; ray: tasks on a Ray cluster (pip install 'winsample[ray]').")
+@click.option("--address", default=None, help="--engine ray: cluster to join (auto, ray://host:10001) [default: start a local one].")
+@click.option("--shard-size", default=None, help="--engine ray: input bytes per task, e.g. 256MB, 64KB [default: 256MB].")
+@click.option("--merge", is_flag=True, help="--engine ray: concatenate the shards into train.bin / val.bin.")
 @quiet_option
 @json_option
-def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, fmt, no_eot, dtype, errors, quiet, as_json):
+def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, fmt, no_eot, dtype, errors, engine, address, shard_size, merge, quiet, as_json):
     """Encode text files, folders or - (stdin) into OUT_DIR/train.bin, val.bin and meta.json.
 
     \b
@@ -143,12 +147,23 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
             tokens[0] += ntokens
             bar.set_postfix(tokens=f"{tokens[0]:,}", refresh=False)
 
+    kwargs = dict(
+        encoding=encoding, tokenizer_file=tokenizer_file, pattern=pattern, val_fraction=val_fraction, split=split,
+        seed=seed, workers=workers, text_field=text_field, fmt=fmt, eot=not no_eot, dtype=dtype, errors=errors,
+        progress=on_progress,
+    )
+    if engine == "ray":
+        from .engine_ray import DEFAULT_SHARD_BYTES, encode_ray
+
+        run = lambda: encode_ray(list(inputs), out_dir, address=address, merge=merge,  # noqa: E731
+                                 shard_size=shard_size or DEFAULT_SHARD_BYTES, **kwargs)
+    else:
+        given = [n for n, v in (("--address", address), ("--shard-size", shard_size), ("--merge", merge)) if v]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} only apply to --engine ray")
+        run = lambda: encode_corpus(list(inputs), out_dir, **kwargs)  # noqa: E731
     try:
-        summary = encode_corpus(
-            list(inputs), out_dir, encoding=encoding, tokenizer_file=tokenizer_file, pattern=pattern,
-            val_fraction=val_fraction, split=split, seed=seed, workers=workers, text_field=text_field,
-            fmt=fmt, eot=not no_eot, dtype=dtype, errors=errors, progress=on_progress,
-        )
+        summary = run()
     finally:
         bar.close()
     extra = ""

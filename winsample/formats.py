@@ -44,6 +44,34 @@ meta.json (``FORMAT_VERSION`` 1)::
 
 Readers accept any file whose ``version`` is <= FORMAT_VERSION; fields are only ever added.
 
+A sharded dataset (``encode --engine ray`` without ``--merge``) keeps its tokens in
+``OUT_DIR/shards/`` and its meta.json in OUT_DIR; the split entries describe one *logical*
+token stream per split, the concatenation of the split's shard files in order::
+
+    OUT_DIR/
+    ├── meta.json                 as above, plus "sharded" and per-split "shards" (below)
+    └── shards/
+        ├── train-00000.bin       a shard's train ids (--split doc); "all-NNNNN" with --split tail
+        ├── train-00000.docs.npy  int64: token offsets (in this file) of documents that START here
+        ├── val-00000.bin …
+        └── shard-00000.json      written last by the shard's task: its inputs, counts, checksums
+
+    "splits": {"train": {"file": "train.bin", "doc_index": null, "tokens", "bytes", "documents",
+                         "max_token", "checksum": "xxh3_128-shards:…",
+                         "shards": [{"file": "shards/train-00000.bin", "doc_index": "shards/train-00000.docs.npy",
+                                     "tokens", "bytes", "documents", "max_token", "checksum": "xxh3_128:…",
+                                     "continues": false}, …]}},
+    "sharded": {"layout": "winsample-shards", "version": 1, "count": K, "shard_bytes": 262144,
+                "shards": [{"index": 0, "meta": "shards/shard-00000.json",
+                            "inputs": [{"path", "start", "end"}]}, …]}
+
+``file`` is the name ``--merge`` gives the split (so ``data/train.bin`` names the logical stream
+whether or not it was merged); ``continues`` says the file's first tokens belong to a document
+that started in an earlier file of the split (a big text file cut at a safe point). The split's
+checksum is ``combine_checksums`` of its shard files (a checksum of their checksums, so no
+pass over the whole stream is needed); ``--merge`` writes an ordinary dataset whose split
+entries equal those of ``--engine local``.
+
 A window plan (``PLAN.npy``) is a structured numpy array, one row per window, ``PLAN_DTYPE``:
 ``start`` (int64, token index into the .bin), ``length`` (int32, tokens spanned),
 ``doc`` (int64, document number), ``fresh`` (int32, leading tokens already covered by an earlier
@@ -113,6 +141,38 @@ def bin_name(split: str) -> str:
 
 def doc_index_name(split: str) -> str:
     return f"{split}.docs.npy"
+
+
+SHARDS_DIR = "shards"
+SHARD_LAYOUT = "winsample-shards"
+SHARD_FORMAT = "winsample-shard"
+SHARD_CHECKSUM = f"{CHECKSUM_ALGO}-shards"
+
+
+def shard_bin_name(split: str, index: int) -> str:
+    """A shard's token file, relative to OUT_DIR: ``shards/train-00012.bin``."""
+    return f"{SHARDS_DIR}/{split}-{index:05d}.bin"
+
+
+def shard_doc_index_name(split: str, index: int) -> str:
+    return f"{SHARDS_DIR}/{split}-{index:05d}.docs.npy"
+
+
+def shard_meta_name(index: int) -> str:
+    return f"{SHARDS_DIR}/shard-{index:05d}.json"
+
+
+def is_sharded(split_entry: dict | None) -> bool:
+    """True for a meta.json split entry whose tokens live in shard files."""
+    return isinstance(split_entry, dict) and isinstance(split_entry.get("shards"), list)
+
+
+def combine_checksums(parts: Iterable[tuple[int, str]]) -> str:
+    """Checksum of a sharded split: xxh3-128 over ``"<bytes> <checksum>\n"`` of each shard in order."""
+    h = new_hasher()
+    for nbytes, checksum in parts:
+        h.update(f"{nbytes} {checksum}\n".encode())
+    return f"{SHARD_CHECKSUM}:{h.hexdigest()}"
 
 
 def plan_sidecar(plan_path: str | Path) -> Path:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import formats, tokenizer
+from . import formats, shards, tokenizer
 from .errors import DataError, InputError, WinsampleError
 
 CHECK_NAMES = (
@@ -454,12 +454,18 @@ def verify(
     leak = folder is not None and {"train", "val"} <= split_names
     sizes = {}
     for t in targets:
+        if formats.is_sharded(t.entry):  # a split kept in shard files: meta's count will do
+            sizes[t.path] = t.entry["tokens"]
+            continue
         _require_file(t.path)
         sizes[t.path] = t.path.stat().st_size // np.dtype(dtype).itemsize
     bits = sampling_bits(sum(sizes.values()), max_shingles) if leak else None
     scans: dict[Path, FileScan] = {}
     for t in targets:
         want = bits if leak and t.split in ("train", "val") else None
+        if formats.is_sharded(t.entry):
+            scans[t.path] = shards.scan_logical(meta_file.parent, t.entry, dtype, n_vocab, label=t.label, shingle_bits=want, progress=progress)
+            continue
         scans[t.path] = scan_file(t.path, dtype, n_vocab, label=t.label, shingle_bits=want, progress=progress)
 
     # per file
@@ -578,6 +584,9 @@ def _check_meta(report, meta, meta_file, targets, scans, enc, enc_error) -> None
             problems.append(f"{where}.max_token {mt} but the largest id in {t.label} is {s.max_id}")
         if s.max_id is not None and s.max_id > formats.dtype_max(meta["dtype"]):
             problems.append(f"dtype {meta['dtype']} cannot hold id {s.max_id}")
+        if formats.is_sharded(e):
+            problems += shards.doc_problems(s, e, where)
+            continue
         problems += _doc_index_problems(meta_file.parent / e.get("doc_index", formats.doc_index_name(t.split)), e, s, where)
     tok = meta["tokenizer"]
     if enc_error is not None:

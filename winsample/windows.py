@@ -304,11 +304,17 @@ class Source:
     split: dict | None = None
     tokenizer: dict | None = None
     doc_index: Path | None = None
+    stream: Any = None  # shards.ConcatTokens when ``path`` names a split of a sharded dataset
 
 
 def describe_source(bin_path, meta_path=None) -> Source:
     """dtype, N and the meta.json entry for ``bin_path`` (``meta_path`` or the sibling meta.json)."""
     path = Path(bin_path)
+    from .shards import open_logical
+
+    if (logical := open_logical(path, meta_path)) is not None:  # data/train.bin of unmerged shards
+        meta, split, stream = logical
+        return Source(path, stream.dtype.str, len(stream), stream.nbytes, meta, split, meta.get("tokenizer"), stream=stream)
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if path.is_dir():
@@ -358,7 +364,9 @@ def doc_edges(src: Source, tokens, eot: int | None, progress=None) -> tuple[np.n
     n = src.n
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if src.doc_index is not None:
+    if src.stream is not None:
+        starts = src.stream.doc_starts()
+    elif src.doc_index is not None:
         starts = formats.read_doc_index(src.doc_index)
         if len(starts) == 0 or starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= n:
             raise DataError(f"{src.doc_index}: document starts must begin at 0, increase strictly and stay below N={n}")
@@ -457,7 +465,7 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
     if semantic:
         enc = load_tokenizer(src, o.encoding, f"--boundaries {o.boundaries}")
     if o.boundaries != "none" or o.materialize or o.decode:
-        tokens = formats.open_tokens(src.path, src.dtype)
+        tokens = src.stream if src.stream is not None else formats.open_tokens(src.path, src.dtype)
     if o.boundaries == "none":
         ds = np.zeros(1 if src.n else 0, np.int64)
         de = np.full(len(ds), src.n, np.int64)

@@ -1,0 +1,56 @@
+"""Benchmark rows for ``encode --engine ray`` (wired into run.py by its owner).
+
+``bench_ray()`` encodes ~50 MB of the shipped corpus with the Ray engine on a local 2-CPU
+cluster (started by the command itself, so cluster start-up is counted) and with
+``--engine local --workers 2``; the bar is Ray ≥ 0.8× the local pool's throughput.
+Rows have the shape of ``row()`` in run.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from measure import mb, median_run
+from run import REPEATS, WORK, WS, row, text_file
+
+
+def bench_ray(size_mb: int = 50, shard_size: str = "16MB") -> list[dict]:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return [row("encode --engine ray vs --engine local --workers 2", "-", "-", "-", "≥ 0.8×", False,
+                    note="ray not installed: pip install 'winsample[ray]'")]
+    WORK.mkdir(parents=True, exist_ok=True)
+    src = text_file(size_mb * 10**6)
+    out = WORK / "ray-out"
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    local = median_run(WS + ["encode", str(src), "-o", str(out / "local"), "--split", "tail", "--workers", "2", "-q"], REPEATS)
+    # --merge: the same files as the local engine, so the comparison is like for like; a fresh
+    # folder each time, so no shard is reused from the previous repeat.
+    cmd = ["sh", "-c", f'rm -rf "{out}/ray" && exec "$@"', "sh"] + WS + [
+        "encode", str(src), "-o", str(out / "ray"), "--split", "tail", "--engine", "ray", "--workers", "2",
+        "--shard-size", shard_size, "--merge", "-q"]
+    cold = median_run(cmd, REPEATS, env=env)  # starts and stops its own local cluster each time
+    ray_bin = str(Path(sys.executable).parent / "ray")
+    subprocess.run([ray_bin, "start", "--head", "--num-cpus=2", "--include-dashboard=false"], env=env,
+                   check=True, capture_output=True)
+    try:  # a running cluster, as on a real one: --address auto
+        warm = median_run(cmd + ["--address", "auto"], REPEATS, env=env)
+    finally:
+        subprocess.run([ray_bin, "stop"], env=env, capture_output=True)
+    rows = []
+    for what, r in (("running 2-CPU cluster, --address auto", warm), ("own local cluster started per run", cold)):
+        ratio = local.seconds / r.seconds
+        rows.append(row(f"encode {size_mb} MB: --engine ray ({what}, {shard_size} shards, --merge) vs --engine local --workers 2",
+                        f"{r.seconds:.1f} s", f"{local.seconds:.1f} s", f"{ratio:.2f}×", "≥ 0.8×", ratio >= 0.8,
+                        mb(r.peak_rss), mb(local.peak_rss), note="peak RSS: the driver's only"))
+    return rows
+
+
+if __name__ == "__main__":
+    for r in bench_ray(int(sys.argv[1]) if len(sys.argv) > 1 else 50):
+        print(r)

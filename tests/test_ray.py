@@ -1,0 +1,235 @@
+"""`encode --engine ray` on a real local Ray cluster (2 CPUs, started once for this module).
+
+Expectations come from the local engine (separately tested), tiktoken directly (ref_gpt2)
+and plain numpy concatenation — never from the Ray engine's own output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xxhash
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from winsample import formats, windows
+from winsample.cli import main
+from winsample.encode import encode_corpus
+from winsample.shards import ConcatTokens
+
+from .conftest import CORPUS
+
+ray = pytest.importorskip("ray")  # the test extra installs it; `make test` always runs these
+
+SMALL = "64KB"  # the corpus files are ~100 KB: most are cut inside, several share a shard
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    fault = tmp_path_factory.mktemp("fault") / "die-once"
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # a private local test cluster: no token files
+    os.environ["WINSAMPLE_RAY_FAULT"] = str(fault)  # inherited by the workers
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    yield fault
+    ray.shutdown()
+
+
+def ray_encode(inputs, out, **kw):
+    from winsample.engine_ray import encode_ray
+
+    kw.setdefault("shard_size", SMALL)
+    return encode_ray([str(i) for i in inputs], out, **kw)
+
+
+def local_encode(inputs, out, **kw):
+    return encode_corpus([str(i) for i in inputs], out, workers=1, **kw)
+
+
+def corpus_files():
+    return sorted(p for p in CORPUS.iterdir() if p.suffix == ".txt")
+
+
+def same_dataset(a: Path, b: Path) -> None:
+    for s in formats.SPLITS:
+        assert (a / formats.bin_name(s)).read_bytes() == (b / formats.bin_name(s)).read_bytes(), s
+        assert (a / formats.doc_index_name(s)).read_bytes() == (b / formats.doc_index_name(s)).read_bytes(), s
+    ma, mb = (json.loads((x / "meta.json").read_text()) for x in (a, b))
+    assert ma["splits"] == mb["splits"]
+    assert ma["inputs"] == mb["inputs"] and ma["tokenizer"] == mb["tokenizer"] and ma["split"] == mb["split"]
+
+
+def test_doc_split_merged_equals_local_engine_with_files_cut_across_shards(cluster, tmp_path):
+    summary = ray_encode([CORPUS], tmp_path / "ray", merge=True)
+    local_encode([CORPUS], tmp_path / "local")
+    assert summary["shards"] > len(corpus_files())  # some files were cut inside
+    same_dataset(tmp_path / "ray", tmp_path / "local")
+    assert not (tmp_path / "ray" / "shards").exists()
+
+
+def test_tail_split_merged_equals_local_engine(cluster, tmp_path):
+    s = ray_encode([CORPUS], tmp_path / "ray", split="tail", val_fraction=0.37, merge=True)
+    local_encode([CORPUS], tmp_path / "local", split="tail", val_fraction=0.37)
+    same_dataset(tmp_path / "ray", tmp_path / "local")
+    n = s["train"]["tokens"] + s["val"]["tokens"]
+    assert s["val"]["tokens"] == n * 37 // 100  # floor(N × 0.37), by hand
+
+
+def test_no_val_train_is_concatenation_of_encode_ordinary_plus_eot(cluster, tmp_path, ref_gpt2):
+    ray_encode([CORPUS], tmp_path / "d", val_fraction=0.0)
+    want = np.concatenate([np.array(ref_gpt2.encode_ordinary(p.read_text("utf-8")) + [50256], "<u2") for p in corpus_files()])
+    meta = formats.read_meta(tmp_path / "d" / "meta.json")
+    src = windows.describe_source(tmp_path / "d" / "train.bin")  # unmerged: the logical stream
+    assert np.array_equal(np.asarray(src.stream), want)
+    lengths = [len(ref_gpt2.encode_ordinary(p.read_text("utf-8"))) + 1 for p in corpus_files()]
+    assert src.stream.doc_starts().tolist() == np.cumsum([0] + lengths[:-1]).tolist()
+    assert meta["splits"]["train"]["tokens"] == len(want) and len(meta["splits"]["train"]["shards"]) > 1
+
+
+def _mixed_inputs(tmp_path: Path) -> list[Path]:
+    rng = np.random.default_rng(5)
+    words = CORPUS.joinpath("hamlet.txt").read_text("utf-8").split()
+    lines = []
+    for i in range(400):
+        k = int(rng.integers(1, 60))
+        text = " ".join(words[j % len(words)] for j in range(i * 7, i * 7 + k))
+        lines.append(json.dumps({"text": text if i % 50 else "   ", "id": i}))
+    jl = tmp_path / "in" / "a.jsonl"
+    jl.parent.mkdir()
+    jl.write_text("\n".join(lines) + "\n\n", encoding="utf-8")
+    big = tmp_path / "in" / "b.txt"
+    big.write_text(CORPUS.joinpath("macbeth.txt").read_text("utf-8") * 2, encoding="utf-8")
+    blank = tmp_path / "in" / "c.txt"
+    blank.write_text(" \n" * 70000, encoding="utf-8")  # 140 KB of whitespace: no safe cut, one shard, skipped
+    return [jl, big, blank]
+
+
+def test_jsonl_cut_at_lines_and_blank_big_file_match_local_engine(cluster, tmp_path):
+    inputs = _mixed_inputs(tmp_path)
+    # seed 2 sends b.txt (cut into 4 shards) to val: xxh3_64(b"2\0" + text) < 0.3 × 2**64, by hand
+    text = inputs[1].read_text("utf-8")
+    assert xxhash.xxh3_64_intdigest(b"2\0" + text.encode()) < int(0.3 * 2**64)
+    s = ray_encode(inputs, tmp_path / "ray", merge=True, val_fraction=0.3, seed=2)
+    loc = local_encode(inputs, tmp_path / "local", val_fraction=0.3, seed=2)
+    assert s["shards"] >= 4
+    same_dataset(tmp_path / "ray", tmp_path / "local")
+    assert s["documents"] == loc["documents"] == 402  # 400 lines + 2 text files
+    assert s["skipped_empty"] == loc["skipped_empty"] == 9  # 8 blank lines + the whitespace file
+
+
+def test_windows_and_verify_read_unmerged_shards_as_one_stream(cluster, tmp_path):
+    ray_encode([CORPUS], tmp_path / "s")
+    local_encode([CORPUS], tmp_path / "l")
+    r = CliRunner()
+    for d in ("s", "l"):
+        res = r.invoke(main, ["windows", str(tmp_path / d / "train.bin"), "-T", "128", "--boundaries", "doc",
+                              "-o", str(tmp_path / d / "p.npy"), "-q"])
+        assert res.exit_code == 0, res.stderr
+    assert np.array_equal(np.load(tmp_path / "s" / "p.npy"), np.load(tmp_path / "l" / "p.npy"))
+    res = r.invoke(main, ["verify", str(tmp_path / "s"), "--plan", str(tmp_path / "s" / "p.npy"), "--json", "-q"])
+    assert res.exit_code == 0, res.stdout
+    checks = {(c["name"], c["file"]): c["status"] for c in json.loads(res.stdout)["checks"]}
+    assert checks[("meta", "meta.json")] == "pass" and checks[("alignment", "p.npy")] == "pass"
+
+
+def test_verify_names_a_corrupted_shard(cluster, tmp_path):
+    ray_encode([CORPUS], tmp_path / "s")
+    meta = formats.read_meta(tmp_path / "s" / "meta.json")
+    victim = meta["splits"]["train"]["shards"][2]["file"]
+    p = tmp_path / "s" / victim
+    data = bytearray(p.read_bytes())
+    data[10] ^= 1
+    p.write_bytes(bytes(data))
+    res = CliRunner().invoke(main, ["verify", str(tmp_path / "s"), "--json", "-q"])
+    assert res.exit_code == 1
+    meta_check = next(c for c in json.loads(res.stdout)["checks"] if c["name"] == "meta")
+    assert meta_check["status"] == "fail" and victim in meta_check["detail"]
+
+
+def test_rerun_recomputes_only_missing_or_corrupt_shards(cluster, tmp_path):
+    out = tmp_path / "s"
+    first = ray_encode([CORPUS], out)
+    before = (out / "meta.json").read_text()
+    assert ray_encode([CORPUS], out)["shards_reused"] == first["shards"]
+    meta = formats.read_meta(out / "meta.json")
+    gone = meta["splits"]["train"]["shards"][1]
+    (out / gone["file"]).unlink()
+    (out / gone["doc_index"]).unlink()
+    bad = out / meta["splits"]["train"]["shards"][4]["file"]
+    data = bytearray(bad.read_bytes())
+    data[0] ^= 1
+    bad.write_bytes(bytes(data))
+    again = ray_encode([CORPUS], out)
+    assert again["shards_reused"] == first["shards"] - 2
+    assert (out / "meta.json").read_text() == before
+    assert formats.checksum_file(bad) == meta["splits"]["train"]["shards"][4]["checksum"]
+
+
+def test_a_worker_that_dies_is_retried(cluster, tmp_path):
+    cluster.write_text("3")  # shard 3's worker process exits on its first attempt
+    ray_encode([CORPUS], tmp_path / "ray", merge=True)
+    assert not cluster.exists()  # the crash happened
+    local_encode([CORPUS], tmp_path / "local")
+    same_dataset(tmp_path / "ray", tmp_path / "local")
+
+
+def test_bad_utf8_in_a_cut_file_fails_the_job_naming_the_file(cluster, tmp_path):
+    bad = tmp_path / "in" / "broken.txt"
+    bad.parent.mkdir()
+    text = CORPUS.joinpath("tempest.txt").read_bytes()
+    bad.write_bytes(text + b"\xff\xfe" + text)
+    res = CliRunner().invoke(main, ["encode", str(bad), "-o", str(tmp_path / "o"), "--engine", "ray",
+                                    "--shard-size", SMALL, "-q"])
+    assert res.exit_code == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "broken.txt" in lines[0] and "invalid UTF-8" in lines[0]
+    assert not (tmp_path / "o" / "meta.json").exists()
+
+
+def test_cli_ray_engine_json_summary_and_local_only_options(cluster, tmp_path):
+    r = CliRunner()
+    res = r.invoke(main, ["encode", str(CORPUS), "-o", str(tmp_path / "o"), "--engine", "ray", "--shard-size", "256KB", "--json", "-q"])
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["engine"] == "ray" and doc["train"]["tokens"] > 0 and doc["shards"] >= 3
+    res = r.invoke(main, ["encode", str(CORPUS), "-o", str(tmp_path / "p"), "--merge"])
+    assert res.exit_code == 2 and "--engine ray" in res.stderr
+
+
+def test_without_ray_the_engine_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    res = CliRunner().invoke(main, ["encode", str(CORPUS), "-o", str(tmp_path / "o"), "--engine", "ray"])
+    assert res.exit_code == 2
+    assert "pip install 'winsample[ray]'" in res.stderr
+
+
+def test_import_winsample_never_imports_ray():
+    code = "import sys, winsample, winsample.cli, winsample.engine_ray, winsample.windows, winsample.verify; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=5), st.integers(0, 40), st.integers(0, 40))
+def test_concat_tokens_slices_like_one_array(tmp_path_factory, sizes, a, b):
+    folder = tmp_path_factory.mktemp("ct")
+    arrays, paths = [], []
+    for j, n in enumerate(sizes):
+        arr = (np.arange(n, dtype="<u2") + 100 * j).astype("<u2")
+        paths.append(folder / f"{j}.bin")
+        arr.tofile(paths[-1])
+        arrays.append(arr)
+    whole = np.concatenate(arrays)
+    ct = ConcatTokens(paths, sizes, "<u2")
+    lo, hi = sorted((a, b))
+    assert len(ct) == len(whole)
+    assert np.array_equal(ct[lo:hi], whole[lo:hi])
+    idx = np.arange(len(whole))[::-1].reshape(-1, 1)
+    assert np.array_equal(ct.take(idx), whole[idx])
+    assert np.array_equal(np.asarray(ct), whole)

@@ -1,0 +1,746 @@
+"""``winsample encode --engine ray``: the same bytes as the local engine, encoded by Ray tasks.
+
+Ray is optional (``pip install 'winsample[ray]'``) and imported only inside these functions,
+so ``import winsample`` never loads it.
+
+Plan (driver, deterministic): inputs in order are packed into shards of about
+``shard_bytes`` input bytes. A shard is a list of pieces ``(file, start, end)`` (bytes); small
+files share a shard, and an uncompressed text or JSONL file that does not fit is cut — text
+at the first ``chunking`` safe cut at or after the target byte (so its ids equal those of the
+whole document), JSONL after a line end. ``.gz`` and Parquet files are never cut.
+
+Tasks (one per shard, ``max_retries`` on a dead worker): each writes
+``shards/{train,val}-NNNNN.bin`` (``all-NNNNN`` with ``--split tail``), their document
+indexes, and ``shards/shard-NNNNN.json`` last. A rerun first checks a shard's meta, its
+key (inputs with size and mtime, options) and its files' sizes and checksums; an intact shard
+is reused, anything else is recomputed.
+
+Split decisions:
+
+- ``doc``: a document inside one shard is decided in that shard exactly as ``encode.py`` does
+  (xxh3_64 of seed and text). A text file cut across shards is ONE document, so it is decided
+  once, by a separate task that streams the whole file (hash and "has any text"); the shards
+  holding its pieces take that result as an argument (Ray runs them after it). Its first piece
+  records the document start; its last piece appends the EOT.
+- ``tail``: tasks write one stream per shard; when all have reported, the driver computes the
+  global cut ``N - floor(N × fraction)`` and rewrites only the shard the cut falls in, as a
+  train head and a val tail.
+
+The driver then writes meta.json describing the sharded dataset (``formats`` docstring), or
+with ``merge`` concatenates the shards into train.bin / val.bin (streaming copy, hashed as it
+is copied) and writes the ordinary meta.json, whose split entries equal the local engine's.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import xxhash
+
+from . import __version__, formats, shards as shards_mod, tokenizer
+from .chunking import TextChunker, safe_cuts
+from .errors import ConfigError, DataError, InputError, WinsampleError
+
+DEFAULT_SHARD_BYTES = 256 << 20  # 256 MiB of input per task: ~20 s of tiktoken per core, few files per TB
+SEARCH_BYTES = 1 << 20  # bytes read per step when looking for a cut point
+MAX_RETRIES = 3  # Ray re-runs a task whose worker died this many times
+INSTALL_HINT = "pip install 'winsample[ray]'"
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.I)
+
+
+def parse_size(text: str | int) -> int:
+    """'256MB' / '64KB' / '1.5G' / '4096' → bytes (K, M, G, T are powers of 1024)."""
+    if isinstance(text, int):
+        return text
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ConfigError(f"--shard-size {text!r}: give bytes like 256MB, 64KB or 1G")
+    n = float(m.group(1)) * 1024 ** " kmgt".index((m.group(2) or " ").lower())
+    if n < 1:
+        raise ConfigError(f"--shard-size {text!r} must be at least 1 byte")
+    return int(n)
+
+
+def import_ray():
+    """The ray module, or ConfigError naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"--engine ray needs Ray, which is not installed: {INSTALL_HINT}") from None
+    return ray
+
+
+# --- planning -------------------------------------------------------------------------------
+
+
+def _splittable(src) -> bool:
+    return src.path is not None and not src.gz and src.kind in ("text", "jsonl")
+
+
+def _jsonl_cut(path: Path, at: int, size: int) -> int | None:
+    """First byte offset >= ``at`` that starts a line (just after a \\n), below ``size``."""
+    with open(path, "rb") as f:
+        pos = at - 1
+        while pos < size:
+            f.seek(pos)
+            block = f.read(SEARCH_BYTES)
+            if not block:
+                return None
+            i = block.find(b"\n")
+            if i >= 0:
+                cut = pos + i + 1
+                return cut if cut < size else None
+            pos += len(block)
+    return None
+
+
+def _text_cut(path: Path, at: int, size: int) -> int | None:
+    """First safe cut (``chunking.is_safe_cut``) at a byte offset >= ``at``, below ``size``.
+
+    Reads ``SEARCH_BYTES`` windows starting a few bytes before ``at``; only the validly decoded
+    part of a window is searched, so a cut's neighbouring characters are the ones the whole
+    file decodes to (UTF-8 resynchronises at every lead byte).
+    """
+    with open(path, "rb") as f:
+        while at < size:
+            base = max(at - 8, 0)
+            f.seek(base)
+            block = f.read(SEARCH_BYTES + 16)
+            i = 0
+            while i < min(4, len(block)) and 0x80 <= block[i] < 0xC0:  # start on a character
+                i += 1
+            data = block[i:]
+            try:
+                text, bad = data.decode("utf-8"), None
+            except UnicodeDecodeError as e:
+                text, bad = data[: e.start].decode("utf-8"), e.start
+            first = None
+            for p in safe_cuts(text):
+                b = base + i + len(text[:p].encode("utf-8"))
+                if b >= at:
+                    first = b
+                    break
+            if first is not None:
+                return first if first < size else None
+            if not block or base + len(block) >= size:
+                return None
+            valid = len(data) if bad is None else bad
+            at = max(at + 1, base + i + valid - 8 if bad is None else base + i + bad + 1)
+    return None
+
+
+def plan_shards(sources, shard_bytes: int) -> list[list[tuple[int, int, int]]]:
+    """Shards as lists of pieces ``(source index, start byte, end byte)``, in input order.
+
+    Greedy and deterministic: pieces join the current shard while it has room; a file that
+    does not fit is cut (when it can be) at the first cut point past the room left.
+    """
+    out: list[list[tuple[int, int, int]]] = []
+    cur: list[tuple[int, int, int]] = []
+    room = shard_bytes
+
+    def close():
+        nonlocal cur, room
+        if cur:
+            out.append(cur)
+        cur, room = [], shard_bytes
+
+    for i, src in enumerate(sources):
+        size = src.size or 0
+        if size == 0:
+            cur.append((i, 0, 0))
+            continue
+        pos = 0
+        while pos < size:
+            if room <= 0:
+                close()
+            left = size - pos
+            if left <= room:
+                cur.append((i, pos, size))
+                room -= left
+                break
+            if not _splittable(src):
+                if cur:
+                    close()
+                    continue
+                cur.append((i, pos, size))
+                close()
+                break
+            cutter = _jsonl_cut if src.kind == "jsonl" else _text_cut
+            cut = cutter(src.path, pos + room, size)
+            if cut is None:
+                cur.append((i, pos, size))
+                close()
+                break
+            cur.append((i, pos, cut))
+            close()
+            pos = cut
+    close()
+    return out
+
+
+# --- the shard task -------------------------------------------------------------------------
+
+_ENC: dict = {}
+
+
+def _encoding(job: dict):
+    key = (job["encoding"], job["tokenizer_file"], job["pattern"])
+    if key not in _ENC:
+        _ENC.clear()
+        _ENC[key] = tokenizer.load_encoding(*key)
+    return _ENC[key]
+
+
+def _source(p: dict):
+    from .sources import Source
+
+    return Source(p["label"], Path(p["path"]), p["kind"], p["gz"], p["size"])
+
+
+def _check_unchanged(p: dict) -> None:
+    try:
+        st = os.stat(p["path"])
+    except OSError as e:
+        raise InputError(f"{p['label']}: cannot read: {e.strerror}") from None
+    if (st.st_size, st.st_mtime_ns) != (p["size"], p["mtime_ns"]):
+        raise DataError(f"{p['label']}: the file changed since the job was planned ({p['size']} bytes then, {st.st_size} now); encode a stable copy")
+
+
+def decide_text(p: dict, job: dict) -> tuple[bool, bool]:
+    """(goes to val, has any non-whitespace text) for the one document of text file ``p``.
+
+    The same rule as ``encode._batches``: xxh3_64 of ``b"<seed>\\0" + utf8(text)``; reads and
+    checks the whole file (DataError on invalid UTF-8 or a NUL byte, as the local engine).
+    """
+    from .sources import iter_documents
+
+    _check_unchanged(p)
+    threshold = int(job["fraction"] * 2**64)
+    hashing = job["split"] == "doc" and threshold > 0
+    h = xxhash.xxh3_64(f"{job['seed']}\0".encode()) if hashing else None
+    has_text = False
+    for _where, doc in iter_documents([_source(p)], text_field=job["text_field"], errors=job["errors"]):
+        for text in doc:
+            if h is not None:
+                h.update(text.encode("utf-8", "surrogatepass"))
+            if not has_text and text and not text.isspace():
+                has_text = True
+    return (h is not None and h.intdigest() < threshold), has_text
+
+
+class _RangeReader:
+    """Bytes ``[start, end)`` of a file, shaped like ``sources._Reader`` for its parsers."""
+
+    def __init__(self, p: dict, start: int, end: int):
+        self.src = SimpleNamespace(label=f"{p['label']} (part from byte {start})", gz=False)
+        self.f = open(p["path"], "rb")
+        self.f.seek(start)
+        self.base, self.left, self.offset = start, end - start, 0
+
+    def read(self, n: int = 1 << 20) -> bytes:
+        data = self.f.read(min(n, self.left)) if self.left else b""
+        self.left -= len(data)
+        self.offset += len(data)
+        return data
+
+    def where(self, offset: int) -> str:
+        return f"byte {self.base + offset}"
+
+    def close(self) -> None:
+        self.f.close()
+
+
+def _documents(p: dict, start: int, end: int, job: dict):
+    """(where, document) for the documents of piece ``[start, end)`` of input ``p``.
+
+    A document is a str (JSONL line, Parquet row) or an iterator of text pieces (a text file,
+    or the part of it in this piece).
+    """
+    from . import sources
+
+    _check_unchanged(p)
+    if start == 0 and end == p["size"]:
+        yield from sources.iter_documents([_source(p)], text_field=job["text_field"], errors=job["errors"])
+        return
+    reader = _RangeReader(p, start, end)
+    try:
+        if p["kind"] == "jsonl":
+            yield from sources._jsonl_docs(reader, job["errors"], job["text_field"])
+        else:
+            yield reader.src.label, sources._text_chunks(reader, job["errors"])
+    finally:
+        reader.close()
+
+
+def _outputs_intact(out: Path, meta: dict) -> bool:
+    for e in meta.get("splits", {}).values():
+        path, idx = out / e["file"], out / e["doc_index"]
+        try:
+            if path.stat().st_size != e["bytes"] or not idx.exists():
+                return False
+            if formats.checksum_file(path) != e["checksum"] or len(formats.read_doc_index(idx)) != e["documents"]:
+                return False
+        except (OSError, WinsampleError):
+            return False
+    return bool(meta.get("splits"))
+
+
+FAULT_ENV = "WINSAMPLE_RAY_FAULT"  # tests: a file holding a shard index; that task's worker dies once
+
+
+def _maybe_die(idx: int) -> None:
+    """Fault injection for the retry test: kill this worker process, once, for shard ``idx``."""
+    path = os.environ.get(FAULT_ENV)
+    if path and Path(path).is_file() and Path(path).read_text().strip() == str(idx):
+        Path(path).unlink()
+        os._exit(1)
+
+
+def shard_task(job: dict, shard: dict, *decisions) -> dict:
+    """Encode one shard into ``OUT_DIR/shards``; return its meta (``reused``: it was intact)."""
+    from .encode import LONG_RUN_CHARS, PIECE_CHARS, _encode_texts, _SplitWriter, _write_index
+    from .sources import replaced_count
+
+    out = Path(job["out_dir"])
+    idx = shard["index"]
+    _maybe_die(idx)
+    meta_path = out / formats.shard_meta_name(idx)
+    old = shards_mod.read_shard_meta(meta_path)
+    if old is not None and old.get("key") == shard["key"] and _outputs_intact(out, old):
+        return dict(old, reused=True)
+    meta_path.unlink(missing_ok=True)
+
+    enc = _encoding(job)
+    dtype = job["dtype"]
+    tail = job["split"] == "tail"
+    threshold = int(job["fraction"] * 2**64)
+    hashing = not tail and threshold > 0
+    prefix = f"{job['seed']}\0".encode()
+    work = out / formats.SHARDS_DIR / f".work-{idx:05d}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    names = ["all"] if tail else list(formats.SPLITS)
+    writers = {n: _SplitWriter(work, n, dtype) for n in names}
+    continues = dict.fromkeys(names, False)
+    eot_ids = np.array([job["eot_id"]], dtype=dtype) if job["eot"] else None
+    stats = {"documents": 0, "documents_skipped_empty": 0, "unsplittable_runs": 0}
+    replaced0 = replaced_count()
+
+    def dest_of(val: bool) -> str:
+        return "all" if tail else ("val" if val else "train")
+
+    def write_text(w, texts, where) -> None:
+        chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS)
+        for text in texts:
+            for piece in chunker.feed(text):
+                ids, _, maxes = _encode_texts(enc, dtype, [piece], where)
+                w.write(ids, int(maxes[0]))
+        for piece in chunker.finish():
+            ids, _, maxes = _encode_texts(enc, dtype, [piece], where)
+            w.write(ids, int(maxes[0]))
+        stats["unsplittable_runs"] += chunker.unsplittable_runs
+
+    try:
+        for p, start, end, dec in shard["pieces"]:
+            first, last = start == 0, end == p["size"]
+            if p["kind"] == "text" and not (first and last):  # a piece of a document cut across shards
+                val, has_text = decisions[dec]
+                if first:
+                    stats["documents"] += 1
+                    stats["documents_skipped_empty"] += not has_text
+                if not has_text:
+                    continue
+                w = writers[dest_of(val)]
+                if first:
+                    w.start_doc()
+                elif w.tokens == 0 and w.documents == 0:
+                    continues[w.name] = True
+                for where, doc in _documents(p, start, end, job):
+                    write_text(w, doc, where)
+                if last and eot_ids is not None:
+                    w.write(eot_ids, job["eot_id"])
+                continue
+            if p["kind"] == "text":  # a whole text file: decide first (one extra read), then encode
+                val, has_text = decide_text(p, job)
+            for where, doc in _documents(p, start, end, job):
+                stats["documents"] += 1
+                if isinstance(doc, str):
+                    has_text = bool(doc) and not doc.isspace()
+                    val = hashing and xxhash.xxh3_64_intdigest(prefix + doc.encode("utf-8", "surrogatepass")) < threshold
+                    texts = (doc[i : i + PIECE_CHARS] for i in range(0, len(doc), PIECE_CHARS))
+                else:
+                    texts = doc
+                if not has_text:
+                    stats["documents_skipped_empty"] += 1
+                    for _ in texts:  # still read it: errors in it must surface as locally
+                        pass
+                    continue
+                w = writers[dest_of(val)]
+                w.start_doc()
+                write_text(w, texts, where)
+                if eot_ids is not None:
+                    w.write(eot_ids, job["eot_id"])
+    finally:
+        for w in writers.values():
+            w.close()
+    stats["replaced_characters"] = replaced_count() - replaced0
+
+    entries = {}
+    for n, w in writers.items():
+        size = w.path.stat().st_size
+        if size != w.tokens * w.item:
+            raise DataError(f"{w.path}: wrote {size} bytes, expected {w.tokens} tokens × {w.item}")
+        docs = work / f"{n}.docs.npy"
+        _write_index(work, w.starts_path, docs, w.documents)
+        entries[n] = {
+            "file": formats.shard_bin_name(n, idx), "doc_index": formats.shard_doc_index_name(n, idx),
+            "tokens": w.tokens, "bytes": size, "documents": w.documents,
+            "max_token": w.max_token if w.tokens else None,
+            "checksum": formats.format_checksum(w.hasher), "continues": continues[n],
+        }
+        os.replace(w.path, out / entries[n]["file"])
+        os.replace(docs, out / entries[n]["doc_index"])
+    meta = {"format": formats.SHARD_FORMAT, "version": 1, "index": idx, "key": shard["key"],
+            "inputs": [{"path": p["label"], "start": s, "end": e} for p, s, e, _ in shard["pieces"]],
+            "input_bytes": sum(e - s for _, s, e, _ in shard["pieces"]), "splits": entries, "stats": stats}
+    formats.write_json_atomic(meta_path, meta)
+    shutil.rmtree(work, ignore_errors=True)
+    return dict(meta, reused=False)
+
+
+# --- the driver -----------------------------------------------------------------------------
+
+
+def encode_ray(
+    inputs: Sequence[str],
+    out_dir: str | Path,
+    *,
+    address: str | None = None,
+    shard_size: str | int = DEFAULT_SHARD_BYTES,
+    merge: bool = False,
+    encoding: str = "gpt2",
+    tokenizer_file: str | None = None,
+    pattern: str = "gpt2",
+    val_fraction: float = 0.1,
+    split: str = "doc",
+    seed: int = 1337,
+    workers: int | None = None,
+    text_field: str = "text",
+    fmt: str = "auto",
+    eot: bool = True,
+    dtype: str | None = None,
+    errors: str = "strict",
+    progress=None,
+) -> dict:
+    """Encode ``inputs`` on Ray into a sharded dataset in OUT_DIR (or, ``merge``, an ordinary one).
+
+    Options as ``encode.encode_corpus``; ``address``: ``ray.init`` address (None: start a local
+    cluster of ``workers`` CPUs, default all); ``shard_size``: input bytes per task.
+    OUT_DIR must be on storage every node sees. Returns the summary of ``encode_corpus`` plus
+    ``shards`` and ``shards_reused``. ``progress(nbytes, ntokens, total=None)`` per finished shard.
+    """
+    from . import encode as enc_mod
+    from .sources import resolve_inputs
+
+    t0 = time.perf_counter()
+    if split not in enc_mod.SPLIT_METHODS:
+        raise ConfigError(f"unknown split {split!r}: choose doc or tail")
+    if errors not in enc_mod.ERROR_MODES:
+        raise ConfigError(f"unknown errors mode {errors!r}: choose strict or replace")
+    if not 0 <= val_fraction < 1:
+        raise ConfigError(f"--val-fraction {val_fraction} must be in [0, 1)")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers {workers} must be at least 1")
+    shard_bytes = parse_size(shard_size)
+    ray = import_ray()
+    enc = tokenizer.load_encoding(encoding, tokenizer_file, pattern)
+    tok_name = encoding if tokenizer_file is None else enc.name
+    dtype = enc_mod._resolve_dtype(enc, tok_name, dtype)
+    sources = resolve_inputs(list(inputs), fmt)
+    for s in sources:
+        if s.path is None:
+            raise ConfigError("--engine ray reads inputs from files every node can see, not stdin: save it to a file first")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"{out_dir}: output path is a file, not a folder; pick another -o")
+    try:
+        (out_dir / formats.SHARDS_DIR).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{out_dir}: cannot create output folder: {e.strerror}") from None
+
+    describe = tokenizer.describe(enc, tok_name)
+    if tokenizer_file is not None:
+        describe.update(file=str(tokenizer_file), pattern=pattern)
+    job = dict(
+        out_dir=str(out_dir.resolve()), encoding=encoding, pattern=pattern, dtype=dtype, split=split,
+        tokenizer_file=str(Path(tokenizer_file).resolve()) if tokenizer_file else None,
+        fraction=val_fraction, seed=seed, eot=eot, eot_id=tokenizer.eot_token(enc), errors=errors,
+        text_field=text_field,
+    )
+    opts = dict(split=split, fraction=val_fraction, seed=seed, eot=eot, dtype=dtype)
+
+    with enc_mod._locked(out_dir):
+        formats.recover(out_dir)
+        plan = plan_shards(sources, shard_bytes)
+        started = False
+        if not ray.is_initialized():
+            if address:
+                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+            else:
+                ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
+                         logging_level=logging.WARNING)
+            started = True
+        try:
+            metas = _run_tasks(ray, job, sources, plan, progress)
+        finally:
+            if started:
+                ray.shutdown()
+        splits, stats = _finish(out_dir, metas, opts, sources, dtype)
+        meta = {
+            "format": formats.FORMAT_NAME, "version": formats.FORMAT_VERSION, "winsample_version": __version__,
+            "dtype": dtype, "tokenizer": describe, "eot_appended": eot,
+            "split": {"method": split, "fraction": val_fraction, "seed": seed},
+            "splits": splits, "inputs": [s.meta() for s in sources], "stats": stats,
+        }
+        keep = {f"{formats.SHARDS_DIR}/{Path(formats.shard_meta_name(m['index'])).name}" for m in metas}
+        for m in metas:
+            for e in m["splits"].values():
+                keep |= {e["file"], e["doc_index"]}
+        if merge:
+            _merge(out_dir, meta, dtype)
+            shutil.rmtree(out_dir / formats.SHARDS_DIR, ignore_errors=True)
+        else:
+            for s in splits.values():
+                for e in s["shards"]:
+                    keep |= {e["file"], e["doc_index"]}
+            meta["sharded"] = {
+                "layout": formats.SHARD_LAYOUT, "version": 1, "count": len(metas), "shard_bytes": shard_bytes,
+                "shards": [{"index": m["index"], "meta": formats.shard_meta_name(m["index"]), "inputs": m["inputs"]} for m in metas],
+            }
+            formats.write_meta(out_dir / formats.META_JSON, meta)
+            # the meta now describes the shards: files of an earlier merged or local set go
+            for s in formats.SPLITS:
+                for name in (formats.bin_name(s), formats.doc_index_name(s)):
+                    (out_dir / name).unlink(missing_ok=True)
+            _prune(out_dir, keep)
+
+    seconds = time.perf_counter() - t0
+    in_bytes = sum(s.size or 0 for s in sources)
+    return {
+        "out_dir": str(out_dir),
+        "train": {"tokens": splits["train"]["tokens"], "documents": splits["train"]["documents"]},
+        "val": {"tokens": splits["val"]["tokens"], "documents": splits["val"]["documents"]},
+        "documents": stats["documents"],
+        "skipped_empty": stats["documents_skipped_empty"],
+        "replaced_characters": stats["replaced_characters"],
+        "unsplittable_runs": stats["unsplittable_runs"],
+        "encoding": tok_name, "dtype": dtype, "engine": "ray", "merged": merge,
+        "shards": len(metas), "shards_reused": sum(bool(m.get("reused")) for m in metas),
+        "input_bytes": in_bytes, "seconds": round(seconds, 3),
+        "mb_per_s": round(in_bytes / 1e6 / seconds, 2) if seconds > 0 else None,
+    }
+
+
+def _shard_key(job: dict, pieces: list) -> str:
+    keyed = {k: v for k, v in job.items() if k != "out_dir"}
+    if job["split"] == "tail":  # tail shards do not depend on the fraction or seed: reusable
+        keyed.pop("fraction"), keyed.pop("seed")
+    return xxhash.xxh3_128_hexdigest(repr((sorted(keyed.items()), pieces)).encode())
+
+
+def _run_tasks(ray, job: dict, sources, plan, progress) -> list[dict]:
+    task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(shard_task)
+    decide = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(decide_text)
+    info = []
+    for s in sources:
+        st = os.stat(s.path)
+        info.append({"label": s.label, "path": str(s.path.resolve()), "kind": s.kind, "gz": s.gz,
+                     "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    cut_files = {i for shard in plan for i, a, b in shard if sources[i].kind == "text" and not (a == 0 and b == info[i]["size"])}
+    decision_refs = {i: decide.remote(info[i], job) for i in sorted(cut_files)}
+    refs = {}
+    for k, shard in enumerate(plan):
+        args, pieces = [], []
+        for i, a, b in shard:
+            dec = None
+            if i in decision_refs:
+                dec = len(args)
+                args.append(decision_refs[i])
+            pieces.append((info[i], a, b, dec))
+        key = _shard_key(job, [(info[i]["path"], info[i]["size"], info[i]["mtime_ns"], a, b) for i, a, b in shard])
+        refs[task.remote(job, {"index": k, "pieces": pieces, "key": key}, *args)] = k
+    if progress:
+        progress(0, 0, sum(p["size"] for p in info))
+    results: dict[int, dict] = {}
+    pending = list(refs)
+    try:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for r in done:
+                try:
+                    m = ray.get(r)
+                except ray.exceptions.RayTaskError as e:
+                    cause = getattr(e, "cause", None)
+                    if isinstance(cause, WinsampleError):
+                        raise cause from None
+                    raise InputError(f"shard {refs[r]}: Ray task failed: {type(cause or e).__name__}: {cause or e}".splitlines()[0]) from None
+                except ray.exceptions.RayError as e:
+                    raise InputError(f"shard {refs[r]}: Ray could not run the task: {str(e).splitlines()[0]}") from None
+                results[refs[r]] = m
+                if progress:
+                    progress(m["input_bytes"], sum(e["tokens"] for e in m["splits"].values()))
+    except BaseException:
+        for r in pending:
+            ray.cancel(r, force=True)
+        raise
+    return [results[k] for k in range(len(plan))]
+
+
+def _entry(e: dict) -> dict:
+    return {k: e[k] for k in ("file", "doc_index", "tokens", "bytes", "documents", "max_token", "checksum", "continues")}
+
+
+def _split_entry(name: str, parts: list[dict]) -> dict:
+    toks = sum(p["tokens"] for p in parts)
+    maxes = [p["max_token"] for p in parts if p["max_token"] is not None]
+    return {
+        "file": formats.bin_name(name), "doc_index": None, "tokens": toks, "bytes": sum(p["bytes"] for p in parts),
+        "documents": sum(p["documents"] for p in parts), "max_token": max(maxes) if maxes else None,
+        "checksum": formats.combine_checksums((p["bytes"], p["checksum"]) for p in parts), "shards": parts,
+    }
+
+
+def _finish(out_dir: Path, metas: list[dict], opts: dict, sources, dtype: str) -> tuple[dict, dict]:
+    """Split entries of the sharded dataset (cutting one shard for --split tail) and stats; the local engine's checks."""
+    stats = {k: sum(m["stats"][k] for m in metas) for k in ("documents", "documents_skipped_empty", "unsplittable_runs", "replaced_characters")}
+    frac, tail = opts["fraction"], opts["split"] == "tail"
+    if tail:
+        parts = {"train": [], "val": []}
+        alls = [_entry(m["splits"]["all"]) for m in metas]
+        offsets = np.concatenate([[0], np.cumsum([a["tokens"] for a in alls])])
+        n = int(offsets[-1])
+        cut = n - math.floor(n * frac)
+        stats["tail_cut"] = cut
+        k = int(np.searchsorted(offsets, cut, "right")) - 1  # the non-empty shard holding token `cut`
+        for j, a in enumerate(alls):
+            if j < k or k >= len(alls):
+                parts["train"].append(a)
+            elif j > k:
+                parts["val"].append(a)
+            else:
+                head, tail_part = _cut_shard(out_dir, metas[j]["index"], a, cut - int(offsets[j]), dtype)
+                parts["train"].append(head)
+                parts["val"].append(tail_part)
+    else:
+        parts = {s: [_entry(m["splits"][s]) for m in metas] for s in formats.SPLITS}
+    splits = {s: _split_entry(s, parts[s]) for s in formats.SPLITS}
+    kept = stats["documents"] - stats["documents_skipped_empty"]
+    if kept == 0:
+        raise DataError(
+            f"{', '.join(s.label for s in sources[:3])}: no document has any text"
+            f" ({stats['documents_skipped_empty']} empty or whitespace-only); nothing to encode"
+        )
+    hint = "a single or few documents want --split tail" if not tail else "use more text or a larger --val-fraction"
+    if splits["train"]["tokens"] == 0:
+        raise ConfigError(f"the split leaves train empty ({kept} document(s), --val-fraction {frac}): {hint}")
+    if frac > 0 and splits["val"]["tokens"] == 0:
+        raise ConfigError(f"the split leaves val empty ({kept} document(s), --val-fraction {frac}): {hint}, or --val-fraction 0")
+    return splits, stats
+
+
+def _cut_shard(out_dir: Path, idx: int, a: dict, c: int, dtype: str) -> tuple[dict, dict]:
+    """Write shard ``idx``'s stream as train (tokens [0, c)) and val ([c, end)) files; their entries."""
+    tokens = formats.open_tokens(out_dir / a["file"], dtype)
+    starts = formats.read_doc_index(out_dir / a["doc_index"])
+    k = int(np.searchsorted(starts, c, "left"))
+    head_starts = starts[:k]
+    tail_starts = starts[k:] - c
+    if c < len(tokens) and (len(tail_starts) == 0 or tail_starts[0] != 0):
+        tail_starts = np.concatenate([[0], tail_starts])  # val starts with the tail piece of a document
+    out = []
+    for name, lo, hi, st, cont in (("train", 0, c, head_starts, a["continues"]), ("val", c, len(tokens), tail_starts, False)):
+        e = {"file": formats.shard_bin_name(name, idx), "doc_index": formats.shard_doc_index_name(name, idx)}
+        h, mx = formats.new_hasher(), -1
+        with formats.atomic_open(out_dir / e["file"]) as f:
+            for _, chunk in formats.iter_chunks(tokens[lo:hi], formats.CHUNK_BYTES // np.dtype(dtype).itemsize):
+                data = np.ascontiguousarray(chunk).tobytes()
+                f.write(data)
+                h.update(data)
+                mx = max(mx, int(chunk.max()))
+        formats.write_doc_index(out_dir / e["doc_index"], st)
+        e.update(tokens=hi - lo, bytes=(hi - lo) * np.dtype(dtype).itemsize, documents=len(st),
+                 max_token=mx if hi > lo else None, checksum=formats.format_checksum(h), continues=bool(cont and hi > lo))
+        out.append(e)
+    return out[0], out[1]
+
+
+def _merge(out_dir: Path, meta: dict, dtype: str) -> None:
+    """Concatenate each split's shards into OUT_DIR/{split}.bin + doc index; commit with meta.json, as a set."""
+    stage = formats.staging_dir(out_dir)
+    try:
+        names = []
+        for s in formats.SPLITS:
+            entry = meta["splits"][s]
+            h = formats.new_hasher()
+            written = 0
+            with open(stage / formats.bin_name(s), "wb") as f:
+                for e in entry["shards"]:
+                    with open(out_dir / e["file"], "rb") as src:
+                        while data := src.read(formats.CHUNK_BYTES):
+                            f.write(data)
+                            h.update(data)
+                            written += len(data)
+            if written != entry["bytes"]:
+                raise DataError(f"{out_dir / formats.SHARDS_DIR}: shards of {s} hold {written} bytes, expected {entry['bytes']}")
+
+            def starts_chunks(entry=entry):
+                off = 0
+                for j, e in enumerate(entry["shards"]):
+                    st = formats.read_doc_index(out_dir / e["doc_index"]) + off
+                    if j == 0 and e["tokens"] and (len(st) == 0 or st[0] != 0):
+                        st = np.concatenate([[0], st])
+                    off += e["tokens"]
+                    yield st
+
+            formats.write_doc_index_stream(stage / formats.doc_index_name(s), entry["documents"], starts_chunks())
+            meta["splits"][s] = {
+                "file": formats.bin_name(s), "doc_index": formats.doc_index_name(s), "tokens": entry["tokens"],
+                "bytes": entry["bytes"], "documents": entry["documents"], "max_token": entry["max_token"],
+                "checksum": formats.format_checksum(h),
+            }
+            names += [formats.bin_name(s), formats.doc_index_name(s)]
+        formats.write_meta(stage / formats.META_JSON, meta)
+        formats.commit_staged(stage, out_dir, names + [formats.META_JSON])
+    except OSError as e:
+        formats.recover(out_dir)
+        raise InputError(f"{out_dir}: cannot write: {e.strerror or e}") from None
+    except BaseException:
+        formats.recover(out_dir)
+        raise
+
+
+def _prune(out_dir: Path, keep: set[str]) -> None:
+    """Remove files in OUT_DIR/shards that the new dataset does not use (earlier runs' shards)."""
+    folder = out_dir / formats.SHARDS_DIR
+    for p in folder.iterdir():
+        rel = f"{formats.SHARDS_DIR}/{p.name}"
+        if rel in keep:
+            continue
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+
+
+__all__ = ["encode_ray", "plan_shards", "parse_size", "DEFAULT_SHARD_BYTES"]
