@@ -34,7 +34,7 @@ test: $(VENV)/.test
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.test
-	$(PY) tests/bench/run.py
+	RAY_AUTH_MODE=disabled $(PY) tests/bench/run.py
 
 docs: $(VENV)/.base
 	$(PY) -m winsample._docgen docs/cli.md

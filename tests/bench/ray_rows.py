@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 from measure import mb, median_run
-from run import REPEATS, WORK, WS, row, text_file
+from run import WORK, WS, row, text_file
 
 
-def bench_ray(size_mb: int = 50, shard_size: str = "16MB") -> list[dict]:
+def bench_ray(size_mb: int = 50, shard_size: str = "16MB", repeats: int = 3) -> list[dict]:
     try:
         import ray  # noqa: F401
     except ImportError:
@@ -28,18 +28,18 @@ def bench_ray(size_mb: int = 50, shard_size: str = "16MB") -> list[dict]:
     out = WORK / "ray-out"
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, RAY_AUTH_MODE="disabled")
-    local = median_run(WS + ["encode", str(src), "-o", str(out / "local"), "--split", "tail", "--workers", "2", "-q"], REPEATS)
+    local = median_run(WS + ["encode", str(src), "-o", str(out / "local"), "--split", "tail", "--workers", "2", "-q"], repeats)
     # --merge: the same files as the local engine, so the comparison is like for like; a fresh
     # folder each time, so no shard is reused from the previous repeat.
     cmd = ["sh", "-c", f'rm -rf "{out}/ray" && exec "$@"', "sh"] + WS + [
         "encode", str(src), "-o", str(out / "ray"), "--split", "tail", "--engine", "ray", "--workers", "2",
         "--shard-size", shard_size, "--merge", "-q"]
-    cold = median_run(cmd, REPEATS, env=env)  # starts and stops its own local cluster each time
+    cold = median_run(cmd, repeats, env=env)  # starts and stops its own local cluster each time
     ray_bin = str(Path(sys.executable).parent / "ray")
     subprocess.run([ray_bin, "start", "--head", "--num-cpus=2", "--include-dashboard=false"], env=env,
                    check=True, capture_output=True)
     try:  # a running cluster, as on a real one: --address auto
-        warm = median_run(cmd + ["--address", "auto"], REPEATS, env=env)
+        warm = median_run(cmd + ["--address", "auto"], repeats, env=env)
     finally:
         subprocess.run([ray_bin, "stop"], env=env, capture_output=True)
     rows = []

@@ -269,20 +269,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes, one repeat: checks the harness runs")
     ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
-    ap.add_argument("--only", default="encode,windows,verify", help="comma list of groups to run")
+    ap.add_argument("--only", default="encode,windows,verify,ray", help="comma list of groups to run")
     args = ap.parse_args()
     global REPEATS
     WORK.mkdir(parents=True, exist_ok=True)
     if args.quick:
         REPEATS = 1
-        sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7)
+        sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7, ray=5)
     else:
-        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9)
+        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, ray=50)
     rows = []
     t0 = time.time()
     for name, fn in (("encode", lambda: bench_encode(sizes["enc"], sizes["big"])),
                      ("windows", lambda: bench_windows(sizes["tokens"], sizes["plain"])),
-                     ("verify", lambda: bench_verify(sizes["tokens"]))):
+                     ("verify", lambda: bench_verify(sizes["tokens"])),
+                     ("ray", lambda: __import__("ray_rows").bench_ray(sizes["ray"], repeats=REPEATS))):
         if name not in args.only.split(","):
             continue
         print(f"[bench] {name} …", file=sys.stderr, flush=True)
