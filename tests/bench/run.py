@@ -277,13 +277,13 @@ def main():
         REPEATS = 1
         sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7, ray=5)
     else:
-        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, ray=50)
+        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, ray=100)
     rows = []
     t0 = time.time()
     for name, fn in (("encode", lambda: bench_encode(sizes["enc"], sizes["big"])),
                      ("windows", lambda: bench_windows(sizes["tokens"], sizes["plain"])),
                      ("verify", lambda: bench_verify(sizes["tokens"])),
-                     ("ray", lambda: __import__("ray_rows").bench_ray(sizes["ray"], repeats=REPEATS))):
+                     ("ray", lambda: __import__("ray_rows").bench_ray(sizes["ray"], "8MB", repeats=REPEATS))):
         if name not in args.only.split(","):
             continue
         print(f"[bench] {name} …", file=sys.stderr, flush=True)
