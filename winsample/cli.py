@@ -110,9 +110,10 @@ def main():
 @click.option("--no-eot", is_flag=True, help="Do not append <|endoftext|> after each document.")
 @click.option("--dtype", type=click.Choice(["uint16", "uint32"]), default=None, help="Token dtype [default: uint16, uint32 if the vocabulary needs it].")
 @click.option("--errors", type=click.Choice(["strict", "replace"]), default="strict", show_default=True, help="Invalid UTF-8: fail, or replace with U+FFFD and count.")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run from OUT_DIR/.partial (same inputs and options); same bytes as a clean run.")
 @quiet_option
 @json_option
-def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, fmt, no_eot, dtype, errors, quiet, as_json):
+def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, fmt, no_eot, dtype, errors, resume, quiet, as_json):
     """Encode text files, folders or - (stdin) into OUT_DIR/train.bin, val.bin and meta.json.
 
     \b
@@ -138,7 +139,7 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
         summary = encode_corpus(
             list(inputs), out_dir, encoding=encoding, tokenizer_file=tokenizer_file, pattern=pattern,
             val_fraction=val_fraction, split=split, seed=seed, workers=workers, text_field=text_field,
-            fmt=fmt, eot=not no_eot, dtype=dtype, errors=errors, progress=on_progress,
+            fmt=fmt, eot=not no_eot, dtype=dtype, errors=errors, progress=on_progress, resume_partial=resume,
         )
     finally:
         bar.close()
@@ -147,6 +148,11 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
         extra += f", {summary['skipped_empty']} empty skipped"
     if summary["replaced_characters"]:
         extra += f", {summary['replaced_characters']} invalid UTF-8 sequences replaced"
+    resumed = summary.get("resumed")
+    if resumed and resumed.get("discarded"):
+        extra += f", nothing resumed ({resumed['discarded']})"
+    elif resumed:
+        extra += f", resumed after {resumed['inputs']} input(s) ({resumed['tokens']:,} tokens reused)"
     if summary["unsplittable_runs"]:
         extra += f", {summary['unsplittable_runs']} long run(s) without a safe cut encoded whole"
     say(
