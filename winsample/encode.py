@@ -475,11 +475,16 @@ def encode_corpus(
                 with _named(stage / formats.META_JSON):
                     formats.write_meta(stage / formats.META_JSON, meta)
                 formats.commit_staged(stage, out_dir, names + [formats.META_JSON])
-            except (KeyboardInterrupt, Interrupted):
+            except (KeyboardInterrupt, Interrupted) as e:
                 # Interrupted from outside: a checkpoint is work --resume can reuse.
                 keep = (work / formats.PARTIAL_JOURNAL).exists()
                 formats.recover(out_dir)  # no COMMIT mark yet: drops the staging folder
-                raise
+                if not keep:
+                    raise
+                signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+                kept = Interrupted(signum)
+                kept.args = (f"{kept}; the work done so far is kept in {work}: rerun with --resume to continue",)
+                raise kept from None
             except OSError as e:
                 formats.recover(out_dir)
                 raise _write_error(out_dir, e) from None
