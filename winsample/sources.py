@@ -260,6 +260,8 @@ def _jsonl_docs(reader: _Reader, errors: str, field: str) -> Iterator[tuple[str,
                 obj = json.loads(s)
             except json.JSONDecodeError as e:
                 raise DataError(f"{where}: not valid JSON (column {e.colno}): {e.msg}") from None
+            except RecursionError:  # Python's parser recurses per level of nesting
+                raise DataError(f"{where}: JSON nested too deeply to read") from None
             if not isinstance(obj, dict):
                 raise DataError(f"{where}: a JSONL line must be an object with a {field!r} field, got {type(obj).__name__}")
             if field not in obj:
@@ -267,7 +269,8 @@ def _jsonl_docs(reader: _Reader, errors: str, field: str) -> Iterator[tuple[str,
                 raise DataError(f"{where}: no field {field!r} (fields: {keys or 'none'}); pick one with --text-field")
             text = obj[field]
             if not isinstance(text, str):
-                raise DataError(f"{where}: field {field!r} is {type(text).__name__}, not a string")
+                kind = "null" if text is None else type(text).__name__
+                raise DataError(f"{where}: field {field!r} is {kind}, not a string")
             yield where, text
         if not data:
             return
