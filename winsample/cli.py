@@ -123,9 +123,10 @@ def main():
 @click.option("--address", default=None, help="--engine ray: cluster to join (auto, ray://host:10001) [default: start a local one].")
 @click.option("--shard-size", default=None, help="--engine ray: input bytes per task, e.g. 256MB, 64KB [default: 256MB].")
 @click.option("--merge", is_flag=True, help="--engine ray: concatenate the shards into train.bin / val.bin.")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run from OUT_DIR/.partial (same inputs and options); same bytes as a clean run.")
 @quiet_option
 @json_option
-def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, fmt, no_eot, dtype, errors, engine, address, shard_size, merge, quiet, as_json):
+def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, fmt, no_eot, dtype, errors, engine, address, shard_size, merge, resume, quiet, as_json):
     """Encode text files, folders or - (stdin) into OUT_DIR/train.bin, val.bin and meta.json.
 
     \b
@@ -155,13 +156,15 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
     if engine == "ray":
         from .engine_ray import DEFAULT_SHARD_BYTES, encode_ray
 
+        if resume:
+            raise click.UsageError("--resume applies to --engine local; --engine ray always reuses finished shards")
         run = lambda: encode_ray(list(inputs), out_dir, address=address, merge=merge,  # noqa: E731
                                  shard_size=shard_size or DEFAULT_SHARD_BYTES, **kwargs)
     else:
         given = [n for n, v in (("--address", address), ("--shard-size", shard_size), ("--merge", merge)) if v]
         if given:
             raise click.UsageError(f"{', '.join(given)} only apply to --engine ray")
-        run = lambda: encode_corpus(list(inputs), out_dir, **kwargs)  # noqa: E731
+        run = lambda: encode_corpus(list(inputs), out_dir, resume_partial=resume, **kwargs)  # noqa: E731
     try:
         summary = run()
     finally:
@@ -171,6 +174,11 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
         extra += f", {summary['skipped_empty']} empty skipped"
     if summary["replaced_characters"]:
         extra += f", {summary['replaced_characters']} invalid UTF-8 sequences replaced"
+    resumed = summary.get("resumed")
+    if resumed and resumed.get("discarded"):
+        extra += f", nothing resumed ({resumed['discarded']})"
+    elif resumed:
+        extra += f", resumed after {resumed['inputs']} input(s) ({resumed['tokens']:,} tokens reused)"
     if summary["unsplittable_runs"]:
         extra += f", {summary['unsplittable_runs']} long run(s) without a safe cut encoded whole"
     say(

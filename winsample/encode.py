@@ -22,9 +22,11 @@ Split rules:
 
 from __future__ import annotations
 
+import errno
 import math
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import threading
 import time
@@ -37,9 +39,9 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from . import __version__, formats, tokenizer
+from . import __version__, formats, resume, tokenizer
 from .chunking import TextChunker
-from .errors import ConfigError, DataError, InputError
+from .errors import ConfigError, DataError, InputError, Interrupted
 from .sources import iter_documents, replaced_count, resolve_inputs
 
 SPLIT_METHODS = ("doc", "tail")
@@ -120,7 +122,8 @@ class _SplitWriter:
         self.dtype = dtype
         self.item = np.dtype(dtype).itemsize
         self.path = stage / formats.bin_name(name)
-        self.f = open(self.path, "wb", buffering=8 << 20)
+        # "ab": the work folder is empty on a fresh run; on --resume, reopen() cuts the file back.
+        self.f = open(self.path, "ab", buffering=8 << 20)
         self.hasher = formats.new_hasher()
         self.tokens_flushed = 0
         self._pending: list[np.ndarray] = []
@@ -128,8 +131,9 @@ class _SplitWriter:
         self.max_token = -1
         self.documents = 0
         self.starts_path = stage / f"{name}.starts.raw"
-        self._starts_f = open(self.starts_path, "wb")
+        self._starts_f = open(self.starts_path, "ab")
         self._starts = array("q")
+        self.starts_hasher = formats.new_hasher()  # for --resume checkpoints
         # --split tail: (byte position, hasher copy, max so far) every SNAPSHOT_BYTES, so the
         # train checksum at the cut needs at most SNAPSHOT_BYTES read back.
         self.tail_fraction = tail_fraction
@@ -139,8 +143,14 @@ class _SplitWriter:
         self._starts.append(self.tokens)
         self.documents += 1
         if len(self._starts) >= 1 << 16:
-            self._starts.tofile(self._starts_f)
-            del self._starts[:]
+            self._flush_starts()
+
+    def _flush_starts(self) -> None:
+        data = self._starts.tobytes()
+        with _named(self.starts_path):
+            self._starts_f.write(data)
+        self.starts_hasher.update(data)
+        del self._starts[:]
 
     def write(self, ids: np.ndarray, max_id: int | None = None) -> None:
         """Append ``ids`` (already ``dtype``); ``max_id`` is their max if the caller knows it."""
@@ -159,7 +169,8 @@ class _SplitWriter:
         if not self._pending:
             return
         buf = self._pending[0].data if len(self._pending) == 1 else b"".join(p.data for p in self._pending)
-        self.f.write(buf)
+        with _named(self.path):
+            self.f.write(buf)
         self.hasher.update(buf)
         self.tokens_flushed += self._pending_bytes // self.item
         self._pending, self._pending_bytes = [], 0
@@ -177,11 +188,85 @@ class _SplitWriter:
         return self.tokens_flushed + self._pending_bytes // self.item
 
     def close(self) -> None:
+        try:
+            self._flush()
+            self._flush_starts()
+        finally:
+            with _named(self.path):
+                self.f.close()
+            with _named(self.starts_path):
+                self._starts_f.close()
+
+    # --- checkpoints (--resume) ---
+
+    def checkpoint(self) -> dict:
+        """Flush and fsync everything written; the state ``reopen`` needs to continue from here."""
         self._flush()
+        self._flush_starts()
+        for f, path in ((self.f, self.path), (self._starts_f, self.starts_path)):
+            with _named(path):
+                f.flush()
+                os.fsync(f.fileno())
+        return {
+            "bytes": self.tokens_flushed * self.item,
+            "checksum": formats.format_checksum(self.hasher),
+            "documents": self.documents,
+            "starts_checksum": formats.format_checksum(self.starts_hasher),
+            "max_token": self.max_token,
+        }
+
+    def reopen(self, state: dict) -> None:
+        """Continue a checkpointed file: cut it back to ``state`` and re-hash what stays.
+
+        ``resume.Stale`` if a file is shorter than the checkpoint or its bytes differ.
+        """
         self.f.close()
-        self._starts.tofile(self._starts_f)
-        del self._starts[:]
         self._starts_f.close()
+        n, docs = state["bytes"], state["documents"]
+        self.f, self.hasher, snaps = _reopen(self.path, n, self.dtype if self.snapshots is not None else None)
+        self._starts_f, self.starts_hasher, _ = _reopen(self.starts_path, docs * 8, None)
+        if formats.format_checksum(self.hasher) != state["checksum"]:
+            raise resume.Stale(f"{self.path}: bytes differ from the checkpoint")
+        if formats.format_checksum(self.starts_hasher) != state["starts_checksum"]:
+            raise resume.Stale(f"{self.starts_path}: bytes differ from the checkpoint")
+        self.tokens_flushed = n // self.item
+        self.documents = docs
+        self.max_token = state["max_token"]
+        if self.snapshots is not None:
+            # Any snapshot at or before the cut gives the same train checksum; keep the pruning rule.
+            self.snapshots = snaps
+            lowest_cut = (self.tokens_flushed - math.floor(self.tokens_flushed * self.tail_fraction)) * self.item
+            while len(self.snapshots) > 1 and self.snapshots[1][0] <= lowest_cut:
+                self.snapshots.pop(0)
+
+
+def _reopen(path: Path, nbytes: int, dtype: str | None):
+    """Open ``path`` for appending after its first ``nbytes`` (the rest is cut off); return the
+    file, the hasher of those bytes and, given the token ``dtype`` (``--split tail``),
+    (position, hasher, max id so far) snapshots every SNAPSHOT_BYTES."""
+    try:
+        f = open(path, "r+b", buffering=8 << 20)
+    except OSError as e:
+        raise resume.Stale(f"{path}: {e.strerror}") from None
+    if os.fstat(f.fileno()).st_size < nbytes:
+        f.close()
+        raise resume.Stale(f"{path}: shorter than the checkpoint")
+    f.truncate(nbytes)
+    h = formats.new_hasher()
+    snaps = [(0, formats.new_hasher(), -1)] if dtype else None
+    pos, mx = 0, -1
+    while pos < nbytes:
+        data = f.read(min(formats.CHUNK_BYTES, nbytes - pos, SNAPSHOT_BYTES - pos % SNAPSHOT_BYTES))
+        if not data:
+            break
+        h.update(data)
+        pos += len(data)
+        if dtype:
+            mx = max(mx, int(np.frombuffer(data, dtype=dtype).max()))
+            if pos % SNAPSHOT_BYTES == 0:
+                snaps.append((pos, h.copy(), mx))
+    f.seek(nbytes)
+    return f, h, snaps
 
 
 class _Holder:
@@ -199,10 +284,11 @@ class _Holder:
         self.parts.append((ids, max_id))
         self.nbytes += ids.nbytes
         if self.nbytes > HOLD_BYTES:
-            if self.spill is None:
-                self.spill = open(self.path, "w+b")
-            for p, _ in self.parts:
-                self.spill.write(p.data)
+            with _named(self.path):
+                if self.spill is None:
+                    self.spill = open(self.path, "w+b")
+                for p, _ in self.parts:
+                    self.spill.write(p.data)
             self.spilled += self.nbytes
             self.parts, self.nbytes = [], 0
 
@@ -231,6 +317,33 @@ class _Holder:
 
 
 # --- the run ------------------------------------------------------------------------------
+
+# A write that failed because the disk (or a limit) is full: the words for the message.
+_NO_ROOM = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EFBIG: "file too large (a file-size limit was reached)",
+    errno.EDQUOT: "disk quota exceeded",
+}
+
+
+@contextmanager
+def _named(path: Path):
+    """Give an OSError raised while writing ``path`` that file's name (f.write errors carry none)."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None:
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+        raise
+
+
+def _write_error(out_dir: Path, e: OSError) -> InputError:
+    """One line for a failed write: what ran out and in which file, and what to do."""
+    what = _NO_ROOM.get(e.errno, e.strerror or str(e))
+    name = f" while writing {Path(e.filename).name}" if e.filename else ""
+    hint = "; free some space (or pick another -o) and run again" if e.errno in _NO_ROOM else ""
+    return InputError(f"{out_dir}: {what}{name}{hint}")
+
 
 
 @contextmanager
@@ -289,6 +402,7 @@ def encode_corpus(
     dtype: str | None = None,
     errors: str = "strict",
     progress: ProgressFn | None = None,
+    resume_partial: bool = False,
 ) -> dict:
     """Encode ``inputs`` (paths, folders, ``-``) into OUT_DIR as one atomic set; return the summary.
 
@@ -298,6 +412,12 @@ def encode_corpus(
     tokens written; the first call carries ``total`` (input bytes, None if unknown).
     Raises DataError (bad data), InputError / ConfigError (cannot do the job); on any error
     or interrupt OUT_DIR keeps its previous set and no temp file.
+
+    Outputs grow in ``OUT_DIR/.partial/`` with a checkpoint at the end of an input file at most
+    every ``resume.CHECKPOINT_SECONDS``. After an interrupt (signal, kill, power loss) the partial
+    is kept; ``resume_partial=True`` continues from its checkpoint when the inputs and options
+    still match (else starts over) and gives the same bytes as an uninterrupted run. A run
+    without it, an error the run detects, and success all remove the partial.
     """
     t0 = time.perf_counter()
     if split not in SPLIT_METHODS:
@@ -328,13 +448,20 @@ def encode_corpus(
         split=split, fraction=val_fraction, seed=seed, eot=eot, dtype=dtype, errors=errors,
         text_field=text_field, eot_id=tokenizer.eot_token(enc),
     )
+    if resume_partial and not resume.resumable(sources):
+        raise ConfigError("--resume cannot continue reading stdin (-): encode a file instead")
+    # Everything that changes the output bytes: a checkpoint made with other values is not reused.
+    params = dict(opts, format=fmt, tokenizer=describe, winsample_version=__version__)
     # The pool starts before the lock and the staging files exist, so forked workers hold neither.
     pool = _make_pool(workers, (encoding, tokenizer_file, pattern, dtype)) if workers > 1 else None
     try:
         with _locked(out_dir):
             stage = formats.staging_dir(out_dir)
+            work = formats.partial_dir(out_dir)
+            keep = False
             try:
-                result = _run(sources, stage, enc, opts, pool, workers, progress)
+                start = _open_partial(work, params, sources, resume_partial)
+                result = _run(sources, work, enc, opts, pool, workers, progress, start, params)
                 meta = _meta(sources, describe, opts, result)
                 names = []
                 for s in formats.SPLITS:
@@ -343,14 +470,30 @@ def encode_corpus(
                     if size != w.tokens * w.item:
                         raise DataError(f"{w.path}: wrote {size} bytes, expected {w.tokens} tokens × {w.item}")
                     names += [formats.bin_name(s), formats.doc_index_name(s)]
-                formats.write_meta(stage / formats.META_JSON, meta)
+                for name in names:
+                    os.replace(work / name, stage / name)
+                with _named(stage / formats.META_JSON):
+                    formats.write_meta(stage / formats.META_JSON, meta)
                 formats.commit_staged(stage, out_dir, names + [formats.META_JSON])
+            except (KeyboardInterrupt, Interrupted) as e:
+                # Interrupted from outside: a checkpoint is work --resume can reuse.
+                keep = (work / formats.PARTIAL_JOURNAL).exists()
+                formats.recover(out_dir)  # no COMMIT mark yet: drops the staging folder
+                if not keep:
+                    raise
+                signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+                kept = Interrupted(signum)
+                kept.args = (f"{kept}; the work done so far is kept in {work}: rerun with --resume to continue",)
+                raise kept from None
             except OSError as e:
                 formats.recover(out_dir)
-                raise InputError(f"{out_dir}: cannot write: {e.strerror or e}") from None
+                raise _write_error(out_dir, e) from None
             except BaseException:
-                formats.recover(out_dir)  # no COMMIT mark yet: drops the staging folder
+                formats.recover(out_dir)
                 raise
+            finally:
+                if not keep:
+                    shutil.rmtree(work, ignore_errors=True)
     finally:
         if pool is not None:
             pool.terminate()
@@ -367,6 +510,7 @@ def encode_corpus(
         "skipped_empty": st["documents_skipped_empty"],
         "replaced_characters": st["replaced_characters"],
         "unsplittable_runs": st["unsplittable_runs"],
+        "resumed": result["resumed"],
         "encoding": tok_name,
         "dtype": dtype,
         "workers": workers,
@@ -376,23 +520,85 @@ def encode_corpus(
     }
 
 
-def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress) -> dict:
-    """Read, encode and write everything into ``stage``; return writers and stats."""
+def _open_partial(work: Path, params: dict, sources, want: bool) -> dict:
+    """{"journal": the checkpoint to continue from, or None, "note": why none was used}.
+
+    Without a usable checkpoint ``work`` is made empty (a plain run always starts over).
+    """
+    note = None
+    if want:
+        try:
+            return {"journal": resume.read_journal(work, params, sources), "note": None}
+        except resume.Stale as e:
+            note = str(e)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    return {"journal": None, "note": note}
+
+
+def _new_writers(stage: Path, opts: dict) -> dict:
+    if opts["split"] == "tail":
+        return {"all": _SplitWriter(stage, "all", opts["dtype"], tail_fraction=opts["fraction"])}
+    return {s: _SplitWriter(stage, s, opts["dtype"]) for s in formats.SPLITS}
+
+
+def _resume_writers(stage: Path, opts: dict, start: dict) -> tuple[dict, dict, dict]:
+    """(writers, stats, summary of what was reused): continued from ``start``'s checkpoint when
+    its files hold exactly the checkpointed bytes, else new and empty (the folder cleared)."""
+    stats = {"documents": 0, "documents_skipped_empty": 0, "unsplittable_runs": 0, "replaced_characters": 0}
+    writers = _new_writers(stage, opts)
+    j, note = start["journal"], start["note"]
+    if j is not None:
+        try:
+            if set(j["writers"]) != set(writers):
+                raise resume.Stale("the checkpoint's files do not match the split method")
+            for name, w in writers.items():
+                w.reopen(j["writers"][name])
+            done = len(j["inputs"])
+            return writers, dict(stats, **j["stats"]), {
+                "inputs": done, "input_bytes": sum(r["bytes"] for r in j["inputs"]),
+                "tokens": sum(w.tokens for w in writers.values()),
+            }
+        except (resume.Stale, KeyError, TypeError) as e:
+            note = str(e) if isinstance(e, resume.Stale) else f"malformed checkpoint ({e})"
+            for w in writers.values():
+                w.close()
+            shutil.rmtree(stage, ignore_errors=True)
+            stage.mkdir()
+            writers = _new_writers(stage, opts)
+    return writers, stats, ({"inputs": 0, "discarded": note} if note else None)
+
+
+def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, start=None, params=None) -> dict:
+    """Read, encode and write everything into ``stage``; return writers and stats.
+
+    ``start`` (from ``_open_partial``) may hold a checkpoint to continue from; checkpoints
+    are written with ``params`` when every input is a file.
+    """
     dtype = opts["dtype"]
     tail = opts["split"] == "tail"
+    start = start or {"journal": None, "note": None}
+    writers, stats, resumed = _resume_writers(stage, opts, start)
+    first = resumed["inputs"] if resumed else 0
     if progress:
         total = None if any(s.size is None or s.gz or s.kind == "parquet" for s in sources) else sum(s.size for s in sources)
         progress(0, 0, total)
+        if first:
+            progress(resumed["input_bytes"], resumed["tokens"])
     read_cb = (lambda n: progress(n, 0)) if progress else None
 
-    if tail:
-        writers = {"all": _SplitWriter(stage, "all", dtype, tail_fraction=opts["fraction"])}
-    else:
-        writers = {s: _SplitWriter(stage, s, dtype) for s in formats.SPLITS}
     holder = _Holder(stage, dtype)
     eot_ids = np.array([opts["eot_id"]], dtype=dtype) if opts["eot"] else None
-    stats = {"documents": 0, "documents_skipped_empty": 0, "unsplittable_runs": 0}
-    replaced_before = replaced_count()
+    checkpoints = params is not None and resume.resumable(sources)
+    last_checkpoint = [time.monotonic()]
+
+    def checkpoint(done: int, snap: dict) -> None:
+        if not checkpoints or time.monotonic() - last_checkpoint[0] < resume.CHECKPOINT_SECONDS:
+            return
+        states = {name: w.checkpoint() for name, w in writers.items()}
+        with _named(stage / formats.PARTIAL_JOURNAL):
+            resume.write_journal(stage, params, sources, done, states, snap)
+        last_checkpoint[0] = time.monotonic()
 
     # Consumer state: the document whose ids are arriving.
     cur = {"writer": None}
@@ -414,6 +620,8 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress) ->
                     cur["writer"].write(piece, m)
                 else:
                     holder.add(piece, m)
+            elif item[0] == "source":  # ("source", i, stats): input i is complete
+                checkpoint(item[1] + 1, item[2])
             else:  # ("end", dest): the document is complete
                 dest = item[1]
                 if dest == "skip":
@@ -433,7 +641,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress) ->
     inflight: deque = deque()
     limit = max(1, INFLIGHT_PER_WORKER * workers)
     try:
-        for items, texts, where in _batches(sources, opts, stats, read_cb):
+        for items, texts, where in _batches(sources, opts, stats, read_cb, first):
             if pool is None:
                 consume(items, *_encode_texts(enc, dtype, texts, where))
                 continue
@@ -449,7 +657,6 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress) ->
         for w in writers.values():
             w.close()
 
-    stats["replaced_characters"] = replaced_count() - replaced_before
     frac = opts["fraction"]
     if tail:
         out = _finish_tail(stage, writers["all"], frac, dtype)
@@ -470,15 +677,16 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress) ->
         raise ConfigError(f"the split leaves train empty ({kept} document(s), --val-fraction {frac}): {hint}")
     if frac > 0 and val.tokens == 0:
         raise ConfigError(f"the split leaves val empty ({kept} document(s), --val-fraction {frac}): {hint}, or --val-fraction 0")
-    return {"writers": out, "stats": stats}
+    return {"writers": out, "stats": stats, "resumed": resumed}
 
 
-def _batches(sources, opts: dict, stats: dict, read_cb):
+def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0):
     """Yield (items, texts, where) batches of about TASK_CHARS chars, documents in order.
 
     ``items`` describes the batch in order: None / a split name for each text piece (the name
     when the document's split is already known), ``("end", split or "skip")`` at each
-    document's end.
+    document's end, ``("source", i, stats so far)`` when input ``i`` is read to its end.
+    Reading starts at input ``first``; ``stats`` counts on from what it holds.
     """
     tail = opts["split"] == "tail"
     threshold = int(opts["fraction"] * 2**64)  # doc split: hash < threshold → val
@@ -489,7 +697,12 @@ def _batches(sources, opts: dict, stats: dict, read_cb):
     texts: list[str] = []
     size = 0
     where0 = None
-    for where, doc in iter_documents(sources, text_field=opts["text_field"], errors=opts["errors"], progress=read_cb):
+    replaced_base, replaced_before = stats["replaced_characters"], replaced_count()
+    for where, doc in _documents(sources, first, opts, read_cb):
+        if where is None:  # input number `doc` is read to its end
+            stats["replaced_characters"] = replaced_base + replaced_count() - replaced_before
+            items.append(("source", doc, dict(stats)))
+            continue
         stats["documents"] += 1
         if where0 is None:
             where0 = where
@@ -540,6 +753,13 @@ def _batches(sources, opts: dict, stats: dict, read_cb):
         yield items, texts, where0 or ""
 
 
+def _documents(sources, first: int, opts: dict, read_cb):
+    """``iter_documents`` over ``sources[first:]``, with ``(None, i)`` after input i's last document."""
+    for i in range(first, len(sources)):
+        yield from iter_documents([sources[i]], text_field=opts["text_field"], errors=opts["errors"], progress=read_cb)
+        yield None, i
+
+
 def _starts_chunks(raw: Path, lo: int = 0, hi: int | None = None, shift: int = 0, step: int = 1 << 20):
     """Doc start offsets ``lo:hi`` of a raw int64 file, minus ``shift``, in bounded pieces."""
     n = raw.stat().st_size // 8
@@ -551,7 +771,8 @@ def _starts_chunks(raw: Path, lo: int = 0, hi: int | None = None, shift: int = 0
 
 
 def _write_index(stage: Path, raw: Path, path: Path, count: int, **kw) -> None:
-    formats.write_doc_index_stream(path, count, _starts_chunks(raw, **kw))
+    with _named(path):
+        formats.write_doc_index_stream(path, count, _starts_chunks(raw, **kw))
 
 
 class _Done:
@@ -571,7 +792,7 @@ def _finish_tail(stage: Path, w: _SplitWriter, fraction: float, dtype: str) -> d
     # val.bin: copy the tail, hashing as it is written.
     val_path = stage / formats.bin_name("val")
     vh, vmax = formats.new_hasher(), -1
-    with open(all_path, "rb") as src, open(val_path, "wb") as dst:
+    with _named(val_path), open(all_path, "rb") as src, open(val_path, "wb") as dst:
         src.seek(cut * item)
         while data := src.read(formats.CHUNK_BYTES):
             dst.write(data)
@@ -602,7 +823,8 @@ def _finish_tail(stage: Path, w: _SplitWriter, fraction: float, dtype: str) -> d
     chunks = _starts_chunks(w.starts_path, lo=k, shift=cut)
     if mid_doc:
         chunks = _prepend(np.zeros(1, "<i8"), chunks)
-    formats.write_doc_index_stream(stage / formats.doc_index_name("val"), vcount, chunks)
+    with _named(stage / formats.doc_index_name("val")):
+        formats.write_doc_index_stream(stage / formats.doc_index_name("val"), vcount, chunks)
     return {
         "train": _Done(train_path, item, cut, k, formats.format_checksum(th), tmax, dtype),
         "val": _Done(val_path, item, n - cut, vcount, formats.format_checksum(vh), vmax, dtype),

@@ -11,7 +11,9 @@ A data folder written by ``winsample encode``::
     ├── train.docs.npy   int64 [D]: token offset where each train document starts (first is 0)
     ├── val.docs.npy     int64 [D]: the same for val
     ├── meta.json        written last; describes the files above (schema below)
-    └── .winsample.lock  held (flock) while a run writes here; holds the writer's pid
+    ├── .winsample.lock  held (flock) while a run writes here; holds the writer's pid
+    └── .partial/        only while a run works, or after one was interrupted: its growing
+                         outputs and ``journal.json`` (checkpoints ``encode --resume`` trusts)
 
 A token file (``*.bin``) is N ids back to back, little-endian, no header, no padding::
 
@@ -355,6 +357,58 @@ def write_json_atomic(path: str | Path, obj: Any) -> None:
 
 STAGING_DIR = ".winsample-staging"
 _COMMIT_MARK = "COMMIT"
+PARTIAL_DIR = ".partial"  # encode's work folder; kept after an interrupt for --resume
+PARTIAL_JOURNAL = "journal.json"  # in PARTIAL_DIR: the last checkpoint (see resume.py)
+
+
+def partial_dir(out_dir: str | Path) -> Path:
+    """Where ``encode`` grows its outputs before they are staged (``OUT_DIR/.partial``)."""
+    return Path(out_dir) / PARTIAL_DIR
+
+
+def plan_staging_dir(plan_path: str | Path) -> Path:
+    """A fresh, empty folder beside ``plan_path`` to write one ``windows`` run's files into.
+
+    Named after the plan (``.PLAN.npy.winsample-staging``), so runs writing different plans
+    into one folder do not share it; what an interrupted run left there is finished or
+    discarded first (``recover_plan``).
+    """
+    recover_plan(plan_path)
+    stage = _plan_stage(plan_path)
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    return stage
+
+
+def _plan_stage(plan_path: str | Path) -> Path:
+    p = Path(plan_path)
+    return p.parent / f".{p.name}{STAGING_DIR}"
+
+
+def recover_plan(plan_path: str | Path) -> str | None:
+    """``recover`` for the files of one plan: roll a committed stage forward or drop it,
+    and remove stale ``*.tmp`` files of the plan's own names (all scales and shards)."""
+    p = Path(plan_path)
+    stage = _plan_stage(p)
+    result = None
+    if stage.is_dir():
+        mark = stage / _COMMIT_MARK
+        if mark.exists():
+            _roll_forward(stage, p.parent, json.loads(mark.read_text()))
+            result = "rolled forward"
+        else:
+            shutil.rmtree(stage, ignore_errors=True)
+            result = "cleaned"
+    stem = p.name[:-4] if p.name.endswith(".npy") else p.name
+    if p.parent.is_dir():
+        for tmp in p.parent.glob(f"{glob_escape(stem)}.*.tmp"):
+            tmp.unlink(missing_ok=True)
+    return result
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob's special characters quoted."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
 def staging_dir(out_dir: str | Path) -> Path:

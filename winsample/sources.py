@@ -18,6 +18,7 @@ import codecs
 import gzip
 import json
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -55,9 +56,12 @@ class Source:
     kind: str  # "text" | "jsonl" | "parquet"
     gz: bool
     size: int | None  # bytes on disk; None for stdin until read
+    mtime_ns: int | None = None  # modification time when found (then when opened); None for stdin
 
     def meta(self) -> dict:
-        return {"path": self.label, "bytes": self.size or 0}
+        # A name that is not UTF-8 (surrogate-escaped by Python) shows its bytes as \xNN.
+        label = self.label.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return {"path": label, "bytes": self.size or 0}
 
 
 def _kind_of(name: str, fmt: str) -> tuple[str, bool]:
@@ -101,15 +105,25 @@ def resolve_inputs(args: list[str], fmt: str = "auto") -> list[Source]:
                 )
             for f in sorted(found):
                 kind, gz = _kind_of(f.name, fmt)
-                out.append(Source(str(f), f, kind, gz, f.stat().st_size))
+                out.append(_source(str(f), f, kind, gz))
         elif p.exists():
             if not p.is_file():
                 raise InputError(f"{arg}: not a regular file or folder")
             kind, gz = _kind_of(p.name, fmt)
-            out.append(Source(arg, p, kind, gz, p.stat().st_size))
+            out.append(_source(arg, p, kind, gz))
         else:
             raise InputError(f"{arg}: no such file or folder")
     return out
+
+
+def _source(label: str, path: Path, kind: str, gz: bool) -> Source:
+    try:
+        st = path.stat()
+    except OSError as e:  # a dangling symlink or symlink loop found in a folder, a file removed meanwhile
+        raise InputError(f"{label}: cannot read: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end: refused, not read
+        raise InputError(f"{label}: not a regular file (a FIFO, socket or device); encode a regular file or pipe it to -")
+    return Source(label, path, kind, gz, st.st_size, st.st_mtime_ns)
 
 
 class _Reader:
@@ -126,6 +140,8 @@ class _Reader:
         except OSError as e:
             raise InputError(f"{src.label}: cannot read: {e.strerror}") from None
         self.stat = None if src.path is None else os.fstat(self.raw.fileno())
+        if self.stat is not None:
+            src.mtime_ns = self.stat.st_mtime_ns
         self.stream = gzip.GzipFile(fileobj=self.raw, mode="rb") if src.gz else self.raw
 
     def read(self, n: int = READ_BYTES) -> bytes:
@@ -244,6 +260,8 @@ def _jsonl_docs(reader: _Reader, errors: str, field: str) -> Iterator[tuple[str,
                 obj = json.loads(s)
             except json.JSONDecodeError as e:
                 raise DataError(f"{where}: not valid JSON (column {e.colno}): {e.msg}") from None
+            except RecursionError:  # Python's parser recurses per level of nesting
+                raise DataError(f"{where}: JSON nested too deeply to read") from None
             if not isinstance(obj, dict):
                 raise DataError(f"{where}: a JSONL line must be an object with a {field!r} field, got {type(obj).__name__}")
             if field not in obj:
@@ -251,7 +269,8 @@ def _jsonl_docs(reader: _Reader, errors: str, field: str) -> Iterator[tuple[str,
                 raise DataError(f"{where}: no field {field!r} (fields: {keys or 'none'}); pick one with --text-field")
             text = obj[field]
             if not isinstance(text, str):
-                raise DataError(f"{where}: field {field!r} is {type(text).__name__}, not a string")
+                kind = "null" if text is None else type(text).__name__
+                raise DataError(f"{where}: field {field!r} is {kind}, not a string")
             yield where, text
         if not data:
             return

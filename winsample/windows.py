@@ -553,6 +553,23 @@ def run(bin_path, out: str, o: Options, meta_path=None, stream=None, progress=No
                 _check_writable(p)
     plans = build_plans(bin_path, o, meta_path, progress)
     summaries = []
+    # .npy plans: every file of this run is written into a staging folder beside the plan and
+    # moved into place as one set (sidecars last), so a crash leaves the old set or the new one.
+    stage = formats.plan_staging_dir(out) if o.format == "npy" else None
+    names: list[str] = []
+    try:
+        _write_plans(plans, out, o, multi, stream, stage, names, summaries)
+        if stage is not None:
+            names.sort(key=lambda n: n.endswith(".json"))  # sidecars last: a plan is current only with its sidecar
+            formats.commit_staged(stage, Path(out).parent, names)
+    except BaseException:
+        if stage is not None:
+            formats.recover_plan(out)  # no COMMIT mark yet: drops the staging folder
+        raise
+    return summaries
+
+
+def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names: list, summaries: list) -> None:
     for plan in plans:
         rows, params, stats, src = plan["rows"], plan["params"], plan["stats"], plan["src"]
         summary = {"windows": stats["windows"], "span": params["span"], "coverage": stats["coverage"],
@@ -581,14 +598,15 @@ def run(bin_path, out: str, o: Options, meta_path=None, stream=None, progress=No
                 side["tokenizer"] = src.tokenizer
             if o.materialize:
                 mp = formats.materialized_path(p)
-                materialize(mp, part, plan["tokens"], params["span"], pad_id, src.dtype)
+                materialize(stage / mp.name, part, plan["tokens"], params["span"], pad_id, src.dtype)
                 side["materialized"] = {"file": mp.name, "shape": [int(len(part)), params["span"]],
                                         "dtype": src.dtype, "pad_id": int(pad_id)}
                 summary["files"].append(str(mp))
-            formats.write_plan(p, part, side)
+                names.append(mp.name)
+            formats.write_plan(stage / p.name, part, side)
+            names += [p.name, formats.plan_sidecar(p).name]
             summary["files"].append(str(p))
         summaries.append(summary)
-    return summaries
 
 
 def _write_text(out: str, rows: np.ndarray, o: Options, plan: dict, stream) -> None:
