@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -71,38 +72,40 @@ def _pack(b: bytes) -> int:
     return int.from_bytes(b[-3:], "big")
 
 
+def _token_bytes(enc, n: int) -> list[bytes]:
+    """Bytes of ids 0..n-1 (b"" for ids unused by the vocabulary), in one tiktoken call if possible."""
+    try:
+        return enc.decode_tokens_bytes(list(range(n)))
+    except KeyError:  # some vocabularies have holes: fall back to one id at a time
+        out = []
+        for i in range(n):
+            try:
+                out.append(enc.decode_single_token_bytes(i))
+            except KeyError:
+                out.append(b"")
+        return out
+
+
 @functools.lru_cache(maxsize=4)
 def _tables_for(key, enc) -> Tables:
     n = enc.n_vocab + 1  # the last row is a sentinel: 'no token', zero bytes
-    last3 = np.zeros(n, np.int64)
-    len3 = np.zeros(n, np.int64)
-    core3 = np.zeros(n, np.int64)
-    corelen3 = np.zeros(n, np.int64)
-    ws_start = np.zeros(n, bool)
-    ws_end_core = np.zeros(n, bool)
-    para, sent, nl, dbl = [], [], [], []
+    toks = _token_bytes(enc, n - 1) + [b""]
+    wsb = bytes(WS)
+    cores = [b.rstrip(wsb) for b in toks]
+    # list comprehensions + one array each: ~10x faster than filling arrays id by id
+    last3 = np.array([_pack(b) for b in toks], np.int64)
+    len3 = np.minimum(np.array([len(b) for b in toks], np.int64), 3)
+    core3 = np.array([_pack(c) for c in cores], np.int64)
+    corelens = np.array([len(c) for c in cores], np.int64)
+    corelen3 = np.minimum(corelens, 3)
+    lens = np.array([len(b) for b in toks], np.int64)
+    ws_start = np.array([bool(b) and b[0] in WS for b in toks], bool)
+    ws_end_core = (corelens > 0) & (corelens < lens)
     enders = ASCII_TERMINALS | {c[-1] for c in CJK_TERMINALS}
-    for i in range(n - 1):
-        try:
-            b = enc.decode_single_token_bytes(i)
-        except KeyError:  # unused id in some vocabularies
-            continue
-        if not b:
-            continue
-        core = b.rstrip(bytes(WS))
-        last3[i], len3[i] = _pack(b), min(len(b), 3)
-        core3[i], corelen3[i] = _pack(core), min(len(core), 3)
-        ws_start[i] = b[0] in WS
-        ws_end_core[i] = bool(core) and len(core) < len(b)
-        if b[-1] == 0x0A:
-            para.append(i)
-            sent.append(i)
-            if b == b"\n":
-                nl.append(i)
-            elif b.endswith(b"\n\n"):
-                dbl.append(i)
-        elif core and core[-1] in enders:
-            sent.append(i)
+    para = [i for i, b in enumerate(toks) if b[-1:] == b"\n"]
+    nl = [i for i in para if toks[i] == b"\n"]
+    dbl = [i for i in para if toks[i] != b"\n" and toks[i].endswith(b"\n\n")]
+    sent = sorted(para + [i for i, (b, c) in enumerate(zip(toks, cores)) if b[-1:] != b"\n" and c and c[-1] in enders])
     size = max(n, 1 << 16)
     para_mask = np.zeros(size, np.uint8)
     para_mask[para] = 1
@@ -140,6 +143,18 @@ def _candidates(chunk: np.ndarray, ids: np.ndarray, mask: np.ndarray) -> np.ndar
     return np.flatnonzero(np.take(mask, np.asarray(chunk), mode="clip"))
 
 
+_SUB = 1 << 18  # tokens per paragraph sub-block: its bool scratch (3 × 256 KB) stays in L2
+_scratch = threading.local()
+
+
+def _bools(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Three reusable bool buffers of at least ``m`` items for this thread (no page faults per chunk)."""
+    bufs = getattr(_scratch, "bufs", None)
+    if bufs is None or len(bufs[0]) < m:
+        bufs = _scratch.bufs = tuple(np.empty(max(m, _SUB), bool) for _ in range(3))
+    return bufs[0][:m], bufs[1][:m], bufs[2][:m]
+
+
 def _paragraph_edges(chunk: np.ndarray, t: Tables, prev: int | None) -> np.ndarray:
     """Sorted chunk positions i with a paragraph edge right after token i.
 
@@ -148,22 +163,77 @@ def _paragraph_edges(chunk: np.ndarray, t: Tables, prev: int | None) -> np.ndarr
     empty). So three id sets decide it, without the byte-level work sentences need; when they are
     few (GPT-2: 198 is ``\\n``, 628 is ``\\n\\n``) each id is one ``==`` pass, which streams
     several times faster than a table gather. ``prev`` is the token before the chunk, if any.
+    Works in cache-sized sub-blocks with per-thread scratch buffers.
     """
+    out = []
+    for lo in range(0, len(chunk), _SUB):
+        block = chunk[lo : lo + _SUB]
+        before = prev if lo == 0 else int(chunk[lo - 1])
+        out.append(_paragraph_block(block, t, before) + lo)
+    return np.concatenate(out) if len(out) > 1 else (out[0] if out else np.zeros(0, np.int64))
+
+
+def _paragraph_block(chunk: np.ndarray, t: Tables, prev: int | None) -> np.ndarray:
     m = len(chunk)
+    single, dbl, hit = _bools(m)
     if len(t.para_ids) <= _MAX_EQ_IDS:
-        single, dbl = _eq_any(chunk, t.nl_ids), _eq_any(chunk, t.dbl_ids)
-        ends = single | dbl
         rest = np.setdiff1d(t.para_ids, np.concatenate([t.nl_ids, t.dbl_ids]))
+        _eq_any_into(chunk, t.nl_ids, single)
+        _eq_any_into(chunk, t.dbl_ids, dbl)
+        # hit[i] = 'token i-1 ends with \\n' (single | dbl | rest), then & single[i]
+        np.logical_or(single[:-1], dbl[:-1], out=hit[1:])
         if len(rest):
-            ends |= _eq_any(chunk, rest)
+            hit[1:] |= _eq_any(chunk[:-1], rest)
     else:
         code = np.take(t.para_code, chunk, mode="clip")
-        single, dbl, ends = (code & 4).astype(bool), (code & 2).astype(bool), (code & 1).astype(bool)
-    hit = dbl
-    hit[1:] |= single[1:] & ends[:-1]
-    if m and prev is not None and prev in t.para_ids:
-        hit[0] |= single[0]
+        np.not_equal(code & 4, 0, out=single)
+        np.not_equal(code & 2, 0, out=dbl)
+        np.not_equal(code[:-1] & 1, 0, out=hit[1:])
+    if m:
+        hit[0] = prev is not None and prev in t.para_ids
+    hit &= single
+    hit |= dbl
     return np.flatnonzero(hit)
+
+
+def _eq_any_into(chunk: np.ndarray, ids: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out`` = mask of ``chunk`` ∈ ``ids`` (few ids), one ``==`` pass per id, no allocation."""
+    if len(ids) == 0:
+        out[:] = False
+        return out
+    np.equal(chunk, int(ids[0]), out=out)  # a Python int keeps the compare in uint16
+    for i in ids[1:]:
+        out |= chunk == int(i)
+    return out
+
+
+def iter_boundaries(tokens: np.ndarray, kind: str, enc, chunk_tokens: int = CHUNK_TOKENS, progress=None,
+                    threads: int | None = None):
+    """Yield ``(known, edges)`` in file order: ``edges`` (sorted int64) are the ``kind`` edges
+    ``b`` with ``prev_known < b <= known`` and ``b < N``; after a yield every edge ``<= known``
+    has been yielded. Streams ``tokens`` in ``chunk_tokens`` pieces (see ``find_boundaries``).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}")
+    t = token_tables(enc)
+    threads = threads or min(4, os.cpu_count() or 1)
+    pending = deque()
+    with ThreadPoolExecutor(threads) as pool:
+        for lo in range(0, len(tokens), chunk_tokens):
+            hi = min(lo + chunk_tokens, len(tokens))
+            pending.append((hi, pool.submit(_chunk_edges, tokens, lo, hi, kind, t)))
+            while len(pending) > 2 * threads:  # at most 2 × threads chunks in flight
+                yield _collect(pending.popleft(), progress)
+        while pending:
+            yield _collect(pending.popleft(), progress)
+
+
+def _collect(item, progress):
+    hi, fut = item
+    edges, m = fut.result()
+    if progress:
+        progress(m)
+    return hi, edges
 
 
 def find_boundaries(tokens: np.ndarray, kind: str, enc, chunk_tokens: int = CHUNK_TOKENS, progress=None,
@@ -174,26 +244,10 @@ def find_boundaries(tokens: np.ndarray, kind: str, enc, chunk_tokens: int = CHUN
     ``progress(ntokens)`` is called per chunk. DataError if an id is outside the vocabulary.
     Chunks are independent (each reads its own look-behind and look-ahead), so ``threads``
     (default: up to 4, the CPU count) work on them at once: numpy releases the GIL in its loops.
-    At most 2 × threads chunks are in flight, and results come back in order.
+    At most 2 × threads chunks are in flight, and results come back in order. Holds every edge
+    of the file: planners use ``iter_boundaries`` to stay in bounded memory.
     """
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}")
-    t = token_tables(enc)
-    threads = threads or min(4, os.cpu_count() or 1)
-    out, pending = [], deque()
-
-    def drain(limit):
-        while len(pending) > limit:
-            edges, m = pending.popleft().result()
-            out.append(edges)
-            if progress:
-                progress(m)
-
-    with ThreadPoolExecutor(threads) as pool:
-        for lo in range(0, len(tokens), chunk_tokens):
-            pending.append(pool.submit(_chunk_edges, tokens, lo, min(lo + chunk_tokens, len(tokens)), kind, t))
-            drain(2 * threads)
-        drain(0)
+    out = [e for _, e in iter_boundaries(tokens, kind, enc, chunk_tokens, progress, threads)]
     return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
 
 
