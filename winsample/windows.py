@@ -150,7 +150,7 @@ class SemanticPlanner:
     bounded by that, not by N; the plan rows (O(N / stride)) are the output.
     """
 
-    FLUSH_EDGES = 1 << 21  # edges held before planning: 16 MB of int64
+    FLUSH_EDGES = 1 << 18  # edges held before planning: 2 MB of int64, so searches stay in cache
     SCALAR_BELOW = 24  # documents still open after which a scalar step beats a numpy round
 
     def __init__(self, doc_starts, doc_ends, span: int, stride: int, offset: int = 0, short: str = "keep"):
@@ -263,44 +263,41 @@ class SemanticPlanner:
         span, stride = self.span, self.stride
         ds, de = self.ds[d0:d1], self.de[d0:d1]
         L = de - ds
-        big = np.iinfo(np.int64).max // 4
-        Pl = np.concatenate([[-1], P, [big]])  # sentinels: every search lands inside
-        docs = np.arange(d0, d1, dtype=np.int64)
+        Pl = np.concatenate([[-1], P, [np.iinfo(np.int64).max // 4]])  # sentinels: every search lands inside
         out_s, out_l, out_d = [], [], []
         active = np.flatnonzero(L > 0)
         small = L[active] <= span
         keep = active[small & ((L[active] == span) | (self.short == "keep"))]
-        out_s.append(ds[keep]); out_l.append(L[keep]); out_d.append(docs[keep])
+        out_s.append(ds[keep]); out_l.append(L[keep]); out_d.append(keep + d0)
         active = active[~small]
-        s = np.maximum(ds, Pl[np.searchsorted(Pl, self.first[d0:d1], "right") - 1])
-        pe = ds.copy()  # end of the previous window (nothing covered yet)
-        while len(active) > self.SCALAR_BELOW:
-            a = active
-            sa, pa, ea, da = s[a], pe[a], de[a], ds[a]
-            last = ea - sa <= span
-            out_s.append(sa[last]); out_l.append(ea[last] - sa[last]); out_d.append(docs[a[last]])
-            nl = ~last
-            a, sa, pa, ea, da = a[nl], sa[nl], pa[nl], ea[nl], da[nl]
-            lim = sa + span
+        # state of the open documents, compacted: start, previous end, doc end, doc number.
+        # pe starts at s: "e <= max(s, pe)" is then just "e <= pe" (later s <= pe: no gaps)
+        s = np.maximum(ds[active], Pl[np.searchsorted(Pl, self.first[d0:d1][active], "right") - 1])
+        pe, ea, dd = s.copy(), de[active], active + d0
+        while len(s) > self.SCALAR_BELOW:
+            last = ea - s <= span
+            if last.any():
+                out_s.append(s[last]); out_l.append(ea[last] - s[last]); out_d.append(dd[last])
+                go = ~last
+                s, pe, ea, dd = s[go], pe[go], ea[go], dd[go]
+            lim = s + span
             i1 = np.searchsorted(Pl, lim, "right")  # also the first index past e: e is lim or Pl[i1 - 1]
-            e = np.maximum(da, Pl[i1 - 1])
-            e = np.where((e <= sa) | (e <= pa), lim, e)
-            out_s.append(sa); out_l.append(e - sa); out_d.append(docs[a])
+            e = Pl[i1 - 1]  # an edge before the document is <= s <= pe: replaced by lim below
+            e = np.where(e <= pe, lim, e)
+            out_s.append(s); out_l.append(e - s); out_d.append(dd)
             t = e - (span - stride)
             b = np.minimum(ea, Pl[i1])
             i1 -= 1
-            i0 = np.searchsorted(Pl, np.maximum(sa + 1, b - span), "left")
-            has = i0 <= i1
+            i0 = np.searchsorted(Pl, np.maximum(s + 1, b - span), "left")
             j = np.searchsorted(Pl, t, "left")
             hi = np.maximum(i1, i0)
-            left = Pl[np.clip(j - 1, i0, hi)]
-            right = Pl[np.clip(j, i0, hi)]
+            left = Pl[np.minimum(np.maximum(j - 1, i0), hi)]
+            right = Pl[np.minimum(np.maximum(j, i0), hi)]
             pick = np.where(np.abs(right - t) < np.abs(left - t), right, left)
-            s[a] = np.where(has, pick, np.clip(t, sa + 1, e))
-            pe[a] = e
-            active = a
-        for i in active.tolist():  # the few long documents left: scalar steps, cheaper than rounds
-            self._scalar(P, d0 + i, int(s[i]), int(pe[i]), None)
+            s = np.where(i0 <= i1, pick, np.minimum(np.maximum(t, s + 1), e))
+            pe = e
+        for i in range(len(s)):  # the few long documents left: scalar steps, cheaper than rounds
+            self._scalar(P, int(dd[i]), int(s[i]), int(pe[i]), None)
             rs, rl, rd = self.out.pop()
             out_s.append(rs); out_l.append(rl); out_d.append(rd)
         starts = np.concatenate(out_s)
