@@ -16,7 +16,9 @@ Units: positions, starts and lengths are in tokens; ends are exclusive.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -183,29 +185,58 @@ def scan_file(
     hasher = formats.new_hasher()
     shingler = _Shingler(SHINGLE_K, shingle_bits) if shingle_bits is not None else None
     chunk_tokens = formats.CHUNK_BYTES // item
-    max_id = -1
+    ranges = _RangeScan(n_vocab, shingler)
+    # The checksum is sequential; the range figures and shingles are not tied to it. So one
+    # helper thread takes those, chunk by chunk in file order, while this thread hashes the same
+    # chunk: xxhash and numpy release the GIL, and each page is faulted in once, by whichever
+    # thread touches it first. At most _AHEAD chunks are queued (they are memmap views: no copies).
+    pending: deque = deque()
     try:
-        for lo, chunk in formats.iter_chunks(tokens, chunk_tokens):
-            hasher.update(chunk)
-            m = int(chunk.max())
-            if m >= n_vocab:  # rare: only then pay for the mask
-                bad = chunk >= n_vocab
-                if scan.first_bad is None:
-                    i = int(np.argmax(bad))
-                    scan.first_bad, scan.first_bad_id = lo + i, int(chunk[i])
-                scan.bad_count += int(np.count_nonzero(bad))
-            max_id = max(max_id, m)
-            if shingler is not None:
-                shingler.feed(chunk)
-            if progress:
-                progress(chunk.nbytes)
+        with ThreadPoolExecutor(1) as pool:
+            for lo, chunk in formats.iter_chunks(tokens, chunk_tokens):
+                pending.append(pool.submit(ranges.feed, lo, chunk))
+                hasher.update(chunk)
+                while len(pending) > _AHEAD:
+                    pending.popleft().result()
+                if progress:
+                    progress(chunk.nbytes)
+            while pending:
+                pending.popleft().result()
     except OSError as e:  # e.g. an I/O error while paging the memmap in
         raise InputError(f"{path}: cannot read: {e}") from None
+    scan.bad_count, scan.first_bad, scan.first_bad_id = ranges.bad_count, ranges.first_bad, ranges.first_bad_id
+    max_id = ranges.max_id
     scan.checksum = formats.format_checksum(hasher)
     scan.max_id = max_id if max_id >= 0 else None
     if shingler is not None:
         scan.shingles = shingler.result()
     return scan
+
+
+_AHEAD = 2  # chunks the range/shingle thread may lag behind the hashing thread
+
+
+class _RangeScan:
+    """Max id, out-of-range count and first position, and shingles, fed chunks in file order."""
+
+    def __init__(self, n_vocab: int, shingler: _Shingler | None):
+        self.n_vocab, self.shingler = n_vocab, shingler
+        self.max_id = -1
+        self.bad_count = 0
+        self.first_bad: int | None = None
+        self.first_bad_id: int | None = None
+
+    def feed(self, lo: int, chunk: np.ndarray) -> None:
+        m = int(chunk.max())
+        if m >= self.n_vocab:  # rare: only then pay for the mask
+            bad = chunk >= self.n_vocab
+            if self.first_bad is None:
+                i = int(np.argmax(bad))
+                self.first_bad, self.first_bad_id = lo + i, int(chunk[i])
+            self.bad_count += int(np.count_nonzero(bad))
+        self.max_id = max(self.max_id, m)
+        if self.shingler is not None:
+            self.shingler.feed(chunk)
 
 
 # --- shingles -----------------------------------------------------------------------------
@@ -437,11 +468,15 @@ def verify(
         dtype = formats.normalize_dtype(meta["dtype"])
 
     # tokenizer: meta's, else --encoding, else gpt2
-    enc, enc_error = None, None
+    enc, enc_error, ranks_sha = None, None, None
     if meta is not None:
         tok = meta["tokenizer"]
         n_vocab = int(tok["n_vocab"])
         enc, enc_error = _load_meta_tokenizer(tok, meta_file)
+        if enc is not None:  # hashing the ranks (pure Python, ~50 ms) overlaps the file scan
+            sha_pool = ThreadPoolExecutor(1)
+            ranks_sha = sha_pool.submit(tokenizer.ranks_sha256, enc)
+            sha_pool.shutdown(wait=False)
     else:
         try:
             enc = tokenizer.load_encoding(encoding or tokenizer.DEFAULT_ENCODING)
@@ -473,7 +508,7 @@ def verify(
     if meta_error is not None:
         report.add("meta", str(meta_file.name if folder else meta_file), "fail", meta_error)
     elif meta is not None:
-        _check_meta(report, meta, meta_file, targets, scans, enc, enc_error)
+        _check_meta(report, meta, meta_file, targets, scans, enc, enc_error, ranks_sha)
     elif folder is not None:
         report.add("meta", formats.META_JSON, "warn", f"{folder}: no meta.json: read as {dtype}, n_vocab {n_vocab} ({enc.name})")
     else:
@@ -559,7 +594,7 @@ def _check_vocab(report: Report, s: FileScan, n_vocab: int) -> None:
         )
 
 
-def _check_meta(report, meta, meta_file, targets, scans, enc, enc_error) -> None:
+def _check_meta(report, meta, meta_file, targets, scans, enc, enc_error, ranks_sha=None) -> None:
     problems: list[str] = []
     item = np.dtype(formats.normalize_dtype(meta["dtype"])).itemsize
     for t in targets:
@@ -584,7 +619,7 @@ def _check_meta(report, meta, meta_file, targets, scans, enc, enc_error) -> None
         problems.append(f"tokenizer {tok.get('name')!r} does not load: {enc_error}")
     elif enc is not None:
         want = tok.get("ranks_sha256")
-        got = tokenizer.ranks_sha256(enc)
+        got = ranks_sha.result() if ranks_sha is not None else tokenizer.ranks_sha256(enc)
         if want != got:
             problems.append(f"tokenizer.ranks_sha256 {want} but {tok.get('name')!r} loads ranks with sha256 {got}")
         if tok["n_vocab"] != enc.n_vocab:
@@ -765,7 +800,9 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
             report.add("order", label, "pass", "starts never decrease")
 
     # duplicates
-    if len(rows) > 1:
+    if len(rows) > 1 and (start[1:] > start[:-1]).all():  # strictly increasing starts: none repeats
+        same, dups = None, 0
+    elif len(rows) > 1:
         o = np.lexsort((length, start))
         same = (np.diff(start[o]) == 0) & (np.diff(length[o]) == 0)
         dups = int(np.count_nonzero(same))
@@ -802,13 +839,17 @@ def coverage_stats(start: np.ndarray, end: np.ndarray, n: int) -> dict:
     s = np.clip(start, 0, n)
     e = np.clip(end, 0, n)
     keep = e > s
-    s, e = s[keep], e[keep]
+    if not keep.all():
+        s, e = s[keep], e[keep]
     if len(s) == 0:
         return {"covered": 0, "gap_start": 0, "gap_length": n, "tail": n, "head": n}
-    o = np.argsort(s, kind="stable")
-    s, e = s[o], e[o]
+    if not (s[1:] >= s[:-1]).all():  # plans are usually in start order already: skip the sort
+        o = np.argsort(s, kind="stable")
+        s, e = s[o], e[o]
     reach = np.maximum.accumulate(e)
-    before = np.concatenate([[0], reach[:-1]])
+    before = np.empty_like(reach)
+    before[0] = 0
+    before[1:] = reach[:-1]
     covered = int(np.maximum(0, e - np.maximum(s, before)).sum())
     gaps = s - before  # uncovered tokens right before window i (if > 0)
     tail = n - int(reach[-1])
