@@ -66,6 +66,7 @@ class Tables:
     nl_ids: np.ndarray  # ids whose bytes are exactly b"\n"
     dbl_ids: np.ndarray  # ids whose bytes end with b"\n\n"
     para_code: np.ndarray  # uint8 [65536 or n]: 1 ends with \n, 2 ends with \n\n, 4 is exactly \n
+    para_rest: np.ndarray  # para_ids that are neither nl_ids nor dbl_ids (end with one \n after other bytes)
 
 
 def _pack(b: bytes) -> int:
@@ -119,7 +120,8 @@ def _tables_for(key, enc) -> Tables:
     ascii_term[list(ASCII_TERMINALS)] = True
     return Tables(last3, len3, core3, corelen3, ws_start, ws_end_core, ascii_term,
                   np.array(para, np.int64), np.array(sent, np.int64), para_mask, sent_mask,
-                  np.array(nl, np.int64), np.array(dbl, np.int64), para_code)
+                  np.array(nl, np.int64), np.array(dbl, np.int64), para_code,
+                  np.array(sorted(set(para) - set(nl) - set(dbl)), np.int64))
 
 
 def token_tables(enc) -> Tables:
@@ -177,7 +179,7 @@ def _paragraph_block(chunk: np.ndarray, t: Tables, prev: int | None) -> np.ndarr
     m = len(chunk)
     single, dbl, hit = _bools(m)
     if len(t.para_ids) <= _MAX_EQ_IDS:
-        rest = np.setdiff1d(t.para_ids, np.concatenate([t.nl_ids, t.dbl_ids]))
+        rest = t.para_rest
         _eq_any_into(chunk, t.nl_ids, single)
         _eq_any_into(chunk, t.dbl_ids, dbl)
         # hit[i] = 'token i-1 ends with \\n' (single | dbl | rest), then & single[i]

@@ -132,7 +132,8 @@ def plan_semantic(doc_starts, doc_ends, edges, span: int, stride: int, offset: i
     Starts strictly increase, each start <= previous end (no gap), every length <= span.
     All edges in memory at once; ``SemanticPlanner`` takes them chunk by chunk instead.
     """
-    E = np.unique(np.asarray(edges, np.int64))
+    E = np.sort(np.asarray(edges, np.int64))
+    E = E[np.concatenate([[True], E[1:] != E[:-1]])] if len(E) else E  # dedupe; np.unique imports numpy.ma
     p = SemanticPlanner(doc_starts, doc_ends, span, stride, offset, short)
     p.feed(E, None)
     return p.finish()
@@ -380,7 +381,12 @@ def plan_stats(rows: np.ndarray, n: int, doc_starts, doc_ends) -> dict:
     dropped = int((de - ds).sum())
     if len(rows):
         # rows are sorted by start, so each document's windows are contiguous
-        docs, first = np.unique(rows["doc"], return_index=True)
+        d = rows["doc"]
+        if (d[1:] >= d[:-1]).all():  # the usual case: first index of each doc without np.unique
+            first = np.flatnonzero(np.concatenate([[True], d[1:] != d[:-1]]))
+            docs = d[first]
+        else:
+            docs, first = np.unique(d, return_index=True)
         ends = rows["start"] + rows["length"]
         head = int((rows["start"][first] - ds[docs]).sum())
         last_end = np.maximum.reduceat(ends, first)
