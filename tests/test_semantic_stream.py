@@ -134,3 +134,41 @@ def test_paragraph_sub_blocks_and_scratch_reuse_give_the_same_edges(corpus_ids, 
     want = B.find_boundaries(corpus_ids, "paragraph", enc, chunk_tokens=len(corpus_ids) + 1, threads=1)
     monkeypatch.setattr(B, "_SUB", 101)  # many sub-blocks per chunk, each a different length
     assert B.find_boundaries(corpus_ids, "paragraph", enc, chunk_tokens=5000, threads=2).tolist() == want.tolist()
+
+
+class TinyEnc:
+    """A made-up byte vocabulary with many newline-ending tokens (GPT-2 has only two that matter)."""
+
+    name = "tiny-test"
+
+    def __init__(self, toks):
+        self.toks, self.n_vocab = toks, len(toks)
+
+    def decode_tokens_bytes(self, ids):
+        return [self.toks[i] for i in ids]
+
+    def decode_single_token_bytes(self, i):
+        return self.toks[i]
+
+
+TINY = TinyEnc([b"a", b"bc", b".", b"!", b"?", b"\n", b"\n\n", b" \n", b"x\n", b".\n", b"\r\n", b"!\n\n",
+                b" ", b"\t", b"\xe3\x80", b"\x82", "。".encode(), b"\n\n\n", b"q.", b"z\n", b" .", b"?\""])
+
+
+@pytest.mark.parametrize("kind", B.KINDS)
+@settings(max_examples=60, deadline=None)
+@given(ids=st.lists(st.integers(0, TINY.n_vocab - 1), max_size=300), chunk=st.integers(1, 64))
+def test_edges_by_table_gather_match_string_search(kind, ids, chunk):
+    from .test_boundaries import oracle_edges
+
+    arr = np.array(ids, "<u2")
+    assert len(B.token_tables(TINY).para_ids) > B._MAX_EQ_IDS  # this vocabulary takes the gather path
+    want = oracle_edges(arr, TINY, kind)
+    assert B.find_boundaries(arr, kind, TINY, chunk_tokens=chunk, threads=2).tolist() == want
+
+
+def test_gpt2_paragraph_edges_by_gather_equal_the_eq_passes(corpus_ids, monkeypatch):
+    enc = load_encoding("gpt2")
+    want = B.find_boundaries(corpus_ids, "paragraph", enc).tolist()
+    monkeypatch.setattr(B, "_MAX_EQ_IDS", 0)
+    assert B.find_boundaries(corpus_ids, "paragraph", enc).tolist() == want

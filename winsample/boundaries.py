@@ -67,6 +67,8 @@ class Tables:
     dbl_ids: np.ndarray  # ids whose bytes end with b"\n\n"
     para_code: np.ndarray  # uint8 [65536 or n]: 1 ends with \n, 2 ends with \n\n, 4 is exactly \n
     para_rest: np.ndarray  # para_ids that are neither nl_ids nor dbl_ids (end with one \n after other bytes)
+    sent_core_ids: np.ndarray  # sent_ids that are not all whitespace: the only ones needing the byte test
+    sent_core_mask: np.ndarray  # uint8 [65536 or n]: 1 for sent_core_ids
 
 
 def _pack(b: bytes) -> int:
@@ -118,10 +120,16 @@ def _tables_for(key, enc) -> Tables:
     para_code[nl] |= 4
     ascii_term = np.zeros(256, bool)
     ascii_term[list(ASCII_TERMINALS)] = True
+    # An all-whitespace token ends no sentence by its bytes (no terminal, no CJK stop): it can
+    # only end a blank line, which the paragraph pass finds. So only these need the byte test.
+    sent_core = [i for i in sent if cores[i]]
+    sent_core_mask = np.zeros(size, np.uint8)
+    sent_core_mask[sent_core] = 1
     return Tables(last3, len3, core3, corelen3, ws_start, ws_end_core, ascii_term,
                   np.array(para, np.int64), np.array(sent, np.int64), para_mask, sent_mask,
                   np.array(nl, np.int64), np.array(dbl, np.int64), para_code,
-                  np.array(sorted(set(para) - set(nl) - set(dbl)), np.int64))
+                  np.array(sorted(set(para) - set(nl) - set(dbl)), np.int64),
+                  np.array(sent_core, np.int64), sent_core_mask)
 
 
 def token_tables(enc) -> Tables:
@@ -265,13 +273,16 @@ def _chunk_edges(tokens: np.ndarray, lo: int, hi: int, kind: str, t: Tables) -> 
     if kind == "paragraph":
         c = _paragraph_edges(chunk, t, int(tokens[lo - 1]) if lo else None)
         return lo + c[lo + c < n - 1] + 1, m
+    # sentence edges = paragraph edges ∪ edges after a token that is not all whitespace
+    para = _paragraph_edges(chunk, t, int(tokens[lo - 1]) if lo else None)
+    para = lo + para[lo + para < n - 1] + 1
     carry = np.array([none, none], np.int64)  # the two tokens before the chunk
     back = np.asarray(tokens[max(lo - 2, 0) : lo], np.int64)
     carry[2 - len(back) :] = back
-    c = _candidates(chunk, t.sent_ids, t.sent_mask)
+    c = _candidates(chunk, t.sent_core_ids, t.sent_core_mask)
     c = c[lo + c < n - 1]  # an edge at N is the file end, not an inner edge
     if not len(c):
-        return np.zeros(0, np.int64), m
+        return para, m
     cur = chunk[c].astype(np.int64)
     p1, p2 = _before(chunk, c - 1, carry), _before(chunk, c - 2, carry)
     v = _tail3(t, p2, p1, t.last3[cur], t.len3[cur])
@@ -283,7 +294,9 @@ def _chunk_edges(tokens: np.ndarray, lo: int, hi: int, kind: str, t: Tables) -> 
     core = t.ws_end_core[cur]
     vc = _tail3(t, p2[core], p1[core], t.core3[cur[core]], t.corelen3[cur[core]])
     edge[core] |= t.ascii_term[vc & 0xFF] | _is_cjk(vc)
-    return lo + c[edge] + 1, m
+    both = np.concatenate([para, lo + c[edge] + 1])
+    both.sort()
+    return both[np.concatenate([[True], both[1:] != both[:-1]])] if len(both) else both, m
 
 
 def _before(chunk: np.ndarray, idx: np.ndarray, carry: np.ndarray) -> np.ndarray:
