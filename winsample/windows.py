@@ -290,10 +290,10 @@ class SemanticPlanner:
             b = np.minimum(ea, Pl[i1])
             i1 -= 1
             i0 = np.searchsorted(Pl, np.maximum(s + 1, b - span), "left")
-            j = np.searchsorted(Pl, t, "left")
-            hi = np.maximum(i1, i0)
-            left = Pl[np.minimum(np.maximum(j - 1, i0), hi)]
-            right = Pl[np.minimum(np.maximum(j, i0), hi)]
+            # nearest edge to t in [i0, i1]: the first one >= t (clipped into the range) or the
+            # one before it; when every edge is < t, the clipped one is the last and still wins
+            r = np.minimum(np.maximum(np.searchsorted(Pl, t, "left"), i0), i1)
+            right, left = Pl[r], Pl[np.maximum(r - 1, i0)]
             pick = np.where(np.abs(right - t) < np.abs(left - t), right, left)
             s = np.where(i0 <= i1, pick, np.minimum(np.maximum(t, s + 1), e))
             pe = e
