@@ -37,6 +37,7 @@ from .errors import DataError
 # Tokens per chunk: ~2 MB of uint16 keeps the working arrays in cache, which is what makes the
 # pass fast; memory stays flat whatever the file size.
 CHUNK_TOKENS = 1 << 20
+AHEAD_TOKENS = 16 << 20  # tokens scanned ahead of the consumer (iter_boundaries)
 
 WS = frozenset(b" \t\n\r\x0b\x0c")
 ASCII_TERMINALS = frozenset(b".!?")
@@ -227,12 +228,15 @@ def iter_boundaries(tokens: np.ndarray, kind: str, enc, chunk_tokens: int = CHUN
         raise ValueError(f"kind must be one of {KINDS}")
     t = token_tables(enc)
     threads = threads or min(4, os.cpu_count() or 1)
+    # Chunks in flight: enough that the threads keep scanning while the consumer plans a batch,
+    # few enough that their edges stay small (worst case, every token an edge: AHEAD_TOKENS × 8 B).
+    ahead = max(2 * threads, min(64, AHEAD_TOKENS // max(chunk_tokens, 1)))
     pending = deque()
     with ThreadPoolExecutor(threads) as pool:
         for lo in range(0, len(tokens), chunk_tokens):
             hi = min(lo + chunk_tokens, len(tokens))
             pending.append((hi, pool.submit(_chunk_edges, tokens, lo, hi, kind, t)))
-            while len(pending) > 2 * threads:  # at most 2 × threads chunks in flight
+            while len(pending) > ahead:
                 yield _collect(pending.popleft(), progress)
         while pending:
             yield _collect(pending.popleft(), progress)
@@ -254,7 +258,7 @@ def find_boundaries(tokens: np.ndarray, kind: str, enc, chunk_tokens: int = CHUN
     ``progress(ntokens)`` is called per chunk. DataError if an id is outside the vocabulary.
     Chunks are independent (each reads its own look-behind and look-ahead), so ``threads``
     (default: up to 4, the CPU count) work on them at once: numpy releases the GIL in its loops.
-    At most 2 × threads chunks are in flight, and results come back in order. Holds every edge
+    At most ~AHEAD_TOKENS tokens are in flight, and results come back in order. Holds every edge
     of the file: planners use ``iter_boundaries`` to stay in bounded memory.
     """
     out = [e for _, e in iter_boundaries(tokens, kind, enc, chunk_tokens, progress, threads)]
