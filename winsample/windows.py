@@ -203,7 +203,13 @@ class SemanticPlanner:
             if self._scalar(P, d, self._first_start(P, d), int(ds[d]), K):
                 d += 1
         self.next_doc = d
-        self._keep(P, self.cur[0] if self.cur is not None else (int(ds[d]) if d < len(ds) else None))
+        keep_from = self.cur[0] if self.cur is not None else (int(ds[d]) if d < len(ds) else None)
+        if self.cur is None and K is not None and d < len(ds) and self.first[d] > K:
+            # not started (a large --offset): of the edges before K only the last can be its first start
+            i = int(np.searchsorted(P, K, "right")) - 1
+            if i >= 0 and P[i] > keep_from:
+                keep_from = int(P[i])
+        self._keep(P, keep_from)
 
     def _keep(self, P: np.ndarray, keep_from: int | None) -> None:
         if keep_from is None:
