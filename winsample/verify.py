@@ -16,7 +16,9 @@ Units: positions, starts and lengths are in tokens; ends are exclusive.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,12 +139,17 @@ class FileScan:
     first_bad: int | None = None  # position (tokens) of the first id >= n_vocab
     first_bad_id: int | None = None
     shingles: np.ndarray | None = None  # sampled k-shingle hashes (uint64), in file order
+    _map: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def tokens(self) -> np.ndarray:
-        """Read-only view of the whole tokens (the stray tail bytes, if any, left out)."""
+        """Read-only view of the whole tokens (the stray tail bytes, if any, left out).
+
+        One mapping per scan, reused: pages the scan faulted in need no new faults later."""
         if self.n == 0:
             return np.zeros(0, dtype=self.dtype)
-        return np.memmap(self.path, dtype=self.dtype, mode="r", shape=(self.n,))
+        if self._map is None:
+            self._map = np.memmap(self.path, dtype=self.dtype, mode="r", shape=(self.n,))
+        return self._map
 
 
 def _require_file(path: Path) -> None:
@@ -183,29 +190,58 @@ def scan_file(
     hasher = formats.new_hasher()
     shingler = _Shingler(SHINGLE_K, shingle_bits) if shingle_bits is not None else None
     chunk_tokens = formats.CHUNK_BYTES // item
-    max_id = -1
+    ranges = _RangeScan(n_vocab, shingler)
+    # The checksum is sequential; the range figures and shingles are not tied to it. So one
+    # helper thread takes those, chunk by chunk in file order, while this thread hashes the same
+    # chunk: xxhash and numpy release the GIL, and each page is faulted in once, by whichever
+    # thread touches it first. At most _AHEAD chunks are queued (they are memmap views: no copies).
+    pending: deque = deque()
     try:
-        for lo, chunk in formats.iter_chunks(tokens, chunk_tokens):
-            hasher.update(chunk)
-            m = int(chunk.max())
-            if m >= n_vocab:  # rare: only then pay for the mask
-                bad = chunk >= n_vocab
-                if scan.first_bad is None:
-                    i = int(np.argmax(bad))
-                    scan.first_bad, scan.first_bad_id = lo + i, int(chunk[i])
-                scan.bad_count += int(np.count_nonzero(bad))
-            max_id = max(max_id, m)
-            if shingler is not None:
-                shingler.feed(chunk)
-            if progress:
-                progress(chunk.nbytes)
+        with ThreadPoolExecutor(1) as pool:
+            for lo, chunk in formats.iter_chunks(tokens, chunk_tokens):
+                pending.append(pool.submit(ranges.feed, lo, chunk))
+                hasher.update(chunk)
+                while len(pending) > _AHEAD:
+                    pending.popleft().result()
+                if progress:
+                    progress(chunk.nbytes)
+            while pending:
+                pending.popleft().result()
     except OSError as e:  # e.g. an I/O error while paging the memmap in
         raise InputError(f"{path}: cannot read: {e}") from None
+    scan.bad_count, scan.first_bad, scan.first_bad_id = ranges.bad_count, ranges.first_bad, ranges.first_bad_id
+    max_id = ranges.max_id
     scan.checksum = formats.format_checksum(hasher)
     scan.max_id = max_id if max_id >= 0 else None
     if shingler is not None:
         scan.shingles = shingler.result()
     return scan
+
+
+_AHEAD = 2  # chunks the range/shingle thread may lag behind the hashing thread
+
+
+class _RangeScan:
+    """Max id, out-of-range count and first position, and shingles, fed chunks in file order."""
+
+    def __init__(self, n_vocab: int, shingler: _Shingler | None):
+        self.n_vocab, self.shingler = n_vocab, shingler
+        self.max_id = -1
+        self.bad_count = 0
+        self.first_bad: int | None = None
+        self.first_bad_id: int | None = None
+
+    def feed(self, lo: int, chunk: np.ndarray) -> None:
+        m = int(chunk.max())
+        if m >= self.n_vocab:  # rare: only then pay for the mask
+            bad = chunk >= self.n_vocab
+            if self.first_bad is None:
+                i = int(np.argmax(bad))
+                self.first_bad, self.first_bad_id = lo + i, int(chunk[i])
+            self.bad_count += int(np.count_nonzero(bad))
+        self.max_id = max(self.max_id, m)
+        if self.shingler is not None:
+            self.shingler.feed(chunk)
 
 
 # --- shingles -----------------------------------------------------------------------------
@@ -437,11 +473,15 @@ def verify(
         dtype = formats.normalize_dtype(meta["dtype"])
 
     # tokenizer: meta's, else --encoding, else gpt2
-    enc, enc_error = None, None
+    enc, enc_error, ranks_sha = None, None, None
     if meta is not None:
         tok = meta["tokenizer"]
         n_vocab = int(tok["n_vocab"])
         enc, enc_error = _load_meta_tokenizer(tok, meta_file)
+        if enc is not None:  # hashing the ranks (pure Python, ~50 ms) overlaps the file scan
+            sha_pool = ThreadPoolExecutor(1)
+            ranks_sha = sha_pool.submit(tokenizer.ranks_sha256, enc)
+            sha_pool.shutdown(wait=False)
     else:
         try:
             enc = tokenizer.load_encoding(encoding or tokenizer.DEFAULT_ENCODING)
@@ -460,6 +500,10 @@ def verify(
         _require_file(t.path)
         sizes[t.path] = t.path.stat().st_size // np.dtype(dtype).itemsize
     bits = sampling_bits(sum(sizes.values()), max_shingles) if leak else None
+    # the plans' own work (read, coverage union) needs no token: a helper thread does it during the scans
+    plan_pool = ThreadPoolExecutor(1)
+    prepared = {Path(p): plan_pool.submit(_prepare_plan, Path(p), path, folder, sizes) for p in plans}
+    plan_pool.shutdown(wait=False)
     scans: dict[Path, FileScan] = {}
     for t in targets:
         want = bits if leak and t.split in ("train", "val") else None
@@ -479,7 +523,7 @@ def verify(
     if meta_error is not None:
         report.add("meta", str(meta_file.name if folder else meta_file), "fail", meta_error)
     elif meta is not None:
-        _check_meta(report, meta, meta_file, targets, scans, enc, enc_error)
+        _check_meta(report, meta, meta_file, targets, scans, enc, enc_error, ranks_sha)
     elif folder is not None:
         report.add("meta", formats.META_JSON, "warn", f"{folder}: no meta.json: read as {dtype}, n_vocab {n_vocab} ({enc.name})")
     else:
@@ -493,7 +537,7 @@ def verify(
     # plans
     first_plan = None
     for p in plans:
-        got = _check_plan(report, Path(p), path, folder, scans, targets, T, min_coverage)
+        got = _check_plan(report, Path(p), path, folder, scans, targets, T, min_coverage, prepared.get(Path(p)))
         if got is not None and first_plan is None:
             first_plan = got
 
@@ -565,7 +609,7 @@ def _check_vocab(report: Report, s: FileScan, n_vocab: int) -> None:
         )
 
 
-def _check_meta(report, meta, meta_file, targets, scans, enc, enc_error) -> None:
+def _check_meta(report, meta, meta_file, targets, scans, enc, enc_error, ranks_sha=None) -> None:
     problems: list[str] = []
     item = np.dtype(formats.normalize_dtype(meta["dtype"])).itemsize
     for t in targets:
@@ -593,7 +637,7 @@ def _check_meta(report, meta, meta_file, targets, scans, enc, enc_error) -> None
         problems.append(f"tokenizer {tok.get('name')!r} does not load: {enc_error}")
     elif enc is not None:
         want = tok.get("ranks_sha256")
-        got = tokenizer.ranks_sha256(enc)
+        got = ranks_sha.result() if ranks_sha is not None else tokenizer.ranks_sha256(enc)
         if want != got:
             problems.append(f"tokenizer.ranks_sha256 {want} but {tok.get('name')!r} loads ranks with sha256 {got}")
         if tok["n_vocab"] != enc.n_vocab:
@@ -682,13 +726,57 @@ def _int(d: dict, *keys):
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, min_coverage) -> _Plan | None:
-    label = plan_path.name
+def _plan_file(side: dict, path: Path, folder) -> Path | None:
+    """The token file a plan applies to: PATH itself, or the sidecar's source.file in the folder."""
+    src = side.get("source") if isinstance(side.get("source"), dict) else {}
+    src_file = src.get("file")
+    if folder is None:
+        return path
+    if isinstance(src_file, str) and src_file:
+        return folder / Path(src_file).name
+    return None
+
+
+@dataclass
+class _Prepared:
+    """What a plan gives without its token file: rows, sidecar, int64 columns, coverage for N."""
+
+    rows: np.ndarray
+    side: dict
+    n: int | None = None
+    cols: tuple | None = None  # (start, length, end), int64
+    coverage: dict | None = None
+
+
+def _prepare_plan(plan_path: Path, path: Path, folder, sizes: dict) -> _Prepared | DataError:
     try:
         rows, side = formats.read_plan(plan_path)
     except DataError as e:
-        report.add("plan_bounds", label, "fail", str(e))
+        return e
+    prep = _Prepared(rows, side)
+    fp = _plan_file(side, path, folder)
+    n = sizes.get(fp) if fp is not None else None
+    if n is not None:
+        start = rows["start"].astype(np.int64)
+        length = rows["length"].astype(np.int64)
+        prep.n, prep.cols = n, (start, length, start + length)
+        if n:
+            prep.coverage = coverage_stats(start, start + length, n)
+    return prep
+
+
+def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, min_coverage, prepared=None) -> _Plan | None:
+    label = plan_path.name
+    got = prepared.result() if prepared is not None else None
+    if got is None:
+        try:
+            got = _Prepared(*formats.read_plan(plan_path))
+        except DataError as e:
+            got = e
+    if isinstance(got, DataError):
+        report.add("plan_bounds", label, "fail", str(got))
         return None
+    rows, side = got.rows, got.side
     src = side.get("source") if isinstance(side.get("source"), dict) else {}
     params = side.get("params") if isinstance(side.get("params"), dict) else {}
     src_file = src.get("file")
@@ -726,9 +814,12 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
     nwin = _int(side, "stats", "windows")
     if nwin is not None and nwin != len(rows):
         problems.append(f"sidecar stats.windows {nwin} but the plan has {len(rows)} rows")
-    start = rows["start"].astype(np.int64)
-    length = rows["length"].astype(np.int64)
-    end = start + length
+    if got.cols is not None and got.n == n:
+        start, length, end = got.cols
+    else:
+        start = rows["start"].astype(np.int64)
+        length = rows["length"].astype(np.int64)
+        end = start + length
     bad = (start < 0) | (length < 1) | (end > n)
     if span is not None:
         bad |= length > span
@@ -774,7 +865,9 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
             report.add("order", label, "pass", "starts never decrease")
 
     # duplicates
-    if len(rows) > 1:
+    if len(rows) > 1 and (start[1:] > start[:-1]).all():  # strictly increasing starts: none repeats
+        same, dups = None, 0
+    elif len(rows) > 1:
         o = np.lexsort((length, start))
         same = (np.diff(start[o]) == 0) & (np.diff(length[o]) == 0)
         dups = int(np.count_nonzero(same))
@@ -789,7 +882,7 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
     else:
         report.add("duplicates", label, "pass", "no two windows are identical", duplicates=0)
 
-    _check_coverage(report, label, start, end, n, side, min_coverage)
+    _check_coverage(report, label, start, end, n, side, min_coverage, got.coverage if got.n == n else None)
     plan = _Plan(label, rows, side, scan)
     _check_alignment(report, plan, pT, span, targets_flag)
     return plan
@@ -811,13 +904,17 @@ def coverage_stats(start: np.ndarray, end: np.ndarray, n: int) -> dict:
     s = np.clip(start, 0, n)
     e = np.clip(end, 0, n)
     keep = e > s
-    s, e = s[keep], e[keep]
+    if not keep.all():
+        s, e = s[keep], e[keep]
     if len(s) == 0:
         return {"covered": 0, "gap_start": 0, "gap_length": n, "tail": n, "head": n}
-    o = np.argsort(s, kind="stable")
-    s, e = s[o], e[o]
+    if not (s[1:] >= s[:-1]).all():  # plans are usually in start order already: skip the sort
+        o = np.argsort(s, kind="stable")
+        s, e = s[o], e[o]
     reach = np.maximum.accumulate(e)
-    before = np.concatenate([[0], reach[:-1]])
+    before = np.empty_like(reach)
+    before[0] = 0
+    before[1:] = reach[:-1]
     covered = int(np.maximum(0, e - np.maximum(s, before)).sum())
     gaps = s - before  # uncovered tokens right before window i (if > 0)
     tail = n - int(reach[-1])
@@ -828,11 +925,11 @@ def coverage_stats(start: np.ndarray, end: np.ndarray, n: int) -> dict:
     return {"covered": covered, "gap_start": gap_start, "gap_length": gap_len, "tail": tail, "head": int(s[0])}
 
 
-def _check_coverage(report, label, start, end, n, side, min_coverage) -> None:
+def _check_coverage(report, label, start, end, n, side, min_coverage, c=None) -> None:
     if n == 0:
         report.add("coverage", label, "skip", "empty file: nothing to cover")
         return
-    c = coverage_stats(start, end, n)
+    c = c or coverage_stats(start, end, n)
     total_len = int(np.clip(end, 0, n).sum() - np.clip(start, 0, n).sum()) if len(start) else 0
     share = c["covered"] / n
     overlap = 1 - c["covered"] / total_len if total_len else 0.0
@@ -857,6 +954,11 @@ def _check_coverage(report, label, start, end, n, side, min_coverage) -> None:
     report.add("coverage", label, "pass", detail, **figs)
 
 
+def _sorted_unique(x: np.ndarray) -> np.ndarray:
+    """``np.unique`` of an already sorted array (np.unique's first call imports numpy.ma: ~20 ms)."""
+    return x[np.concatenate([[True], x[1:] != x[:-1]])] if len(x) else x
+
+
 def training_pair(tokens: np.ndarray, s: int, T: int) -> tuple[np.ndarray, np.ndarray]:
     """(x, y) as nanoGPT's get_batch builds them: tokens[s:s+T] and tokens[s+1:s+1+T], as int64."""
     return tokens[s : s + T].astype(np.int64), tokens[s + 1 : s + 1 + T].astype(np.int64)
@@ -877,9 +979,9 @@ def _check_alignment(report, plan: _Plan, T: int | None, span: int | None, targe
     if len(rows) == 0:
         report.add("alignment", label, "skip", "empty plan")
         return
-    tokens = plan.scan.tokens()
+    tokens = np.asarray(plan.scan.tokens())  # a plain view: no memmap wrapping per slice
     n = len(tokens)
-    pick = np.unique(np.linspace(0, len(rows) - 1, min(len(rows), ALIGN_SAMPLE)).round().astype(np.int64))
+    pick = _sorted_unique(np.linspace(0, len(rows) - 1, min(len(rows), ALIGN_SAMPLE)).round().astype(np.int64))
     bad = []
     for r in pick:  # ≤ ALIGN_SAMPLE windows: a bounded loop, like a training loop's batch
         s, L = int(rows["start"][r]), int(rows["length"][r])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,7 @@ def plan_regular(doc_starts, doc_ends, span: int, stride: int, offset: int = 0,
 
 def plan_semantic(doc_starts, doc_ends, edges, span: int, stride: int, offset: int = 0,
                   short: str = "keep") -> np.ndarray:
-    """Rows whose edges land on ``edges`` (sorted token indices) where they can; sizes are hard.
+    """Rows whose edges land on ``edges`` (token indices) where they can; sizes are hard.
 
     Per document [ds, de) (doc edges always count as edges):
 
@@ -129,55 +130,186 @@ def plan_semantic(doc_starts, doc_ends, edges, span: int, stride: int, offset: i
       position clip(e − (span − S), s + 1, e). The last window is [s, de).
 
     Starts strictly increase, each start <= previous end (no gap), every length <= span.
-    Vectorised over documents: one numpy round per window index, so many documents plan in
-    few rounds; a single huge document costs one round per window.
+    All edges in memory at once; ``SemanticPlanner`` takes them chunk by chunk instead.
     """
-    ds = np.asarray(doc_starts, np.int64)
-    de = np.asarray(doc_ends, np.int64)
-    E = np.sort(np.concatenate([np.asarray(edges, np.int64), ds, de]))
-    E = E[np.r_[True, E[1:] != E[:-1]]] if len(E) else E  # sort + dedupe: np.unique hashes, slower here
-    L = de - ds
-    O = np.minimum(offset, np.maximum(L - span, 0))
-    s = E[np.searchsorted(E, ds + O, "right") - 1]
-    pe = ds.copy()  # end of the previous window (nothing covered yet)
-    active = np.flatnonzero(L > 0)
-    out_s, out_l, out_d = [], [], []
-    small = L[active] <= span
-    keep = active[small & ((L[active] == span) | (short == "keep"))]
-    out_s.append(ds[keep]); out_l.append(L[keep]); out_d.append(keep)
-    active = active[~small]
-    while len(active):
-        a = active
-        sa, pa, ea = s[a], pe[a], de[a]
-        last = ea - sa <= span
-        fin = a[last]
-        out_s.append(sa[last]); out_l.append(ea[last] - sa[last]); out_d.append(fin)
-        a, sa, pa = a[~last], sa[~last], pa[~last]
-        if not len(a):
-            break
-        lim = sa + span
-        e = E[np.searchsorted(E, lim, "right") - 1]
-        e = np.where((e <= sa) | (e <= pa), lim, e)
-        out_s.append(sa); out_l.append(e - sa); out_d.append(a)
-        t = e - (span - stride)
-        b = E[np.searchsorted(E, e, "right")]  # exists: e < de <= E[-1]
-        lo = np.maximum(sa + 1, b - span)
-        i0 = np.searchsorted(E, lo, "left")
-        i1 = np.searchsorted(E, e, "right") - 1
-        has = i0 <= i1
-        j = np.searchsorted(E, t, "left")
-        left = E[np.clip(j - 1, i0, np.maximum(i1, i0))] if len(E) else t
-        right = E[np.clip(j, i0, np.maximum(i1, i0))] if len(E) else t
-        pick = np.where(np.abs(right - t) < np.abs(left - t), right, left)
-        ns = np.where(has, pick, np.clip(t, sa + 1, e))
-        s[a] = ns
-        pe[a] = e
-        active = a
-    starts = np.concatenate(out_s)
-    lengths = np.concatenate(out_l)
-    docs = np.concatenate(out_d)
-    order = np.argsort(starts, kind="stable")
-    return make_rows(starts[order], lengths[order], docs[order])
+    E = np.sort(np.asarray(edges, np.int64))
+    E = E[np.concatenate([[True], E[1:] != E[:-1]])] if len(E) else E  # dedupe; np.unique imports numpy.ma
+    p = SemanticPlanner(doc_starts, doc_ends, span, stride, offset, short)
+    p.feed(E, None)
+    return p.finish()
+
+
+class SemanticPlanner:
+    """``plan_semantic`` over edges that arrive in file order, in bounded memory.
+
+    ``feed(edges, known)``: sorted edges, all edges ``<= known`` delivered so far (``None``: all
+    of them). Documents whose edges are all known are planned together, vectorised over
+    documents (one numpy round per window index); the one document that reaches past ``known``
+    is planned window by window as far as its known edges allow (placing a window from start s
+    needs the edges up to s + 2 × span). Only edges at or after the earliest start still to be
+    placed are kept, and planning runs once ``FLUSH_EDGES`` edges are waiting, so memory is
+    bounded by that, not by N; the plan rows (O(N / stride)) are the output.
+    """
+
+    FLUSH_EDGES = 1 << 18  # edges held before planning: 2 MB of int64, so searches stay in cache
+    SCALAR_BELOW = 24  # documents still open after which a scalar step beats a numpy round
+
+    def __init__(self, doc_starts, doc_ends, span: int, stride: int, offset: int = 0, short: str = "keep"):
+        self.ds = np.asarray(doc_starts, np.int64)
+        self.de = np.asarray(doc_ends, np.int64)
+        self.span, self.stride, self.short = int(span), int(stride), short
+        L = self.de - self.ds
+        self.first = self.ds + np.minimum(offset, np.maximum(L - span, 0))  # where the first start aims
+        self.next_doc = 0  # documents before it are fully planned
+        self.cur: tuple[int, int] | None = None  # (s, pe) of next_doc when it is started but open
+        self.held: list[np.ndarray] = []
+        self.held_n = 0
+        self.out: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def feed(self, edges, known: int | None) -> None:
+        edges = np.asarray(edges, np.int64)
+        if len(edges):
+            self.held.append(edges)
+            self.held_n += len(edges)
+        if known is None or self.held_n >= self.FLUSH_EDGES:
+            self._plan(known)
+
+    def finish(self) -> np.ndarray:
+        self._plan(None)
+        if not self.out:
+            return make_rows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        s, l, d = (np.concatenate(x) for x in zip(*self.out))
+        return make_rows(s, l, d)
+
+    # -- internals --
+
+    def _plan(self, known: int | None) -> None:
+        P = np.concatenate(self.held) if len(self.held) > 1 else (self.held[0] if self.held else np.zeros(0, np.int64))
+        ds, de, span = self.ds, self.de, self.span
+        K = None if known is None else int(known)
+        end = len(ds) if K is None else int(np.searchsorted(de, K, "right"))  # docs before `end` are complete
+        d = self.next_doc
+        if self.cur is not None:  # the open document first: its windows come before the others
+            s, pe = self.cur
+            if not self._scalar(P, d, s, pe, None if d < end else K):
+                self._keep(P, self.cur[0])
+                return
+            d += 1
+        if d < end:
+            self._rounds(P, d, end)
+            d = end
+        # document d (if any) reaches past K: start it as far as its known edges allow
+        if d < len(ds) and K is not None and self.first[d] <= K and de[d] - ds[d] > span:
+            if self._scalar(P, d, self._first_start(P, d), int(ds[d]), K):
+                d += 1
+        self.next_doc = d
+        keep_from = self.cur[0] if self.cur is not None else (int(ds[d]) if d < len(ds) else None)
+        if self.cur is None and K is not None and d < len(ds) and self.first[d] > K:
+            # not started (a large --offset): of the edges before K only the last can be its first start
+            i = int(np.searchsorted(P, K, "right")) - 1
+            if i >= 0 and P[i] > keep_from:
+                keep_from = int(P[i])
+        self._keep(P, keep_from)
+
+    def _keep(self, P: np.ndarray, keep_from: int | None) -> None:
+        if keep_from is None:
+            self.held, self.held_n = [], 0
+            return
+        rest = P[np.searchsorted(P, keep_from, "left") :]
+        self.held, self.held_n = ([rest.copy()] if len(rest) else []), len(rest)
+
+    def _first_start(self, P: np.ndarray, d: int) -> int:
+        i = int(np.searchsorted(P, self.first[d], "right")) - 1
+        return max(int(self.ds[d]), int(P[i]) if i >= 0 else -1)
+
+    def _scalar(self, P: np.ndarray, d: int, s: int, pe: int, K: int | None) -> bool:
+        """Place document ``d``'s windows one by one from state (s, pe); with ``K``, only while
+        its edges are known. Records the state in ``self.cur``; True when the document is done."""
+        span, stride = self.span, self.stride
+        ds, de = int(self.ds[d]), int(self.de[d])
+        lo = int(np.searchsorted(P, s, "left"))
+        hi = int(np.searchsorted(P, de if K is None else min(de, K), "right"))
+        E = P[lo:hi].tolist()  # this document's known edges from s on: bisect on a list is cheapest
+        out_s, out_l = [], []
+        done = False
+        while True:
+            if de - s <= span:
+                out_s.append(s)
+                out_l.append(de - s)
+                done = True
+                break
+            if K is not None and s + 2 * span > K:
+                break
+            lim = s + span
+            k = bisect_right(E, lim)
+            e = E[k - 1] if k else ds
+            if e <= s or e <= pe:
+                e = lim
+            out_s.append(s)
+            out_l.append(e - s)
+            t = e - (span - stride)
+            k2 = bisect_right(E, e)
+            b = min(E[k2], de) if k2 < len(E) else de
+            i0, i1 = bisect_left(E, max(s + 1, b - span)), k2 - 1
+            if i0 <= i1:
+                j = bisect_left(E, t)
+                left, right = E[min(max(j - 1, i0), i1)], E[min(max(j, i0), i1)]
+                ns = right if abs(right - t) < abs(left - t) else left
+            else:
+                ns = min(max(t, s + 1), e)
+            s, pe = ns, e
+        if out_s:
+            n = len(out_s)
+            self.out.append((np.array(out_s, np.int64), np.array(out_l, np.int64), np.full(n, d, np.int64)))
+        self.cur = None if done else (s, pe)
+        return done
+
+    def _rounds(self, P: np.ndarray, d0: int, d1: int) -> None:
+        """Plan documents [d0, d1), none started, all edges known: one numpy round per window
+        index over the documents still open; the last few open ones go to ``_scalar``."""
+        span, stride = self.span, self.stride
+        ds, de = self.ds[d0:d1], self.de[d0:d1]
+        L = de - ds
+        Pl = np.concatenate([[-1], P, [np.iinfo(np.int64).max // 4]])  # sentinels: every search lands inside
+        out_s, out_l, out_d = [], [], []
+        active = np.flatnonzero(L > 0)
+        small = L[active] <= span
+        keep = active[small & ((L[active] == span) | (self.short == "keep"))]
+        out_s.append(ds[keep]); out_l.append(L[keep]); out_d.append(keep + d0)
+        active = active[~small]
+        # state of the open documents, compacted: start, previous end, doc end, doc number.
+        # pe starts at s: "e <= max(s, pe)" is then just "e <= pe" (later s <= pe: no gaps)
+        s = np.maximum(ds[active], Pl[np.searchsorted(Pl, self.first[d0:d1][active], "right") - 1])
+        pe, ea, dd = s.copy(), de[active], active + d0
+        while len(s) > self.SCALAR_BELOW:
+            last = ea - s <= span
+            if last.any():
+                out_s.append(s[last]); out_l.append(ea[last] - s[last]); out_d.append(dd[last])
+                go = ~last
+                s, pe, ea, dd = s[go], pe[go], ea[go], dd[go]
+            lim = s + span
+            i1 = np.searchsorted(Pl, lim, "right")  # also the first index past e: e is lim or Pl[i1 - 1]
+            e = Pl[i1 - 1]  # an edge before the document is <= s <= pe: replaced by lim below
+            e = np.where(e <= pe, lim, e)
+            out_s.append(s); out_l.append(e - s); out_d.append(dd)
+            t = e - (span - stride)
+            b = np.minimum(ea, Pl[i1])
+            i1 -= 1
+            i0 = np.searchsorted(Pl, np.maximum(s + 1, b - span), "left")
+            # nearest edge to t in [i0, i1]: the first one >= t (clipped into the range) or the
+            # one before it; when every edge is < t, the clipped one is the last and still wins
+            r = np.minimum(np.maximum(np.searchsorted(Pl, t, "left"), i0), i1)
+            right, left = Pl[r], Pl[np.maximum(r - 1, i0)]
+            pick = np.where(np.abs(right - t) < np.abs(left - t), right, left)
+            s = np.where(i0 <= i1, pick, np.minimum(np.maximum(t, s + 1), e))
+            pe = e
+        for i in range(len(s)):  # the few long documents left: scalar steps, cheaper than rounds
+            self._scalar(P, int(dd[i]), int(s[i]), int(pe[i]), None)
+            rs, rl, rd = self.out.pop()
+            out_s.append(rs); out_l.append(rl); out_d.append(rd)
+        starts = np.concatenate(out_s)
+        order = np.argsort(starts, kind="stable")
+        self.out.append((starts[order], np.concatenate(out_l)[order], np.concatenate(out_d)[order]))
 
 
 def plan_packed(doc_starts, doc_ends, span: int, stride: int, offset: int = 0,
@@ -255,7 +387,12 @@ def plan_stats(rows: np.ndarray, n: int, doc_starts, doc_ends) -> dict:
     dropped = int((de - ds).sum())
     if len(rows):
         # rows are sorted by start, so each document's windows are contiguous
-        docs, first = np.unique(rows["doc"], return_index=True)
+        d = rows["doc"]
+        if (d[1:] >= d[:-1]).all():  # the usual case: first index of each doc without np.unique
+            first = np.flatnonzero(np.concatenate([[True], d[1:] != d[:-1]]))
+            docs = d[first]
+        else:
+            docs, first = np.unique(d, return_index=True)
         ends = rows["start"] + rows["length"]
         head = int((rows["start"][first] - ds[docs]).sum())
         last_end = np.maximum.reduceat(ends, first)
@@ -451,6 +588,13 @@ def _check_writable(path: Path) -> None:
         raise InputError(f"{path}: cannot write: is a folder")
 
 
+def _epoch_offset(o: Options, stride: int) -> int:
+    """The start offset: --offset, or the epoch's draw with --random-offset, else 0."""
+    if o.random_offset:
+        return draw_offset(o.seed, o.epoch if o.epoch is not None else 0, stride)
+    return o.offset or 0
+
+
 def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dict]:
     """Compute one plan per T. Returns dicts with ``T``, ``rows``, ``params``, ``stats``, ``source``.
 
@@ -476,19 +620,23 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
             if eot is None or o.encoding:
                 eot = (enc or load_tokenizer(src, o.encoding, "finding documents by EOT")).eot_token
         ds, de = doc_edges(src, tokens, eot, progress)
-    edges = None
-    if semantic:
-        edges = bnd.find_boundaries(tokens, o.boundaries, enc, progress=progress)
+    planners = {}
+    if semantic:  # one streaming pass over the tokens feeds one planner per T
+        for T in o.T:
+            span = span_of(T, o.targets)
+            stride = resolve_stride(span, T, o.stride, o.overlap)
+            planners[T] = SemanticPlanner(ds, de, span, stride, _epoch_offset(o, stride), o.short)
+        for known, found in bnd.iter_boundaries(tokens, o.boundaries, enc, progress=progress):
+            for p in planners.values():
+                p.feed(found, known)
     results = []
     for T in o.T:
         span = span_of(T, o.targets)
         stride = resolve_stride(span, T, o.stride, o.overlap)
-        offset = o.offset or 0
+        offset = _epoch_offset(o, stride)
         epoch = o.epoch if o.epoch is not None else (0 if o.random_offset or o.shuffle else None)
-        if o.random_offset:
-            offset = draw_offset(o.seed, epoch, stride)
         if semantic:
-            rows = plan_semantic(ds, de, edges, span, stride, offset, o.short)
+            rows = planners[T].finish()
         elif o.pack:
             rows = plan_packed(ds, de, span, stride, offset, tail, o.short)
         else:

@@ -1,0 +1,64 @@
+"""verify's overlapped work (plans prepared during the scan, range figures on a helper thread)
+gives the same report as doing each step in turn."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from winsample import formats, verify
+
+from .test_verify import make_folder, make_plan, write_bin
+
+
+def _prepared_nothing(plan_path, path, folder, sizes):
+    """Stand-in for _prepare_plan that only reads: _check_plan must then compute everything itself."""
+    try:
+        return verify._Prepared(*formats.read_plan(plan_path))
+    except formats.DataError as e:
+        return e
+
+
+@pytest.mark.parametrize("layout", ["sorted", "shuffled", "duplicates", "out_of_bounds", "gapped"])
+def test_report_is_the_same_with_and_without_plans_prepared_during_the_scan(tmp_path, monkeypatch, layout):
+    rng = np.random.default_rng(7)
+    ids = rng.integers(0, 50257, 5000)
+    folder = make_folder(tmp_path / "d", ids, ids[:400])
+    starts = {"sorted": np.arange(0, 4900, 50), "shuffled": rng.permutation(np.arange(0, 4900, 50)),
+              "duplicates": np.r_[np.arange(0, 2000, 50), [100, 100]], "out_of_bounds": np.r_[0, 4990, 100],
+              "gapped": np.arange(0, 4900, 300)}[layout]
+    plan = make_plan(tmp_path / "p.npy", folder / "train.bin", starts, 101, T=100, shuffle=layout == "shuffled")
+    monkeypatch.setattr(formats, "CHUNK_BYTES", 2 * 333)  # many chunks: the helper thread lags and catches up
+    overlapped = verify.verify(folder, [plan]).to_dict()
+    monkeypatch.setattr(verify, "_prepare_plan", _prepared_nothing)
+    monkeypatch.setattr(verify, "_AHEAD", 0)
+    serial = verify.verify(folder, [plan]).to_dict()
+    assert overlapped == serial
+    names = {c["name"]: c["status"] for c in serial["checks"] if c["file"] == "p.npy"}
+    want_dup = "fail" if layout == "duplicates" else "pass"
+    assert names["duplicates"] == want_dup and (names["plan_bounds"] == "fail") == (layout == "out_of_bounds")
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(1, 300), wins=st.lists(st.tuples(st.integers(-20, 320), st.integers(0, 60)), max_size=40))
+def test_coverage_of_start_ordered_windows_skips_the_sort_with_the_same_figures(n, wins):
+    start = np.array(sorted(s for s, _ in wins), dtype=np.int64)
+    end = start + np.array([w for _, w in sorted(wins)], dtype=np.int64)
+    got = verify.coverage_stats(start, end, n)
+    perm = np.random.default_rng(len(wins)).permutation(len(start))
+    assert got == verify.coverage_stats(start[perm], end[perm], n)  # the shuffled input takes the sort
+    mask = np.zeros(n, bool)
+    for s, e in zip(start, end):
+        mask[max(s, 0) : max(min(e, n), 0)] = True
+    assert got["covered"] == int(mask.sum())
+
+
+def test_ids_out_of_range_found_by_the_helper_thread_in_file_order(tmp_path, monkeypatch):
+    ids = np.zeros(3000, dtype=np.int64)
+    ids[[1500, 2999]] = 60000
+    write_bin(tmp_path / "x.bin", ids)
+    monkeypatch.setattr(formats, "CHUNK_BYTES", 2 * 100)
+    scan = verify.scan_file(tmp_path / "x.bin", "<u2", 50257)
+    assert (scan.first_bad, scan.first_bad_id, scan.bad_count, scan.max_id) == (1500, 60000, 2, 60000)
