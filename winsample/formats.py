@@ -566,13 +566,18 @@ def write_doc_index_stream(path: str | Path, count: int, chunks: Iterable[np.nda
             raise ValueError(f"{path}: wrote {written} document offsets, announced {count}")
 
 
-def read_doc_index(path: str | Path) -> np.ndarray:
+def _load_npy(path: str | Path, what: str) -> np.ndarray:
+    """``np.load`` without pickles: InputError if missing, DataError if not a readable .npy."""
     try:
-        starts = np.load(path, allow_pickle=False)
+        return np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except (ValueError, OSError) as e:
-        raise DataError(f"{path}: not a document index: {e}") from None
+        raise DataError(f"{path}: not {what}: {e}") from None
+
+
+def read_doc_index(path: str | Path) -> np.ndarray:
+    starts = _load_npy(path, "a document index")
     if starts.ndim != 1 or starts.dtype.kind not in "iu":
         raise DataError(f"{path}: document index must be a 1-d integer array")
     return starts.astype(np.int64, copy=False)
@@ -600,12 +605,7 @@ def read_plan(path: str | Path) -> tuple[np.ndarray, dict]:
     not JSON or from a newer version.
     """
     path = Path(path)
-    try:
-        arr = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (ValueError, OSError) as e:
-        raise DataError(f"{path}: not a window plan (.npy): {e}") from None
+    arr = _load_npy(path, "a window plan (.npy)")
     if arr.dtype.names is None or any(n not in arr.dtype.names for n in PLAN_DTYPE.names):
         raise DataError(f"{path}: not a window plan: fields {arr.dtype.names}, expected {PLAN_DTYPE.names}")
     for name in PLAN_DTYPE.names:
