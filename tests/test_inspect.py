@@ -260,9 +260,9 @@ def test_inspect_writes_nothing(golden, tmp_path):
     assert snapshot(golden) == before
 
 
-def test_missing_path_is_a_usage_error(tmp_path):
+def test_missing_path_is_one_line_exit_2(tmp_path):
     r = run(tmp_path / "nope.bin")
-    assert r.exit_code == 2 and "does not exist" in r.stderr
+    assert r.exit_code == 2 and r.stderr == f"error: {tmp_path / 'nope.bin'}: no such file or folder\n"
 
 
 def test_colour_only_on_a_terminal_without_no_color(monkeypatch):

@@ -571,3 +571,17 @@ def test_end_to_end_exit_codes_in_a_subprocess(golden, tmp_path):
     bad = ws(golden, "--json")
     assert bad.returncode == 1 and one(json.loads(bad.stdout), "split_leakage")["status"] == "fail"
     assert ws(tmp_path / "missing").returncode == 2
+
+
+def test_alignment_of_a_plan_with_only_short_windows_warns_not_passes(tmp_path):
+    """N = 285 < T + 1 = 1001: windows keeps one short window; alignment must not claim a pass."""
+    p = tmp_path / "short.bin"
+    write_bin(p, [i % 50000 for i in range(285)])
+    plan = tmp_path / "p.npy"
+    r = CliRunner().invoke(main, ["windows", str(p), "-T", "1000", "-o", str(plan), "-q"])
+    assert r.exit_code == 0
+    r = CliRunner().invoke(main, ["verify", str(p), "--plan", str(plan), "--json"])
+    doc = json.loads(r.stdout)
+    align = [c for c in doc["checks"] if c["name"] == "alignment"][0]
+    assert align["status"] == "warn" and "285 < T + 1 = 1001" in align["detail"]
+    assert r.exit_code == 1  # min_length fails: N < T + 1

@@ -195,20 +195,23 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
 # --- windows ------------------------------------------------------------------------------
 
 
-def _parse_scales(ctx, param, value):
-    try:
-        scales = [int(v) for v in str(value).split(",") if v.strip()]
-    except ValueError:
-        raise click.BadParameter(f"{value!r}: give an integer or a comma list like 512,1024") from None
+def _parse_scales(ctx, param, values):
+    """-T 512,1024 and -T 512 -T 1024 both mean two scales (in the order given, no repeats)."""
+    scales = []
+    for value in values:
+        try:
+            scales += [int(v) for v in str(value).split(",") if v.strip()]
+        except ValueError:
+            raise click.BadParameter(f"{value!r}: give an integer or a comma list like 512,1024") from None
     if not scales:
         raise click.BadParameter("give at least one value")
-    return scales
+    return list(dict.fromkeys(scales))
 
 
 @main.command()
 @click.argument("bin_path", metavar="BIN", type=click.Path(dir_okay=True))
-@click.option("-T", "--context", "T", required=True, callback=_parse_scales,
-              help="Model input length in tokens; a comma list (512,1024) writes one plan per scale.")
+@click.option("-T", "--context", "T", required=True, multiple=True, callback=_parse_scales,
+              help="Model input length in tokens; several (-T 512 -T 1024 or 512,1024) write one plan per scale.")
 @click.option("--stride", type=int, help="Tokens between window starts [default: T // 2].")
 @click.option("--overlap", type=float, help="Overlap rate F in [0, 1): stride = round(span × (1 − F)).")
 @click.option("--targets/--no-targets", default=True, show_default=True,
@@ -274,7 +277,10 @@ OVERLAP_OPEN, OVERLAP_CLOSE = "⟦", "⟧"
 
 
 def _verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
-    """The human report: one line per check, then the decoded windows, then a verdict."""
+    """The human report: one line per check, then the decoded windows, then a verdict.
+
+    With -q only the checks that did not pass (like ``ruff -q``): nothing at all when all is
+    well, and the exit code says the rest."""
     paint = (lambda t, **k: click.style(t, **k)) if colour else (lambda t, **k: t)
     width = max((len(c.file) for c in report.checks), default=0)
     lines = []
@@ -302,9 +308,9 @@ def _verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
     else:
         why = " (--strict: warnings fail)" if strict and not n["fail"] else ""
         verdict = paint("verify: FAILED", fg="red", bold=True) + f" ({counts}){why}"
-    if lines:  # -q with nothing wrong: the verdict alone, no blank line above it
-        lines.append("")
-    lines.append(verdict)
+    if quiet:
+        return "\n".join(lines)
+    lines += ["", verdict]
     return "\n".join(lines)
 
 
@@ -374,7 +380,9 @@ def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, enco
             doc["plot"] = drawn if drawn else {"png": plot_png, "error": str(plot_error)}
         emit_json(doc)
     else:
-        click.echo(_verify_text(report, strict, quiet, use_color()))
+        text = _verify_text(report, strict, quiet, use_color())
+        if text:
+            click.echo(text)
     if plot_error is not None:
         click.echo(f"error: --plot {plot_png}: {plot_error}", err=True)
     elif drawn:
@@ -390,7 +398,7 @@ _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim"
 
 
 @main.command("inspect")
-@click.argument("path", type=click.Path(exists=True, path_type=str))
+@click.argument("path", type=click.Path(path_type=str))
 @click.option("--at", "at", type=int, default=0, show_default=True, metavar="I",
               help="First token (of a .bin) or row (of a plan) to show.")
 @click.option("--count", "count", type=click.IntRange(min=0), default=32, show_default=True, metavar="K",

@@ -255,6 +255,19 @@ def token_count(path: str | Path, dtype: str) -> int:
     return size // item
 
 
+def refuse_unlabelled(path: str | Path, described: bool) -> None:
+    """InputError unless ``path`` is described by a meta.json or named like a token file (*.bin).
+
+    A bare file is read as nanoGPT's uint16 ids; a text file read that way gives nonsense that
+    no check can catch, so it is refused instead of planned or verified."""
+    path = Path(path)
+    if not described and path.suffix != ".bin":
+        raise InputError(
+            f"{path}: not a .bin and no meta.json describes it, so it is not a token file;"
+            f" encode text first (winsample encode {path} -o data/) or pass --meta"
+        )
+
+
 def open_tokens(path: str | Path, dtype: str = DEFAULT_DTYPE) -> np.ndarray:
     """Read-only memmap of a token file (an empty array for an empty file)."""
     path = Path(path)

@@ -466,6 +466,8 @@ def verify(
             else:
                 meta = None  # a meta.json beside the file that is about other files: not ours
                 meta_file = None
+        if path.is_file():
+            formats.refuse_unlabelled(path, t.entry is not None)
         targets.append(t)
 
     dtype = formats.DEFAULT_DTYPE
@@ -1002,6 +1004,13 @@ def _check_alignment(report, plan: _Plan, T: int | None, span: int | None, targe
         report.add(
             "alignment", label, "fail", f"{len(bad)} of {len(pick)} sampled window(s) misaligned; first: row {r} at start {s}: {why}",
             checked=len(pick), misaligned=len(bad),
+        )
+    elif n < T + 1:  # only short windows: each is aligned, but no full (B, T) batch exists
+        report.add(
+            "alignment", label, "warn",
+            f"{len(pick)} short window(s) aligned (y = x shifted by one), but N = {n} < T + 1 = {T + 1}:"
+            f" no full window of T = {T}; get_batch has nothing to draw",
+            checked=len(pick), misaligned=0,
         )
     else:
         report.add(

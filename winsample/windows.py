@@ -462,6 +462,7 @@ def describe_source(bin_path, meta_path=None) -> Source:
         meta = formats.read_meta(mp)
         found = formats.split_of(meta, path)
         split = found[1] if found else None
+    formats.refuse_unlabelled(path, split is not None)
     dtype = formats.normalize_dtype(meta["dtype"]) if meta else formats.DEFAULT_DTYPE
     try:
         n = formats.token_count(path, dtype)

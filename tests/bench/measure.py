@@ -62,8 +62,7 @@ def mb(n: float) -> str:
 
 
 def machine() -> dict:
-    import numpy
-    import tiktoken
+    from importlib.metadata import version  # not importing numpy here keeps this process small
 
     cpu = platform.processor() or "unknown"
     try:
@@ -77,7 +76,7 @@ def machine() -> dict:
         "cores": os.cpu_count(),
         "cpu": cpu,
         "python": platform.python_version(),
-        "numpy": numpy.__version__,
-        "tiktoken": tiktoken.__version__,
+        "numpy": version("numpy"),
+        "tiktoken": version("tiktoken"),
         "platform": platform.platform(),
     }

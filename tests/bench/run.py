@@ -14,6 +14,7 @@ import argparse
 import datetime
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,61 +39,69 @@ def corpus_text() -> str:
 
 
 def text_file(size: int) -> Path:
-    """The shipped corpus repeated to ``size`` bytes, as one file (like nanoGPT's input.txt)."""
+    """The shipped corpus repeated to ``size`` bytes, as one file (like nanoGPT's input.txt).
+
+    Written piece by piece: this process must stay small (see ``main``)."""
     path = WORK / f"text-{size // 10**6}MB.txt"
-    if not path.exists() or path.stat().st_size != size:
+    if not path.exists() or abs(path.stat().st_size - size) > 4:
         unit = corpus_text().encode("utf-8")
         with open(path, "wb") as f:
             left = size
             while left > 0:
                 piece = unit[:left]
+                if len(piece) < len(unit):  # cut the last piece back to a UTF-8 character boundary
+                    piece = piece.decode("utf-8", errors="ignore").encode("utf-8")
                 f.write(piece)
-                left -= len(piece)
-        # cut back to a UTF-8 character boundary
-        data = path.read_bytes()
-        path.write_bytes(data.decode("utf-8", errors="ignore").encode("utf-8"))
+                left -= len(unit)
     return path
 
 
 def token_file(n_bytes: int) -> Path:
-    """A data folder whose train.bin holds real corpus tokens repeated to ``n_bytes``."""
+    """A data folder whose train.bin holds real corpus tokens repeated to ``n_bytes``.
+
+    Made in a child process, so this one never imports numpy or holds big arrays (see ``main``)."""
+    folder = WORK / f"tokens-{n_bytes // 10**6}MB"
+    if not (folder / "meta.json").exists():
+        subprocess.run([sys.executable, __file__, "--make-tokens", str(n_bytes)], check=True)
+    return folder / "train.bin"
+
+
+def _make_token_file(n_bytes: int) -> None:
     folder = WORK / f"tokens-{n_bytes // 10**6}MB"
     bin_path = folder / "train.bin"
-    if not (folder / "meta.json").exists():
-        import numpy as np
+    import numpy as np
 
-        from winsample import formats, tokenizer
+    from winsample import formats, tokenizer
 
-        enc = tokenizer.load_encoding("gpt2")
-        docs = [enc.encode_ordinary(p.read_text(encoding="utf-8")) + [enc.eot_token]
-                for p in sorted((REPO / "winsample" / "corpus").glob("*.txt"))]
-        unit = np.concatenate([np.array(d, dtype="<u2") for d in docs])
-        doc_lens = np.array([len(d) for d in docs])
-        reps = n_bytes // unit.nbytes + 1
-        n = n_bytes // 2
-        folder.mkdir(parents=True, exist_ok=True)
-        h = formats.new_hasher()
-        with open(bin_path, "wb") as f:
-            written = 0
-            while written < n:
-                piece = unit[: n - written]
-                f.write(piece.tobytes())
-                h.update(piece.tobytes())
-                written += len(piece)
-        starts = (np.arange(reps)[:, None] * len(unit) + np.concatenate([[0], np.cumsum(doc_lens)[:-1]])[None, :]).ravel()
-        starts = starts[starts < n]
-        np.save(folder / "train.docs.npy", starts.astype("<i8"))
-        meta = {
-            "format": "winsample", "version": 1, "winsample_version": "bench", "dtype": "<u2",
-            "tokenizer": tokenizer.describe(enc, "gpt2"), "eot_appended": True,
-            "split": {"method": "tail", "fraction": 0.0, "seed": 0},
-            "splits": {"train": {"file": "train.bin", "doc_index": "train.docs.npy", "tokens": n, "bytes": 2 * n,
-                                 "documents": int(len(starts)), "max_token": int(unit.max()),
-                                 "checksum": formats.format_checksum(h)}},
-            "inputs": [], "stats": {},
-        }
-        formats.write_meta(folder / "meta.json", meta)
-    return bin_path
+    enc = tokenizer.load_encoding("gpt2")
+    docs = [enc.encode_ordinary(p.read_text(encoding="utf-8")) + [enc.eot_token]
+            for p in sorted((REPO / "winsample" / "corpus").glob("*.txt"))]
+    unit = np.concatenate([np.array(d, dtype="<u2") for d in docs])
+    doc_lens = np.array([len(d) for d in docs])
+    reps = n_bytes // unit.nbytes + 1
+    n = n_bytes // 2
+    folder.mkdir(parents=True, exist_ok=True)
+    h = formats.new_hasher()
+    with open(bin_path, "wb") as f:
+        written = 0
+        while written < n:
+            piece = unit[: n - written]
+            f.write(piece.tobytes())
+            h.update(piece.tobytes())
+            written += len(piece)
+    starts = (np.arange(reps)[:, None] * len(unit) + np.concatenate([[0], np.cumsum(doc_lens)[:-1]])[None, :]).ravel()
+    starts = starts[starts < n]
+    np.save(folder / "train.docs.npy", starts.astype("<i8"))
+    meta = {
+        "format": "winsample", "version": 1, "winsample_version": "bench", "dtype": "<u2",
+        "tokenizer": tokenizer.describe(enc, "gpt2"), "eot_appended": True,
+        "split": {"method": "tail", "fraction": 0.0, "seed": 0},
+        "splits": {"train": {"file": "train.bin", "doc_index": "train.docs.npy", "tokens": n, "bytes": 2 * n,
+                             "documents": int(len(starts)), "max_token": int(unit.max()),
+                             "checksum": formats.format_checksum(h)}},
+        "inputs": [], "stats": {},
+    }
+    formats.write_meta(folder / "meta.json", meta)
 
 
 # --- children: each prints one JSON line -----------------------------------------------------
@@ -270,7 +279,12 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes, one repeat: checks the harness runs")
     ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
     ap.add_argument("--only", default="encode,windows,verify,ray", help="comma list of groups to run")
+    ap.add_argument("--make-tokens", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.make_tokens:
+        return _make_token_file(args.make_tokens)
+    # This process stays small (stdlib only, no big buffers): Linux carries a process's peak RSS
+    # across fork/exec into the child's ru_maxrss, so a big parent would inflate every child's figure.
     global REPEATS
     WORK.mkdir(parents=True, exist_ok=True)
     if args.quick:
