@@ -264,7 +264,15 @@ def windows(bin_path, T, stride, overlap, targets, offset, random_offset, seed, 
         where = ", ".join(s["files"]) or "stdout"
         say(quiet, f"{plural(s['windows'], 'window')} of span {s['span']} (T {s['T']}, stride {s['stride']},"
                    f" overlap {s['overlap']:.1%}) over {plural(s['tokens'], 'token')}: coverage {s['coverage']:.2%},"
-                   f" {plural(s['uncovered_tail'], 'tail token')} uncovered → {where}")
+                   f" {_uncovered(s)} → {where}")
+
+
+def _uncovered(s: dict) -> str:
+    """Where the tokens no window covers are: head (an offset), tail, or both."""
+    parts = [plural(s["uncovered_tail"], "tail token")]
+    if s.get("uncovered_head"):
+        parts.insert(0, plural(s["uncovered_head"], "head token"))
+    return " and ".join(parts) + " uncovered"
 
 
 # --- verify -------------------------------------------------------------------------------
