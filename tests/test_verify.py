@@ -585,3 +585,20 @@ def test_alignment_of_a_plan_with_only_short_windows_warns_not_passes(tmp_path):
     align = [c for c in doc["checks"] if c["name"] == "alignment"][0]
     assert align["status"] == "warn" and "285 < T + 1 = 1001" in align["detail"]
     assert r.exit_code == 1  # min_length fails: N < T + 1
+
+
+@pytest.mark.parametrize(("stride", "status"), [(64, "pass"), (65, "warn")])
+def test_coverage_warns_when_window_joins_leave_tokens_never_predicted(tmp_path, stride, status):
+    """T = 64, span 65: stride 65 tiles tokens without gaps, yet token 65, 130, … is never a y."""
+    p = tmp_path / "t.bin"
+    n = 65 * 10
+    write_bin(p, [i % 50000 for i in range(n)])
+    plan = tmp_path / "p.npy"
+    r = CliRunner().invoke(main, ["windows", str(p), "-T", "64", "--stride", str(stride), "-o", str(plan), "-q"])
+    assert r.exit_code == 0
+    doc = json.loads(CliRunner().invoke(main, ["verify", str(p), "--plan", str(plan), "--json"]).stdout)
+    cov = [c for c in doc["checks"] if c["name"] == "coverage"][0]
+    # by hand: stride 64 → windows at 0, 64, …: every token but token 0 is some window's y
+    # stride 65 → windows at 0, 65, …, 585: tokens 0, 65, …, 585 (10 of them) are never a y
+    assert cov["status"] == status
+    assert cov["never_target_tokens"] == (1 if stride == 64 else 10)

@@ -884,7 +884,10 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
     else:
         report.add("duplicates", label, "pass", "no two windows are identical", duplicates=0)
 
-    _check_coverage(report, label, start, end, n, side, min_coverage, got.coverage if got.n == n else None)
+    # With targets a window's first token is input only: the first token of each covered run and
+    # of each document can never be a y; more such tokens mean stride > T skipped labels.
+    docs = len(_sorted_unique(np.sort(rows["doc"]))) if targets_flag and len(rows) else 0
+    _check_coverage(report, label, start, end, n, side, min_coverage, got.coverage if got.n == n else None, docs)
     plan = _Plan(label, rows, side, scan)
     _check_alignment(report, plan, pT, span, targets_flag)
     return plan
@@ -909,7 +912,7 @@ def coverage_stats(start: np.ndarray, end: np.ndarray, n: int) -> dict:
     if not keep.all():
         s, e = s[keep], e[keep]
     if len(s) == 0:
-        return {"covered": 0, "gap_start": 0, "gap_length": n, "tail": n, "head": n}
+        return {"covered": 0, "gap_start": 0, "gap_length": n, "tail": n, "head": n, "segments": 0}
     if not (s[1:] >= s[:-1]).all():  # plans are usually in start order already: skip the sort
         o = np.argsort(s, kind="stable")
         s, e = s[o], e[o]
@@ -924,10 +927,13 @@ def coverage_stats(start: np.ndarray, end: np.ndarray, n: int) -> dict:
     gap_start, gap_len = int(before[i]), int(max(gaps[i], 0))
     if tail > gap_len:
         gap_start, gap_len = int(reach[-1]), tail
-    return {"covered": covered, "gap_start": gap_start, "gap_length": gap_len, "tail": tail, "head": int(s[0])}
+    segments = 1 + int(np.count_nonzero(gaps[1:] > 0))  # maximal runs of covered tokens
+    return {"covered": covered, "gap_start": gap_start, "gap_length": gap_len, "tail": tail, "head": int(s[0]),
+            "segments": segments}
 
 
-def _check_coverage(report, label, start, end, n, side, min_coverage, c=None) -> None:
+def _check_coverage(report, label, start, end, n, side, min_coverage, c=None, target_docs: int = 0) -> None:
+    """``target_docs`` > 0 for a targets plan: the number of documents it has windows in."""
     if n == 0:
         report.add("coverage", label, "skip", "empty file: nothing to cover")
         return
@@ -949,6 +955,15 @@ def _check_coverage(report, label, start, end, n, side, min_coverage, c=None) ->
     if share < min_coverage:
         report.add("coverage", label, "fail", detail, **figs)
         return
+    if target_docs:
+        never = c["covered"] - coverage_stats(start + 1, end, n)["covered"]  # in a window, never a y
+        bound = c.get("segments", 1) + target_docs - 1
+        figs["never_target_tokens"] = never
+        if never > bound:
+            report.add("coverage", label, "warn", detail + f"; but {never} tokens inside windows are never a target"
+                       f" (at most {bound} must be: the first of each covered run and document): a window's first"
+                       " token is input only, so stride > T skips one label per window join; use stride ≤ T", **figs)
+            return
     said = _int(side, "stats", "covered_tokens")
     if said is not None and said != c["covered"]:
         report.add("coverage", label, "warn", detail + f"; but the sidecar claims {said} covered tokens", **figs)
