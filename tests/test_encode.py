@@ -606,3 +606,126 @@ def test_json_summary_on_stdout_and_summary_line_on_stderr(tmp_path):
     assert r.stderr.startswith("encoded 20 documents") and "MB/s" in r.stderr
     r = cli([src, "-o", tmp_path / "out", "--workers", "1", "--val-fraction", "0.3", "-q"])
     assert r.exit_code == 0 and r.stderr == "" and r.stdout == ""
+
+
+# --- a failed run into a new folder leaves no folder behind ----------------------------------------
+
+# (file name, content, extra options, exit code). Each fails for a reason stated beside it.
+FAILING_RUNS = {
+    # "hi" is 1 token + EOT = 2 tokens; --split tail gives val floor(2 × 0.1) = 0 of them.
+    "empty-val-split": ("one.txt", b"hi", ["--split", "tail", "--val-fraction", "0.1"], 2),
+    "binary-file": ("bin.txt", b"text then \x00 NUL", [], 1),
+    "invalid-utf8": ("bad.txt", b"caf\xc3\n", [], 1),
+    "bad-jsonl-line": ("j.jsonl", b'{"text": "ok"}\n{"text": oops}\n', [], 1),
+    "missing-input": (None, None, [], 2),
+}
+
+
+def _failing_run(tmp_path, case, out):
+    name, content, extra, code = FAILING_RUNS[case]
+    src = tmp_path / (name or "nope.txt")
+    if content is not None:
+        src.write_bytes(content)
+    r = cli([src, "-o", out, "--workers", "1", *extra])
+    assert r.exit_code == code, r.stderr
+    assert r.stderr.startswith("error: ") and r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("case", sorted(FAILING_RUNS))
+def test_failed_run_into_a_new_folder_leaves_no_folder(tmp_path, case):
+    out = tmp_path / "out" / "sub"  # neither exists yet
+    _failing_run(tmp_path, case, out)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("case", sorted(FAILING_RUNS))
+def test_failed_run_into_an_existing_folder_keeps_the_previous_set(tmp_path, previous_set, case):
+    out, before = previous_set
+    _failing_run(tmp_path, case, out)
+    assert_untouched(out, before)
+    assert not (out / formats.PARTIAL_DIR).exists()
+
+
+def test_failed_run_removes_only_the_folders_it_created(tmp_path):
+    (tmp_path / "mine").mkdir()  # existed before, empty: must survive
+    out = tmp_path / "mine" / "a" / "b"
+    _failing_run(tmp_path, "binary-file", out)
+    assert (tmp_path / "mine").is_dir() and list((tmp_path / "mine").iterdir()) == []
+
+
+def test_failed_run_keeps_a_new_folder_someone_put_a_file_in(tmp_path):
+    out = tmp_path / "out"
+
+    def drop_a_file(nbytes, ntokens, total=None):
+        (out / "notes.txt").write_text("mine")
+
+    (tmp_path / "bin.txt").write_bytes(b"text then \x00 NUL")
+    with pytest.raises(Exception) as e:
+        encode_corpus([str(tmp_path / "bin.txt")], out, workers=1, progress=drop_a_file)
+    assert e.value.exit_code == 1
+    assert (out / "notes.txt").read_text() == "mine"  # never rmtree'd; the folder stays with it
+
+
+def test_interrupt_with_a_checkpoint_keeps_the_new_folder_and_partial(tmp_path, monkeypatch):
+    from winsample import resume
+    from winsample.errors import Interrupted
+
+    monkeypatch.setattr(resume, "CHECKPOINT_SECONDS", 0)  # a checkpoint at every input's end
+    src = write_tree(tmp_path / "in", _many_docs(30))
+    out = tmp_path / "out" / "sub"
+    journal = out / formats.PARTIAL_DIR / formats.PARTIAL_JOURNAL
+
+    def stop(nbytes, ntokens, total=None):
+        if journal.exists():
+            raise KeyboardInterrupt
+
+    with pytest.raises(Interrupted) as e:
+        encode_corpus([str(src)], out, workers=1, progress=stop)
+    assert e.value.exit_code == 130 and "--resume" in str(e.value)
+    assert journal.is_file()  # kept for --resume, and with it the folder
+    s = encode_corpus([str(src)], out, workers=1, resume_partial=True)
+    assert s["resumed"]["inputs"] >= 1
+
+
+def test_interrupt_before_any_checkpoint_leaves_no_new_folder(tmp_path):
+    big = tmp_path / "big.txt"
+    big.write_text(BIG_PREFIX * 3)  # one input: no checkpoint before its end
+    out = tmp_path / "out" / "sub"
+
+    def stop(nbytes, ntokens, total=None):
+        if ntokens:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        encode_corpus([str(big)], out, split="tail", workers=1, progress=stop)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("folder_too", [False, True])
+def test_lock_file_removed_between_open_and_flock_is_taken_again(tmp_path, monkeypatch, folder_too):
+    # A failing run that made the folder removes its lock (and the folder) just as this run
+    # opened the lock file: this run must not count a lock on the orphaned file as the lock.
+    out = tmp_path / "new"
+    real_flock, calls = fcntl.flock, []
+
+    def flock(fd, op):
+        if not calls:
+            calls.append(1)
+            os.unlink(out / formats.LOCK_NAME)
+            if folder_too:
+                os.rmdir(out)
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    with pytest.raises(ConfigError):
+        with encode_mod._locked(out):
+            monkeypatch.setattr(fcntl, "flock", real_flock)
+            probe = os.open(out / formats.LOCK_NAME, os.O_RDWR)
+            try:
+                with pytest.raises(BlockingIOError):  # the file at the path is the one we hold
+                    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            finally:
+                os.close(probe)
+            assert (out / formats.LOCK_NAME).read_text() == f"{os.getpid()}\n"
+            raise ConfigError("fail after locking")
+    assert calls == [1] and not out.exists()  # made by this run (again): removed on failure
