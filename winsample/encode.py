@@ -562,10 +562,12 @@ def encode_corpus(
     pool = _make_pool(workers, (encoding, tokenizer_file, pattern, dtype)) if workers > 1 else None
     try:
         with _locked(out_dir):
-            stage = formats.staging_dir(out_dir)
             work = formats.partial_dir(out_dir)
             keep = False
             try:
+                # Inside the try: a signal that lands right after the staging folder is made must
+                # still remove it (seen in the SIGTERM test on a loaded machine).
+                stage = formats.staging_dir(out_dir)
                 start = _open_partial(work, params, sources, resume_partial)
                 result = _run(sources, work, enc, opts, pool, workers, progress, start, params)
                 meta = _meta(sources, describe, opts, result)

@@ -704,15 +704,16 @@ def run(bin_path, out: str, o: Options, meta_path=None, stream=None, progress=No
     summaries = []
     # .npy plans: every file of this run is written into a staging folder beside the plan and
     # moved into place as one set (sidecars last), so a crash leaves the old set or the new one.
-    stage = formats.plan_staging_dir(out) if o.format == "npy" else None
+    stage = None
     names: list[str] = []
     try:
+        stage = formats.plan_staging_dir(out) if o.format == "npy" else None  # in the try: see encode
         _write_plans(plans, out, o, multi, stream, stage, names, summaries)
         if stage is not None:
             names.sort(key=lambda n: n.endswith(".json"))  # sidecars last: a plan is current only with its sidecar
             formats.commit_staged(stage, Path(out).parent, names)
     except BaseException:
-        if stage is not None:
+        if o.format == "npy":
             formats.recover_plan(out)  # no COMMIT mark yet: drops the staging folder
         raise
     return summaries
