@@ -12,6 +12,7 @@ from winsample import windows as W
 from winsample.tokenizer import load_encoding
 
 from .conftest import CORPUS
+from .test_boundaries import brute_edges, oracle_edges
 
 
 def reference_plan_semantic(doc_starts, doc_ends, edges, span, stride, offset=0, short="keep"):
@@ -118,6 +119,12 @@ def corpus_ids(ref_gpt2):
     return np.array(ref_gpt2.encode_ordinary(text), "<u2")
 
 
+@pytest.fixture(scope="module")
+def crlf_corpus_ids(ref_gpt2):
+    text = (CORPUS / "hamlet.txt").read_text()[:30000].replace("\n", "\r\n")
+    return np.array(ref_gpt2.encode_ordinary(text), "<u2")
+
+
 @pytest.mark.parametrize("kind", B.KINDS)
 def test_iter_boundaries_yields_every_edge_once_in_order(corpus_ids, kind):
     enc = load_encoding("gpt2")
@@ -153,19 +160,30 @@ class TinyEnc:
 
 
 TINY = TinyEnc([b"a", b"bc", b".", b"!", b"?", b"\n", b"\n\n", b" \n", b"x\n", b".\n", b"\r\n", b"!\n\n",
-                b" ", b"\t", b"\xe3\x80", b"\x82", "。".encode(), b"\n\n\n", b"q.", b"z\n", b" .", b"?\""])
+                b" ", b"\t", b"\xe3\x80", b"\x82", "。".encode(), b"\n\n\n", b"q.", b"z\n", b" .", b"?\"",
+                b"\r", b"\n\r", b"x\n\r", b"\n\r\n", b"\r\n\r\n", b"\r\r", b".\r\n"])
+# Few newline ids (the == passes), but every CRLF shape: "\r\n" and "\n\r" tokens, a lone "\r"
+SMALL = TinyEnc([b"a", b".", b" ", b"\n", b"\r", b"\r\n", b"\n\r", b"\n\r\n"])
 
 
 @pytest.mark.parametrize("kind", B.KINDS)
 @settings(max_examples=60, deadline=None)
 @given(ids=st.lists(st.integers(0, TINY.n_vocab - 1), max_size=300), chunk=st.integers(1, 64))
 def test_edges_by_table_gather_match_string_search(kind, ids, chunk):
-    from .test_boundaries import oracle_edges
-
     arr = np.array(ids, "<u2")
     assert len(B.token_tables(TINY).para_ids) > B._MAX_EQ_IDS  # this vocabulary takes the gather path
     want = oracle_edges(arr, TINY, kind)
     assert B.find_boundaries(arr, kind, TINY, chunk_tokens=chunk, threads=2).tolist() == want
+
+
+@pytest.mark.parametrize("kind", B.KINDS)
+@settings(max_examples=60, deadline=None)
+@given(ids=st.lists(st.integers(0, SMALL.n_vocab - 1), max_size=200), chunk=st.integers(1, 16))
+def test_edges_by_eq_passes_with_crlf_tokens_match_the_byte_definition(kind, ids, chunk):
+    t = B.token_tables(SMALL)
+    assert len(t.para_ids) + len(t.cr_ids) + len(t.nlcr_ids) <= B._MAX_EQ_IDS and len(t.crnl_ids) and len(t.nlcr_ids)
+    arr = np.array(ids, "<u2")
+    assert B.find_boundaries(arr, kind, SMALL, chunk_tokens=chunk, threads=2).tolist() == brute_edges(ids, SMALL, kind)
 
 
 def test_gpt2_paragraph_edges_by_gather_equal_the_eq_passes(corpus_ids, monkeypatch):
@@ -173,3 +191,11 @@ def test_gpt2_paragraph_edges_by_gather_equal_the_eq_passes(corpus_ids, monkeypa
     want = B.find_boundaries(corpus_ids, "paragraph", enc).tolist()
     monkeypatch.setattr(B, "_MAX_EQ_IDS", 0)
     assert B.find_boundaries(corpus_ids, "paragraph", enc).tolist() == want
+
+
+def test_gpt2_crlf_paragraph_edges_by_gather_equal_the_eq_passes(crlf_corpus_ids, monkeypatch):
+    enc = load_encoding("gpt2")
+    want = B.find_boundaries(crlf_corpus_ids, "paragraph", enc, chunk_tokens=999).tolist()
+    assert len(want) > 50
+    monkeypatch.setattr(B, "_MAX_EQ_IDS", 0)
+    assert B.find_boundaries(crlf_corpus_ids, "paragraph", enc, chunk_tokens=999).tolist() == want

@@ -5,8 +5,10 @@ An *edge* (boundary) ``b`` is a token index: the cut falls between token ``b - 1
 tokens before ``b`` (``enc.decode_single_token_bytes`` of each, concatenated) and ``r`` the bytes
 from ``b`` on. Then ``b`` is
 
-- a **paragraph** edge when ``s`` ends with a blank line, ``b"\\n\\n"`` — whether that is one token
-  (GPT-2 628) or two (198, 198) or any other split;
+- a **paragraph** edge when ``s`` ends with a blank line: ``b"\\n\\n"``, or ``b"\\n\\r\\n"`` (the end
+  of CRLF text's ``b"\\r\\n\\r\\n"``, or an LF line then a CRLF one) — whether that is one token
+  (GPT-2 628) or several (198 198; CRLF is 201 198 201 198 in GPT-2, 201 being ``\\r``) or any
+  other split. A lone ``\\r`` (old Mac line end) ends no line;
 - a **sentence** edge when it is a paragraph edge, or ``s`` ends with a CJK terminal ``。！？``
   (whole UTF-8 sequence, which may be split across tokens; no space needed after it, Chinese and
   Japanese use none), or ``s`` ends with ``.`` ``!`` ``?`` and ``r`` starts with ASCII whitespace
@@ -16,8 +18,8 @@ from ``b`` on. Then ``b`` is
 Everything is computed from per-id lookup tables (built once from the tokenizer) over bounded
 chunks of the memmap, vectorised with numpy; two tokens of look-behind and one of look-ahead
 carry across chunk edges. A cheap pre-filter picks candidate tokens first (equality tests when
-the candidate ids are few, as for GPT-2 paragraphs: only 198 and 628 end with a newline; one
-table gather otherwise), and only candidates get the exact byte test.
+the candidate ids are few, as for GPT-2 paragraphs: only 198 and 628 end with a newline and
+only 201 holds a ``\\r``; one table gather otherwise), and only candidates get the exact byte test.
 """
 
 from __future__ import annotations
@@ -60,16 +62,23 @@ class Tables:
     ws_start: np.ndarray  # bool: first byte is whitespace
     ws_end_core: np.ndarray  # bool: has trailing whitespace and some non-whitespace byte
     ascii_term: np.ndarray  # bool [256]: byte is . ! ?
-    para_ids: np.ndarray  # ids that can end a blank line (last byte '\n')
+    para_ids: np.ndarray  # ids whose last byte is '\n' (the only ones that can end a blank line)
     sent_ids: np.ndarray  # ids that can end a sentence edge
     para_mask: np.ndarray  # uint8 [65536 or n]: 1 for para_ids
     sent_mask: np.ndarray
     nl_ids: np.ndarray  # ids whose bytes are exactly b"\n"
-    dbl_ids: np.ndarray  # ids whose bytes end with b"\n\n"
-    para_code: np.ndarray  # uint8 [65536 or n]: 1 ends with \n, 2 ends with \n\n, 4 is exactly \n
+    dbl_ids: np.ndarray  # ids whose bytes end with a whole blank line, b"\n\n" or b"\n\r\n"
+    para_code: np.ndarray  # uint8 [65536 or n]: bits PC_* below (0 for the sentinel row)
     para_rest: np.ndarray  # para_ids that are neither nl_ids nor dbl_ids (end with one \n after other bytes)
     sent_core_ids: np.ndarray  # sent_ids that are not all whitespace: the only ones needing the byte test
     sent_core_mask: np.ndarray  # uint8 [65536 or n]: 1 for sent_core_ids
+    cr_ids: np.ndarray  # ids whose bytes are exactly b"\r" (GPT-2: 201)
+    crnl_ids: np.ndarray  # ids whose bytes are exactly b"\r\n" (none in GPT-2)
+    nlcr_ids: np.ndarray  # ids whose bytes end with b"\n\r" (none in GPT-2)
+
+
+# para_code bits: what one token's bytes say about a blank line ending at or after it
+PC_NL_END, PC_DBL, PC_NL, PC_CR, PC_CRNL, PC_NLCR = 1, 2, 4, 8, 16, 32  # ends \n, ends a blank line, ==\n, ==\r, ==\r\n, ends \n\r
 
 
 def _pack(b: bytes) -> int:
@@ -97,18 +106,21 @@ def _tables_for(key, enc, full: bool = True) -> Tables:
     size = max(n, 1 << 16)
     para = [i for i, b in enumerate(toks) if b[-1:] == b"\n"]
     nl = [i for i in para if toks[i] == b"\n"]
-    dbl = [i for i in para if toks[i] != b"\n" and toks[i].endswith(b"\n\n")]
+    dbl = [i for i in para if toks[i].endswith((b"\n\n", b"\n\r\n"))]
+    crnl = [i for i in para if toks[i] == b"\r\n"]
+    cr = [i for i, b in enumerate(toks) if b == b"\r"]
+    nlcr = [i for i, b in enumerate(toks) if b.endswith(b"\n\r")]
     para_mask = np.zeros(size, np.uint8)
     para_mask[para] = 1
     para_code = np.zeros(size, np.uint8)
-    para_code[para] |= 1
-    para_code[dbl] |= 2
-    para_code[nl] |= 4
+    for ids, bit in ((para, PC_NL_END), (dbl, PC_DBL), (nl, PC_NL), (cr, PC_CR), (crnl, PC_CRNL), (nlcr, PC_NLCR)):
+        para_code[ids] |= bit
     para_rest = np.array(sorted(set(para) - set(nl) - set(dbl)), np.int64)
+    crlf = [np.array(x, np.int64) for x in (cr, crnl, nlcr)]
     if not full:  # paragraphs need only the newline ids: skip the byte tables (~half the time)
         z, zi, zb, zm = np.zeros(n, np.int64), np.zeros(0, np.int64), np.zeros(n, bool), np.zeros(size, np.uint8)
         return Tables(z, z, z, z, zb, zb, np.zeros(256, bool), np.array(para, np.int64), zi, para_mask, zm,
-                      np.array(nl, np.int64), np.array(dbl, np.int64), para_code, para_rest, zi, zm)
+                      np.array(nl, np.int64), np.array(dbl, np.int64), para_code, para_rest, zi, zm, *crlf)
     wsb = bytes(WS)
     cores = [b.rstrip(wsb) for b in toks]
     # list comprehensions + one array each: ~10x faster than filling arrays id by id
@@ -134,7 +146,7 @@ def _tables_for(key, enc, full: bool = True) -> Tables:
     return Tables(last3, len3, core3, corelen3, ws_start, ws_end_core, ascii_term,
                   np.array(para, np.int64), np.array(sent, np.int64), para_mask, sent_mask,
                   np.array(nl, np.int64), np.array(dbl, np.int64), para_code,
-                  para_rest, np.array(sent_core, np.int64), sent_core_mask)
+                  para_rest, np.array(sent_core, np.int64), sent_core_mask, *crlf)
 
 
 def token_tables(enc, kind: str = "sentence") -> Tables:
@@ -159,57 +171,92 @@ def _candidates(chunk: np.ndarray, ids: np.ndarray, mask: np.ndarray) -> np.ndar
     return np.flatnonzero(np.take(mask, np.asarray(chunk), mode="clip"))
 
 
-_SUB = 1 << 18  # tokens per paragraph sub-block: its bool scratch (3 × 256 KB) stays in L2
+_SUB = 1 << 18  # tokens per paragraph sub-block: its bool scratch (3 × 256 KB; 4 for CRLF) stays in L2
 _scratch = threading.local()
 
 
-def _bools(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Three reusable bool buffers of at least ``m`` items for this thread (no page faults per chunk)."""
+def _bools(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Four reusable bool buffers of at least ``m`` items for this thread (no page faults per chunk)."""
     bufs = getattr(_scratch, "bufs", None)
     if bufs is None or len(bufs[0]) < m:
-        bufs = _scratch.bufs = tuple(np.empty(max(m, _SUB), bool) for _ in range(3))
-    return bufs[0][:m], bufs[1][:m], bufs[2][:m]
+        bufs = _scratch.bufs = tuple(np.empty(max(m, _SUB), bool) for _ in range(4))
+    return bufs[0][:m], bufs[1][:m], bufs[2][:m], bufs[3][:m]
 
 
-def _paragraph_edges(chunk: np.ndarray, t: Tables, prev: int | None) -> np.ndarray:
+def _paragraph_edges(chunk: np.ndarray, t: Tables, back: tuple[int, int]) -> np.ndarray:
     """Sorted chunk positions i with a paragraph edge right after token i.
 
-    The stream before a cut ends with a blank line exactly when the last token ends with
-    ``\\n\\n``, or is exactly ``\\n`` right after a token ending with ``\\n`` (tokens are never
-    empty). So three id sets decide it, without the byte-level work sentences need; when they are
-    few (GPT-2: 198 is ``\\n``, 628 is ``\\n\\n``) each id is one ``==`` pass, which streams
-    several times faster than a table gather. ``prev`` is the token before the chunk, if any.
-    Works in cache-sized sub-blocks with per-thread scratch buffers.
+    The stream before a cut ends with a blank line (``\\n\\n`` or ``\\n\\r\\n``) exactly when the
+    last token ends with one; or is exactly ``\\n`` right after a stream ending with ``\\n`` or
+    ``\\n\\r`` (the latter: a token ending ``\\n\\r``, or a lone ``\\r`` token after one ending
+    ``\\n``); or is exactly ``\\r\\n`` right after one ending with ``\\n`` (tokens are never empty).
+    So a few id sets decide it, without the byte-level work sentences need; when they are few
+    (GPT-2: 198 is ``\\n``, 628 is ``\\n\\n``, 201 is ``\\r``) each id is one ``==`` pass, which
+    streams several times faster than a table gather. ``back`` is the two ids before the chunk
+    (the table's sentinel id where there are none). Works in cache-sized sub-blocks with
+    per-thread scratch buffers.
     """
     out = []
-    for lo in range(0, len(chunk), _SUB):
-        block = chunk[lo : lo + _SUB]
-        before = prev if lo == 0 else int(chunk[lo - 1])
-        out.append(_paragraph_block(block, t, before) + lo)
+    for lo in range(0, len(chunk), _SUB):  # _SUB >= 2: a later block's look-behind is in the chunk
+        bb = back if lo == 0 else (int(chunk[lo - 2]), int(chunk[lo - 1]))
+        out.append(_paragraph_block(chunk[lo : lo + _SUB], t, bb) + lo)
     return np.concatenate(out) if len(out) > 1 else (out[0] if out else np.zeros(0, np.int64))
 
 
-def _paragraph_block(chunk: np.ndarray, t: Tables, prev: int | None) -> np.ndarray:
+def _paragraph_block(chunk: np.ndarray, t: Tables, back: tuple[int, int]) -> np.ndarray:
     m = len(chunk)
-    single, dbl, hit = _bools(m)
-    if len(t.para_ids) <= _MAX_EQ_IDS:
-        rest = t.para_rest
-        _eq_any_into(chunk, t.nl_ids, single)
-        _eq_any_into(chunk, t.dbl_ids, dbl)
-        # hit[i] = 'token i-1 ends with \\n' (single | dbl | rest), then & single[i]
-        np.logical_or(single[:-1], dbl[:-1], out=hit[1:])
-        if len(rest):
-            hit[1:] |= _eq_any(chunk[:-1], rest)
-    else:
-        code = np.take(t.para_code, chunk, mode="clip")
-        np.not_equal(code & 4, 0, out=single)
-        np.not_equal(code & 2, 0, out=dbl)
-        np.not_equal(code[:-1] & 1, 0, out=hit[1:])
-    if m:
-        hit[0] = prev is not None and prev in t.para_ids
-    hit &= single
-    hit |= dbl
+    c2, c1 = int(t.para_code[back[0]]), int(t.para_code[back[1]])
+    if len(t.para_ids) + len(t.cr_ids) + len(t.nlcr_ids) > _MAX_EQ_IDS:
+        return _paragraph_block_gather(chunk, t, c2, c1)
+    single, dbl, hit, spare = _bools(m)
+    cr = None  # mask of lone "\r" tokens, kept only when the block has one (LF text has none)
+    if len(t.cr_ids):
+        _eq_any_into(chunk, t.cr_ids, hit)
+        if hit[:-1].any():  # a "\r" in the last token only matters to the next block
+            cr, hit = hit, spare  # the 4th buffer is touched only for CRLF text: LF keeps 3 in cache
+    nlcr_at = _positions(chunk[:-1], t.nlcr_ids, hit)  # tokens ending "\n\r" (none in GPT-2)
+    crnl_at = _positions(chunk, t.crnl_ids, hit)  # tokens that are exactly "\r\n" (none in GPT-2)
+    _eq_any_into(chunk, t.nl_ids, single)
+    _eq_any_into(chunk, t.dbl_ids, dbl)
+    # hit[i] = 'the stream before token i ends with \n' (token i-1 in single | dbl | rest)
+    np.logical_or(single[:-1], dbl[:-1], out=hit[1:])
+    if len(t.para_rest):
+        hit[1:] |= _eq_any(chunk[:-1], t.para_rest)
+    hit[0] = bool(c1 & PC_NL_END)
+    crnl_edges = crnl_at[hit[crnl_at]]  # "…\n" "\r\n"
+    # widen hit[i] to 'ends with \n or \n\r': "…\n" "\r", "…\n\r", and both across the block start
+    if cr is not None:
+        np.logical_and(cr[:-1], hit[:-1], out=cr[:-1])
+        hit[1:] |= cr[:-1]
+    hit[nlcr_at + 1] = True
+    if (c1 & PC_CR and c2 & PC_NL_END) or c1 & PC_NLCR:
+        hit[0] = True
+    hit &= single  # "\n" after either
+    hit |= dbl  # a token ending with a blank line of its own
+    hit[crnl_edges] = True
     return np.flatnonzero(hit)
+
+
+def _paragraph_block_gather(chunk: np.ndarray, t: Tables, c2: int, c1: int) -> np.ndarray:
+    """``_paragraph_block`` by one ``para_code`` gather, for vocabularies with many newline ids."""
+    code = np.empty(len(chunk) + 2, np.uint8)  # index j: token j - 2 of the block
+    code[0], code[1] = c2, c1
+    np.take(t.para_code, chunk, mode="clip", out=code[2:])
+    cur, p1, p2 = code[2:], code[1:-1], code[:-2]
+    after_nl = (p1 & PC_NL_END) != 0
+    after_nlcr = ((p1 & PC_NLCR) != 0) | (((p1 & PC_CR) != 0) & ((p2 & PC_NL_END) != 0))
+    hit = ((cur & PC_NL) != 0) & (after_nl | after_nlcr)
+    hit |= ((cur & PC_CRNL) != 0) & after_nl
+    hit |= (cur & PC_DBL) != 0
+    return np.flatnonzero(hit)
+
+
+def _positions(chunk: np.ndarray, ids: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """Positions of ``chunk`` ∈ ``ids`` (few ids, usually absent), using ``scratch`` as the mask."""
+    if len(ids) == 0 or len(chunk) == 0:
+        return np.zeros(0, np.int64)
+    mask = _eq_any_into(chunk, ids, scratch[: len(chunk)])
+    return np.flatnonzero(mask) if mask.any() else np.zeros(0, np.int64)
 
 
 def _eq_any_into(chunk: np.ndarray, ids: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -279,15 +326,14 @@ def _chunk_edges(tokens: np.ndarray, lo: int, hi: int, kind: str, t: Tables) -> 
     if m and int(chunk.max()) >= none:
         bad = int(np.flatnonzero(chunk >= none)[0])
         raise DataError(f"token id {int(chunk[bad])} at position {lo + bad} is outside the tokenizer's {none} ids")
-    if kind == "paragraph":
-        c = _paragraph_edges(chunk, t, int(tokens[lo - 1]) if lo else None)
-        return lo + c[lo + c < n - 1] + 1, m
-    # sentence edges = paragraph edges ∪ edges after a token that is not all whitespace
-    para = _paragraph_edges(chunk, t, int(tokens[lo - 1]) if lo else None)
-    para = lo + para[lo + para < n - 1] + 1
-    carry = np.array([none, none], np.int64)  # the two tokens before the chunk
+    carry = np.array([none, none], np.int64)  # the two tokens before the chunk (read from tokens)
     back = np.asarray(tokens[max(lo - 2, 0) : lo], np.int64)
     carry[2 - len(back) :] = back
+    para = _paragraph_edges(chunk, t, (int(carry[0]), int(carry[1])))
+    para = lo + para[lo + para < n - 1] + 1
+    if kind == "paragraph":
+        return para, m
+    # sentence edges = paragraph edges ∪ edges after a token that is not all whitespace
     c = _candidates(chunk, t.sent_core_ids, t.sent_core_mask)
     c = c[lo + c < n - 1]  # an edge at N is the file end, not an inner edge
     if not len(c):
@@ -295,7 +341,7 @@ def _chunk_edges(tokens: np.ndarray, lo: int, hi: int, kind: str, t: Tables) -> 
     cur = chunk[c].astype(np.int64)
     p1, p2 = _before(chunk, c - 1, carry), _before(chunk, c - 2, carry)
     v = _tail3(t, p2, p1, t.last3[cur], t.len3[cur])
-    edge = ((v & 0xFFFF) == 0x0A0A) | _is_cjk(v)
+    edge = ((v & 0xFFFF) == 0x0A0A) | (v == 0x0A0D0A) | _is_cjk(v)  # a blank line: \n\n or \n\r\n
     nxt = chunk[np.minimum(c + 1, m - 1)].astype(np.int64)
     if c[-1] == m - 1:  # one token of look-ahead past the chunk
         nxt[-1] = int(tokens[lo + m])
