@@ -8,6 +8,7 @@ is checked on every load against tiktoken's own expected hash.
 from __future__ import annotations
 
 import base64
+import binascii
 import functools
 import gzip
 import hashlib
@@ -44,12 +45,13 @@ PATTERNS = {
 def parse_ranks(data: bytes, where: str) -> dict[bytes, int]:
     """Parse a ``.tiktoken`` ranks file: one ``base64(token) rank`` pair per line."""
     ranks = {}
+    b64 = binascii.a2b_base64  # the C call under base64.b64decode, without its per-call checks
     try:
         for line in data.splitlines():
             if line:
                 token, rank = line.split()
-                ranks[base64.b64decode(token)] = int(rank)
-    except (ValueError, base64.binascii.Error):
+                ranks[b64(token)] = int(rank)
+    except (ValueError, binascii.Error):
         raise DataError(f"{where}: not a .tiktoken ranks file (expected 'base64 rank' lines)") from None
     if not ranks:
         raise DataError(f"{where}: empty ranks file")
@@ -72,8 +74,14 @@ def _read_ranks_file(path: str | Path) -> bytes:
     return data
 
 
+# sha256 of the ranks of encodings built here from a file whose hash was just checked: id → hex.
+_KNOWN_SHA256: dict[int, str] = {}
+
+
 def ranks_sha256(enc: tiktoken.Encoding) -> str:
     """sha256 of ``enc``'s ranks written as a .tiktoken file — equals the file's own sha256."""
+    if id(enc) in _KNOWN_SHA256:  # load_encoding's cache keeps these encodings (and ids) alive
+        return _KNOWN_SHA256[id(enc)]
     h = hashlib.sha256()
     for token, rank in sorted(enc._mergeable_ranks.items(), key=lambda kv: kv[1]):
         h.update(base64.b64encode(token) + b" " + str(rank).encode() + b"\n")
@@ -89,13 +97,15 @@ def _gpt2(ranks_data: bytes, name: str = "gpt2", expected_sha256: str = GPT2_RAN
         )
     ranks = parse_ranks(ranks_data, "gpt2 ranks")
     # Built exactly as tiktoken_ext.openai_public.gpt2() builds it.
-    return tiktoken.Encoding(
+    enc = tiktoken.Encoding(
         name=name,
         explicit_n_vocab=50257,
         pat_str=openai_public.r50k_pat_str,
         mergeable_ranks=ranks,
         special_tokens={ENDOFTEXT: 50256},
     )
+    _KNOWN_SHA256[id(enc)] = digest  # the file's hash is the ranks' hash: no need to recompute it
+    return enc
 
 
 def bundled_gpt2_ranks() -> bytes:
