@@ -153,6 +153,8 @@ NON_UTF8 = os.fsdecode(b"caf\xe9 \xff.txt")  # a name that is not UTF-8: Python 
 BOUNDARY_OK = words(MIB - 1) + "€ and on"  # the 3 bytes of € straddle the first 1 MiB read
 BOUNDARY_BAD = words(MIB - 1).encode() + b"\xe2\x82X more"  # € cut short across the read boundary
 LONG_LINE = words(3 * MIB)  # 3 reads, 3 pieces: the paths a 50 MB line takes
+LINE_50MB = words(50 * 10**6)  # the sizes, once each: a plain line and a JSONL record
+LINE_100MB = words(100 * 10**6 - 13)  # + '{"text": ""}\n' = 100 MB of JSONL line
 DEEP = '{"text": "deep", "n": ' + "[" * 100_000 + "]" * 100_000 + "}\n"
 
 
@@ -173,6 +175,7 @@ KINDS = [
     Kind("crlf-and-lone-cr", enc(file("a.txt", b"one\r\ntwo\rthree\n")), 0, texts=lambda t: ["one\r\ntwo\rthree\n"]),
     Kind("nul-byte", enc(file("a.txt", b"text\x00more")), 1, ("a.txt: binary file (NUL byte at byte 4)",)),
     Kind("long-line", enc(file("a.txt", LONG_LINE)), 0, texts=lambda t: [LONG_LINE]),
+    Kind("line-of-50-mb", enc(file("a.txt", LINE_50MB), more=["--workers", "2"]), 0, texts=lambda t: [LINE_50MB]),
     Kind("empty-file-skipped", enc(folder("in", **{"a.txt": "real", "b.txt": ""})), 0, texts=lambda t: ["real"]),
     Kind("whitespace-only-file-skipped", enc(folder("in", **{"a.txt": "real", "b.txt": " \t \u3000 "})), 0,
          texts=lambda t: ["real"]),
@@ -183,6 +186,8 @@ KINDS = [
          texts=lambda t: ["before <|endoftext|> after"]),
     # --- JSONL ---
     Kind("jsonl-long-line", enc(file("a.jsonl", jl(text=LONG_LINE))), 0, texts=lambda t: [LONG_LINE]),
+    Kind("jsonl-line-of-100-mb", enc(file("a.jsonl", jl(text=LINE_100MB)), more=["--workers", "2"]), 0,
+         texts=lambda t: [LINE_100MB]),
     Kind("jsonl-lone-surrogate-escape", enc(file("a.jsonl", '{"text": "a\\ud800b"}\n')), 0,
          texts=lambda t: ["a\ud800b"]),  # tiktoken's encode_ordinary turns it into U+FFFD
     Kind("jsonl-escaped-nul-is-text", enc(file("a.jsonl", '{"text": "a\\u0000b"}\n')), 0, texts=lambda t: ["a\x00b"]),
