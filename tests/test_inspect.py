@@ -291,7 +291,7 @@ def test_render_text_styles_only_through_the_given_style(golden):
 
 def test_colour_on_a_pseudo_terminal_and_none_with_no_color(golden):
     """End to end through a real pty: ANSI codes appear on a terminal, never with NO_COLOR."""
-    pty = pytest.importorskip("pty")
+    import pty
     outs = {}
     for label, extra in (("tty", {}), ("no_color", {"NO_COLOR": "1"})):
         env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | extra
