@@ -494,6 +494,18 @@ def _resolve_dtype(enc, name: str, dtype: str | None) -> str:
     return dt
 
 
+def check_options(split: str, errors: str, val_fraction: float, workers: int | None) -> None:
+    """ConfigError for option values no engine can use (before anything is read or written)."""
+    if split not in SPLIT_METHODS:
+        raise ConfigError(f"unknown split {split!r}: choose doc or tail")
+    if errors not in ERROR_MODES:
+        raise ConfigError(f"unknown errors mode {errors!r}: choose strict or replace")
+    if not 0 <= val_fraction < 1:
+        raise ConfigError(f"--val-fraction {val_fraction} must be in [0, 1)")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers {workers} must be at least 1")
+
+
 def encode_corpus(
     inputs: Sequence[str],
     out_dir: str | Path,
@@ -530,14 +542,7 @@ def encode_corpus(
     without it, an error the run detects, and success all remove the partial.
     """
     t0 = time.perf_counter()
-    if split not in SPLIT_METHODS:
-        raise ConfigError(f"unknown split {split!r}: choose doc or tail")
-    if errors not in ERROR_MODES:
-        raise ConfigError(f"unknown errors mode {errors!r}: choose strict or replace")
-    if not 0 <= val_fraction < 1:
-        raise ConfigError(f"--val-fraction {val_fraction} must be in [0, 1)")
-    if workers is not None and workers < 1:
-        raise ConfigError(f"--workers {workers} must be at least 1")
+    check_options(split, errors, val_fraction, workers)
     enc = tokenizer.load_encoding(encoding, tokenizer_file, pattern)
     tok_name = encoding if tokenizer_file is None else enc.name
     dtype = _resolve_dtype(enc, tok_name, dtype)

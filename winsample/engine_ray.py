@@ -454,14 +454,7 @@ def encode_ray(
     from .sources import resolve_inputs
 
     t0 = time.perf_counter()
-    if split not in enc_mod.SPLIT_METHODS:
-        raise ConfigError(f"unknown split {split!r}: choose doc or tail")
-    if errors not in enc_mod.ERROR_MODES:
-        raise ConfigError(f"unknown errors mode {errors!r}: choose strict or replace")
-    if not 0 <= val_fraction < 1:
-        raise ConfigError(f"--val-fraction {val_fraction} must be in [0, 1)")
-    if workers is not None and workers < 1:
-        raise ConfigError(f"--workers {workers} must be at least 1")
+    enc_mod.check_options(split, errors, val_fraction, workers)
     shard_bytes = parse_size(shard_size)
     ray = import_ray()
     enc = tokenizer.load_encoding(encoding, tokenizer_file, pattern)
