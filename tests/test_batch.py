@@ -52,3 +52,13 @@ def test_no_targets_plan_is_refused(tmp_path):
     plan, path = _plan(tmp_path, 100, "-T", 8, "--no-targets")
     with pytest.raises(ConfigError, match="no-targets"):
         winsample.get_batch(plan, path, 2, 0)
+
+
+def test_get_batch_refuses_tokens_of_another_length(tmp_path):
+    """A plan made for 100 tokens used with 60: a clear DataError, not an IndexError."""
+    p = tmp_path / "a.bin"
+    np.arange(100, dtype="<u2").tofile(p)
+    assert CliRunner().invoke(main, ["windows", str(p), "-T", "8", "-o", str(tmp_path / "p.npy"), "-q"]).exit_code == 0
+    plan = winsample.read_plan(tmp_path / "p.npy")
+    with pytest.raises(DataError, match="made for 100 tokens"):
+        winsample.get_batch(plan, np.arange(60, dtype="<u2"), 4, 0)

@@ -602,3 +602,52 @@ def test_coverage_warns_when_window_joins_leave_tokens_never_predicted(tmp_path,
     # stride 65 → windows at 0, 65, …, 585: tokens 0, 65, …, 585 (10 of them) are never a y
     assert cov["status"] == status
     assert cov["never_target_tokens"] == (1 if stride == 64 else 10)
+
+
+def test_null_doc_index_in_meta_fails_the_meta_check(golden):
+    meta = json.loads((golden / "meta.json").read_text())
+    meta["splits"]["train"]["doc_index"] = None
+    (golden / "meta.json").write_text(json.dumps(meta))
+    code, doc = run_json(golden)
+    m = one(doc, "meta")
+    assert code == 1 and m["status"] == "fail" and "splits.train.doc_index is None" in m["detail"]
+
+
+def test_a_start_that_would_wrap_int64_is_out_of_bounds(tmp_path):
+    p = tmp_path / "t.bin"
+    write_bin(p, range(40))
+    plan = make_plan(tmp_path / "p.npy", p, [0, 2**63 - 3], 5, T=4)  # start + 5 wraps to a negative int64
+    code, doc = run_json(p, "--plan", plan)
+    assert code == 1 and one(doc, "plan_bounds")["status"] == "fail"
+
+
+def test_val_empty_by_design_passes(tmp_path):
+    """encode --val-fraction 0 writes an empty val.bin on purpose: verify must not fail it."""
+    src = tmp_path / "a.txt"
+    src.write_text("Some text to encode, twice over.\n\nAnd a second paragraph.\n")
+    r = CliRunner().invoke(main, ["encode", str(src), "-o", str(tmp_path / "d"), "--val-fraction", "0", "--workers", "1", "-q"])
+    assert r.exit_code == 0, r.stderr
+    code, doc = run_json(tmp_path / "d")
+    assert code == 0, [c for c in doc["checks"] if c["status"] == "fail"]
+    assert one(doc, "min_length", "val.bin")["status"] == "skip"
+
+
+def test_a_shard_is_not_held_to_the_whole_plans_coverage(tmp_path):
+    p = tmp_path / "t.bin"
+    write_bin(p, range(40))
+    plan = make_plan(tmp_path / "p.npy", p, [0, 16], 9, T=8)  # rank 0 of 2: windows 0, 2 of [0, 8, 16, 24]
+    side = json.loads((tmp_path / "p.npy.json").read_text())
+    side["params"]["shards"], side["params"]["shard"] = 2, 0
+    (tmp_path / "p.npy.json").write_text(json.dumps(side))
+    code, doc = run_json(p, "--plan", plan)
+    cov = one(doc, "coverage")
+    assert cov["status"] == "skip" and cov["covered_tokens"] == 18 and "2 ranks" in cov["detail"]
+
+
+def test_a_one_token_window_in_a_targets_plan_fails_alignment(tmp_path):
+    p = tmp_path / "t.bin"
+    write_bin(p, range(40))
+    plan = make_plan(tmp_path / "p.npy", p, [0, 4, 39], [5, 5, 1], T=4)
+    code, doc = run_json(p, "--plan", plan, "--min-coverage", 0)
+    a = one(doc, "alignment")
+    assert code == 1 and a["status"] == "fail" and "row 2 at start 39, length 1" in a["detail"]

@@ -64,6 +64,12 @@ def get_batch(plan: Plan, tokens, batch_size: int, rng) -> tuple[np.ndarray, np.
         raise ConfigError("plan was made with --no-targets: a window has no next token for y; re-plan with targets")
     if isinstance(tokens, (str, Path)):
         tokens = formats.open_tokens(tokens, plan.sidecar["source"]["dtype"])
+    want = (plan.sidecar.get("source") or {}).get("tokens")
+    if isinstance(want, int) and len(tokens) != want:
+        raise DataError(
+            f"{plan.path or 'plan'} was made for {want} tokens ({plan.sidecar['source'].get('file')}),"
+            f" but the tokens given hold {len(tokens)}: pass the .bin the plan was made for"
+        )
     starts = plan.full
     if not len(starts):
         raise DataError(f"{plan.path or 'plan'}: no full-length window (span {plan.span}) to draw a batch from")

@@ -518,7 +518,10 @@ def verify(
     for t in targets:
         s = scans[t.path]
         _check_dtype(report, s)
-        _check_min_length_file(report, s, T)
+        if s.n == 0 and not s.stray and t.entry is not None and t.entry.get("tokens") == 0 and _fraction(meta, t.split) == 0:
+            report.add("min_length", s.label, "skip", f"empty by design: meta.json's split fraction for {t.split} is 0", tokens=0)
+        else:
+            _check_min_length_file(report, s, T)
         _check_vocab(report, s, n_vocab)
 
     # meta
@@ -578,6 +581,14 @@ def _check_dtype(report: Report, s: FileScan) -> None:
         )
 
 
+def _fraction(meta: dict | None, split: str | None) -> float | None:
+    """The share of tokens meta.json meant ``split`` to get (val: the fraction; train: 1 − it)."""
+    f = ((meta or {}).get("split") or {}).get("fraction")
+    if not isinstance(f, (int, float)) or split not in ("train", "val"):
+        return None
+    return f if split == "val" else 1 - f
+
+
 def _check_min_length_file(report: Report, s: FileScan, T: int | None) -> None:
     if T is not None:
         status = "pass" if s.n >= T + 1 else "fail"
@@ -633,7 +644,11 @@ def _check_meta(report, meta, meta_file, targets, scans, enc, enc_error, ranks_s
         if formats.is_sharded(e):
             problems += shards.doc_problems(s, e, where)
             continue
-        problems += _doc_index_problems(meta_file.parent / e.get("doc_index", formats.doc_index_name(t.split)), e, s, where)
+        di = e.get("doc_index", formats.doc_index_name(t.split))
+        if not isinstance(di, str) or not di:
+            problems.append(f"{where}.doc_index is {di!r}, not a file name")
+            continue
+        problems += _doc_index_problems(meta_file.parent / di, e, s, where)
     tok = meta["tokenizer"]
     if enc_error is not None:
         problems.append(f"tokenizer {tok.get('name')!r} does not load: {enc_error}")
@@ -822,7 +837,7 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
         start = rows["start"].astype(np.int64)
         length = rows["length"].astype(np.int64)
         end = start + length
-    bad = (start < 0) | (length < 1) | (end > n)
+    bad = (start < 0) | (length < 1) | (start > n - length)  # not end > n: start + length can wrap int64
     if span is not None:
         bad |= length > span
     nbad = int(np.count_nonzero(bad))
@@ -938,6 +953,11 @@ def _check_coverage(report, label, start, end, n, side, min_coverage, c=None, ta
         report.add("coverage", label, "skip", "empty file: nothing to cover")
         return
     c = c or coverage_stats(start, end, n)
+    k = _int(side, "params", "shards")
+    if k is not None and k > 1:  # one rank's share of a sharded plan covers about 1/K by design
+        report.add("coverage", label, "skip", f"shard of a plan split over {k} ranks: alone it covers {c['covered'] / n:.2%}"
+                   f" of {n} tokens; check the unsharded plan for coverage", covered_tokens=c["covered"], shards=k)
+        return
     total_len = int(np.clip(end, 0, n).sum() - np.clip(start, 0, n).sum()) if len(start) else 0
     share = c["covered"] / n
     overlap = 1 - c["covered"] / total_len if total_len else 0.0
@@ -962,7 +982,8 @@ def _check_coverage(report, label, start, end, n, side, min_coverage, c=None, ta
         if never > bound:
             report.add("coverage", label, "warn", detail + f"; but {never} tokens inside windows are never a target"
                        f" (at most {bound} must be: the first of each covered run and document): a window's first"
-                       " token is input only, so stride > T skips one label per window join; use stride ≤ T", **figs)
+                       " token is input only, so a window that starts where the previous one ends skips that label;"
+                       " start each window at or before the previous end − 1 (stride ≤ T)", **figs)
             return
     said = _int(side, "stats", "covered_tokens")
     if said is not None and said != c["covered"]:
@@ -995,6 +1016,13 @@ def _check_alignment(report, plan: _Plan, T: int | None, span: int | None, targe
     rows = plan.rows
     if len(rows) == 0:
         report.add("alignment", label, "skip", "empty plan")
+        return
+    tiny = np.flatnonzero(rows["length"] < 2)  # every row, not a sample: one comparison
+    if len(tiny):
+        r = int(tiny[0])
+        report.add("alignment", label, "fail", f"{len(tiny)} window(s) shorter than 2 tokens hold no (x, y) pair;"
+                   f" first: row {r} at start {int(rows['start'][r])}, length {int(rows['length'][r])}",
+                   checked=len(rows), misaligned=len(tiny))
         return
     tokens = np.asarray(plan.scan.tokens())  # a plain view: no memmap wrapping per slice
     n = len(tokens)
