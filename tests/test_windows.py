@@ -358,11 +358,13 @@ def test_plain_mode_takes_checksum_from_meta_without_reading_tokens(tmp_path):
 
 def test_txt_to_stdout_streams_start_tab_length(tmp_path):
     b = bin_file(tmp_path / "a.bin", 20)
-    r = run_cli(b, "-T", 8, "--no-targets", "--stride", 4, "--format", "txt", "-o", "-", "--json")
+    r = run_cli(b, "-T", 8, "--no-targets", "--stride", 4, "--format", "txt", "-o", "-")
     assert r.exit_code == 0
     # starts 0, 4, 8, 12 (12 + 8 = 20 ends exactly at N: no tail window)
     assert r.stdout == "0\t8\n4\t8\n8\t8\n12\t8\n"
-    assert json.loads(r.stderr[: r.stderr.rindex("}") + 1])["windows"] == 4  # summary goes to stderr
+    assert r.stderr.startswith("4 windows of span 8")  # the summary goes to stderr
+    r = run_cli(b, "-T", 8, "--format", "txt", "-o", "-", "--json")
+    assert r.exit_code == 2 and r.stdout == "" and "--json and -o - both want stdout" in r.stderr
 
 
 def test_json_summary_on_stdout(tmp_path):

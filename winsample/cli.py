@@ -247,6 +247,8 @@ def windows(bin_path, T, stride, overlap, targets, offset, random_offset, seed, 
       winsample windows data/train.bin -T 256 --boundaries paragraph -o plan.npy
       winsample windows data/train.bin -T 8 --stride 4 --format txt -o - | head
     """
+    if as_json and output == "-":
+        raise click.UsageError("--json and -o - both want stdout: write the plan to a file, or drop --json")
     opts = windows_mod.Options(
         T=T, targets=targets, stride=stride, overlap=overlap, offset=offset, random_offset=random_offset,
         seed=seed, epoch=epoch, tail=tail, short=short, boundaries=boundaries, pack=pack, shuffle=shuffle,
@@ -255,11 +257,7 @@ def windows(bin_path, T, stride, overlap, targets, offset, random_offset, seed, 
     with progress(quiet, unit="tok", unit_scale=True, desc="scanning") as bar:
         summaries = windows_mod.run(bin_path, output, opts, meta_path, stream=sys.stdout, progress=bar.update)
     if as_json:
-        doc = summaries[0] if len(summaries) == 1 else {"plans": summaries}
-        if output == "-":
-            click.echo(json.dumps(doc, indent=2, ensure_ascii=False), err=True)
-        else:
-            emit_json(doc)
+        emit_json(summaries[0] if len(summaries) == 1 else {"plans": summaries})
     for s in summaries:
         where = ", ".join(s["files"]) or "stdout"
         say(quiet, f"{plural(s['windows'], 'window')} of span {s['span']} (T {s['T']}, stride {s['stride']},"
