@@ -401,7 +401,7 @@ def shard_task(job: dict, shard: dict, *decisions) -> dict:
         size = w.path.stat().st_size
         if size != w.tokens * w.item:
             raise DataError(f"{w.path}: wrote {size} bytes, expected {w.tokens} tokens × {w.item}")
-        docs = work / f"{n}.docs.npy"
+        docs = work / formats.doc_index_name(n)
         _write_index(work, w.starts_path, docs, w.documents)
         entries[n] = {
             "file": formats.shard_bin_name(n, idx), "doc_index": formats.shard_doc_index_name(n, idx),
