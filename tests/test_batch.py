@@ -37,7 +37,7 @@ def test_same_rng_seed_same_batch_and_path_accepted(tmp_path):
 
 def test_short_windows_are_never_drawn(tmp_path):
     plan, path = _plan(tmp_path, 30, "-T", 7, "--stride", 8, "--tail", "short")
-    assert plan.rows["length"].tolist() == [8, 8, 8, 6]
+    assert plan.rows["length"].tolist() == [8, 8, 8, 7]  # the short tail [23, 30)
     x, _ = winsample.get_batch(plan, path, 200, 0)
     assert set(x[:, 0].tolist()) == {0, 8, 16}
 

@@ -282,7 +282,7 @@ def test_semantic_windows_on_real_text_end_and_start_on_edges(tmp_path, ref_gpt2
         pe = ds
         for i in range(len(r_) - 1):
             s, e = int(r_["start"][i]), int(r_["start"][i] + r_["length"][i])
-            allowed_end = [x for x in E if max(pe, s) < x <= s + span]
+            allowed_end = [x for x in E if max(pe, s + 1) < x <= s + span]  # targets: >= 2 tokens
             if allowed_end:
                 assert e == max(allowed_end)  # the last edge that fits
                 on_edge += 1
@@ -290,9 +290,9 @@ def test_semantic_windows_on_real_text_end_and_start_on_edges(tmp_path, ref_gpt2
                 assert e == s + span
                 hard += 1
             nb = min(x for x in E if x > e)
-            allowed = [x for x in E if max(s + 1, nb - span) <= x <= e]
+            allowed = [x for x in E if max(s + 1, nb - span) <= x <= e - 1]  # targets: e's token is a y
             ns = int(r_["start"][i + 1])
             assert (ns in allowed) if allowed else True
-            assert s < ns <= e
+            assert s < ns <= e - 1  # overlap >= 1: no token skipped as a label
             pe = e
     assert on_edge > hard

@@ -15,8 +15,11 @@ from .conftest import CORPUS
 from .test_boundaries import brute_edges, oracle_edges
 
 
-def reference_plan_semantic(doc_starts, doc_ends, edges, span, stride, offset=0, short="keep"):
-    """The original whole-file planner (all edges of the file in one sorted array), kept as the oracle."""
+def reference_plan_semantic(doc_starts, doc_ends, edges, span, stride, offset=0, short="keep", targets=True):
+    """The original whole-file planner (all edges of the file in one sorted array), kept as the oracle.
+
+    With ``targets`` (ov = 1) a window needs 2 tokens and the next start is at most e - 1."""
+    ov = int(targets)
     ds = np.asarray(doc_starts, np.int64)
     de = np.asarray(doc_ends, np.int64)
     E = np.unique(np.concatenate([np.asarray(edges, np.int64), ds, de]))
@@ -27,7 +30,7 @@ def reference_plan_semantic(doc_starts, doc_ends, edges, span, stride, offset=0,
     active = np.flatnonzero(L > 0)
     out_s, out_l, out_d = [], [], []
     small = L[active] <= span
-    keep = active[small & ((L[active] == span) | (short == "keep"))]
+    keep = active[small & ((L[active] == span) | (short == "keep")) & (L[active] > ov)]
     out_s.append(ds[keep]); out_l.append(L[keep]); out_d.append(keep)
     active = active[~small]
     while len(active):
@@ -40,19 +43,20 @@ def reference_plan_semantic(doc_starts, doc_ends, edges, span, stride, offset=0,
             break
         lim = sa + span
         e = E[np.searchsorted(E, lim, "right") - 1]
-        e = np.where((e <= sa) | (e <= pa), lim, e)
+        e = np.where((e <= sa + ov) | (e <= pa), lim, e)
         out_s.append(sa); out_l.append(e - sa); out_d.append(a)
         t = e - (span - stride)
         b = E[np.searchsorted(E, e, "right")]
         lo = np.maximum(sa + 1, b - span)
         i0 = np.searchsorted(E, lo, "left")
-        i1 = np.searchsorted(E, e, "right") - 1
+        i1 = np.searchsorted(E, e - ov, "right") - 1
         has = i0 <= i1
         j = np.searchsorted(E, t, "left")
         left = E[np.clip(j - 1, i0, np.maximum(i1, i0))]
         right = E[np.clip(j, i0, np.maximum(i1, i0))]
         pick = np.where(np.abs(right - t) < np.abs(left - t), right, left)
-        s[a] = np.where(has, pick, np.clip(t, sa + 1, e))
+        lo_ok = np.where(lo <= e - ov, lo, sa + 1)
+        s[a] = np.where(has, pick, np.clip(t, lo_ok, e - ov))
         pe[a] = e
         active = a
     starts = np.concatenate(out_s)
@@ -60,9 +64,9 @@ def reference_plan_semantic(doc_starts, doc_ends, edges, span, stride, offset=0,
     return W.make_rows(starts[order], np.concatenate(out_l)[order], np.concatenate(out_d)[order])
 
 
-def streamed(ds, de, edges, span, S, offset, short, cuts, flush, scalar_below):
+def streamed(ds, de, edges, span, S, offset, short, cuts, flush, scalar_below, targets=True):
     """Feed ``edges`` in pieces ending at ``cuts`` (token positions), as iter_boundaries would."""
-    p = W.SemanticPlanner(ds, de, span, S, offset, short)
+    p = W.SemanticPlanner(ds, de, span, S, offset, short, targets)
     p.FLUSH_EDGES, p.SCALAR_BELOW = flush, scalar_below
     prev = 0
     for c in sorted(set(cuts)):
@@ -79,8 +83,8 @@ layouts = st.lists(st.one_of(st.integers(0, 40), st.integers(40, 900)), min_size
 @settings(max_examples=200, deadline=None)
 @given(lengths=layouts, span=st.integers(2, 60), sdiv=st.integers(1, 5), offset=st.integers(0, 70),
        short=st.sampled_from(W.SHORTS), flush=st.sampled_from([1, 3, 50, 1 << 21]),
-       scalar_below=st.sampled_from([0, 2, 24, 10**9]), data=st.data())
-def test_streaming_planner_equals_whole_file_planner(lengths, span, sdiv, offset, short, flush, scalar_below, data):
+       scalar_below=st.sampled_from([0, 2, 24, 10**9]), targets=st.booleans(), data=st.data())
+def test_streaming_planner_equals_whole_file_planner(lengths, span, sdiv, offset, short, flush, scalar_below, targets, data):
     S = max(1, span // sdiv)
     docs = np.cumsum([0] + lengths)
     ds, de = docs[:-1], docs[1:]
@@ -88,10 +92,10 @@ def test_streaming_planner_equals_whole_file_planner(lengths, span, sdiv, offset
     density = data.draw(st.sampled_from([0, 2, 10, 60]))
     inner = data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=n * density // 100)) if n > 1 else set()
     edges = np.array(sorted(inner), np.int64)  # may coincide with document edges
-    want = reference_plan_semantic(ds, de, edges, span, S, offset, short)
-    assert W.plan_semantic(ds, de, edges, span, S, offset, short).tolist() == want.tolist()
+    want = reference_plan_semantic(ds, de, edges, span, S, offset, short, targets)
+    assert W.plan_semantic(ds, de, edges, span, S, offset, short, targets).tolist() == want.tolist()
     cuts = data.draw(st.lists(st.integers(0, max(n, 1)), max_size=12))
-    got = streamed(ds, de, edges, span, S, offset, short, cuts, flush, scalar_below)
+    got = streamed(ds, de, edges, span, S, offset, short, cuts, flush, scalar_below, targets)
     assert got.tolist() == want.tolist()
 
 

@@ -127,9 +127,40 @@ def test_aligned_tail_is_never_a_duplicate():
     assert [s for s, _ in SlidingWindowSampler(list(range(1000)), 100, 50)][-2:] == [900, 900]
 
 
-def test_tail_short_emits_the_leftover():
-    rows = W.plan_regular([0], [1000], 300, 300, tail="short")
+def test_tail_short_without_targets_emits_the_leftover():
+    rows = W.plan_regular([0], [1000], 300, 300, tail="short", targets=False)
     assert list(zip(rows["start"].tolist(), rows["length"].tolist())) == [(0, 300), (300, 300), (600, 300), (900, 100)]
+
+
+def test_tail_short_with_targets_starts_one_before_the_last_end():
+    # regular windows end at 300, 600, 900; the leftover [900, 1000) is taken from 899, so token 900,
+    # the first of the leftover, is a target (y of the window starting at 899)
+    rows = W.plan_regular([0], [1000], 300, 300, tail="short")
+    assert list(zip(rows["start"].tolist(), rows["length"].tolist())) == [(0, 300), (300, 300), (600, 300), (899, 101)]
+    assert rows["fresh"][-1] == 1
+
+
+def test_tail_short_one_token_leftover_becomes_a_two_token_window():
+    # span 300 stride 300 over 901 tokens: last regular end 900, one token left over
+    rows = W.plan_regular([0], [901], 300, 300, tail="short")
+    assert rows["start"][-1] == 899 and rows["length"][-1] == 2  # one (x, y) pair: x = 899, y = 900
+    rows = W.plan_regular([0], [901], 300, 300, tail="short", targets=False)
+    assert rows["start"][-1] == 900 and rows["length"][-1] == 1  # without targets a 1-token window is fine
+
+
+def test_one_token_document_gets_no_window_with_targets():
+    # docs [0, 5) [5, 6) [6, 10), span 5: the middle document is one token, no (x, y) pair
+    ds, de = [0, 5, 6], [5, 6, 10]
+    rows = W.plan_regular(ds, de, 5, 2)
+    assert list(zip(rows["start"].tolist(), rows["length"].tolist(), rows["doc"].tolist())) == [(0, 5, 0), (6, 4, 2)]
+    stats = W.plan_stats(rows, 10, ds, de)
+    assert stats["uncovered_dropped"] == 1 and stats["uncovered_tokens"] == 1
+    assert W.plan_regular(ds, de, 5, 2, targets=False)["length"].tolist() == [5, 1, 4]
+    # packed, span 5: [0,5) and [5,10) each fill a window; the last document, one token, is left alone
+    ds2, de2 = [0, 5, 10], [5, 10, 11]
+    packed = W.plan_packed(ds2, de2, 5, 2)
+    assert list(zip(packed["start"].tolist(), packed["length"].tolist())) == [(0, 5), (5, 5)]
+    assert W.plan_packed(ds2, de2, 5, 2, targets=False)["length"].tolist() == [5, 5, 1]
 
 
 def test_offset_is_clamped_to_n_minus_span():
@@ -187,16 +218,32 @@ def brute_coverage(rows, n):
     return cov, fresh
 
 
-def check_invariants(rows, ds, de, span):
+def brute_targets(rows, n):
+    """Per token: how many windows have it as a label y (every token of a window but its first)."""
+    ycov = np.zeros(n, np.int64)
+    for s, l in zip(rows["start"].tolist(), rows["length"].tolist()):
+        ycov[s + 1 : s + l] += 1
+    return ycov
+
+
+def check_invariants(rows, ds, de, span, targets=False, labels=None):
+    """``targets``: every window holds an (x, y) pair (length >= 2). ``labels`` (default: targets):
+    consecutive windows of a document overlap by >= 1 token and every token of a document's covered
+    range but its first is some window's target (brute force)."""
+    labels = targets if labels is None else labels
     n = int(de[-1]) if len(de) else 0
-    assert (rows["length"] <= span).all() and (rows["length"] > 0).all()
+    assert (rows["length"] <= span).all() and (rows["length"] >= (2 if targets else 1)).all()
     assert len({(int(s), int(l)) for s, l in zip(rows["start"], rows["length"])}) == len(rows)
+    ycov = brute_targets(rows, n)
     for d in np.unique(rows["doc"]):
         r = rows[rows["doc"] == d]
         assert (np.diff(r["start"]) > 0).all()
         ends = r["start"] + r["length"]
-        assert (r["start"][1:] <= ends[:-1]).all()  # no gap
+        assert (r["start"][1:] <= ends[:-1] - (1 if labels else 0)).all()  # no gap (with labels: overlap >= 1)
         assert r["start"][0] >= ds[d] and ends[-1] <= de[d]
+        if labels:
+            a, b = int(r["start"][0]), int(ends.max())
+            assert (ycov[a + 1 : b] > 0).all()  # no token of the covered range skipped as a label
     cov, fresh = brute_coverage(rows, n)
     assert rows["fresh"].tolist() == fresh
     return cov
@@ -213,8 +260,9 @@ def test_regular_plan_invariants(lengths, T, targets, sdiv, offset, tail, short)
     S = max(1, span // sdiv)
     edges = np.cumsum([0] + lengths)
     ds, de = edges[:-1], edges[1:]
-    rows = W.plan_regular(ds, de, span, S, offset, tail, short)
-    cov = check_invariants(rows, ds, de, span)
+    rows = W.plan_regular(ds, de, span, S, offset, tail, short, targets)
+    # stride = span (no overlap) is the user's choice: each join then skips one label
+    cov = check_invariants(rows, ds, de, span, targets, labels=targets and S < span)
     stats = W.plan_stats(rows, int(edges[-1]), ds, de)
     assert stats["covered_tokens"] == int((cov > 0).sum())
     for d, (a, b) in enumerate(zip(ds, de)):
@@ -232,28 +280,30 @@ def test_regular_plan_invariants(lengths, T, targets, sdiv, offset, tail, short)
                 last_end = O + ((L - span - O) // S) * S + span
                 assert c[O:last_end].all() and not c[last_end:].any()
         elif L:
-            assert c.all() == (short == "keep") and c.any() == (short == "keep")
-    if tail != "drop" and offset == 0 and short == "keep":
+            kept = short == "keep" and L >= 1 + targets  # with targets a 1-token document holds no (x, y) pair
+            assert c.all() == kept and c.any() == kept
+    if tail != "drop" and offset == 0 and short == "keep" and not (targets and 1 in lengths):
         assert stats["coverage"] == 1.0
 
 
 @settings(max_examples=150, deadline=None)
 @given(lengths=layouts, span=st.integers(2, 60), sdiv=st.integers(1, 5), offset=st.integers(0, 50),
-       short=st.sampled_from(W.SHORTS), data=st.data())
-def test_semantic_plan_invariants_and_edges(lengths, span, sdiv, offset, short, data):
+       short=st.sampled_from(W.SHORTS), targets=st.booleans(), data=st.data())
+def test_semantic_plan_invariants_and_edges(lengths, span, sdiv, offset, short, targets, data):
     S = max(1, span // sdiv)
     docs = np.cumsum([0] + lengths)
     ds, de = docs[:-1], docs[1:]
     n = int(docs[-1])
     inner = data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=max(0, n // 3))) if n > 1 else set()
     edges = np.array(sorted(inner - set(docs.tolist())), np.int64)
-    rows = W.plan_semantic(ds, de, edges, span, S, offset, short)
-    cov = check_invariants(rows, ds, de, span)
+    rows = W.plan_semantic(ds, de, edges, span, S, offset, short, targets)
+    cov = check_invariants(rows, ds, de, span, targets)  # with targets even at S = span: overlap >= 1
+    ov = int(targets)
     E = set(edges.tolist()) | set(docs.tolist())
     for d, (a, b) in enumerate(zip(ds, de)):
         r = rows[rows["doc"] == d]
         L = b - a
-        if L == 0 or (L < span and short == "drop"):
+        if L == 0 or (L < span and short == "drop") or L <= ov:
             assert len(r) == 0
             continue
         assert (cov[a:b] > 0)[r["start"][0] - a :].all()  # nothing after the first start is missed
@@ -263,15 +313,17 @@ def test_semantic_plan_invariants_and_edges(lengths, span, sdiv, offset, short, 
         pe = a
         for i in range(len(r) - 1):
             s, e = int(r["start"][i]), int(r["start"][i] + r["length"][i])
-            allowed_end = [x for x in E if max(pe, s) < x <= s + span]
+            allowed_end = [x for x in E if max(pe, s + ov) < x <= s + span]  # >= 1 + ov tokens
             assert e == (max(allowed_end) if allowed_end else s + span)
             nb = min(x for x in E if x > e)
-            allowed = [x for x in E if max(s + 1, nb - span) <= x <= e]
+            allowed = [x for x in E if max(s + 1, nb - span) <= x <= e - ov]  # with targets: e's token is a y
             ns, t = int(r["start"][i + 1]), e - (span - S)
             if allowed:
                 assert ns in allowed and abs(ns - t) == min(abs(x - t) for x in allowed)
-            else:
-                assert ns == min(max(t, s + 1), e)
+                assert ns == min(x for x in allowed if abs(x - t) == abs(ns - t))  # ties to the earlier
+            else:  # the regular position, raised so the window can reach nb when it can
+                lo = max(s + 1, nb - span)
+                assert ns == min(max(t, lo if lo <= e - ov else s + 1), e - ov)
             pe = e
 
 
@@ -415,9 +467,9 @@ def test_materialize_writes_windows_padded_with_eot(tmp_path):
     rows, side = plan_of(tmp_path / "p.npy")
     arr = np.load(tmp_path / "p.tokens.npy")
     assert arr.shape == (4, 8) and side["materialized"]["pad_id"] == 50256
-    # windows [0,8) [8,16) [16,24) and the leftover [24,30) padded with two EOTs
-    assert arr[3].tolist() == [24, 25, 26, 27, 28, 29, 50256, 50256]
-    assert arr[1].tolist() == list(range(8, 16)) and rows["length"].tolist() == [8, 8, 8, 6]
+    # windows [0,8) [8,16) [16,24) and the leftover [24,30), taken from 23 (so 24 is a target): 7 tokens + one EOT
+    assert arr[3].tolist() == [23, 24, 25, 26, 27, 28, 29, 50256]
+    assert arr[1].tolist() == list(range(8, 16)) and rows["length"].tolist() == [8, 8, 8, 7]
 
 
 def test_doc_boundaries_from_eot_never_cross_documents(tmp_path):
@@ -429,6 +481,20 @@ def test_doc_boundaries_from_eot_never_cross_documents(tmp_path):
     assert list(zip(rows["start"].tolist(), rows["length"].tolist(), rows["doc"].tolist())) == [
         (0, 4, 0), (4, 4, 1), (6, 4, 1), (7, 4, 1), (11, 2, 2)]
     assert side["stats"]["documents"] == 3
+
+
+def test_two_eots_in_a_row_give_a_one_token_document_without_a_window(tmp_path):
+    toks = np.array([1, 2, 50256, 50256, 3, 4, 5, 50256], "<u2")
+    toks.tofile(tmp_path / "a.bin")
+    r = run_cli(tmp_path / "a.bin", "-T", 8, "--boundaries", "doc", "-o", tmp_path / "p.npy", "-q")
+    assert r.exit_code == 0, r.stderr
+    rows, side = plan_of(tmp_path / "p.npy")
+    # documents [0,3) [3,4) [4,8), all shorter than span 9: kept whole, but [3,4) is one token, no (x, y)
+    assert list(zip(rows["start"].tolist(), rows["length"].tolist(), rows["doc"].tolist())) == [(0, 3, 0), (4, 4, 2)]
+    assert side["stats"]["uncovered_dropped"] == 1 and side["stats"]["covered_tokens"] == 7
+    r = run_cli(tmp_path / "a.bin", "-T", 8, "--boundaries", "doc", "--pack", "-o", tmp_path / "k.npy", "-q")
+    rows, _ = plan_of(tmp_path / "k.npy")
+    assert rows["length"].min() >= 2  # packed: the 1-token document rides along with its neighbours
 
 
 def test_pack_puts_whole_short_documents_together(tmp_path):
@@ -457,3 +523,82 @@ def test_plain_plan_over_a_billion_tokens_is_arithmetic():
     stats = W.plan_stats(rows, 10**9, [0], [10**9])
     assert len(rows) == (10**9 - 1025) // 512 + 2 and stats["coverage"] == 1.0
     assert time.perf_counter() - t < 5  # generous: the real figure is reported by make bench
+
+
+# --- regressions: with targets no token inside a covered run is skipped as a label -------------
+
+
+def semantic_both_paths(ds, de, edges, span, S, targets=True):
+    """plan_semantic by its scalar path and by numpy rounds; both must agree."""
+    out = []
+    for scalar_below in (10**9, 0):
+        p = W.SemanticPlanner(ds, de, span, S, 0, "keep", targets)
+        p.SCALAR_BELOW = scalar_below
+        p.feed(np.asarray(edges, np.int64), None)
+        out.append(list(zip(p.finish()["start"].tolist(), p.finish()["length"].tolist())))
+    assert out[0] == out[1]
+    return out[0]
+
+
+def test_semantic_next_start_is_at_most_previous_end_minus_one_with_targets():
+    # one document [0, 20), span 5, stride 5, edges 5, 10, 15. From s = 0 the end is edge 5 and the
+    # regular next start would be 5 itself, whose token would then never be a y. With targets the next
+    # start is in [max(1, 10 - 5), 5 - 1] = [5, 4] (no edge): clip(5, 1, 4) = 4. From 4 (prev end 5):
+    # no edge in (5, 9] → hard end 9; next start: edge 5 in [5, 8]. From 5: end 10, next clip(10, 6, 9) = 9;
+    # from 9: hard end 14, next edge 10; from 10: end 15, next clip(15, 11, 14) = 14; from 14: hard end
+    # 19, next edge 15; from 15: 20 - 15 <= 5, the last window [15, 20).
+    got = semantic_both_paths([0], [20], [5, 10, 15], 5, 5)
+    assert got == [(0, 5), (4, 5), (5, 5), (9, 5), (10, 5), (14, 5), (15, 5)]
+    # without targets the next start may be the previous end: windows on the paragraph grid
+    assert semantic_both_paths([0], [20], [5, 10, 15], 5, 5, targets=False) == [(0, 5), (5, 5), (10, 5), (15, 5)]
+
+
+def test_semantic_window_is_never_one_token_with_targets():
+    # one document [0, 30), span 10, stride 5, one edge at 1: the last edge in (0, 10] is 1, which
+    # would make [0, 1), no (x, y) pair. With targets the end must be > s + 1: hard cut at 10; next
+    # starts clip(e - 5, s + 1, e - 1) = 5, 10, 15, 20 (no edge in range); [20, 30) is the last.
+    got = semantic_both_paths([0], [30], [1], 10, 5)
+    assert got == [(0, 10), (5, 10), (10, 10), (15, 10), (20, 10)]
+    assert semantic_both_paths([0], [30], [1], 10, 5, targets=False)[0] == (0, 1)  # allowed without targets
+
+
+def test_semantic_one_token_document_gets_no_window_with_targets():
+    rows = W.plan_semantic([0, 1, 4], [1, 4, 9], [], 5, 2)
+    assert list(zip(rows["start"].tolist(), rows["length"].tolist())) == [(1, 3), (4, 5)]
+    assert W.plan_semantic([0, 1, 4], [1, 4, 9], [], 5, 2, targets=False)["length"].tolist() == [1, 3, 5]
+
+
+@pytest.mark.parametrize("args", [["-T", "256", "--boundaries", "paragraph"], ["-T", "64", "--boundaries", "paragraph"],
+                                  ["-T", "33", "--stride", "33", "--boundaries", "sentence"],
+                                  ["-T", "8", "--boundaries", "sentence"]])
+def test_semantic_plans_of_the_shipped_corpus_skip_no_label(tmp_path_factory, args):
+    data = tmp_path_factory.getbasetemp() / "corpus_data"
+    if not (data / "train.bin").exists():
+        from .conftest import CORPUS
+
+        r = CliRunner().invoke(main, ["encode", str(CORPUS), "-o", str(data), "-q"])
+        assert r.exit_code == 0, r.stderr
+    out = tmp_path_factory.mktemp("plan") / "p.npy"
+    assert run_cli(data / "train.bin", *args, "-o", out, "-q").exit_code == 0
+    rows, side = plan_of(out)
+    n = side["source"]["tokens"]
+    ds = np.asarray(formats.read_doc_index(data / "train.docs.npy"), np.int64)
+    assert len(ds) > 1 and side["stats"]["documents"] == len(ds)
+    check_invariants(rows, ds, np.append(ds[1:], n), side["params"]["span"], targets=True)
+
+
+def test_each_shard_sidecar_counts_its_own_windows_and_coverage(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 3000)
+    assert run_cli(b, "-T", 64, "-o", tmp_path / "full.npy", "-q").exit_code == 0
+    assert run_cli(b, "-T", 64, "--shards", 3, "-o", tmp_path / "p.npy", "-q").exit_code == 0
+    full, fside = plan_of(tmp_path / "full.npy")
+    total = 0
+    for r in range(3):
+        rows, side = plan_of(tmp_path / f"p.shard{r}of3.npy")
+        cov, _ = brute_coverage(rows[np.argsort(rows["start"])], 3000)
+        assert side["stats"]["windows"] == len(rows)
+        assert side["stats"]["covered_tokens"] == int((cov > 0).sum()) < 3000  # a third of the windows
+        assert side["stats"]["uncovered_tokens"] == 3000 - int((cov > 0).sum())
+        assert side["plan_stats"] == fside["stats"]
+        total += side["stats"]["windows"]
+    assert total == len(full) == fside["stats"]["windows"]

@@ -6,9 +6,16 @@ All positions are token indices into the .bin; every range is half-open ``[start
 
 - L >= span: O is clamped to L - span; regular starts ds+O, ds+O+S, … while start + span <= de.
   If the last regular window ends before de, ``tail`` decides: ``align`` adds [de-span, de)
-  (never a duplicate), ``short`` adds [last end, de), ``drop`` adds nothing.
+  (never a duplicate), ``short`` adds the leftover [last end - 1, de) with targets ([last end, de)
+  without), ``drop`` adds nothing.
 - 0 < L < span: one short window [ds, de) with ``short="keep"``, none with ``"drop"``.
 - Semantic edges (paragraph/sentence): see ``plan_semantic``.
+
+With targets a window [s, e) trains on x = tokens[s:e-1], y = tokens[s+1:e]: its first token is
+never a label. So with targets every window holds at least 2 tokens (one (x, y) pair; a shorter
+document or leftover gets no window and counts as uncovered), and a window that continues the
+previous one of its document starts at or before that one's end - 1, so no token inside is
+skipped as a label (the exception is a regular stride > T, which the user chose).
 
 Plain mode never reads tokens: the plan is arithmetic over N and the document edges,
 vectorised over windows. ``fresh`` = leading tokens of a window already covered by earlier
@@ -85,11 +92,13 @@ def _ranks_in_groups(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def plan_regular(doc_starts, doc_ends, span: int, stride: int, offset: int = 0,
-                 tail: str = "align", short: str = "keep") -> np.ndarray:
+                 tail: str = "align", short: str = "keep", targets: bool = True) -> np.ndarray:
     """PLAN_DTYPE rows for documents ``[doc_starts[i], doc_ends[i])``, regular starts (module doc).
 
-    Vectorised over windows; ``doc`` is the document's index; rows sorted by start.
+    Vectorised over windows; ``doc`` is the document's index; rows sorted by start. ``targets``:
+    short windows need 2 tokens and a short tail starts one token before the last end.
     """
+    ov = int(bool(targets))  # tokens a continuing window must share with the previous one
     ds = np.asarray(doc_starts, np.int64)
     de = np.asarray(doc_ends, np.int64)
     L = de - ds
@@ -98,7 +107,7 @@ def plan_regular(doc_starts, doc_ends, span: int, stride: int, offset: int = 0,
     k = np.where(full, (L - span - O) // stride + 1, 0)
     last_end = ds + O + (k - 1) * stride + span
     extra = full & (last_end < de) & (tail != "drop")
-    shortwin = (~full) & (L > 0) & (short == "keep")
+    shortwin = (~full) & (L > ov) & (short == "keep")  # with targets: at least one (x, y) pair
     counts = k + extra + shortwin
     d, j = _ranks_in_groups(counts)
     starts = ds[d] + O[d] + j * stride
@@ -106,9 +115,9 @@ def plan_regular(doc_starts, doc_ends, span: int, stride: int, offset: int = 0,
     is_tail = extra[d] & (j == k[d])
     if tail == "align":
         starts = np.where(is_tail, de[d] - span, starts)
-    else:  # short: the leftover [last end, de)
-        starts = np.where(is_tail, last_end[d], starts)
-        lengths = np.where(is_tail, de[d] - last_end[d], lengths)
+    else:  # short: the leftover [last end - ov, de), so the last end's token is a target too
+        starts = np.where(is_tail, last_end[d] - ov, starts)
+        lengths = np.where(is_tail, de[d] - last_end[d] + ov, lengths)
     is_short = shortwin[d]
     starts = np.where(is_short, ds[d], starts)
     lengths = np.where(is_short, L[d], lengths)
@@ -116,25 +125,28 @@ def plan_regular(doc_starts, doc_ends, span: int, stride: int, offset: int = 0,
 
 
 def plan_semantic(doc_starts, doc_ends, edges, span: int, stride: int, offset: int = 0,
-                  short: str = "keep") -> np.ndarray:
+                  short: str = "keep", targets: bool = True) -> np.ndarray:
     """Rows whose edges land on ``edges`` (token indices) where they can; sizes are hard.
 
-    Per document [ds, de) (doc edges always count as edges):
+    Per document [ds, de) (doc edges always count as edges); ov = 1 with ``targets``, else 0:
 
-    - L <= span: one window [ds, de) (a short one obeys ``short``).
+    - L <= span: one window [ds, de) (a short one obeys ``short``; with targets L >= 2).
     - first start: the last edge at or before ds + min(O, L - span) (ds if none).
-    - from a start s, while de - s > span: the end e is the last edge in (prev end, s + span]
-      (hard cut at s + span when there is none); the next start is the edge in
-      [max(s + 1, b - span), e] (b = first edge after e, so the next window reaches a new edge)
-      nearest to e − (span − S), ties to the earlier one; with no edge there, the regular
-      position clip(e − (span − S), s + 1, e). The last window is [s, de).
+    - from a start s, while de - s > span: the end e is the last edge in
+      (max(prev end, s + ov), s + span] (hard cut at s + span when there is none; so a window
+      has >= 1 + ov tokens); the next start is the edge in [max(s + 1, b - span), e - ov]
+      (b = first edge after e, so the next window reaches a new edge) nearest to
+      e − (span − S), ties to the earlier one; with no edge there, the regular position
+      clip(e − (span − S), lo, e − ov) with lo = max(s + 1, b - span) (so the window can still
+      reach b), or s + 1 when lo > e - ov. The last window is [s, de).
 
-    Starts strictly increase, each start <= previous end (no gap), every length <= span.
+    Starts strictly increase, each start <= previous end - ov (no gap; with targets every token
+    after the first start is some window's target), every length <= span.
     All edges in memory at once; ``SemanticPlanner`` takes them chunk by chunk instead.
     """
     E = np.sort(np.asarray(edges, np.int64))
     E = E[np.concatenate([[True], E[1:] != E[:-1]])] if len(E) else E  # dedupe; np.unique imports numpy.ma
-    p = SemanticPlanner(doc_starts, doc_ends, span, stride, offset, short)
+    p = SemanticPlanner(doc_starts, doc_ends, span, stride, offset, short, targets)
     p.feed(E, None)
     return p.finish()
 
@@ -154,10 +166,12 @@ class SemanticPlanner:
     FLUSH_EDGES = 1 << 18  # edges held before planning: 2 MB of int64, so searches stay in cache
     SCALAR_BELOW = 24  # documents still open after which a scalar step beats a numpy round
 
-    def __init__(self, doc_starts, doc_ends, span: int, stride: int, offset: int = 0, short: str = "keep"):
+    def __init__(self, doc_starts, doc_ends, span: int, stride: int, offset: int = 0, short: str = "keep",
+                 targets: bool = True):
         self.ds = np.asarray(doc_starts, np.int64)
         self.de = np.asarray(doc_ends, np.int64)
         self.span, self.stride, self.short = int(span), int(stride), short
+        self.ov = int(bool(targets))  # with targets, a window's first token is no label: overlap >= 1
         L = self.de - self.ds
         self.first = self.ds + np.minimum(offset, np.maximum(L - span, 0))  # where the first start aims
         self.next_doc = 0  # documents before it are fully planned
@@ -225,7 +239,7 @@ class SemanticPlanner:
     def _scalar(self, P: np.ndarray, d: int, s: int, pe: int, K: int | None) -> bool:
         """Place document ``d``'s windows one by one from state (s, pe); with ``K``, only while
         its edges are known. Records the state in ``self.cur``; True when the document is done."""
-        span, stride = self.span, self.stride
+        span, stride, ov = self.span, self.stride, self.ov
         ds, de = int(self.ds[d]), int(self.de[d])
         lo = int(np.searchsorted(P, s, "left"))
         hi = int(np.searchsorted(P, de if K is None else min(de, K), "right"))
@@ -243,20 +257,21 @@ class SemanticPlanner:
             lim = s + span
             k = bisect_right(E, lim)
             e = E[k - 1] if k else ds
-            if e <= s or e <= pe:
+            if e <= s + ov or e <= pe:  # too short for a (x, y) pair, or no progress: cut hard
                 e = lim
             out_s.append(s)
             out_l.append(e - s)
             t = e - (span - stride)
             k2 = bisect_right(E, e)
             b = min(E[k2], de) if k2 < len(E) else de
-            i0, i1 = bisect_left(E, max(s + 1, b - span)), k2 - 1
+            lo = max(s + 1, b - span)
+            i0, i1 = bisect_left(E, lo), bisect_right(E, e - ov) - 1
             if i0 <= i1:
                 j = bisect_left(E, t)
                 left, right = E[min(max(j - 1, i0), i1)], E[min(max(j, i0), i1)]
                 ns = right if abs(right - t) < abs(left - t) else left
             else:
-                ns = min(max(t, s + 1), e)
+                ns = min(max(t, lo if lo <= e - ov else s + 1), e - ov)  # reach b when it can
             s, pe = ns, e
         if out_s:
             n = len(out_s)
@@ -267,20 +282,20 @@ class SemanticPlanner:
     def _rounds(self, P: np.ndarray, d0: int, d1: int) -> None:
         """Plan documents [d0, d1), none started, all edges known: one numpy round per window
         index over the documents still open; the last few open ones go to ``_scalar``."""
-        span, stride = self.span, self.stride
+        span, stride, ov = self.span, self.stride, self.ov
         ds, de = self.ds[d0:d1], self.de[d0:d1]
         L = de - ds
         Pl = np.concatenate([[-1], P, [np.iinfo(np.int64).max // 4]])  # sentinels: every search lands inside
         out_s, out_l, out_d = [], [], []
         active = np.flatnonzero(L > 0)
         small = L[active] <= span
-        keep = active[small & ((L[active] == span) | (self.short == "keep"))]
+        keep = active[small & ((L[active] == span) | (self.short == "keep")) & (L[active] > ov)]
         out_s.append(ds[keep]); out_l.append(L[keep]); out_d.append(keep + d0)
         active = active[~small]
         # state of the open documents, compacted: start, previous end, doc end, doc number.
-        # pe starts at s: "e <= max(s, pe)" is then just "e <= pe" (later s <= pe: no gaps)
+        # pe starts at s + ov: "e <= max(s + ov, pe)" is then just "e <= pe" (later s <= pe - ov)
         s = np.maximum(ds[active], Pl[np.searchsorted(Pl, self.first[d0:d1][active], "right") - 1])
-        pe, ea, dd = s.copy(), de[active], active + d0
+        pe, ea, dd = s + ov, de[active], active + d0
         while len(s) > self.SCALAR_BELOW:
             last = ea - s <= span
             if last.any():
@@ -294,14 +309,16 @@ class SemanticPlanner:
             out_s.append(s); out_l.append(e - s); out_d.append(dd)
             t = e - (span - stride)
             b = np.minimum(ea, Pl[i1])
-            i1 -= 1
-            i0 = np.searchsorted(Pl, np.maximum(s + 1, b - span), "left")
+            i1 -= 1 + (Pl[i1 - 1] > e - ov)  # the last edge <= e - ov (edges are unique)
+            lo = np.maximum(s + 1, b - span)
+            i0 = np.searchsorted(Pl, lo, "left")
             # nearest edge to t in [i0, i1]: the first one >= t (clipped into the range) or the
             # one before it; when every edge is < t, the clipped one is the last and still wins
             r = np.minimum(np.maximum(np.searchsorted(Pl, t, "left"), i0), i1)
             right, left = Pl[r], Pl[np.maximum(r - 1, i0)]
             pick = np.where(np.abs(right - t) < np.abs(left - t), right, left)
-            s = np.where(i0 <= i1, pick, np.minimum(np.maximum(t, s + 1), e))
+            lo = np.where(lo <= e - ov, lo, s + 1)  # no edge to start on: still reach b when it can
+            s = np.where(i0 <= i1, pick, np.minimum(np.maximum(t, lo), e - ov))
             pe = e
         for i in range(len(s)):  # the few long documents left: scalar steps, cheaper than rounds
             self._scalar(P, int(dd[i]), int(s[i]), int(pe[i]), None)
@@ -313,13 +330,15 @@ class SemanticPlanner:
 
 
 def plan_packed(doc_starts, doc_ends, span: int, stride: int, offset: int = 0,
-                tail: str = "align", short: str = "keep") -> np.ndarray:
+                tail: str = "align", short: str = "keep", targets: bool = True) -> np.ndarray:
     """Whole documents packed greedily, in order, into windows of at most ``span`` tokens.
 
     A document longer than span is planned alone with ``plan_regular``; the others go into the
-    current window while they fit. ``doc`` is the first document of the window. (A loop over
-    documents: greedy packing is sequential by nature.)
+    current window while they fit. ``doc`` is the first document of the window. With ``targets``
+    a window of one token (a lone 1-token document) is dropped: it holds no (x, y) pair. (A loop
+    over documents: greedy packing is sequential by nature.)
     """
+    ov = int(bool(targets))
     ds = np.asarray(doc_starts, np.int64).tolist()
     de = np.asarray(doc_ends, np.int64).tolist()
     rows_s, rows_l, rows_d = [], [], []
@@ -327,7 +346,7 @@ def plan_packed(doc_starts, doc_ends, span: int, stride: int, offset: int = 0,
     long_docs = []
 
     def flush():
-        if cur_s is not None and (cur_e - cur_s == span or short == "keep"):
+        if cur_s is not None and cur_e - cur_s > ov and (cur_e - cur_s == span or short == "keep"):
             rows_s.append(cur_s); rows_l.append(cur_e - cur_s); rows_d.append(cur_d)
 
     for i, (a, b) in enumerate(zip(ds, de)):
@@ -347,7 +366,7 @@ def plan_packed(doc_starts, doc_ends, span: int, stride: int, offset: int = 0,
     packed = make_rows(np.array(rows_s, np.int64), np.array(rows_l, np.int64), np.array(rows_d, np.int64))
     if long_docs:
         idx = np.array(long_docs)
-        big = plan_regular(np.asarray(doc_starts)[idx], np.asarray(doc_ends)[idx], span, stride, offset, tail, short)
+        big = plan_regular(np.asarray(doc_starts)[idx], np.asarray(doc_ends)[idx], span, stride, offset, tail, short, targets)
         big["doc"] = idx[big["doc"]]
         packed = np.concatenate([packed, big])
         packed = packed[np.argsort(packed["start"], kind="stable")]
@@ -424,6 +443,19 @@ def shuffle_rows(rows: np.ndarray, seed: int, epoch: int) -> np.ndarray:
 def shard_rows(rows: np.ndarray, k: int) -> list[np.ndarray]:
     """Round-robin split: shard r gets rows r, r+k, r+2k, … (sizes differ by at most one)."""
     return [rows[r::k] for r in range(k)]
+
+
+def shard_stats(part: np.ndarray, n: int, doc_starts, doc_ends) -> dict:
+    """``plan_stats`` of one shard's rows alone: its windows, and the tokens they cover by themselves.
+
+    ``fresh`` of the rows counts overlap with windows of the whole plan, so it is recomputed on a
+    sorted copy (the shard's rows are left as they are).
+    """
+    r = part[np.argsort(part["start"], kind="stable")].copy()
+    fill_fresh(r)
+    stats = plan_stats(r, n, doc_starts, doc_ends)
+    stats["documents"] = int(len(doc_starts))
+    return stats
 
 
 # --- the job: one token file → plan files -------------------------------------------------
@@ -626,7 +658,7 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
         for T in o.T:
             span = span_of(T, o.targets)
             stride = resolve_stride(span, T, o.stride, o.overlap)
-            planners[T] = SemanticPlanner(ds, de, span, stride, _epoch_offset(o, stride), o.short)
+            planners[T] = SemanticPlanner(ds, de, span, stride, _epoch_offset(o, stride), o.short, o.targets)
         for known, found in bnd.iter_boundaries(tokens, o.boundaries, enc, progress=progress):
             for p in planners.values():
                 p.feed(found, known)
@@ -639,9 +671,9 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
         if semantic:
             rows = planners[T].finish()
         elif o.pack:
-            rows = plan_packed(ds, de, span, stride, offset, tail, o.short)
+            rows = plan_packed(ds, de, span, stride, offset, tail, o.short, o.targets)
         else:
-            rows = plan_regular(ds, de, span, stride, offset, tail, o.short)
+            rows = plan_regular(ds, de, span, stride, offset, tail, o.short, o.targets)
         stats = plan_stats(rows, src.n, ds, de)
         stats["documents"] = int(len(ds))
         if o.shuffle:
@@ -656,7 +688,7 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
         }
         if semantic:
             params["tail"] = "align"  # the last window of each document ends at its end
-        results.append({"T": T, "rows": rows, "params": params, "stats": stats})
+        results.append({"T": T, "rows": rows, "params": params, "stats": stats, "doc_starts": ds, "doc_ends": de})
     return [dict(r, src=src, tokens=tokens, enc=enc) for r in results]
 
 
@@ -742,8 +774,9 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
         for r, (p, part) in enumerate(zip(paths, parts)):
             side_params = dict(params, shard=r if o.shards else None)
             side = {"source": source, "params": side_params, "stats": stats}
-            if o.shards:
-                side["shard_stats"] = {"windows": int(len(part))}
+            if o.shards:  # a shard's stats describe its own rows; the whole plan's go to plan_stats
+                side["stats"] = shard_stats(part, src.n, plan["doc_starts"], plan["doc_ends"])
+                side["plan_stats"] = stats
             if src.tokenizer:
                 side["tokenizer"] = src.tokenizer
             if o.materialize:
