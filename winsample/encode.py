@@ -843,70 +843,80 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0):
     size = 0
     where0 = None
     replaced_base, replaced_before = stats["replaced_characters"], replaced_count()
-    for where, doc in _documents(sources, first, opts, read_cb):
-        if where is None:  # input number `doc` is read to its end
-            stats["replaced_characters"] = replaced_base + replaced_count() - replaced_before
-            items.append(("source", doc, dict(stats)))
-            continue
-        stats["documents"] += 1
-        if where0 is None:
-            where0 = where
-        if isinstance(doc, TextFile):  # a plain-text file: byte ranges, read and decoded by workers
-            h = xxhash.xxh3_64(prefix) if hashing else None
-            has_text = True  # TextFile.open saw text in the file's first bytes
-            for spec in doc.ranges(PIECE_BYTES, h, read_cb):
-                items.append(early)
-                texts.append(spec)
-                size += spec[3] - spec[2]
-                if size >= TASK_CHARS:
-                    yield items, texts, where0
-                    items, texts, size, where0 = [], [], 0, where
-            if doc.oversized:  # a long run without safe cuts: count runs as the decoded path does
-                stats["unsplittable_runs"] += _unsplittable_runs(doc.src)
-            val = h is not None and h.intdigest() < threshold
-        elif isinstance(doc, str) and len(doc) <= PIECE_CHARS:  # a whole small document: no chunker
-            has_text = bool(doc) and not doc.isspace()
-            if has_text:
-                items.append(early)
-                texts.append(doc)
-                size += len(doc)
-            val = hashing and xxhash.xxh3_64_intdigest(prefix + doc.encode("utf-8", "surrogatepass")) < threshold
-        else:
-            h = xxhash.xxh3_64(prefix) if hashing else None
-            has_text = False
-            chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS)
-            if isinstance(doc, str):  # a big JSONL/Parquet text: feed it in slices so it spreads over workers
-                whole = doc
-                doc = (whole[i : i + PIECE_CHARS] for i in range(0, len(whole), PIECE_CHARS))
-            for text in doc:
-                if h is not None:
-                    h.update(text.encode("utf-8", "surrogatepass"))
-                if not has_text and text and not text.isspace():
-                    has_text = True
-                for piece in chunker.feed(text):
-                    items.append(early if has_text else None)
-                    texts.append(piece)
-                    size += len(piece)
+    try:
+        for where, doc in _documents(sources, first, opts, read_cb):
+            if where is None:  # input number `doc` is read to its end
+                stats["replaced_characters"] = replaced_base + replaced_count() - replaced_before
+                items.append(("source", doc, dict(stats)))
+                continue
+            stats["documents"] += 1
+            if where0 is None:
+                where0 = where
+            if isinstance(doc, TextFile):  # a plain-text file: byte ranges, read and decoded by workers
+                h = xxhash.xxh3_64(prefix) if hashing else None
+                has_text = True  # TextFile.open saw text in the file's first bytes
+                for spec in doc.ranges(PIECE_BYTES, h, read_cb):
+                    items.append(early)
+                    texts.append(spec)
+                    size += spec[3] - spec[2]
                     if size >= TASK_CHARS:
                         yield items, texts, where0
                         items, texts, size, where0 = [], [], 0, where
-            for piece in chunker.finish():
-                items.append(early if has_text else None)
-                texts.append(piece)
-                size += len(piece)
-            stats["unsplittable_runs"] += chunker.unsplittable_runs
-            val = h is not None and h.intdigest() < threshold
-        if not has_text:
-            dest = "skip"
-            stats["documents_skipped_empty"] += 1
-        elif tail:
-            dest = "all"
-        else:
-            dest = "val" if val else "train"
-        items.append(("end", dest))
-        if size >= TASK_CHARS:
-            yield items, texts, where0
-            items, texts, size, where0 = [], [], 0, None
+                if doc.oversized:  # a long run without safe cuts: count runs as the decoded path does
+                    stats["unsplittable_runs"] += _unsplittable_runs(doc.src)
+                val = h is not None and h.intdigest() < threshold
+            elif isinstance(doc, str) and len(doc) <= PIECE_CHARS:  # a whole small document: no chunker
+                has_text = bool(doc) and not doc.isspace()
+                if has_text:
+                    items.append(early)
+                    texts.append(doc)
+                    size += len(doc)
+                val = hashing and xxhash.xxh3_64_intdigest(prefix + doc.encode("utf-8", "surrogatepass")) < threshold
+            else:
+                h = xxhash.xxh3_64(prefix) if hashing else None
+                has_text = False
+                chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS)
+                if isinstance(doc, str):  # a big JSONL/Parquet text: feed it in slices so it spreads over workers
+                    whole = doc
+                    doc = (whole[i : i + PIECE_CHARS] for i in range(0, len(whole), PIECE_CHARS))
+                for text in doc:
+                    if h is not None:
+                        h.update(text.encode("utf-8", "surrogatepass"))
+                    if not has_text and text and not text.isspace():
+                        has_text = True
+                    for piece in chunker.feed(text):
+                        items.append(early if has_text else None)
+                        texts.append(piece)
+                        size += len(piece)
+                        if size >= TASK_CHARS:
+                            yield items, texts, where0
+                            items, texts, size, where0 = [], [], 0, where
+                for piece in chunker.finish():
+                    items.append(early if has_text else None)
+                    texts.append(piece)
+                    size += len(piece)
+                stats["unsplittable_runs"] += chunker.unsplittable_runs
+                val = h is not None and h.intdigest() < threshold
+            if not has_text:
+                dest = "skip"
+                stats["documents_skipped_empty"] += 1
+            elif tail:
+                dest = "all"
+            else:
+                dest = "val" if val else "train"
+            items.append(("end", dest))
+            if size >= TASK_CHARS:
+                yield items, texts, where0
+                items, texts, size, where0 = [], [], 0, None
+    except WinsampleError:
+        # Reading failed: a bad byte range of an earlier file, still in this batch, comes first.
+        for t in texts:
+            if isinstance(t, tuple):
+                try:
+                    read_text_range(*t)
+                except RangeFault as f:
+                    raise range_error(sources[f.args[0]], f.args[1], f.args[2]) from None
+        raise
     if items:
         yield items, texts, where0 or ""
 
