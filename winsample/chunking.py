@@ -135,3 +135,23 @@ class TextChunker:
             self.unsplittable_runs += 1
         self._parts, self._size, self._clean = [], 0, 1
         return [buf] if buf else []
+
+
+def last_safe_cut_bytes(window: bytes, base: int = 0) -> int | None:
+    """The largest safe cut in a window of a UTF-8 document, as a byte offset (``base`` + index), or None.
+
+    ``window`` is any run of the document's bytes: leading continuation bytes (a character
+    cut in two) are skipped, and a cut counts only when the characters it needs (``p - 1``,
+    ``p``, ``p + 1``) lie whole inside the window, so it is safe in the whole document. A cut
+    sits before an ASCII ``\\r``, ``\\n`` or space, so it is always a character boundary.
+    Invalid bytes are kept as lone surrogates (never letters): such a document fails decoding
+    anyway, and the cut only has to land on a byte.
+    """
+    skip = 0
+    while skip < min(3, len(window)) and 0x80 <= window[skip] < 0xC0:
+        skip += 1
+    text = window[skip:].decode("utf-8", "surrogateescape")
+    p = last_safe_cut(text, 1, len(text))
+    if p is None:
+        return None
+    return base + skip + len(text[:p].encode("utf-8", "surrogateescape"))

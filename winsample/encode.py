@@ -41,8 +41,10 @@ import xxhash
 
 from . import __version__, formats, resume, tokenizer
 from .chunking import TextChunker
-from .errors import ConfigError, DataError, InputError, Interrupted
-from .sources import iter_documents, replaced_count, resolve_inputs
+from .errors import ConfigError, DataError, InputError, Interrupted, WinsampleError
+from .sources import (
+    RangeFault, TextFile, iter_documents, range_error, read_text_range, replaced_count, resolve_inputs, text_pieces,
+)
 
 SPLIT_METHODS = ("doc", "tail")
 ERROR_MODES = ("strict", "replace")
@@ -50,6 +52,8 @@ ERROR_MODES = ("strict", "replace")
 PIECE_CHARS = 1 << 20  # a big document is cut into pieces of about this many chars
 LONG_RUN_CHARS = 16 << 20  # a piece longer than this had no safe cut: counted as unsplittable
 TASK_CHARS = 1 << 20  # text per batch sent to a worker: amortises IPC, keeps latency low
+PIECE_BYTES = 1 << 20  # a plain-text file is sent to workers as byte ranges of about this size
+RANGE_MIN_BYTES = 64 << 10  # smaller plain-text files are read and decoded here and sent as text
 INFLIGHT_PER_WORKER = 4  # batches in flight per worker: covers the main process's stalls, still bounded
 WRITE_BYTES = 1 << 20  # ids gathered per write+hash call
 HOLD_BYTES = 32 << 20  # a document's ids beyond this wait in a spill file, not in memory
@@ -64,9 +68,15 @@ _WORKER: dict = {}
 
 
 def _encode_texts(enc, dtype: str, texts: Sequence[str], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Concatenated ids of ``texts`` (cast to ``dtype`` after a range check), each one's length and max id."""
+    """Concatenated ids of ``texts`` (cast to ``dtype`` after a range check), each one's length and max id.
+
+    An entry of ``texts`` may be a byte-range spec of a file (``sources.read_text_range``'s
+    arguments): it is read and decoded here (``RangeFault`` if it cannot be).
+    """
     parts = []
     for t in texts:
+        if isinstance(t, tuple):
+            t = read_text_range(*t)
         try:
             # encode with no special tokens allowed == encode_ordinary, minus the list copy.
             ids = enc.encode_to_numpy(t, allowed_special=set(), disallowed_special=())
@@ -751,20 +761,42 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
         if progress:
             progress(0, int(lengths.sum()))
 
+    def result(items: list, get) -> None:
+        try:
+            out = get()
+        except RangeFault as f:  # a byte range of a text file: the exact error reading it gives
+            raise range_error(sources[f.args[0]], f.args[1], f.args[2]) from None
+        consume(items, *out)
+
     inflight: deque = deque()
     limit = max(1, INFLIGHT_PER_WORKER * workers)
+    batches = _batches(sources, opts, stats, read_cb, first)
     try:
-        for items, texts, where in _batches(sources, opts, stats, read_cb, first):
+        while True:
+            try:
+                items, texts, where = next(batches)
+            except StopIteration:
+                break
+            except WinsampleError:
+                # Reading a later input failed: a fault in a range read before it comes first.
+                for _, fut in inflight:
+                    try:
+                        fut.get()
+                    except RangeFault as f:
+                        raise range_error(sources[f.args[0]], f.args[1], f.args[2]) from None
+                    except Exception:
+                        pass
+                raise
             if pool is None:
-                consume(items, *_encode_texts(enc, dtype, texts, where))
+                result(items, lambda: _encode_texts(enc, dtype, texts, where))
                 continue
             inflight.append((items, pool.apply_async(_worker_task, (texts, where))))
             while len(inflight) >= limit:
                 items0, fut = inflight.popleft()
-                consume(items0, *fut.get())
+                result(items0, fut.get)
         while inflight:
             items0, fut = inflight.popleft()
-            consume(items0, *fut.get())
+            result(items0, fut.get)
     finally:
         holder.close()
         for w in writers.values():
@@ -811,66 +843,108 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0):
     size = 0
     where0 = None
     replaced_base, replaced_before = stats["replaced_characters"], replaced_count()
-    for where, doc in _documents(sources, first, opts, read_cb):
-        if where is None:  # input number `doc` is read to its end
-            stats["replaced_characters"] = replaced_base + replaced_count() - replaced_before
-            items.append(("source", doc, dict(stats)))
-            continue
-        stats["documents"] += 1
-        if where0 is None:
-            where0 = where
-        if isinstance(doc, str) and len(doc) <= PIECE_CHARS:  # a whole small document: no chunker
-            has_text = bool(doc) and not doc.isspace()
-            if has_text:
-                items.append(early)
-                texts.append(doc)
-                size += len(doc)
-            val = hashing and xxhash.xxh3_64_intdigest(prefix + doc.encode("utf-8", "surrogatepass")) < threshold
-        else:
-            h = xxhash.xxh3_64(prefix) if hashing else None
-            has_text = False
-            chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS)
-            if isinstance(doc, str):  # a big JSONL/Parquet text: feed it in slices so it spreads over workers
-                whole = doc
-                doc = (whole[i : i + PIECE_CHARS] for i in range(0, len(whole), PIECE_CHARS))
-            for text in doc:
-                if h is not None:
-                    h.update(text.encode("utf-8", "surrogatepass"))
-                if not has_text and text and not text.isspace():
-                    has_text = True
-                for piece in chunker.feed(text):
-                    items.append(early if has_text else None)
-                    texts.append(piece)
-                    size += len(piece)
+    try:
+        for where, doc in _documents(sources, first, opts, read_cb):
+            if where is None:  # input number `doc` is read to its end
+                stats["replaced_characters"] = replaced_base + replaced_count() - replaced_before
+                items.append(("source", doc, dict(stats)))
+                continue
+            stats["documents"] += 1
+            if where0 is None:
+                where0 = where
+            if isinstance(doc, TextFile):  # a plain-text file: byte ranges, read and decoded by workers
+                h = xxhash.xxh3_64(prefix) if hashing else None
+                has_text = True  # TextFile.open saw text in the file's first bytes
+                for spec in doc.ranges(PIECE_BYTES, h, read_cb):
+                    items.append(early)
+                    texts.append(spec)
+                    size += spec[3] - spec[2]
                     if size >= TASK_CHARS:
                         yield items, texts, where0
                         items, texts, size, where0 = [], [], 0, where
-            for piece in chunker.finish():
-                items.append(early if has_text else None)
-                texts.append(piece)
-                size += len(piece)
-            stats["unsplittable_runs"] += chunker.unsplittable_runs
-            val = h is not None and h.intdigest() < threshold
-        if not has_text:
-            dest = "skip"
-            stats["documents_skipped_empty"] += 1
-        elif tail:
-            dest = "all"
-        else:
-            dest = "val" if val else "train"
-        items.append(("end", dest))
-        if size >= TASK_CHARS:
-            yield items, texts, where0
-            items, texts, size, where0 = [], [], 0, None
+                if doc.oversized:  # a long run without safe cuts: count runs as the decoded path does
+                    stats["unsplittable_runs"] += _unsplittable_runs(doc.src)
+                val = h is not None and h.intdigest() < threshold
+            elif isinstance(doc, str) and len(doc) <= PIECE_CHARS:  # a whole small document: no chunker
+                has_text = bool(doc) and not doc.isspace()
+                if has_text:
+                    items.append(early)
+                    texts.append(doc)
+                    size += len(doc)
+                val = hashing and xxhash.xxh3_64_intdigest(prefix + doc.encode("utf-8", "surrogatepass")) < threshold
+            else:
+                h = xxhash.xxh3_64(prefix) if hashing else None
+                has_text = False
+                chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS)
+                if isinstance(doc, str):  # a big JSONL/Parquet text: feed it in slices so it spreads over workers
+                    whole = doc
+                    doc = (whole[i : i + PIECE_CHARS] for i in range(0, len(whole), PIECE_CHARS))
+                for text in doc:
+                    if h is not None:
+                        h.update(text.encode("utf-8", "surrogatepass"))
+                    if not has_text and text and not text.isspace():
+                        has_text = True
+                    for piece in chunker.feed(text):
+                        items.append(early if has_text else None)
+                        texts.append(piece)
+                        size += len(piece)
+                        if size >= TASK_CHARS:
+                            yield items, texts, where0
+                            items, texts, size, where0 = [], [], 0, where
+                for piece in chunker.finish():
+                    items.append(early if has_text else None)
+                    texts.append(piece)
+                    size += len(piece)
+                stats["unsplittable_runs"] += chunker.unsplittable_runs
+                val = h is not None and h.intdigest() < threshold
+            if not has_text:
+                dest = "skip"
+                stats["documents_skipped_empty"] += 1
+            elif tail:
+                dest = "all"
+            else:
+                dest = "val" if val else "train"
+            items.append(("end", dest))
+            if size >= TASK_CHARS:
+                yield items, texts, where0
+                items, texts, size, where0 = [], [], 0, None
+    except WinsampleError:
+        # Reading failed: a bad byte range of an earlier file, still in this batch, comes first.
+        for t in texts:
+            if isinstance(t, tuple):
+                try:
+                    read_text_range(*t)
+                except RangeFault as f:
+                    raise range_error(sources[f.args[0]], f.args[1], f.args[2]) from None
+        raise
     if items:
         yield items, texts, where0 or ""
 
 
 def _documents(sources, first: int, opts: dict, read_cb):
-    """``iter_documents`` over ``sources[first:]``, with ``(None, i)`` after input i's last document."""
+    """``iter_documents`` over ``sources[first:]``, with ``(None, i)`` after input i's last document;
+    a plain-text file that can be read as byte ranges comes as a ``TextFile`` instead."""
     for i in range(first, len(sources)):
-        yield from iter_documents([sources[i]], text_field=opts["text_field"], errors=opts["errors"], progress=read_cb)
+        tf = TextFile.open(sources[i], i, opts["errors"], RANGE_MIN_BYTES)
+        if tf is None:
+            yield from iter_documents([sources[i]], text_field=opts["text_field"], errors=opts["errors"], progress=read_cb)
+        else:
+            try:
+                yield sources[i].label, tf
+            except BaseException:
+                tf.abort()
+                raise
+            tf.close()
         yield None, i
+
+
+def _unsplittable_runs(src) -> int:
+    """``TextChunker.unsplittable_runs`` for the decoded text of ``src``, as the decoded path counts them."""
+    chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS)
+    for text in text_pieces(src):
+        chunker.feed(text)
+    chunker.finish()
+    return chunker.unsplittable_runs
 
 
 def _starts_chunks(raw: Path, lo: int = 0, hi: int | None = None, shift: int = 0, step: int = 1 << 20):

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .chunking import last_safe_cut_bytes
 from .errors import ConfigError, DataError, InputError
 
 FOLDER_SUFFIXES = (".txt", ".md", ".text", ".jsonl")
@@ -333,3 +334,197 @@ def iter_documents(
             reader.abort()
             raise
         reader.close()
+
+
+# --- plain-text files as byte ranges (the encoder's fast path) ------------------------------
+
+HEAD_BYTES = 64 << 10  # a file's first bytes, decoded to tell text from empty/whitespace-only
+CUT_WINDOW = 64 << 10  # bytes searched back from a target for a safe cut (grows x4 if none)
+
+
+class RangeFault(Exception):
+    """A byte range could not be used as text: ``args = (source index, "bytes" | "changed", size planned)``.
+
+    Raised in an encoder worker; the main process turns it into the exact one-line error
+    (``TextFile.error``) that reading the file through ``iter_documents`` would give.
+    """
+
+
+def read_text_range(i: int, path: str, start: int, end: int, size: int, mtime_ns: int) -> str:
+    """Bytes ``[start, end)`` of a file, checked (size and mtime as when planned, no NUL) and
+    decoded as strict UTF-8; ``RangeFault(i, kind)`` otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        raise RangeFault(i, "changed", size) from None
+    try:
+        st = os.fstat(fd)
+        if (st.st_size, st.st_mtime_ns) != (size, mtime_ns):
+            raise RangeFault(i, "changed", size)
+        parts, pos = [], start
+        while pos < end:
+            data = os.pread(fd, end - pos, pos)
+            if not data:
+                raise RangeFault(i, "changed", size)
+            parts.append(data)
+            pos += len(data)
+    finally:
+        os.close(fd)
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
+    if b"\0" in data:
+        raise RangeFault(i, "bytes", size)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RangeFault(i, "bytes", size) from None
+
+
+def _changed_error(label: str, before: int, now: int) -> DataError:
+    return DataError(
+        f"{label}: the file changed while it was being read"
+        f" ({before} bytes before, {now} after); encode a stable copy"
+    )
+
+
+class TextFile:
+    """A plain UTF-8 text file (one document) planned as byte ranges cut at safe points.
+
+    The main process reads only a small window near each cut (and, when the document's hash
+    is wanted, streams the bytes through the hasher); workers read and decode their own range
+    with ``read_text_range``. Valid UTF-8 bytes are exactly ``text.encode()``, so hashes match
+    the decoded path. Use ``open`` (None when the file must take the decoded path: compressed,
+    stdin, ``--errors replace``, small, starting with no text in its first ``HEAD_BYTES``, or
+    not valid UTF-8 there).
+    """
+
+    @classmethod
+    def open(cls, src: Source, index: int, errors: str, min_bytes: int) -> TextFile | None:
+        if src.kind != "text" or src.gz or src.path is None or errors != "strict":
+            return None
+        if src.size is None or src.size < min_bytes:
+            return None
+        try:
+            f = open(src.path, "rb", buffering=0)
+        except OSError as e:
+            raise InputError(f"{src.label}: cannot read: {e.strerror}") from None
+        try:
+            st = os.fstat(f.fileno())
+            head = os.pread(f.fileno(), HEAD_BYTES, 0)
+            if st.st_size < min_bytes or b"\0" in head:
+                f.close()
+                return None
+            dec = codecs.getincrementaldecoder("utf-8")("strict")
+            text = dec.decode(head, len(head) == st.st_size)
+        except UnicodeDecodeError:
+            f.close()
+            return None
+        except BaseException:
+            f.close()
+            raise
+        if not text or text.isspace():  # maybe an empty document: the decoded path decides
+            f.close()
+            return None
+        return cls(src, index, f, st)
+
+    def __init__(self, src: Source, index: int, f, st):
+        self.src, self.index, self.f, self.stat = src, index, f, st
+        self.size = st.st_size
+        src.mtime_ns = st.st_mtime_ns
+        self.oversized = False  # a range longer than asked: no safe cut near its target
+
+    def ranges(self, piece_bytes: int, hasher=None, progress=None) -> Iterator[tuple]:
+        """Range specs for ``read_text_range``, in order, each ``piece_bytes`` (+ a few) long or
+        shorter, cut at safe points; where none lies within ``piece_bytes`` the range grows to
+        the next one and ``oversized`` is set. ``hasher`` gets every byte, in order."""
+        fd = self.f.fileno()
+        path = os.fsdecode(self.src.path)
+        pos = 0
+        buf = bytearray(READ_BYTES) if hasher is not None else None
+        while pos < self.size:
+            end = self._next_cut(fd, pos, piece_bytes)
+            if hasher is not None:
+                self._hash(hasher, buf, pos, end)
+            if progress:
+                progress(end - pos)
+            yield (self.index, path, pos, end, self.size, self.stat.st_mtime_ns)
+            pos = end
+
+    def _next_cut(self, fd: int, pos: int, piece_bytes: int) -> int:
+        target = pos + piece_bytes
+        floor = pos  # cuts at or below floor + a few bytes are known not to exist
+        while target < self.size:
+            hi = min(target + 8, self.size)  # the chars a cut at <= target needs lie below hi
+            window = CUT_WINDOW
+            lo = hi
+            while lo > floor:
+                lo = max(floor, hi - window)
+                cut = last_safe_cut_bytes(os.pread(fd, hi - lo, lo), lo)
+                if cut is not None and cut > pos:
+                    return cut
+                hi = lo + 8  # overlap: a cut just above lo needs the char before it
+                window *= 4
+            self.oversized = True
+            floor = max(pos, target - 8)
+            target += piece_bytes
+        return self.size
+
+    def _hash(self, hasher, buf: bytearray, start: int, end: int) -> None:
+        view = memoryview(buf)
+        self.f.seek(start)
+        left = end - start
+        while left:
+            n = self.f.readinto(view[: min(left, len(buf))])
+            if not n:
+                raise self._changed()
+            hasher.update(view[:n])
+            left -= n
+
+    def _changed(self) -> DataError:
+        try:
+            now = self.src.path.stat().st_size
+        except OSError:
+            now = self.size
+        return _changed_error(self.src.label, self.size, now)
+
+    def close(self) -> None:
+        """Close; DataError if the file changed (size or mtime) while it was planned."""
+        after = os.fstat(self.f.fileno())
+        self.f.close()
+        try:
+            now = self.src.path.stat()
+        except OSError:
+            now = after
+        key = (self.stat.st_size, self.stat.st_mtime_ns)
+        if (after.st_size, after.st_mtime_ns) != key or (now.st_size, now.st_mtime_ns) != key:
+            raise _changed_error(self.src.label, self.size, now.st_size)
+        self.src.size = self.size
+
+    def abort(self) -> None:
+        self.f.close()
+
+
+def range_error(src: Source, kind: str, size: int) -> DataError:
+    """The one-line error for a ``RangeFault`` on ``src``: for bad bytes, exactly the one the
+    decoded path gives (the file is read again from its start to find it)."""
+    if kind == "bytes":
+        reader = _Reader(src, None)
+        try:
+            for _ in _text_chunks(reader, "strict"):
+                pass
+        finally:
+            reader.abort()
+    try:
+        now = src.path.stat().st_size
+    except OSError:
+        now = 0
+    return _changed_error(src.label, size, now)
+
+
+def text_pieces(src: Source) -> Iterator[str]:
+    """The decoded text of a plain-text ``src`` in pieces, exactly as ``iter_documents`` gives it
+    (strict UTF-8, the same errors); the file is closed when the iterator ends or is dropped."""
+    reader = _Reader(src, None)
+    try:
+        yield from _text_chunks(reader, "strict")
+    finally:
+        reader.abort()
