@@ -77,6 +77,13 @@ def make_plan(path: Path, bin_path: Path, starts, lengths, *, T, targets=True, s
     return path
 
 
+def edit_sidecar(plan: Path, fn) -> None:
+    """Apply ``fn`` to the plan's sidecar dict and write it back (a sidecar that now says otherwise)."""
+    side = json.loads(formats.plan_sidecar(plan).read_text())
+    fn(side)
+    formats.plan_sidecar(plan).write_text(json.dumps(side))
+
+
 def run(*args):
     return CliRunner().invoke(main, ["verify", *map(str, args)])
 
@@ -218,9 +225,7 @@ def test_targets_plan_whose_span_is_not_T_plus_1_fails_alignment(tmp_path):
     p = tmp_path / "ten.bin"
     write_bin(p, range(10))
     plan = make_plan(tmp_path / "p.npy", p, [0, 4], 4, T=4)
-    side = json.loads(formats.plan_sidecar(plan).read_text())
-    side["params"]["span"] = 4  # x and y would both come from 4 tokens: y loses one
-    formats.plan_sidecar(plan).write_text(json.dumps(side))
+    edit_sidecar(plan, lambda side: side["params"].update(span=4))  # x and y from 4 tokens: y loses one
     code, doc = run_json(p, "--plan", plan)
     assert code == 1 and one(doc, "alignment")["status"] == "fail"
 
@@ -323,9 +328,7 @@ def test_plan_from_folder_applies_to_the_file_its_sidecar_names(tmp_path, hamlet
     good = make_plan(tmp_path / "val.npy", folder / "val.bin", [0, 50, 100, 150, 200, 250, 299], 101, T=100)
     code, doc = run_json(folder, "--plan", good)
     assert code == 0 and one(doc, "plan_bounds")["detail"].endswith("made for val.bin")
-    side = json.loads(formats.plan_sidecar(good).read_text())
-    side["source"]["file"] = "train.bin"  # a sidecar that lies about its source
-    formats.plan_sidecar(good).write_text(json.dumps(side))
+    edit_sidecar(good, lambda side: side["source"].update(file="train.bin"))  # it lies about its source
     code, doc = run_json(folder, "--plan", good)
     assert code == 1 and one(doc, "plan_bounds")["status"] == "fail"
 
@@ -636,9 +639,7 @@ def test_a_shard_is_not_held_to_the_whole_plans_coverage(tmp_path):
     p = tmp_path / "t.bin"
     write_bin(p, range(40))
     plan = make_plan(tmp_path / "p.npy", p, [0, 16], 9, T=8)  # rank 0 of 2: windows 0, 2 of [0, 8, 16, 24]
-    side = json.loads((tmp_path / "p.npy.json").read_text())
-    side["params"]["shards"], side["params"]["shard"] = 2, 0
-    (tmp_path / "p.npy.json").write_text(json.dumps(side))
+    edit_sidecar(plan, lambda side: side["params"].update(shards=2, shard=0))
     code, doc = run_json(p, "--plan", plan)
     cov = one(doc, "coverage")
     assert cov["status"] == "skip" and cov["covered_tokens"] == 18 and "2 ranks" in cov["detail"]
