@@ -179,16 +179,18 @@ def test_a_worker_that_dies_is_retried(cluster, tmp_path):
     same_dataset(tmp_path / "ray", tmp_path / "local")
 
 
-def test_bad_utf8_in_a_cut_file_fails_the_job_naming_the_file(cluster, tmp_path):
+@pytest.mark.parametrize("split", ["doc", "tail"])  # doc hashes the whole file first; tail leaves it to the shards
+def test_bad_utf8_in_a_cut_file_fails_the_job_naming_the_file(cluster, tmp_path, split):
     bad = tmp_path / "in" / "broken.txt"
     bad.parent.mkdir()
     text = CORPUS.joinpath("tempest.txt").read_bytes()
     bad.write_bytes(text + b"\xff\xfe" + text)
     res = CliRunner().invoke(main, ["encode", str(bad), "-o", str(tmp_path / "o"), "--engine", "ray",
-                                    "--shard-size", SMALL, "-q"])
+                                    "--shard-size", SMALL, "--split", split, "-q"])
     assert res.exit_code == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "broken.txt" in lines[0] and "invalid UTF-8" in lines[0]
+    assert f"byte {len(text)}" in lines[0]  # the first bad byte, counted from the file start
     assert not (tmp_path / "o" / "meta.json").exists()
 
 

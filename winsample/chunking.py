@@ -82,9 +82,15 @@ def last_safe_cut(text: str, lo: int, hi: int) -> int | None:
     return None
 
 
+def iter_safe_cuts(text: str, pos: int = 0):
+    """Safe cut positions ``>= pos`` in ``text``, in order, found lazily (stop early to pay only
+    for the text searched)."""
+    return (m.start() for m in _CANDIDATE.finditer(text, pos) if is_safe_cut(text, m.start()))
+
+
 def safe_cuts(text: str) -> list[int]:
     """Every safe cut position in ``text`` (for tests and tools; O(len) regex scan)."""
-    return [m.start() for m in _CANDIDATE.finditer(text) if is_safe_cut(text, m.start())]
+    return list(iter_safe_cuts(text))
 
 
 class TextChunker:

@@ -47,7 +47,7 @@ import numpy as np
 import xxhash
 
 from . import __version__, formats, shards as shards_mod, tokenizer
-from .chunking import TextChunker, safe_cuts
+from .chunking import TextChunker, iter_safe_cuts
 from .errors import ConfigError, DataError, InputError, WinsampleError
 
 DEFAULT_SHARD_BYTES = 256 << 20  # 256 MiB of input per task: ~20 s of tiktoken per core, few files per TB
@@ -125,7 +125,7 @@ def _text_cut(path: Path, at: int, size: int) -> int | None:
             except UnicodeDecodeError as e:
                 text, bad = data[: e.start].decode("utf-8"), e.start
             first = None
-            for p in safe_cuts(text):
+            for p in iter_safe_cuts(text):  # lazily: the first one past `at` is near
                 b = base + i + len(text[:p].encode("utf-8"))
                 if b >= at:
                     first = b
@@ -220,8 +220,10 @@ def _check_unchanged(p: dict) -> None:
 def decide_text(p: dict, job: dict) -> tuple[bool, bool]:
     """(goes to val, has any non-whitespace text) for the one document of text file ``p``.
 
-    The same rule as ``encode._batches``: xxh3_64 of ``b"<seed>\\0" + utf8(text)``; reads and
-    checks the whole file (DataError on invalid UTF-8 or a NUL byte, as the local engine).
+    The same rule as ``encode._batches``: xxh3_64 of ``b"<seed>\\0" + utf8(text)``. Hashing
+    reads and checks the whole file (DataError on invalid UTF-8 or a NUL byte, as the local
+    engine); without it, reading stops at the first non-whitespace text, since every shard task
+    checks its own byte range anyway and the whole file's shards wait on this answer.
     """
     from .sources import iter_documents
 
@@ -236,6 +238,8 @@ def decide_text(p: dict, job: dict) -> tuple[bool, bool]:
                 h.update(text.encode("utf-8", "surrogatepass"))
             if not has_text and text and not text.isspace():
                 has_text = True
+                if h is None:
+                    return False, True
     return (h is not None and h.intdigest() < threshold), has_text
 
 
