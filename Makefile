@@ -9,7 +9,7 @@ WS     := $(VENV)/bin/winsample
 DEMO   := build/demo
 
 # Stamp files: reinstall only when pyproject.toml changes.
-$(VENV)/.base: pyproject.toml
+$(VENV)/.base: pyproject.toml setup.py winsample/_fast.c  # _fast.c: the optional C kernels, built in place
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "winsample needs Python >= 3.11"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[plot]'  # plot: the demo draws coverage.png
@@ -40,6 +40,6 @@ docs: $(VENV)/.base
 	$(PY) -m winsample._docgen docs/cli.md
 
 clean:
-	rm -rf build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf build dist *.egg-info .pytest_cache .hypothesis winsample/*.so
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 	rm -rf $(VENV)

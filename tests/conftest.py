@@ -59,3 +59,21 @@ def cl100k_ranks_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def ref_cl100k(cl100k_ranks_file) -> tiktoken.Encoding:
     return tiktoken.Encoding(**_tiktoken_spec(openai_public.cl100k_base, cl100k_ranks_file, CL100K_SHA256))
+
+
+@pytest.fixture(scope="module", params=["c", "numpy"])
+def kernels(request):
+    """Run a module's tests on the C kernels (``winsample/_fast.c``) and on the numpy paths.
+
+    Both must give the same edges and plans; ``make test`` builds the C module, so a missing
+    one fails here rather than testing numpy twice.
+    """
+    from winsample import boundaries
+
+    if request.param == "c":
+        assert boundaries.FAST is not None, "winsample._fast is not built: run `pip install -e .` (make test does)"
+        yield "c"
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(boundaries, "FAST", None)
+        yield "numpy"

@@ -22,6 +22,8 @@ EOT = 50256
 WS = b" \t\n\r\x0b\x0c"
 TERM = rb"(?:[.!?]|\xe3\x80\x82|\xef\xbc\x81|\xef\xbc\x9f)"
 
+pytestmark = pytest.mark.usefixtures("kernels")  # every test on the C kernels and on numpy
+
 
 @pytest.fixture(scope="module")
 def enc():

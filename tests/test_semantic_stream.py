@@ -9,10 +9,13 @@ from hypothesis import strategies as st
 
 from winsample import boundaries as B
 from winsample import windows as W
+from winsample.errors import DataError
 from winsample.tokenizer import load_encoding
 
 from .conftest import CORPUS
 from .test_boundaries import brute_edges, oracle_edges
+
+pytestmark = pytest.mark.usefixtures("kernels")  # every test on the C kernels and on numpy
 
 
 def reference_plan_semantic(doc_starts, doc_ends, edges, span, stride, offset=0, short="keep", targets=True):
@@ -64,10 +67,10 @@ def reference_plan_semantic(doc_starts, doc_ends, edges, span, stride, offset=0,
     return W.make_rows(starts[order], np.concatenate(out_l)[order], np.concatenate(out_d)[order])
 
 
-def streamed(ds, de, edges, span, S, offset, short, cuts, flush, scalar_below, targets=True):
+def streamed(ds, de, edges, span, S, offset, short, cuts, flush, scalar_below, targets=True, cap=None):
     """Feed ``edges`` in pieces ending at ``cuts`` (token positions), as iter_boundaries would."""
     p = W.SemanticPlanner(ds, de, span, S, offset, short, targets)
-    p.FLUSH_EDGES, p.SCALAR_BELOW = flush, scalar_below
+    p.FLUSH_EDGES, p.SCALAR_BELOW, p.FAST_CAP = flush, scalar_below, cap
     prev = 0
     for c in sorted(set(cuts)):
         p.feed(edges[(edges > prev) & (edges <= c)], c)
@@ -83,8 +86,10 @@ layouts = st.lists(st.one_of(st.integers(0, 40), st.integers(40, 900)), min_size
 @settings(max_examples=200, deadline=None)
 @given(lengths=layouts, span=st.integers(2, 60), sdiv=st.integers(1, 5), offset=st.integers(0, 70),
        short=st.sampled_from(W.SHORTS), flush=st.sampled_from([1, 3, 50, 1 << 21]),
-       scalar_below=st.sampled_from([0, 2, 24, 10**9]), targets=st.booleans(), data=st.data())
-def test_streaming_planner_equals_whole_file_planner(lengths, span, sdiv, offset, short, flush, scalar_below, targets, data):
+       scalar_below=st.sampled_from([0, 2, 24, 10**9]), targets=st.booleans(),
+       cap=st.sampled_from([None, 1, 3]), data=st.data())
+def test_streaming_planner_equals_whole_file_planner(lengths, span, sdiv, offset, short, flush, scalar_below, targets,
+                                                     cap, data):
     S = max(1, span // sdiv)
     docs = np.cumsum([0] + lengths)
     ds, de = docs[:-1], docs[1:]
@@ -95,7 +100,7 @@ def test_streaming_planner_equals_whole_file_planner(lengths, span, sdiv, offset
     want = reference_plan_semantic(ds, de, edges, span, S, offset, short, targets)
     assert W.plan_semantic(ds, de, edges, span, S, offset, short, targets).tolist() == want.tolist()
     cuts = data.draw(st.lists(st.integers(0, max(n, 1)), max_size=12))
-    got = streamed(ds, de, edges, span, S, offset, short, cuts, flush, scalar_below, targets)
+    got = streamed(ds, de, edges, span, S, offset, short, cuts, flush, scalar_below, targets, cap)
     assert got.tolist() == want.tolist()
 
 
@@ -203,3 +208,26 @@ def test_gpt2_crlf_paragraph_edges_by_gather_equal_the_eq_passes(crlf_corpus_ids
     assert len(want) > 50
     monkeypatch.setattr(B, "_MAX_EQ_IDS", 0)
     assert B.find_boundaries(crlf_corpus_ids, "paragraph", enc, chunk_tokens=999).tolist() == want
+
+
+# SMALL has few newline ids, so the C kernel takes its 64-token SIMD path on chunks of >= 64
+# tokens, finishing each chunk's last (len % 64) tokens one by one: chunks of 60..200 cover both.
+@pytest.mark.parametrize("kind", B.KINDS)
+@pytest.mark.parametrize("dtype", ["<u2", "<u4"])  # uint32 ids take the table loop in C
+@settings(max_examples=60, deadline=None)
+@given(ids=st.lists(st.integers(0, SMALL.n_vocab - 1), max_size=600), chunk=st.integers(60, 200))
+def test_edges_in_long_chunks_match_the_byte_definition(kind, dtype, ids, chunk):
+    arr = np.array(ids, dtype)
+    assert B.find_boundaries(arr, kind, SMALL, chunk_tokens=chunk, threads=2).tolist() == brute_edges(ids, SMALL, kind)
+
+
+@pytest.mark.parametrize("dtype", ["<u2", "<u4"])
+@pytest.mark.parametrize("where", [0, 1, 63, 64, 200, 999])  # in a 64-token block or in the tail
+@pytest.mark.parametrize("kind", B.KINDS)
+def test_an_id_outside_the_vocabulary_is_named_with_its_position(dtype, where, kind):
+    enc = load_encoding("gpt2")
+    arr = np.full(1000, 198, dtype)  # newlines: every token a candidate
+    arr[where] = enc.n_vocab  # one past the last id
+    arr[where + 1 :: 97] = enc.n_vocab + 5  # later bad ids must not be the one named
+    with pytest.raises(DataError, match=f"token id {enc.n_vocab} at position {where} is outside"):
+        B.find_boundaries(arr, kind, enc, chunk_tokens=512)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -289,6 +293,7 @@ def test_regular_plan_invariants(lengths, T, targets, sdiv, offset, tail, short)
 @settings(max_examples=150, deadline=None)
 @given(lengths=layouts, span=st.integers(2, 60), sdiv=st.integers(1, 5), offset=st.integers(0, 50),
        short=st.sampled_from(W.SHORTS), targets=st.booleans(), data=st.data())
+@pytest.mark.usefixtures("kernels")  # on the C kernels and on numpy
 def test_semantic_plan_invariants_and_edges(lengths, span, sdiv, offset, short, targets, data):
     S = max(1, span // sdiv)
     docs = np.cumsum([0] + lengths)
@@ -540,6 +545,7 @@ def semantic_both_paths(ds, de, edges, span, S, targets=True):
     return out[0]
 
 
+@pytest.mark.usefixtures("kernels")  # on the C kernels and on numpy
 def test_semantic_next_start_is_at_most_previous_end_minus_one_with_targets():
     # one document [0, 20), span 5, stride 5, edges 5, 10, 15. From s = 0 the end is edge 5 and the
     # regular next start would be 5 itself, whose token would then never be a y. With targets the next
@@ -553,6 +559,7 @@ def test_semantic_next_start_is_at_most_previous_end_minus_one_with_targets():
     assert semantic_both_paths([0], [20], [5, 10, 15], 5, 5, targets=False) == [(0, 5), (5, 5), (10, 5), (15, 5)]
 
 
+@pytest.mark.usefixtures("kernels")  # on the C kernels and on numpy
 def test_semantic_window_is_never_one_token_with_targets():
     # one document [0, 30), span 10, stride 5, one edge at 1: the last edge in (0, 10] is 1, which
     # would make [0, 1), no (x, y) pair. With targets the end must be > s + 1: hard cut at 10; next
@@ -562,22 +569,29 @@ def test_semantic_window_is_never_one_token_with_targets():
     assert semantic_both_paths([0], [30], [1], 10, 5, targets=False)[0] == (0, 1)  # allowed without targets
 
 
+@pytest.mark.usefixtures("kernels")  # on the C kernels and on numpy
 def test_semantic_one_token_document_gets_no_window_with_targets():
     rows = W.plan_semantic([0, 1, 4], [1, 4, 9], [], 5, 2)
     assert list(zip(rows["start"].tolist(), rows["length"].tolist())) == [(1, 3), (4, 5)]
     assert W.plan_semantic([0, 1, 4], [1, 4, 9], [], 5, 2, targets=False)["length"].tolist() == [1, 3, 5]
 
 
-@pytest.mark.parametrize("args", [["-T", "256", "--boundaries", "paragraph"], ["-T", "64", "--boundaries", "paragraph"],
-                                  ["-T", "33", "--stride", "33", "--boundaries", "sentence"],
-                                  ["-T", "8", "--boundaries", "sentence"]])
-def test_semantic_plans_of_the_shipped_corpus_skip_no_label(tmp_path_factory, args):
+def corpus_data(tmp_path_factory) -> Path:
+    """The shipped corpus encoded once per session (default options)."""
     data = tmp_path_factory.getbasetemp() / "corpus_data"
     if not (data / "train.bin").exists():
         from .conftest import CORPUS
 
         r = CliRunner().invoke(main, ["encode", str(CORPUS), "-o", str(data), "-q"])
         assert r.exit_code == 0, r.stderr
+    return data
+
+
+@pytest.mark.parametrize("args", [["-T", "256", "--boundaries", "paragraph"], ["-T", "64", "--boundaries", "paragraph"],
+                                  ["-T", "33", "--stride", "33", "--boundaries", "sentence"],
+                                  ["-T", "8", "--boundaries", "sentence"]])
+def test_semantic_plans_of_the_shipped_corpus_skip_no_label(tmp_path_factory, args):
+    data = corpus_data(tmp_path_factory)
     out = tmp_path_factory.mktemp("plan") / "p.npy"
     assert run_cli(data / "train.bin", *args, "-o", out, "-q").exit_code == 0
     rows, side = plan_of(out)
@@ -585,6 +599,23 @@ def test_semantic_plans_of_the_shipped_corpus_skip_no_label(tmp_path_factory, ar
     ds = np.asarray(formats.read_doc_index(data / "train.docs.npy"), np.int64)
     assert len(ds) > 1 and side["stats"]["documents"] == len(ds)
     check_invariants(rows, ds, np.append(ds[1:], n), side["params"]["span"], targets=True)
+
+
+@pytest.mark.parametrize("kind", ["paragraph", "sentence"])
+def test_winsample_pure_gives_the_same_plan_bytes_as_the_c_module(tmp_path_factory, tmp_path, kind):
+    data = corpus_data(tmp_path_factory)
+    plans = {}
+    for pure in ("0", "1"):
+        env = dict(os.environ, WINSAMPLE_PURE=pure)
+        probe = subprocess.run([sys.executable, "-c", "from winsample import boundaries as b; print(b.FAST is None)"],
+                               env=env, capture_output=True, text=True, check=True)
+        assert probe.stdout.strip() == {"0": "False", "1": "True"}[pure]  # the C module is built, and the switch works
+        out = tmp_path / f"pure{pure}.npy"
+        r = subprocess.run([sys.executable, "-m", "winsample", "windows", str(data / "train.bin"), "-T", "64",
+                            "--boundaries", kind, "-o", str(out), "-q"], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        plans[pure] = out.read_bytes()
+    assert plans["0"] == plans["1"] and len(np.load(tmp_path / "pure0.npy")) > 1000
 
 
 def test_each_shard_sidecar_counts_its_own_windows_and_coverage(tmp_path):

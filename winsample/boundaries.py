@@ -51,6 +51,21 @@ _MAX_EQ_IDS = 6
 KINDS = ("paragraph", "sentence")
 
 
+def _load_fast():
+    """The C kernels (``_fast.c``), or None: not built (no C compiler at install) or
+    ``WINSAMPLE_PURE=1``. Both paths give the same edges and plans; numpy is just slower."""
+    if os.environ.get("WINSAMPLE_PURE", "") not in ("", "0"):
+        return None
+    try:
+        from . import _fast
+    except ImportError:
+        return None
+    return _fast
+
+
+FAST = _load_fast()
+
+
 @dataclass(frozen=True)
 class Tables:
     """Per-token-id facts about its bytes (arrays indexed by id, length n)."""
@@ -323,13 +338,20 @@ def _chunk_edges(tokens: np.ndarray, lo: int, hi: int, kind: str, t: Tables) -> 
     none = len(t.last3) - 1  # the sentinel id: 'no token' before the file start, zero bytes
     chunk = np.asarray(tokens[lo:hi])
     m = len(chunk)
-    if m and int(chunk.max()) >= none:
-        bad = int(np.flatnonzero(chunk >= none)[0])
-        raise DataError(f"token id {int(chunk[bad])} at position {lo + bad} is outside the tokenizer's {none} ids")
     carry = np.array([none, none], np.int64)  # the two tokens before the chunk (read from tokens)
     back = np.asarray(tokens[max(lo - 2, 0) : lo], np.int64)
     carry[2 - len(back) :] = back
-    para = _paragraph_edges(chunk, t, (int(carry[0]), int(carry[1])))
+    if FAST is not None and chunk.dtype.kind == "u" and chunk.dtype.isnative and chunk.flags.c_contiguous:
+        # one C pass: the range check and the paragraph test together, without the GIL
+        para = np.empty(m, np.int64)
+        count, bad = FAST.paragraph_edges(chunk, chunk.itemsize, t.para_code, none,
+                                          int(t.para_code[carry[0]]), int(t.para_code[carry[1]]), para)
+        para = para[:count]
+    else:
+        bad = int(np.flatnonzero(chunk >= none)[0]) if m and int(chunk.max()) >= none else -1
+        para = _paragraph_edges(chunk, t, (int(carry[0]), int(carry[1]))) if bad < 0 else None
+    if bad >= 0:
+        raise DataError(f"token id {int(chunk[bad])} at position {lo + bad} is outside the tokenizer's {none} ids")
     para = lo + para[lo + para < n - 1] + 1
     if kind == "paragraph":
         return para, m

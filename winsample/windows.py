@@ -165,11 +165,12 @@ class SemanticPlanner:
 
     FLUSH_EDGES = 1 << 18  # edges held before planning: 2 MB of int64, so searches stay in cache
     SCALAR_BELOW = 24  # documents still open after which a scalar step beats a numpy round
+    FAST_CAP = None  # rows per C call; None: an estimate (tests set it tiny to exercise the resume)
 
     def __init__(self, doc_starts, doc_ends, span: int, stride: int, offset: int = 0, short: str = "keep",
                  targets: bool = True):
-        self.ds = np.asarray(doc_starts, np.int64)
-        self.de = np.asarray(doc_ends, np.int64)
+        self.ds = np.ascontiguousarray(doc_starts, np.int64)
+        self.de = np.ascontiguousarray(doc_ends, np.int64)
         self.span, self.stride, self.short = int(span), int(stride), short
         self.ov = int(bool(targets))  # with targets, a window's first token is no label: overlap >= 1
         L = self.de - self.ds
@@ -236,9 +237,30 @@ class SemanticPlanner:
         i = int(np.searchsorted(P, self.first[d], "right")) - 1
         return max(int(self.ds[d]), int(P[i]) if i >= 0 else -1)
 
+    def _fast(self, P: np.ndarray, d0: int, d1: int, s: int, pe: int, K: int | None) -> bool:
+        """``_rounds`` (s = -1) or ``_scalar`` (one document) in C (``_fast.c``'s ``plan``): the
+        same windows. Records an open document's state in ``self.cur``; True when all are done."""
+        P = np.ascontiguousarray(P, np.int64)
+        size = int(self.de[d1 - 1] - (s if s >= 0 else self.ds[d0]))
+        cap = self.FAST_CAP or d1 - d0 + size // self.stride + 64  # about the windows ahead; grown if not
+        while True:
+            out = [np.empty(cap, np.int64) for _ in range(3)]
+            w, d, s, pe, status = bnd.FAST.plan(
+                P, self.ds, self.de, self.first, d0, d1, s, pe, -1 if K is None else K, self.span,
+                self.stride, self.ov, self.short == "keep", *out)
+            if w:
+                self.out.append(tuple(x[:w] if w > cap // 2 else x[:w].copy() for x in out))
+            if status != 1:  # 1: out of room, resume at document d from (s, pe)
+                break
+            d0, cap = d, 2 * cap
+        self.cur = (s, pe) if status == 2 else None
+        return status == 0
+
     def _scalar(self, P: np.ndarray, d: int, s: int, pe: int, K: int | None) -> bool:
         """Place document ``d``'s windows one by one from state (s, pe); with ``K``, only while
         its edges are known. Records the state in ``self.cur``; True when the document is done."""
+        if bnd.FAST is not None:
+            return self._fast(P, d, d + 1, s, pe, K)
         span, stride, ov = self.span, self.stride, self.ov
         ds, de = int(self.ds[d]), int(self.de[d])
         lo = int(np.searchsorted(P, s, "left"))
@@ -282,6 +304,9 @@ class SemanticPlanner:
     def _rounds(self, P: np.ndarray, d0: int, d1: int) -> None:
         """Plan documents [d0, d1), none started, all edges known: one numpy round per window
         index over the documents still open; the last few open ones go to ``_scalar``."""
+        if bnd.FAST is not None:
+            self._fast(P, d0, d1, -1, -1, None)
+            return
         span, stride, ov = self.span, self.stride, self.ov
         ds, de = self.ds[d0:d1], self.de[d0:d1]
         L = de - ds

@@ -279,10 +279,10 @@ WHY = {
     "encode scaling, --workers 2": "the row sits near its bar: the main process still finds cut points,"
     " receives the ids and writes and hashes the output (~0.6 s of CPU per 100 MB, against ~7.3 s in the"
     " workers), and on two cores that competes with the workers; other load on the machine tips it under.",
-    "windows --boundaries paragraph": "finding edges is a few numpy `==` passes per chunk (~2 GB/s warm),"
-    " but placing windows on them is one numpy round per window index plus Python per open document;"
-    " about 1.9 s of CPU per GB where the bar needs ~0.8 s. Plain numpy cannot get there on two cores;"
-    " a compiled kernel for the placement loop would.",
+    "windows --boundaries paragraph": "the scan and the placement run in the optional C module"
+    " winsample._fast (SSE2 == tests, 64 tokens a step, on two threads); without it (no C compiler at"
+    " install, or WINSAMPLE_PURE=1) the numpy paths run at about 0.11 of the floor. Check"
+    " `python -c 'import winsample._fast'`.",
     "encode 100 MB: --engine ray": "Ray's task start-up, object transfer and per-shard files cost more than"
     " the local pool on a 2-CPU cluster (the whole point of Ray is more machines, which this row cannot"
     " show); starting the cluster inside the run adds ~3 s more.",

@@ -1,0 +1,269 @@
+/* Two loops that numpy cannot vectorise well, in C for semantic window plans.
+ *
+ * Optional: when this module is not built (no C compiler at install) or WINSAMPLE_PURE=1,
+ * winsample uses the numpy paths instead (same results, several times slower). Each function mirrors a Python reference that tests compare
+ * it against: paragraph_edges <-> boundaries._paragraph_block_gather, plan <->
+ * windows.SemanticPlanner._scalar. Both release the GIL, so threads scan chunks in parallel.
+ * Buffers are passed from Python already checked (contiguous, native-endian, right dtype).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+/* boundaries.PC_* bits of a token's para_code */
+enum { PC_NL_END = 1, PC_DBL = 2, PC_NL = 4, PC_CR = 8, PC_CRNL = 16, PC_NLCR = 32 };
+
+/* paragraph_edges(tokens, itemsize, para_code, limit, code2, code1, out) -> (count, bad)
+ *
+ * tokens: ids (itemsize 2 or 4 bytes); para_code: uint8 per id, len > limit, para_code[limit]
+ * is 0 (the sentinel row); code2, code1: para_code of the two tokens before the chunk; out:
+ * int64, len >= len(tokens). Writes the chunk positions i with a paragraph edge right after
+ * token i, in order, and returns their count; bad is the position of the first id >= limit
+ * (the edges are then meaningless), or -1.
+ *
+ * Token i ends a paragraph when its code has DBL, or NL after a token ending \n (NL_END) or
+ * \n\r (NLCR, or a CR token after an NL_END one), or CRNL after an NL_END token.
+ */
+static inline int hit_of(int c, int c1, int c2) {
+    int anl = (c1 & PC_NL_END) != 0;
+    int anlcr = ((c1 & PC_NLCR) != 0) | (((c1 & PC_CR) != 0) & ((c2 & PC_NL_END) != 0));
+    return ((c & PC_DBL) != 0) | (((c & PC_NL) != 0) & (anl | anlcr)) | (((c & PC_CRNL) != 0) & anl);
+}
+
+/* Tokens [i, n) one by one, branch-free (a store that only advances on a hit): the general
+ * path, for any vocabulary. c2, c1: the codes of tokens i - 2 and i - 1. */
+#define SCAN(T)                                                                                     \
+    do {                                                                                            \
+        const T *p = (const T *)tok.buf;                                                            \
+        for (; i < n; i++) {                                                                        \
+            uint32_t id = p[i];                                                                     \
+            mx = id > mx ? id : mx;                                                                 \
+            int c = pc[id < lim ? id : lim]; /* an id out of range reads the sentinel row */       \
+            o[count] = i;                                                                           \
+            count += hit_of(c, c1, c2);                                                             \
+            c2 = c1;                                                                                \
+            c1 = c;                                                                                 \
+        }                                                                                           \
+    } while (0)
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#define MAX_SIMD_IDS 8
+/* uint16 tokens when at most MAX_SIMD_IDS ids have a non-zero code (GPT-2: 198 "\n", 628
+ * "\n\n", 201 "\r"): 64 tokens per step. SSE2 == tests turn each such id into a 64-bit mask
+ * (bit j: token i + j is that id); the masks OR into one mask per code bit, and hit_of runs
+ * on whole masks, the bits of tokens i - 1 and i - 2 shifted in from the previous step.
+ * Several times the table loop. Returns the index reached (a multiple of 64); the caller
+ * finishes the rest. */
+static Py_ssize_t scan_sse2(const uint16_t *p, Py_ssize_t n, const uint8_t *pc, uint32_t lim, int c2, int c1,
+                            int64_t *o, Py_ssize_t *count_io, int *bad_seen) {
+    __m128i idv[MAX_SIMD_IDS];
+    uint64_t sel[MAX_SIMD_IDS][6];  /* all ones where the id's code has bit b: DBL NL CRNL NL_END CR NLCR */
+    static const int bits[6] = {PC_DBL, PC_NL, PC_CRNL, PC_NL_END, PC_CR, PC_NLCR};
+    int nd = 0;
+    for (uint32_t id = 0; id < lim && id < 65536; id++) {
+        if (pc[id]) {
+            if (nd == MAX_SIMD_IDS) return 0;  /* too many: the table loop does it all */
+            idv[nd] = _mm_set1_epi16((short)id);
+            for (int b = 0; b < 6; b++) sel[nd][b] = (pc[id] & bits[b]) ? ~0ULL : 0;
+            nd++;
+        }
+    }
+    const __m128i zero = _mm_setzero_si128(), top = _mm_set1_epi16((short)(lim >= 65536 ? 65535 : lim - 1));
+    __m128i bad = zero;
+    /* bits 63 and 62: tokens i - 1 and i - 2 */
+    uint64_t p_nlend = ((uint64_t)((c1 & PC_NL_END) != 0) << 63) | ((uint64_t)((c2 & PC_NL_END) != 0) << 62);
+    uint64_t p_cr = (uint64_t)((c1 & PC_CR) != 0) << 63, p_nlcr = (uint64_t)((c1 & PC_NLCR) != 0) << 63;
+    Py_ssize_t i = 0, count = *count_io;
+    for (; i + 64 <= n; i += 64) {
+        __m128i x[8];
+        for (int k = 0; k < 8; k++) {
+            x[k] = _mm_loadu_si128((const __m128i *)(p + i + 8 * k));
+            bad = _mm_or_si128(bad, _mm_subs_epu16(x[k], top));  /* non-zero where id > lim - 1 */
+        }
+        uint64_t dbl = 0, nl = 0, crnl = 0, nlend = 0, cr = 0, nlcr = 0;
+        for (int a = 0; a < nd; a++) {
+            uint64_t m = 0;
+            for (int k = 0; k < 4; k++) {
+                __m128i e = _mm_packs_epi16(_mm_cmpeq_epi16(x[2 * k], idv[a]), _mm_cmpeq_epi16(x[2 * k + 1], idv[a]));
+                m |= (uint64_t)(unsigned)_mm_movemask_epi8(e) << (16 * k);
+            }
+            dbl |= m & sel[a][0]; nl |= m & sel[a][1]; crnl |= m & sel[a][2];
+            nlend |= m & sel[a][3]; cr |= m & sel[a][4]; nlcr |= m & sel[a][5];
+        }
+        uint64_t nlend1 = (nlend << 1) | (p_nlend >> 63), nlend2 = (nlend << 2) | (p_nlend >> 62);
+        uint64_t anl = nlend1, after = anl | (nlcr << 1) | (p_nlcr >> 63) | (((cr << 1) | (p_cr >> 63)) & nlend2);
+        uint64_t hit = dbl | (nl & after) | (crnl & anl);
+        while (hit) {
+            o[count++] = i + __builtin_ctzll(hit);
+            hit &= hit - 1;
+        }
+        p_nlend = nlend; p_cr = cr; p_nlcr = nlcr;
+    }
+    *count_io = count;
+    *bad_seen = _mm_movemask_epi8(_mm_cmpeq_epi16(bad, zero)) != 0xFFFF;
+    return i;
+}
+#endif
+
+static PyObject *paragraph_edges(PyObject *self, PyObject *args) {
+    Py_buffer tok, code, out;
+    int itemsize, c2, c1;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "y*iy*niiw*", &tok, &itemsize, &code, &limit, &c2, &c1, &out))
+        return NULL;
+    Py_ssize_t n = tok.len / itemsize, count = 0, bad = -1, i = 0;
+    if ((itemsize != 2 && itemsize != 4) || out.len < n * 8 || code.len <= limit || limit < 0 ||
+        limit > UINT32_MAX) {
+        PyBuffer_Release(&tok); PyBuffer_Release(&code); PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "paragraph_edges: bad buffer sizes");
+        return NULL;
+    }
+    const uint8_t *pc = code.buf;
+    int64_t *o = out.buf;
+    uint32_t mx = 0, lim = (uint32_t)limit;
+    Py_BEGIN_ALLOW_THREADS
+#ifdef __SSE2__
+    if (itemsize == 2 && n >= 64) {
+        int bad_seen = 0;
+        i = scan_sse2((const uint16_t *)tok.buf, n, pc, lim, c2, c1, o, &count, &bad_seen);
+        if (bad_seen) mx = lim;
+        if (i > 0) {  /* the codes before the rest */
+            const uint16_t *p = (const uint16_t *)tok.buf;
+            c1 = pc[p[i - 1] < lim ? p[i - 1] : lim];
+            c2 = pc[p[i - 2] < lim ? p[i - 2] : lim];
+        }
+    }
+#endif
+    if (itemsize == 2) SCAN(uint16_t); else SCAN(uint32_t);
+    if (n && mx >= lim) {  /* rare: find the first id out of range */
+        for (Py_ssize_t j = 0; j < n && bad < 0; j++) {
+            uint32_t id = itemsize == 2 ? ((const uint16_t *)tok.buf)[j] : ((const uint32_t *)tok.buf)[j];
+            if (id >= lim) bad = j;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&tok); PyBuffer_Release(&code); PyBuffer_Release(&out);
+    return Py_BuildValue("nn", count, bad);
+}
+
+/* First index i in [lo, hi) with P[i] >= x (hi if none), galloping from lo: the values looked
+ * for lie a few edges past the current start, so this costs a few steps, not log2(len). */
+static Py_ssize_t lower(const int64_t *P, Py_ssize_t lo, Py_ssize_t hi, int64_t x) {
+    Py_ssize_t step = 1, a = lo, b;
+    while (a < hi && P[a] < x) {
+        lo = a + 1;
+        a += step;
+        step *= 2;
+    }
+    b = a < hi ? a : hi;  /* P[lo - 1] < x <= P[b] (or b == hi) */
+    while (lo < b) {
+        Py_ssize_t m = lo + (b - lo) / 2;
+        if (P[m] < x) lo = m + 1; else b = m;
+    }
+    return lo;
+}
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t abs64(int64_t a) { return a < 0 ? -a : a; }
+
+/* plan(P, ds, de, first, d0, d1, s, pe, K, span, stride, ov, keep_short, out_s, out_l, out_d)
+ *     -> (written, d, s, pe, status)
+ *
+ * Windows of documents [d0, d1) (ds/de/first: int64 per document, indexed by document number),
+ * on the sorted unique edges P (int64), as SemanticPlanner._scalar places them. Document d0
+ * continues from (s, pe) when s >= 0, else starts fresh; later documents start fresh: a
+ * document of L <= span tokens is one window (kept if L > ov and (L == span or keep_short)),
+ * a longer one starts at max(ds, last edge <= first). K >= 0: edges are known only up to K,
+ * so a document stops where its next window would need more (status 2). Status 1: the out_*
+ * buffers (int64) are full. Either way (d, s, pe) is where to resume; status 0: all done.
+ */
+static PyObject *plan(PyObject *self, PyObject *args) {
+    Py_buffer Pb, dsb, deb, fb, osb, olb, odb;
+    Py_ssize_t d0, d1;
+    long long s_in, pe_in, K, span, stride, ov;
+    int keep_short;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*nnLLLLLLpw*w*w*", &Pb, &dsb, &deb, &fb, &d0, &d1, &s_in, &pe_in, &K,
+                          &span, &stride, &ov, &keep_short, &osb, &olb, &odb))
+        return NULL;
+    const int64_t *P = Pb.buf, *DS = dsb.buf, *DE = deb.buf, *F = fb.buf;
+    int64_t *os = osb.buf, *ol = olb.buf, *od = odb.buf;
+    Py_ssize_t nP = Pb.len / 8, cap = osb.len / 8, w = 0, d = d0;
+    int status = 0;
+    int64_t s = s_in, pe = pe_in;
+    Py_ssize_t hint = 0;  /* documents come in order: no edge before hint is needed again */
+    if (d1 * 8 > dsb.len || d1 * 8 > deb.len || d1 * 8 > fb.len || olb.len / 8 < cap || odb.len / 8 < cap ||
+        d0 < 0 || d0 > d1) {
+        PyBuffer_Release(&Pb); PyBuffer_Release(&dsb); PyBuffer_Release(&deb); PyBuffer_Release(&fb);
+        PyBuffer_Release(&osb); PyBuffer_Release(&olb); PyBuffer_Release(&odb);
+        PyErr_SetString(PyExc_ValueError, "plan: bad buffer sizes");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (; d < d1; d++, s = -1) {
+        int64_t ds = DS[d], de = DE[d];
+        if (s < 0) {  /* a fresh document */
+            int64_t L = de - ds;
+            if (L <= span) {
+                if (L > 0 && L > ov && (L == span || keep_short)) {
+                    if (w == cap) { status = 1; break; }
+                    os[w] = ds; ol[w] = L; od[w] = d; w++;
+                }
+                continue;
+            }
+            Py_ssize_t i = lower(P, hint, nP, F[d] + 1) - 1;  /* the last edge <= first */
+            s = i >= 0 ? max64(ds, P[i]) : ds;
+            pe = ds;
+        }
+        /* this document's known edges from s on: E = P[a:b] */
+        int64_t top = K >= 0 ? min64(de, K) : de;
+        Py_ssize_t a = lower(P, hint, nP, s), b = lower(P, a, nP, top + 1);
+        hint = a;
+        for (;;) {
+            if (de - s <= span) {
+                if (w == cap) { status = 1; break; }
+                os[w] = s; ol[w] = de - s; od[w] = d; w++;
+                s = -1;
+                break;
+            }
+            if (K >= 0 && s + 2 * span > K) { status = 2; break; }
+            if (w == cap) { status = 1; break; }
+            a = lower(P, a, b, s);
+            int64_t lim = s + span;
+            Py_ssize_t k = lower(P, a, b, lim + 1);
+            int64_t e = k > a ? P[k - 1] : ds;
+            if (e <= s + ov || e <= pe) e = lim;  /* too short for an (x, y) pair, or no progress */
+            os[w] = s; ol[w] = e - s; od[w] = d; w++;
+            int64_t t = e - (span - stride);
+            Py_ssize_t k2 = lower(P, a, b, e + 1);
+            int64_t bb = k2 < b ? min64(P[k2], de) : de;
+            int64_t lo = max64(s + 1, bb - span), ns;
+            Py_ssize_t i0 = lower(P, a, b, lo), i1 = lower(P, a, b, e - ov + 1) - 1;
+            if (i0 <= i1) {
+                Py_ssize_t j = lower(P, a, b, t);
+                int64_t left = P[min64(max64(j - 1, i0), i1)], right = P[min64(max64(j, i0), i1)];
+                ns = abs64(right - t) < abs64(left - t) ? right : left;
+            } else {
+                ns = min64(max64(t, lo <= e - ov ? lo : s + 1), e - ov);  /* reach bb when it can */
+            }
+            s = ns;
+            pe = e;
+        }
+        if (status) break;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&Pb); PyBuffer_Release(&dsb); PyBuffer_Release(&deb); PyBuffer_Release(&fb);
+    PyBuffer_Release(&osb); PyBuffer_Release(&olb); PyBuffer_Release(&odb);
+    return Py_BuildValue("nnLLi", w, d, (long long)s, (long long)pe, status);
+}
+
+static PyMethodDef methods[] = {
+    {"paragraph_edges", paragraph_edges, METH_VARARGS, "Paragraph edge positions of a token chunk (see _kernels.c)."},
+    {"plan", plan, METH_VARARGS, "Semantic window placement over documents (see _kernels.c)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fast", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__fast(void) { return PyModule_Create(&module); }
