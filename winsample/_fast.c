@@ -1,10 +1,12 @@
-/* Two loops that numpy cannot vectorise well, in C for semantic window plans.
+/* Loops that numpy cannot vectorise well, in C for semantic window plans.
  *
  * Optional: when this module is not built (no C compiler at install) or WINSAMPLE_PURE=1,
- * winsample uses the numpy paths instead (same results, several times slower). Each function mirrors a Python reference that tests compare
- * it against: paragraph_edges <-> boundaries._paragraph_block_gather, plan <->
- * windows.SemanticPlanner._scalar. Both release the GIL, so threads scan chunks in parallel.
- * Buffers are passed from Python already checked (contiguous, native-endian, right dtype).
+ * winsample uses the numpy paths instead (same results, several times slower). Each function
+ * mirrors a Python reference that tests compare it against: paragraph_edges <->
+ * boundaries._paragraph_block_gather, sentence_edges <-> the numpy half of
+ * boundaries._chunk_edges, plan <-> windows.SemanticPlanner._scalar. All release the GIL, so
+ * threads scan chunks in parallel. Python passes buffers already checked (contiguous,
+ * native-endian, the right dtype); the sizes are checked again here.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -147,6 +149,82 @@ static PyObject *paragraph_edges(PyObject *self, PyObject *args) {
     return Py_BuildValue("nn", count, bad);
 }
 
+/* sentence_edges(tokens, itemsize, cand, info, term, cjk, limit, prev2, prev1, next, stop, out) -> count
+ *
+ * The sentence edges that are not paragraph edges, as boundaries._chunk_edges finds them with
+ * numpy: for each token i < stop whose id has cand[id] (ends a sentence by its own bytes), with
+ * v = the last 3 bytes of the stream up to it (through the two tokens before it):
+ * an edge when v ends a blank line or is a CJK stop, or v ends with an ASCII terminal (term)
+ * and the next token starts with whitespace, or the token's bytes before its trailing
+ * whitespace end with a terminal. info: uint64 per id (bits: 0-23 last 3 bytes big-endian,
+ * 24-25 min(len, 3), 26-49 and 50-51 the same of the bytes without trailing whitespace,
+ * 52 starts with whitespace, 53 has trailing whitespace after other bytes); row limit is the
+ * sentinel (no bytes). prev2, prev1, next: the ids around the chunk (limit where none).
+ * Ids must be < limit (paragraph_edges checked them). Writes chunk positions i.
+ */
+#define LAST3(x) ((x) & 0xFFFFFF)
+#define LEN3(x) (((x) >> 24) & 3)
+#define CORE3(x) (((x) >> 26) & 0xFFFFFF)
+#define CORELEN3(x) (((x) >> 50) & 3)
+#define WS_START(x) (((x) >> 52) & 1)
+#define WS_END_CORE(x) (((x) >> 53) & 1)
+
+static inline uint64_t tail3(uint64_t p2, uint64_t p1, uint64_t cur_val, uint64_t cur_len) {
+    uint64_t a = 8 * cur_len, b = 8 * (cur_len + LEN3(p1));
+    uint64_t v = cur_val | (LAST3(p1) << (a < 32 ? a : 32));
+    v |= LAST3(p2) << (b < 32 ? b : 32);
+    return v & 0xFFFFFF;
+}
+
+static PyObject *sentence_edges(PyObject *self, PyObject *args) {
+    Py_buffer tok, cand, info, term, out;
+    int itemsize;
+    long long cjk0, cjk1, cjk2;
+    Py_ssize_t limit, prev2, prev1, next, stop;
+    if (!PyArg_ParseTuple(args, "y*iy*y*y*(LLL)nnnnnw*", &tok, &itemsize, &cand, &info, &term, &cjk0, &cjk1, &cjk2,
+                          &limit, &prev2, &prev1, &next, &stop, &out))
+        return NULL;
+    Py_ssize_t n = tok.len / itemsize, count = 0;
+    if ((itemsize != 2 && itemsize != 4) || out.len < n * 8 || cand.len <= limit || info.len < (limit + 1) * 8 ||
+        term.len < 256 || stop > n || prev2 < 0 || prev2 > limit || prev1 < 0 || prev1 > limit || next < 0 ||
+        next > limit) {
+        PyBuffer_Release(&tok); PyBuffer_Release(&cand); PyBuffer_Release(&info); PyBuffer_Release(&term);
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "sentence_edges: bad buffer sizes");
+        return NULL;
+    }
+    const uint8_t *cm = cand.buf, *tm = term.buf;
+    const uint64_t *inf = info.buf;
+    int64_t *o = out.buf;
+    uint32_t lim = (uint32_t)limit;
+    Py_BEGIN_ALLOW_THREADS
+#define ID(i) ((uint32_t)(itemsize == 2 ? ((const uint16_t *)tok.buf)[i] : ((const uint32_t *)tok.buf)[i]))
+#define SAFE(id) ((id) < lim ? (id) : lim)
+    for (Py_ssize_t i = 0; i < stop; i++) {
+        uint32_t id = SAFE(ID(i));
+        if (!cm[id]) continue;  /* ~5% of tokens in English text */
+        uint64_t x = inf[id];
+        uint64_t p1 = inf[i >= 1 ? SAFE(ID(i - 1)) : (uint32_t)prev1];
+        uint64_t p2 = inf[i >= 2 ? SAFE(ID(i - 2)) : (uint32_t)(i == 1 ? prev1 : prev2)];
+        uint64_t nx = inf[i + 1 < n ? SAFE(ID(i + 1)) : (uint32_t)next];
+        uint64_t v = tail3(p2, p1, LAST3(x), LEN3(x));
+        int edge = (v & 0xFFFF) == 0x0A0A || v == 0x0A0D0A || v == (uint64_t)cjk0 || v == (uint64_t)cjk1 ||
+                   v == (uint64_t)cjk2;
+        edge |= tm[v & 0xFF] && WS_START(nx);
+        if (WS_END_CORE(x)) {
+            uint64_t vc = tail3(p2, p1, CORE3(x), CORELEN3(x));
+            edge |= tm[vc & 0xFF] || vc == (uint64_t)cjk0 || vc == (uint64_t)cjk1 || vc == (uint64_t)cjk2;
+        }
+        if (edge) o[count++] = i;
+    }
+#undef ID
+#undef SAFE
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&tok); PyBuffer_Release(&cand); PyBuffer_Release(&info); PyBuffer_Release(&term);
+    PyBuffer_Release(&out);
+    return PyLong_FromSsize_t(count);
+}
+
 /* First index i in [lo, hi) with P[i] >= x (hi if none), galloping from lo: the values looked
  * for lie a few edges past the current start, so this costs a few steps, not log2(len). */
 static Py_ssize_t lower(const int64_t *P, Py_ssize_t lo, Py_ssize_t hi, int64_t x) {
@@ -260,6 +338,7 @@ static PyObject *plan(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"paragraph_edges", paragraph_edges, METH_VARARGS, "Paragraph edge positions of a token chunk (see _kernels.c)."},
+    {"sentence_edges", sentence_edges, METH_VARARGS, "Sentence (non-paragraph) edge positions of a token chunk (see _fast.c)."},
     {"plan", plan, METH_VARARGS, "Semantic window placement over documents (see _kernels.c)."},
     {NULL, NULL, 0, NULL},
 };

@@ -90,6 +90,7 @@ class Tables:
     cr_ids: np.ndarray  # ids whose bytes are exactly b"\r" (GPT-2: 201)
     crnl_ids: np.ndarray  # ids whose bytes are exactly b"\r\n" (none in GPT-2)
     nlcr_ids: np.ndarray  # ids whose bytes end with b"\n\r" (none in GPT-2)
+    sent_info: np.ndarray  # uint64 [n]: last3, len3, core3, corelen3, ws_start, ws_end_core packed for _fast.c
 
 
 # para_code bits: what one token's bytes say about a blank line ending at or after it
@@ -135,7 +136,8 @@ def _tables_for(key, enc, full: bool = True) -> Tables:
     if not full:  # paragraphs need only the newline ids: skip the byte tables (~half the time)
         z, zi, zb, zm = np.zeros(n, np.int64), np.zeros(0, np.int64), np.zeros(n, bool), np.zeros(size, np.uint8)
         return Tables(z, z, z, z, zb, zb, np.zeros(256, bool), np.array(para, np.int64), zi, para_mask, zm,
-                      np.array(nl, np.int64), np.array(dbl, np.int64), para_code, para_rest, zi, zm, *crlf)
+                      np.array(nl, np.int64), np.array(dbl, np.int64), para_code, para_rest, zi, zm, *crlf,
+                      np.zeros(n, np.uint64))
     wsb = bytes(WS)
     cores = [b.rstrip(wsb) for b in toks]
     # list comprehensions + one array each: ~10x faster than filling arrays id by id
@@ -158,10 +160,13 @@ def _tables_for(key, enc, full: bool = True) -> Tables:
     sent_core = [i for i in sent if cores[i]]
     sent_core_mask = np.zeros(size, np.uint8)
     sent_core_mask[sent_core] = 1
+    # the bit layout _fast.c's sentence_edges reads (LAST3 … WS_END_CORE there)
+    sent_info = (last3 | len3 << 24 | core3 << 26 | corelen3 << 50 | ws_start.astype(np.int64) << 52
+                 | ws_end_core.astype(np.int64) << 53).astype(np.uint64)
     return Tables(last3, len3, core3, corelen3, ws_start, ws_end_core, ascii_term,
                   np.array(para, np.int64), np.array(sent, np.int64), para_mask, sent_mask,
                   np.array(nl, np.int64), np.array(dbl, np.int64), para_code,
-                  para_rest, np.array(sent_core, np.int64), sent_core_mask, *crlf)
+                  para_rest, np.array(sent_core, np.int64), sent_core_mask, *crlf, sent_info)
 
 
 def token_tables(enc, kind: str = "sentence") -> Tables:
@@ -341,8 +346,8 @@ def _chunk_edges(tokens: np.ndarray, lo: int, hi: int, kind: str, t: Tables) -> 
     carry = np.array([none, none], np.int64)  # the two tokens before the chunk (read from tokens)
     back = np.asarray(tokens[max(lo - 2, 0) : lo], np.int64)
     carry[2 - len(back) :] = back
-    if FAST is not None and chunk.dtype.kind == "u" and chunk.dtype.isnative and chunk.flags.c_contiguous:
-        # one C pass: the range check and the paragraph test together, without the GIL
+    fast = FAST is not None and chunk.dtype.kind == "u" and chunk.dtype.isnative and chunk.flags.c_contiguous
+    if fast:  # one C pass: the range check and the paragraph test together, without the GIL
         para = np.empty(m, np.int64)
         count, bad = FAST.paragraph_edges(chunk, chunk.itemsize, t.para_code, none,
                                           int(t.para_code[carry[0]]), int(t.para_code[carry[1]]), para)
@@ -356,6 +361,15 @@ def _chunk_edges(tokens: np.ndarray, lo: int, hi: int, kind: str, t: Tables) -> 
     if kind == "paragraph":
         return para, m
     # sentence edges = paragraph edges ∪ edges after a token that is not all whitespace
+    if fast:
+        pos = np.empty(m, np.int64)
+        nxt = int(tokens[lo + m]) if lo + m < n else none  # one token of look-ahead past the chunk
+        count = FAST.sentence_edges(chunk, chunk.itemsize, t.sent_core_mask, t.sent_info, t.ascii_term.view(np.uint8),
+                                    tuple(int(v) for v in _CJK_VALUES), none, int(carry[0]), int(carry[1]), nxt,
+                                    max(0, min(m, n - 1 - lo)), pos)
+        both = np.concatenate([para, lo + pos[:count] + 1])
+        both.sort()
+        return both[np.concatenate([[True], both[1:] != both[:-1]])] if len(both) else both, m
     c = _candidates(chunk, t.sent_core_ids, t.sent_core_mask)
     c = c[lo + c < n - 1]  # an edge at N is the file end, not an inner edge
     if not len(c):
