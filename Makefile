@@ -8,10 +8,12 @@ PY     := $(VENV)/bin/python
 WS     := $(VENV)/bin/winsample
 DEMO   := build/demo
 
-# Stamp files: reinstall only when pyproject.toml changes.
-$(VENV)/.base: pyproject.toml setup.py winsample/_fast.c  # _fast.c: the optional C kernels, built in place
+# Stamp files: reinstall only when the package's build inputs change (winsample/_fast.c is the
+# optional C module, built in place; the old one goes first, so a failed build cannot leave it).
+$(VENV)/.base: pyproject.toml setup.py winsample/_fast.c
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "winsample needs Python >= 3.11"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	rm -f winsample/_fast.*.so winsample/_fast.*.pyd
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[plot]'  # plot: the demo draws coverage.png
 	touch $@
 

@@ -369,8 +369,43 @@ def test_unwritable_output_exits_2(tmp_path):
     assert r.exit_code == 2 and "does not exist" in r.stderr
     # a file where the folder should be (chmod cannot make a folder unwritable for root)
     r = run_cli(b, "-T", 8, "-o", b / "p.npy")
-    assert r.exit_code == 2 and "cannot write" in r.stderr
+    assert r.exit_code == 2 and "cannot write" in r.stderr and "a.bin is not a folder" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin"]
+
+
+def test_output_that_is_a_device_or_fifo_or_ends_in_a_slash_is_refused_and_left_alone(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 100)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # like /dev/null: renaming a plan over it would replace it with a plain file
+    r = run_cli(b, "-T", 8, "-o", fifo)
+    assert r.exit_code == 2 and "not a regular file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert fifo.is_fifo()
+    r = run_cli(b, "-T", 8, "-o", f"{tmp_path / 'plans'}/")
+    assert r.exit_code == 2 and "names a folder" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin", "pipe"]
+
+
+@pytest.mark.usefixtures("kernels")  # on the C kernels and on numpy
+@pytest.mark.parametrize("kind", ["paragraph", "sentence"])
+def test_an_id_outside_the_vocabulary_fails_naming_file_and_position(tmp_path, kind):
+    ids = np.full(5000, 198, "<u2")  # GPT-2 "\n": paragraph edges everywhere
+    ids[4321] = 50257  # one past GPT-2's last id
+    b = tmp_path / "bad.bin"
+    ids.tofile(b)
+    r = run_cli(b, "-T", 16, "--boundaries", kind, "-o", tmp_path / "p.npy")
+    assert r.exit_code == 1 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [f"error: {b}: token id 50257 at position 4321 is outside the tokenizer's 50257 ids"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.bin"]
+
+
+@pytest.mark.parametrize("value, on", [("", True), ("0", True), ("false", True), ("OFF", True), ("1", False), ("yes", False)])
+def test_winsample_pure_turns_the_c_module_off_only_when_set_to_a_true_value(monkeypatch, value, on):
+    from winsample import boundaries as B
+
+    monkeypatch.setenv("WINSAMPLE_PURE", value)
+    assert (B._load_fast() is not None) == on
+    r = CliRunner().invoke(main, ["--version"])
+    assert r.exit_code == 0 and r.stdout.strip().endswith("(C kernels: on)")  # the module loaded at import time
 
 
 def test_semantic_boundaries_with_unknown_tokenizer_names_meta_and_encoding(tmp_path):

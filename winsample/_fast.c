@@ -5,7 +5,7 @@
  * mirrors a Python reference that tests compare it against: paragraph_edges <->
  * boundaries._paragraph_block_gather, sentence_edges <-> the numpy half of
  * boundaries._chunk_edges, plan <-> windows.SemanticPlanner._scalar. All release the GIL, so
- * threads scan chunks in parallel. Python passes buffers already checked (contiguous,
+ * threads scan chunks in parallel. Python passes buffers already checked (contiguous, aligned,
  * native-endian, the right dtype); the sizes are checked again here.
  */
 #define PY_SSIZE_T_CLEAN
@@ -114,9 +114,9 @@ static PyObject *paragraph_edges(PyObject *self, PyObject *args) {
     Py_ssize_t limit;
     if (!PyArg_ParseTuple(args, "y*iy*niiw*", &tok, &itemsize, &code, &limit, &c2, &c1, &out))
         return NULL;
-    Py_ssize_t n = tok.len / itemsize, count = 0, bad = -1, i = 0;
-    if ((itemsize != 2 && itemsize != 4) || out.len < n * 8 || code.len <= limit || limit < 0 ||
-        limit > UINT32_MAX) {
+    if (itemsize != 2 && itemsize != 4) itemsize = 0;  /* refused below, before any division */
+    Py_ssize_t n = itemsize ? tok.len / itemsize : 0, count = 0, bad = -1, i = 0;
+    if (!itemsize || out.len < n * 8 || code.len <= limit || limit < 0 || limit > UINT32_MAX) {
         PyBuffer_Release(&tok); PyBuffer_Release(&code); PyBuffer_Release(&out);
         PyErr_SetString(PyExc_ValueError, "paragraph_edges: bad buffer sizes");
         return NULL;
@@ -184,8 +184,9 @@ static PyObject *sentence_edges(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*iy*y*y*(LLL)nnnnnw*", &tok, &itemsize, &cand, &info, &term, &cjk0, &cjk1, &cjk2,
                           &limit, &prev2, &prev1, &next, &stop, &out))
         return NULL;
-    Py_ssize_t n = tok.len / itemsize, count = 0;
-    if ((itemsize != 2 && itemsize != 4) || out.len < n * 8 || cand.len <= limit || info.len < (limit + 1) * 8 ||
+    if (itemsize != 2 && itemsize != 4) itemsize = 0;  /* refused below, before any division */
+    Py_ssize_t n = itemsize ? tok.len / itemsize : 0, count = 0;
+    if (!itemsize || out.len < n * 8 || cand.len <= limit || info.len < (limit + 1) * 8 ||
         term.len < 256 || stop > n || prev2 < 0 || prev2 > limit || prev1 < 0 || prev1 > limit || next < 0 ||
         next > limit) {
         PyBuffer_Release(&tok); PyBuffer_Release(&cand); PyBuffer_Release(&info); PyBuffer_Release(&term);
@@ -337,9 +338,9 @@ static PyObject *plan(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"paragraph_edges", paragraph_edges, METH_VARARGS, "Paragraph edge positions of a token chunk (see _kernels.c)."},
+    {"paragraph_edges", paragraph_edges, METH_VARARGS, "Paragraph edge positions of a token chunk (see _fast.c)."},
     {"sentence_edges", sentence_edges, METH_VARARGS, "Sentence (non-paragraph) edge positions of a token chunk (see _fast.c)."},
-    {"plan", plan, METH_VARARGS, "Semantic window placement over documents (see _kernels.c)."},
+    {"plan", plan, METH_VARARGS, "Semantic window placement over documents (see _fast.c)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -54,7 +54,7 @@ KINDS = ("paragraph", "sentence")
 def _load_fast():
     """The C kernels (``_fast.c``), or None: not built (no C compiler at install) or
     ``WINSAMPLE_PURE=1``. Both paths give the same edges and plans; numpy is just slower."""
-    if os.environ.get("WINSAMPLE_PURE", "") not in ("", "0"):
+    if os.environ.get("WINSAMPLE_PURE", "").strip().lower() not in ("", "0", "false", "no", "off"):
         return None
     try:
         from . import _fast
@@ -346,7 +346,8 @@ def _chunk_edges(tokens: np.ndarray, lo: int, hi: int, kind: str, t: Tables) -> 
     carry = np.array([none, none], np.int64)  # the two tokens before the chunk (read from tokens)
     back = np.asarray(tokens[max(lo - 2, 0) : lo], np.int64)
     carry[2 - len(back) :] = back
-    fast = FAST is not None and chunk.dtype.kind == "u" and chunk.dtype.isnative and chunk.flags.c_contiguous
+    fast = (FAST is not None and chunk.dtype.kind == "u" and chunk.itemsize in (2, 4) and chunk.dtype.isnative
+            and chunk.flags.c_contiguous and chunk.flags.aligned)  # what _fast.c reads; else numpy
     if fast:  # one C pass: the range check and the paragraph test together, without the GIL
         para = np.empty(m, np.int64)
         count, bad = FAST.paragraph_edges(chunk, chunk.itemsize, t.para_code, none,

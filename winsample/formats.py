@@ -332,14 +332,24 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def check_replaceable(path: str | Path) -> None:
+    """InputError unless ``path`` is absent or a regular file: an atomic write renames over it,
+    which would replace a device such as /dev/null with a plain file (as root) or fail on a folder."""
+    path = Path(path)
+    if os.path.lexists(path) and not path.is_file():
+        what = "a folder" if path.is_dir() else "not a regular file"
+        raise InputError(f"{path}: cannot write: it exists and is {what}; give a new or regular file's path")
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temp path to write; on success fsync it and rename it over ``path``.
 
     On any exception (including KeyboardInterrupt) the temp file is removed and ``path`` is
-    left exactly as it was.
+    left exactly as it was. ``path`` must be absent or a regular file (``check_replaceable``).
     """
     path = Path(path)
+    check_replaceable(path)
     tmp = tmp_path(path)
     try:
         yield tmp

@@ -639,11 +639,11 @@ def output_paths(out: str, T: int, multi: bool, shards: int | None) -> list[Path
 def _check_writable(path: Path) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise InputError(f"{path}: cannot write: folder {folder} does not exist")
+        why = "is not a folder" if folder.exists() else "does not exist"
+        raise InputError(f"{path}: cannot write: {folder} {why}")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InputError(f"{path}: cannot write: folder {folder} is not writable")
-    if path.is_dir():
-        raise InputError(f"{path}: cannot write: is a folder")
+    formats.check_replaceable(path)
 
 
 def _epoch_offset(o: Options, stride: int) -> int:
@@ -684,9 +684,12 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
             span = span_of(T, o.targets)
             stride = resolve_stride(span, T, o.stride, o.overlap)
             planners[T] = SemanticPlanner(ds, de, span, stride, _epoch_offset(o, stride), o.short, o.targets)
-        for known, found in bnd.iter_boundaries(tokens, o.boundaries, enc, progress=progress):
-            for p in planners.values():
-                p.feed(found, known)
+        try:
+            for known, found in bnd.iter_boundaries(tokens, o.boundaries, enc, progress=progress):
+                for p in planners.values():
+                    p.feed(found, known)
+        except DataError as e:  # e.g. an id outside the vocabulary: name the file
+            raise DataError(f"{src.path}: {e}") from None
     results = []
     for T in o.T:
         span = span_of(T, o.targets)
@@ -754,6 +757,8 @@ def run(bin_path, out: str, o: Options, meta_path=None, stream=None, progress=No
         if o.format == "npy":
             raise ConfigError("-o - streams text: use --format txt or jsonl, or give a file name for .npy")
     else:
+        if out.endswith(("/", os.sep)):
+            raise ConfigError(f"-o {out}: names a folder; give the plan's file name, e.g. {out}train.plan.npy")
         for T in o.T:
             for p in output_paths(out, T, multi, o.shards):
                 _check_writable(p)
@@ -764,7 +769,10 @@ def run(bin_path, out: str, o: Options, meta_path=None, stream=None, progress=No
     stage = None
     names: list[str] = []
     try:
-        stage = formats.plan_staging_dir(out) if o.format == "npy" else None  # in the try: see encode
+        try:
+            stage = formats.plan_staging_dir(out) if o.format == "npy" else None  # in the try: see encode
+        except OSError as e:  # e.g. a folder that lists as writable but is not (/proc)
+            raise InputError(f"{out}: cannot write beside it: {e.strerror or e}") from None
         _write_plans(plans, out, o, multi, stream, stage, names, summaries)
         if stage is not None:
             names.sort(key=lambda n: n.endswith(".json"))  # sidecars last: a plan is current only with its sidecar

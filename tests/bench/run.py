@@ -234,10 +234,12 @@ def bench_windows(n_bytes: int, plain_tokens: int) -> list[dict]:
                     f"{ours.seconds:.3f} s", "", "", "well under 1 s", ours.seconds < 1.0, mb(ours.peak_rss)))
     bin_path = token_file(n_bytes)
     floor = median_run([sys.executable, "-c", NP_MAX_FLOOR, str(bin_path)], REPEATS)
-    for kind, bar in (("paragraph", 0.25), ("sentence", None)):
-        ours = median_run([sys.executable, "-c", SEMANTIC_OURS, str(bin_path), kind], REPEATS)
+    pure = dict(os.environ, WINSAMPLE_PURE="1")  # the numpy paths, as without the C module
+    for kind, bar, env, how in (("paragraph", 0.25, None, ""), ("sentence", None, None, ""),
+                                ("paragraph", None, pure, " (numpy paths, WINSAMPLE_PURE=1)")):
+        ours = median_run([sys.executable, "-c", SEMANTIC_OURS, str(bin_path), kind], REPEATS, env=env)
         r = floor.seconds / ours.seconds
-        rows.append(row(f"windows --boundaries {kind}, {n_bytes // 10**6} MB .bin vs chunked np.max",
+        rows.append(row(f"windows --boundaries {kind}{how}, {n_bytes // 10**6} MB .bin vs chunked np.max",
                         f"{n_bytes / ours.seconds / 1e9:.2f} GB/s", f"{n_bytes / floor.seconds / 1e9:.2f} GB/s",
                         f"{r:.2f}", f"≥ {bar}" if bar else "report", r >= bar if bar else True,
                         mb(ours.peak_rss), mb(floor.peak_rss)))
