@@ -1058,7 +1058,8 @@ def _check_alignment(report, plan: _Plan, T: int | None, span: int | None, targe
     else:
         report.add(
             "alignment", label, "pass",
-            f"{len(pick)} of {len(rows)} windows: x = tokens[s:s+{T}], y = tokens[s+1:s+{T + 1}] (last legal start {n - T - 1})",
+            f"{len(pick)} of {len(rows)} windows {'(an even sample) ' if len(pick) < len(rows) else ''}checked:"
+            f" x = tokens[s:s+{T}], y = tokens[s+1:s+{T + 1}] (last legal start {n - T - 1})",
             checked=len(pick), misaligned=0,
         )
 
