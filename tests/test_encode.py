@@ -729,3 +729,26 @@ def test_lock_file_removed_between_open_and_flock_is_taken_again(tmp_path, monke
             assert (out / formats.LOCK_NAME).read_text() == f"{os.getpid()}\n"
             raise ConfigError("fail after locking")
     assert calls == [1] and not out.exists()  # made by this run (again): removed on failure
+
+
+def test_the_cli_forks_its_workers_so_they_inherit_the_loaded_tokenizer(tmp_path):
+    """A second thread at pool creation (tqdm's monitor, started even by a disabled bar) makes
+    encode fall back to forkserver, whose workers must import and load everything again."""
+    import subprocess
+    import sys
+
+    code = (
+        "import threading, winsample.encode as e\n"
+        "seen = []\n"
+        "make = e._make_pool\n"
+        "e._make_pool = lambda *a: (seen.append(threading.active_count()), make(*a))[1]\n"
+        "from winsample.cli import main\n"
+        "try:\n"
+        f"    main(['encode', {str(CORPUS)!r}, '-o', {str(tmp_path / 'd')!r}, '--workers', '2', '-q'])\n"
+        "except SystemExit as x:\n"
+        "    assert not x.code, x.code\n"
+        "print(seen)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[1]"  # the pool was made once, with only the main thread: fork

@@ -58,6 +58,11 @@ def _fail(ctx: click.Context, message: str, code: int):
     ctx.exit(code)
 
 
+# tqdm starts a monitor thread with its first bar, even a disabled one; a second thread makes
+# encode's worker pool use forkserver instead of fork (workers then reload the tokenizer).
+tqdm.monitor_interval = 0
+
+
 def progress(quiet: bool, **kwargs) -> tqdm:
     """A tqdm bar on stderr, off with -q or when stderr is not a terminal."""
     return tqdm(file=sys.stderr, disable=quiet or not sys.stderr.isatty(), dynamic_ncols=True, **kwargs)

@@ -53,6 +53,17 @@ def median_run(argv: list[str], repeats: int, env: dict | None = None) -> Run:
     return Run(t, int(rss), runs[-1].out)
 
 
+def interleaved_runs(cmds: dict[str, list[str]], repeats: int, env: dict | None = None) -> dict[str, Run]:
+    """``median_run`` of each command, their runs taken in turn (A B C A B C …), so a machine that
+    speeds up or slows down during the bench moves every compared figure alike."""
+    runs: dict[str, list[Run]] = {name: [] for name in cmds}
+    for _ in range(repeats):
+        for name, argv in cmds.items():
+            runs[name].append(run_child(argv, env))
+    return {name: Run(statistics.median(r.seconds for r in rs), int(statistics.median(r.peak_rss for r in rs)), rs[-1].out)
+            for name, rs in runs.items()}
+
+
 def python_child(code: str, *args: str) -> list[str]:
     return [sys.executable, "-c", code, *args]
 

@@ -24,7 +24,7 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 
-from measure import machine, mb, median_run  # noqa: E402
+from measure import interleaved_runs, machine, mb, median_run  # noqa: E402
 
 WORK = REPO / "build" / "bench"
 REPEATS = 3
@@ -156,9 +156,12 @@ def bench_encode(size_mb: int, big_mb: int) -> list[dict]:
     src = text_file(size_mb * 10**6)
     out = WORK / "enc-out"
     out.mkdir(parents=True, exist_ok=True)
-    base = median_run([sys.executable, "-c", PREPARE_PY, str(src), str(out)], REPEATS)
-    ours = {w: median_run(WS + ["encode", str(src), "-o", str(out / f"w{w}"), "--split", "tail",
-                                "--workers", str(w), "-q"], REPEATS) for w in (1, 2)}
+    runs = interleaved_runs({
+        "base": [sys.executable, "-c", PREPARE_PY, str(src), str(out)],
+        "single": [sys.executable, "-c", ENCODE_ONLY, str(src)],
+        **{w: WS + ["encode", str(src), "-o", str(out / f"w{w}"), "--split", "tail", "--workers", str(w), "-q"]
+           for w in (1, 2)}}, REPEATS)
+    base, single, ours = runs["base"], runs["single"], {w: runs[w] for w in (1, 2)}
     speed = base.seconds / ours[2].seconds
     rss = base.peak_rss / ours[2].peak_rss
     rows.append(row(f"encode {size_mb} MB, --workers 2 vs nanoGPT prepare.py pattern (speed)",
@@ -166,7 +169,6 @@ def bench_encode(size_mb: int, big_mb: int) -> list[dict]:
                     mb(ours[2].peak_rss), mb(base.peak_rss)))
     rows.append(row(f"encode {size_mb} MB, --workers 2 vs nanoGPT prepare.py pattern (peak RSS)",
                     mb(ours[2].peak_rss), mb(base.peak_rss), f"{rss:.1f}× lower", "≥ 5× lower", rss >= 5))
-    single = median_run([sys.executable, "-c", ENCODE_ONLY, str(src)], REPEATS)
     single_tp = src.stat().st_size / single.seconds
     for w in (1, 2):
         tp = src.stat().st_size / ours[w].seconds
@@ -335,7 +337,8 @@ def main():
         f"Machine: {m['cores']} cores, {m['cpu']}; Python {m['python']}, numpy {m['numpy']},"
         f" tiktoken {m['tiktoken']}; {m['platform']}.\n",
         "Each figure is the median of "
-        f"{REPEATS} runs, each in a fresh process; peak RSS is that process's `ru_maxrss`. Files are"
+        f"{REPEATS} runs, each in a fresh process (the encode rows' commands take turns, so drift"
+        " during the bench moves them alike); peak RSS is that process's `ru_maxrss`. Files are"
         " read warm from the page cache by both sides. Ratios compare winsample with the baseline"
         " measured in the same run. The peak RSS of the windows and verify rows counts the 1 GB"
         " .bin's pages mapped by `np.memmap` (shared, reclaimable page cache, as the np.max floor"
