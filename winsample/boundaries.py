@@ -20,6 +20,8 @@ chunks of the memmap, vectorised with numpy; two tokens of look-behind and one o
 carry across chunk edges. A cheap pre-filter picks candidate tokens first (equality tests when
 the candidate ids are few, as for GPT-2 paragraphs: only 198 and 628 end with a newline and
 only 201 holds a ``\\r``; one table gather otherwise), and only candidates get the exact byte test.
+When the optional C module ``_fast`` is built (``FAST``), it does the same per chunk in one
+pass without the GIL (tests run every edge test on both paths).
 """
 
 from __future__ import annotations

@@ -156,9 +156,9 @@ class SemanticPlanner:
 
     ``feed(edges, known)``: sorted edges, all edges ``<= known`` delivered so far (``None``: all
     of them). Documents whose edges are all known are planned together, vectorised over
-    documents (one numpy round per window index); the one document that reaches past ``known``
-    is planned window by window as far as its known edges allow (placing a window from start s
-    needs the edges up to s + 2 × span). Only edges at or after the earliest start still to be
+    documents (one numpy round per window index, or one C call with ``_fast``); the one document
+    that reaches past ``known`` is planned window by window as far as its known edges allow
+    (placing a window from start s needs the edges up to s + 2 × span). Only edges at or after the earliest start still to be
     placed are kept, and planning runs once ``FLUSH_EDGES`` edges are waiting, so memory is
     bounded by that, not by N; the plan rows (O(N / stride)) are the output.
     """
