@@ -95,6 +95,16 @@ def test_n9_t8_exactly_one_window(tmp_path):
     assert rows["start"].tolist() == [0] and rows["length"].tolist() == [9]
 
 
+def test_a_file_shorter_than_span_gets_a_short_window_and_a_note_on_stderr(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 100)
+    r = run_cli(b, "-T", 1000, "-o", tmp_path / "p.npy")
+    assert r.exit_code == 0 and r.stdout == ""
+    assert "note: 100 tokens < span 1001: no full window, only a short one" in r.stderr
+    rows, _ = plan_of(tmp_path / "p.npy")
+    assert rows["start"].tolist() == [0] and rows["length"].tolist() == [100]
+    assert "note:" not in run_cli(b, "-T", 99, "-o", tmp_path / "q.npy").stderr  # span 100 = N: one full window
+
+
 def test_n8_t8_has_no_full_window(tmp_path):
     b = bin_file(tmp_path / "a.bin", 8)
     assert run_cli(b, "-T", 8, "-o", tmp_path / "keep.npy", "-q").exit_code == 0

@@ -269,6 +269,9 @@ def windows(bin_path, T, stride, overlap, targets, offset, random_offset, seed, 
         say(quiet, f"{plural(s['windows'], 'window')} of span {s['span']} (T {s['T']}, stride {s['stride']},"
                    f" overlap {s['overlap']:.1%}) over {plural(s['tokens'], 'token')}: coverage {s['coverage']:.2%},"
                    f" {_uncovered(s)} → {where}")
+        if s["tokens"] < s["span"] and s["windows"]:  # by the contract (--short keep), but rarely meant
+            say(quiet, f"note: {plural(s['tokens'], 'token')} < span {s['span']}: no full window, only a short one"
+                       " (get_batch draws full windows only; --short drop skips short ones)")
 
 
 def _uncovered(s: dict) -> str:
