@@ -26,6 +26,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import formats, shards, tokenizer
+from .boundaries import sorted_unique
 from .errors import DataError, InputError, WinsampleError
 
 CHECK_NAMES = (
@@ -901,7 +902,7 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
 
     # With targets a window's first token is input only: the first token of each covered run and
     # of each document can never be a y; more such tokens mean stride > T skipped labels.
-    docs = len(_sorted_unique(np.sort(rows["doc"]))) if targets_flag and len(rows) else 0
+    docs = len(sorted_unique(np.sort(rows["doc"]))) if targets_flag and len(rows) else 0
     _check_coverage(report, label, start, end, n, side, min_coverage, got.coverage if got.n == n else None, docs)
     plan = _Plan(label, rows, side, scan)
     _check_alignment(report, plan, pT, span, targets_flag)
@@ -992,11 +993,6 @@ def _check_coverage(report, label, start, end, n, side, min_coverage, c=None, ta
     report.add("coverage", label, "pass", detail, **figs)
 
 
-def _sorted_unique(x: np.ndarray) -> np.ndarray:
-    """``np.unique`` of an already sorted array (np.unique's first call imports numpy.ma: ~20 ms)."""
-    return x[np.concatenate([[True], x[1:] != x[:-1]])] if len(x) else x
-
-
 def training_pair(tokens: np.ndarray, s: int, T: int) -> tuple[np.ndarray, np.ndarray]:
     """(x, y) as nanoGPT's get_batch builds them: tokens[s:s+T] and tokens[s+1:s+1+T], as int64."""
     return tokens[s : s + T].astype(np.int64), tokens[s + 1 : s + 1 + T].astype(np.int64)
@@ -1026,7 +1022,7 @@ def _check_alignment(report, plan: _Plan, T: int | None, span: int | None, targe
         return
     tokens = np.asarray(plan.scan.tokens())  # a plain view: no memmap wrapping per slice
     n = len(tokens)
-    pick = _sorted_unique(np.linspace(0, len(rows) - 1, min(len(rows), ALIGN_SAMPLE)).round().astype(np.int64))
+    pick = sorted_unique(np.linspace(0, len(rows) - 1, min(len(rows), ALIGN_SAMPLE)).round().astype(np.int64))
     bad = []
     for r in pick:  # ≤ ALIGN_SAMPLE windows: a bounded loop, like a training loop's batch
         s, L = int(rows["start"][r]), int(rows["length"][r])

@@ -145,7 +145,7 @@ def plan_semantic(doc_starts, doc_ends, edges, span: int, stride: int, offset: i
     All edges in memory at once; ``SemanticPlanner`` takes them chunk by chunk instead.
     """
     E = np.sort(np.asarray(edges, np.int64))
-    E = E[np.concatenate([[True], E[1:] != E[:-1]])] if len(E) else E  # dedupe; np.unique imports numpy.ma
+    E = bnd.sorted_unique(E)
     p = SemanticPlanner(doc_starts, doc_ends, span, stride, offset, short, targets)
     p.feed(E, None)
     return p.finish()
@@ -158,9 +158,10 @@ class SemanticPlanner:
     of them). Documents whose edges are all known are planned together, vectorised over
     documents (one numpy round per window index, or one C call with ``_fast``); the one document
     that reaches past ``known`` is planned window by window as far as its known edges allow
-    (placing a window from start s needs the edges up to s + 2 × span). Only edges at or after the earliest start still to be
-    placed are kept, and planning runs once ``FLUSH_EDGES`` edges are waiting, so memory is
-    bounded by that, not by N; the plan rows (O(N / stride)) are the output.
+    (placing a window from start s needs the edges up to s + 2 × span). Only edges at or after
+    the earliest start still to be placed are kept, and planning runs once ``FLUSH_EDGES`` edges
+    are waiting, so memory is bounded by that, not by N; the plan rows (O(N / stride)) are the
+    output.
     """
 
     FLUSH_EDGES = 1 << 18  # edges held before planning: 2 MB of int64, so searches stay in cache
