@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from winsample import boundaries as B
 from winsample import formats
 from winsample.cli import main
-from winsample.tokenizer import load_encoding
+from winsample.tokenizer import load
 
 from .conftest import CORPUS
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.usefixtures("kernels")  # every test on the C kernels a
 
 @pytest.fixture(scope="module")
 def enc():
-    return load_encoding("gpt2")
+    return load("gpt2")
 
 
 def oracle_edges(ids, ref, kind):
@@ -202,7 +202,7 @@ PIECES = ["a", "b", "Hi", " ", ".", "!", "?", "\n", "\r", "\r\n", "\n\n", "。",
 @settings(max_examples=80, deadline=None)
 @given(parts=st.lists(st.sampled_from(PIECES), max_size=60), chunk=st.integers(1, 12))
 def test_random_text_edges_match_the_byte_level_definition(ref_gpt2, kind, parts, chunk):
-    enc = load_encoding("gpt2")
+    enc = load("gpt2")
     ids = ref_gpt2.encode_ordinary("".join(parts))
     arr = np.array(ids, "<u2")
     assert B.find_boundaries(arr, kind, enc, chunk_tokens=chunk, threads=2).tolist() == brute_edges(ids, ref_gpt2, kind)
@@ -218,7 +218,7 @@ GPT2_RUNS = [[64], [13], [220], [198], [628], [201], [159], [222], [224], [201, 
 @settings(max_examples=80, deadline=None)
 @given(runs=st.lists(st.sampled_from(GPT2_RUNS), max_size=40), chunk=st.integers(1, 12))
 def test_random_token_layouts_match_the_byte_level_definition(ref_gpt2, kind, runs, chunk):
-    enc = load_encoding("gpt2")
+    enc = load("gpt2")
     ids = [i for r in runs for i in r]
     arr = np.array(ids, "<u2")
     assert B.find_boundaries(arr, kind, enc, chunk_tokens=chunk, threads=2).tolist() == brute_edges(ids, ref_gpt2, kind)

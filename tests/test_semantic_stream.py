@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from winsample import boundaries as B
 from winsample import windows as W
 from winsample.errors import DataError
-from winsample.tokenizer import load_encoding
+from winsample.tokenizer import Tokenizer, load
 
 from .conftest import CORPUS
 from .test_boundaries import brute_edges, oracle_edges
@@ -136,7 +136,7 @@ def crlf_corpus_ids(ref_gpt2):
 
 @pytest.mark.parametrize("kind", B.KINDS)
 def test_iter_boundaries_yields_every_edge_once_in_order(corpus_ids, kind):
-    enc = load_encoding("gpt2")
+    enc = load("gpt2")
     whole = B.find_boundaries(corpus_ids, kind, enc, chunk_tokens=len(corpus_ids) + 1, threads=1)
     got, prev = [], 0
     for known, e in B.iter_boundaries(corpus_ids, kind, enc, chunk_tokens=997, threads=2):
@@ -147,13 +147,13 @@ def test_iter_boundaries_yields_every_edge_once_in_order(corpus_ids, kind):
 
 
 def test_paragraph_sub_blocks_and_scratch_reuse_give_the_same_edges(corpus_ids, monkeypatch):
-    enc = load_encoding("gpt2")
+    enc = load("gpt2")
     want = B.find_boundaries(corpus_ids, "paragraph", enc, chunk_tokens=len(corpus_ids) + 1, threads=1)
     monkeypatch.setattr(B, "_SUB", 101)  # many sub-blocks per chunk, each a different length
     assert B.find_boundaries(corpus_ids, "paragraph", enc, chunk_tokens=5000, threads=2).tolist() == want.tolist()
 
 
-class TinyEnc:
+class TinyEnc(Tokenizer):
     """A made-up byte vocabulary with many newline-ending tokens (GPT-2 has only two that matter)."""
 
     name = "tiny-test"
@@ -166,6 +166,8 @@ class TinyEnc:
 
     def decode_single_token_bytes(self, i):
         return self.toks[i]
+
+    token_bytes = decode_single_token_bytes
 
 
 TINY = TinyEnc([b"a", b"bc", b".", b"!", b"?", b"\n", b"\n\n", b" \n", b"x\n", b".\n", b"\r\n", b"!\n\n",
@@ -196,14 +198,14 @@ def test_edges_by_eq_passes_with_crlf_tokens_match_the_byte_definition(kind, ids
 
 
 def test_gpt2_paragraph_edges_by_gather_equal_the_eq_passes(corpus_ids, monkeypatch):
-    enc = load_encoding("gpt2")
+    enc = load("gpt2")
     want = B.find_boundaries(corpus_ids, "paragraph", enc).tolist()
     monkeypatch.setattr(B, "_MAX_EQ_IDS", 0)
     assert B.find_boundaries(corpus_ids, "paragraph", enc).tolist() == want
 
 
 def test_gpt2_crlf_paragraph_edges_by_gather_equal_the_eq_passes(crlf_corpus_ids, monkeypatch):
-    enc = load_encoding("gpt2")
+    enc = load("gpt2")
     want = B.find_boundaries(crlf_corpus_ids, "paragraph", enc, chunk_tokens=999).tolist()
     assert len(want) > 50
     monkeypatch.setattr(B, "_MAX_EQ_IDS", 0)
@@ -225,7 +227,7 @@ def test_edges_in_long_chunks_match_the_byte_definition(kind, dtype, ids, chunk)
 @pytest.mark.parametrize("where", [0, 1, 63, 64, 200, 999])  # in a 64-token block or in the tail
 @pytest.mark.parametrize("kind", B.KINDS)
 def test_an_id_outside_the_vocabulary_is_named_with_its_position(dtype, where, kind):
-    enc = load_encoding("gpt2")
+    enc = load("gpt2")
     arr = np.full(1000, 198, dtype)  # newlines: every token a candidate
     arr[where] = enc.n_vocab  # one past the last id
     arr[where + 1 :: 97] = enc.n_vocab + 5  # later bad ids must not be the one named

@@ -127,3 +127,95 @@ def test_unreachable_encoding_names_cache_dir_and_tokenizer_file(tmp_path, monke
 def test_unknown_encoding_name():
     with pytest.raises(ConfigError, match="unknown encoding 'nope'"):
         load_encoding("nope")
+
+
+# --- winsample's Tokenizer interface ----------------------------------------------------------
+
+
+def test_tokenizer_interface_of_gpt2_matches_tiktoken(ref_gpt2):
+    tok = tokenizer.load("gpt2")
+    assert isinstance(tok, tokenizer.Tokenizer)
+    assert (tok.name, tok.family, tok.n_vocab, tok.eot, tok.bos) == ("gpt2", "tiktoken", 50257, 50256, None)
+    for text in TEXTS:
+        ids = tok.encode(text)
+        assert ids.tolist() == ref_gpt2.encode_ordinary(text)
+        assert tok.decode(ids.tolist()) == text
+        assert b"".join(tok.token_bytes(i) for i in ids.tolist()) == text.encode()
+    assert tok.encode("hello world").tolist() == [31373, 995]
+
+
+def test_control_token_lookalike_stays_text():
+    tok = tokenizer.load("gpt2")
+    ids = tok.encode("<|endoftext|>").tolist()
+    assert tok.eot not in ids and len(ids) > 1
+    assert tok.decode(ids) == "<|endoftext|>"
+
+
+def test_identity_is_the_ranks_files_sha256(gpt2_ranks_file, cl100k_ranks_file):
+    assert tokenizer.load("gpt2").sha256 == hashlib.sha256(gpt2_ranks_file.read_bytes()).hexdigest()
+    custom = tokenizer.load("x", str(cl100k_ranks_file), "cl100k")
+    assert custom.sha256 == hashlib.sha256(cl100k_ranks_file.read_bytes()).hexdigest()
+
+
+def test_vocab_bytes_lists_every_id():
+    tok = tokenizer.load("gpt2")
+    vb = tok.vocab_bytes()
+    assert len(vb) == 50257 and vb[31373] == b"hello" and vb[50256] == b"<|endoftext|>"
+
+
+def test_describe_and_from_meta_round_trip(gpt2_ranks_file):
+    tok = tokenizer.load("gpt2")
+    assert tok.describe() == {"name": "gpt2", "ranks_sha256": tokenizer.GPT2_RANKS_SHA256, "n_vocab": 50257, "eot": 50256}
+    assert tokenizer.from_meta(tok.describe()) is tok
+    custom = tokenizer.load("ignored", str(gpt2_ranks_file), "gpt2")
+    entry = custom.describe()
+    assert entry["file"] == str(gpt2_ranks_file) and entry["pattern"] == "gpt2" and entry["name"] == "gpt2"
+    assert tokenizer.from_meta(entry).encode("hi there").tolist() == tok.encode("hi there").tolist()
+
+
+def test_meta_tokenizer_file_is_found_beside_the_data(tmp_path, gpt2_ranks_file, monkeypatch):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "mini.tiktoken").write_bytes(gpt2_ranks_file.read_bytes())
+    monkeypatch.chdir(tmp_path)  # the recorded relative name does not exist here
+    entry = {"name": "mini", "ranks_sha256": tokenizer.GPT2_RANKS_SHA256, "n_vocab": 50257, "eot": 50256,
+             "file": "mini.tiktoken", "pattern": "gpt2"}
+    tok = tokenizer.resolve(None, entry, tmp_path / "data")
+    assert tok.name == "mini" and tok.encode("hello world").tolist() == [31373, 995]
+
+
+def test_resolve_rule_explicit_then_meta_then_gpt2(cl100k_ranks_file):
+    assert tokenizer.resolve().name == "gpt2"
+    assert tokenizer.resolve("gpt2", {"name": "nope", "n_vocab": 3}).name == "gpt2"  # explicit wins
+    with pytest.raises(ConfigError, match="ranks with sha256"):
+        tokenizer.resolve(None, {"name": "gpt2", "ranks_sha256": "0" * 64, "n_vocab": 50257})
+    with pytest.raises(ConfigError, match="does not load") as e:
+        tokenizer.resolve(None, {"name": "mini", "n_vocab": 5, "file": "/nonexistent/mini.tiktoken"})
+    assert "--tokenizer-file" not in str(e.value)
+
+
+def test_mismatches_name_each_field():
+    tok = tokenizer.load("gpt2")
+    assert tokenizer.mismatches(tok, tok.describe()) == []
+    bad = dict(tok.describe(), n_vocab=7, eot=3)
+    assert [m.split()[0] for m in tokenizer.mismatches(tok, bad)] == ["tokenizer.n_vocab", "tokenizer.eot"]
+
+
+def test_tokenizer_pickles_as_its_load_options(gpt2_ranks_file):
+    import pickle
+
+    for tok in (tokenizer.load("gpt2"), tokenizer.load("x", str(gpt2_ranks_file), "gpt2")):
+        data = pickle.dumps(tok)
+        assert len(data) < 1000  # the options, not the ranks
+        assert pickle.loads(data).encode(TEXTS[1]).tolist() == tok.encode(TEXTS[1]).tolist()
+
+
+def test_safe_cut_rule_keeps_ids_identical(ref_gpt2):
+    tok = tokenizer.load("gpt2")
+    text = "One sentence here.\nAnother line follows with words and 123 numbers.\n\nA new paragraph."
+    cuts = list(tok.iter_safe_cuts(text))
+    assert cuts and tok.last_safe_cut(text, 1, len(text)) == cuts[-1]
+    whole = ref_gpt2.encode_ordinary(text)
+    for p in cuts:
+        assert tok.encode(text[:p]).tolist() + tok.encode(text[p:]).tolist() == whole
+    b = text.encode()
+    assert tok.last_safe_cut_bytes(b) == len(text[: cuts[-1]].encode())

@@ -2,7 +2,7 @@
 
 An *edge* (boundary) ``b`` is a token index: the cut falls between token ``b - 1`` and token ``b``
 (so ``b`` is a valid window end, exclusive, and a valid window start). Let ``s`` be the bytes of the
-tokens before ``b`` (``enc.decode_single_token_bytes`` of each, concatenated) and ``r`` the bytes
+tokens before ``b`` (``Tokenizer.token_bytes`` of each, concatenated) and ``r`` the bytes
 from ``b`` on. Then ``b`` is
 
 - a **paragraph** edge when ``s`` ends with a blank line: ``b"\\n\\n"``, or ``b"\\n\\r\\n"`` (the end
@@ -115,24 +115,10 @@ def _pack(b: bytes) -> int:
     return int.from_bytes(b[-3:], "big")
 
 
-def _token_bytes(enc, n: int) -> list[bytes]:
-    """Bytes of ids 0..n-1 (b"" for ids unused by the vocabulary), in one tiktoken call if possible."""
-    try:
-        return enc.decode_tokens_bytes(list(range(n)))
-    except KeyError:  # some vocabularies have holes: fall back to one id at a time
-        out = []
-        for i in range(n):
-            try:
-                out.append(enc.decode_single_token_bytes(i))
-            except KeyError:
-                out.append(b"")
-        return out
-
-
 @functools.lru_cache(maxsize=8)
 def _tables_for(key, enc, full: bool = True) -> Tables:
     n = enc.n_vocab + 1  # the last row is a sentinel: 'no token', zero bytes
-    toks = _token_bytes(enc, n - 1) + [b""]
+    toks = list(enc.vocab_bytes()) + [b""]  # enc: a tokenizer.Tokenizer
     size = max(n, 1 << 16)
     para = [i for i, b in enumerate(toks) if b[-1:] == b"\n"]
     nl = [i for i in para if toks[i] == b"\n"]

@@ -104,7 +104,9 @@ class TextChunker:
     with that run) and counted in ``unsplittable_runs``.
     """
 
-    def __init__(self, target: int = 1 << 20, long_run: int = 16 << 20):
+    def __init__(self, target: int = 1 << 20, long_run: int = 16 << 20, cut=None):
+        """``cut(text, lo, hi)``: a tokenizer's ``last_safe_cut`` (default: this module's rule)."""
+        self.cut = cut or last_safe_cut
         self.target = target
         self.long_run = long_run
         self.unsplittable_runs = 0
@@ -120,7 +122,7 @@ class TextChunker:
         if self._size < self.target:
             return []
         buf = "".join(self._parts) if len(self._parts) > 1 else self._parts[0]
-        cut = last_safe_cut(buf, self._clean, len(buf))
+        cut = self.cut(buf, self._clean, len(buf))
         if cut is None:
             # Cut positions up to len-2 are settled; the last one waits for the next char.
             self._clean = max(self._clean, len(buf) - 2)
@@ -137,7 +139,7 @@ class TextChunker:
 
     def finish(self) -> list[str]:
         buf = "".join(self._parts)
-        if len(buf) > self.long_run and last_safe_cut(buf, self._clean, len(buf)) is None:
+        if len(buf) > self.long_run and self.cut(buf, self._clean, len(buf)) is None:
             self.unsplittable_runs += 1
         self._parts, self._size, self._clean = [], 0, 1
         return [buf] if buf else []

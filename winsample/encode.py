@@ -67,7 +67,7 @@ ProgressFn = Callable[..., None]
 _WORKER: dict = {}
 
 
-def _encode_texts(enc, dtype: str, texts: Sequence[str], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _encode_texts(tok: tokenizer.Tokenizer, dtype: str, texts: Sequence[str], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Concatenated ids of ``texts`` (cast to ``dtype`` after a range check), each one's length and max id.
 
     An entry of ``texts`` may be a byte-range spec of a file (``sources.read_text_range``'s
@@ -77,27 +77,22 @@ def _encode_texts(enc, dtype: str, texts: Sequence[str], where: str) -> tuple[np
     for t in texts:
         if isinstance(t, tuple):
             t = read_text_range(*t)
-        try:
-            # encode with no special tokens allowed == encode_ordinary, minus the list copy.
-            ids = enc.encode_to_numpy(t, allowed_special=set(), disallowed_special=())
-        except UnicodeEncodeError:  # lone surrogates: tiktoken's own fallback in encode_ordinary
-            ids = np.asarray(enc.encode_ordinary(t), dtype=np.uint32)
-        parts.append(ids)
+        parts.append(tok.encode(t))
     lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
     ids = np.concatenate(parts) if parts else np.zeros(0, np.uint32)
     if lengths.all():
         maxes = np.maximum.reduceat(ids, np.cumsum(lengths) - lengths) if len(ids) else np.zeros(0, np.int64)
     else:  # reduceat misreads empty segments
         maxes = np.array([int(p.max()) if len(p) else -1 for p in parts], dtype=np.int64)
-    return formats.check_and_cast(ids, dtype, enc.n_vocab, where), lengths, maxes.astype(np.int64)
+    return formats.check_and_cast(ids, dtype, tok.n_vocab, where), lengths, maxes.astype(np.int64)
 
 
 def _init_worker(spec: tuple) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Pool.terminate() must just stop us
-    name, tokenizer_file, pattern, dtype = spec
+    tok, dtype = spec  # fork: the parent's tokenizer; forkserver/spawn: unpickling reloads it
     try:
-        _WORKER["enc"] = tokenizer.load_encoding(name, tokenizer_file, pattern)
+        _WORKER["enc"] = tok if isinstance(tok, tokenizer.Tokenizer) else tokenizer.load(*tok)
     except Exception as e:  # raising in an initializer makes Pool respawn forever
         _WORKER["error"] = e
     _WORKER["dtype"] = dtype
@@ -493,13 +488,13 @@ def _drop_lock_file(out_dir: Path, fd: int) -> None:
         pass  # could not tell or could not unlink: leave the lock, and so the folder
 
 
-def _resolve_dtype(enc, name: str, dtype: str | None) -> str:
+def _resolve_dtype(tok: tokenizer.Tokenizer, dtype: str | None) -> str:
     if dtype is None:
-        return formats.dtype_for_vocab(enc.n_vocab)
+        return formats.dtype_for_vocab(tok.n_vocab)
     dt = formats.normalize_dtype(dtype)
-    if formats.dtype_max(dt) + 1 < enc.n_vocab:
+    if formats.dtype_max(dt) + 1 < tok.n_vocab:
         raise ConfigError(
-            f"encoding {name!r} has {enc.n_vocab} ids, more than uint16 holds (65536): use --dtype uint32"
+            f"encoding {tok.name!r} has {tok.n_vocab} ids, more than uint16 holds (65536): use --dtype uint32"
         )
     return dt
 
@@ -553,28 +548,26 @@ def encode_corpus(
     """
     t0 = time.perf_counter()
     check_options(split, errors, val_fraction, workers)
-    enc = tokenizer.load_encoding(encoding, tokenizer_file, pattern)
-    tok_name = encoding if tokenizer_file is None else enc.name
-    dtype = _resolve_dtype(enc, tok_name, dtype)
+    enc = tokenizer.load(encoding, tokenizer_file, pattern)
+    tok_name = enc.name
+    dtype = _resolve_dtype(enc, dtype)
     sources = resolve_inputs(list(inputs), fmt)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"{out_dir}: output path is a file, not a folder; pick another -o")
     workers = workers or os.cpu_count() or 1  # OUT_DIR is created by _locked, which removes it again on failure
 
-    describe = tokenizer.describe(enc, tok_name)
-    if tokenizer_file is not None:
-        describe.update(file=str(tokenizer_file), pattern=pattern)
+    describe = enc.describe()
     opts = dict(
         split=split, fraction=val_fraction, seed=seed, eot=eot, dtype=dtype, errors=errors,
-        text_field=text_field, eot_id=tokenizer.eot_token(enc),
+        text_field=text_field, eot_id=enc.eot,
     )
     if resume_partial and not resume.resumable(sources):
         raise ConfigError("--resume cannot continue reading stdin (-): encode a file instead")
     # Everything that changes the output bytes: a checkpoint made with other values is not reused.
     params = dict(opts, format=fmt, tokenizer=describe, winsample_version=__version__)
     # The pool starts before the lock and the staging files exist, so forked workers hold neither.
-    pool = _make_pool(workers, (encoding, tokenizer_file, pattern, dtype)) if workers > 1 else None
+    pool = _make_pool(workers, (enc, dtype)) if workers > 1 else None
     try:
         with _locked(out_dir):
             work = formats.partial_dir(out_dir)
@@ -770,7 +763,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
 
     inflight: deque = deque()
     limit = max(1, INFLIGHT_PER_WORKER * workers)
-    batches = _batches(sources, opts, stats, read_cb, first)
+    batches = _batches(sources, opts, stats, read_cb, first, enc)
     try:
         while True:
             try:
@@ -825,14 +818,16 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
     return {"writers": out, "stats": stats, "resumed": resumed}
 
 
-def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0):
+def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0, tok: tokenizer.Tokenizer | None = None):
     """Yield (items, texts, where) batches of about TASK_CHARS chars, documents in order.
 
     ``items`` describes the batch in order: None / a split name for each text piece (the name
     when the document's split is already known), ``("end", split or "skip")`` at each
     document's end, ``("source", i, stats so far)`` when input ``i`` is read to its end.
-    Reading starts at input ``first``; ``stats`` counts on from what it holds.
+    Reading starts at input ``first``; ``stats`` counts on from what it holds. Documents are
+    cut where ``tok`` says cutting is safe (default: chunking's rule).
     """
+    cut = tok.last_safe_cut if tok is not None else None
     tail = opts["split"] == "tail"
     threshold = int(opts["fraction"] * 2**64)  # doc split: hash < threshold → val
     prefix = f"{opts['seed']}\0".encode()
@@ -844,7 +839,7 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0):
     where0 = None
     replaced_base, replaced_before = stats["replaced_characters"], replaced_count()
     try:
-        for where, doc in _documents(sources, first, opts, read_cb):
+        for where, doc in _documents(sources, first, opts, read_cb, tok):
             if where is None:  # input number `doc` is read to its end
                 stats["replaced_characters"] = replaced_base + replaced_count() - replaced_before
                 items.append(("source", doc, dict(stats)))
@@ -863,7 +858,7 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0):
                         yield items, texts, where0
                         items, texts, size, where0 = [], [], 0, where
                 if doc.oversized:  # a long run without safe cuts: count runs as the decoded path does
-                    stats["unsplittable_runs"] += _unsplittable_runs(doc.src)
+                    stats["unsplittable_runs"] += _unsplittable_runs(doc.src, cut)
                 val = h is not None and h.intdigest() < threshold
             elif isinstance(doc, str) and len(doc) <= PIECE_CHARS:  # a whole small document: no chunker
                 has_text = bool(doc) and not doc.isspace()
@@ -875,7 +870,7 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0):
             else:
                 h = xxhash.xxh3_64(prefix) if hashing else None
                 has_text = False
-                chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS)
+                chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS, cut)
                 if isinstance(doc, str):  # a big JSONL/Parquet text: feed it in slices so it spreads over workers
                     whole = doc
                     doc = (whole[i : i + PIECE_CHARS] for i in range(0, len(whole), PIECE_CHARS))
@@ -921,11 +916,11 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0):
         yield items, texts, where0 or ""
 
 
-def _documents(sources, first: int, opts: dict, read_cb):
+def _documents(sources, first: int, opts: dict, read_cb, tok: tokenizer.Tokenizer | None = None):
     """``iter_documents`` over ``sources[first:]``, with ``(None, i)`` after input i's last document;
     a plain-text file that can be read as byte ranges comes as a ``TextFile`` instead."""
     for i in range(first, len(sources)):
-        tf = TextFile.open(sources[i], i, opts["errors"], RANGE_MIN_BYTES)
+        tf = TextFile.open(sources[i], i, opts["errors"], RANGE_MIN_BYTES, tok.last_safe_cut_bytes if tok is not None else None)
         if tf is None:
             yield from iter_documents([sources[i]], text_field=opts["text_field"], errors=opts["errors"], progress=read_cb)
         else:
@@ -938,9 +933,9 @@ def _documents(sources, first: int, opts: dict, read_cb):
         yield None, i
 
 
-def _unsplittable_runs(src) -> int:
+def _unsplittable_runs(src, cut=None) -> int:
     """``TextChunker.unsplittable_runs`` for the decoded text of ``src``, as the decoded path counts them."""
-    chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS)
+    chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS, cut)
     for text in text_pieces(src):
         chunker.feed(text)
     chunker.finish()

@@ -104,12 +104,13 @@ def _jsonl_cut(path: Path, at: int, size: int) -> int | None:
     return None
 
 
-def _text_cut(path: Path, at: int, size: int) -> int | None:
+def _text_cut(path: Path, at: int, size: int, cuts=iter_safe_cuts) -> int | None:
     """First safe cut (``chunking.is_safe_cut``) at a byte offset >= ``at``, below ``size``.
 
     Reads ``SEARCH_BYTES`` windows starting a few bytes before ``at``; only the validly decoded
     part of a window is searched, so a cut's neighbouring characters are the ones the whole
-    file decodes to (UTF-8 resynchronises at every lead byte).
+    file decodes to (UTF-8 resynchronises at every lead byte). ``cuts``: the tokenizer's
+    ``iter_safe_cuts``.
     """
     with open(path, "rb") as f:
         while at < size:
@@ -125,7 +126,7 @@ def _text_cut(path: Path, at: int, size: int) -> int | None:
             except UnicodeDecodeError as e:
                 text, bad = data[: e.start].decode("utf-8"), e.start
             first = None
-            for p in iter_safe_cuts(text):  # lazily: the first one past `at` is near
+            for p in cuts(text):  # lazily: the first one past `at` is near
                 b = base + i + len(text[:p].encode("utf-8"))
                 if b >= at:
                     first = b
@@ -139,12 +140,14 @@ def _text_cut(path: Path, at: int, size: int) -> int | None:
     return None
 
 
-def plan_shards(sources, shard_bytes: int) -> list[list[tuple[int, int, int]]]:
+def plan_shards(sources, shard_bytes: int, tok: tokenizer.Tokenizer | None = None) -> list[list[tuple[int, int, int]]]:
     """Shards as lists of pieces ``(source index, start byte, end byte)``, in input order.
 
     Greedy and deterministic: pieces join the current shard while it has room; a file that
-    does not fit is cut (when it can be) at the first cut point past the room left.
+    does not fit is cut (when it can be) at the first cut point past the room left (text: where
+    ``tok`` says cutting is safe; default chunking's rule).
     """
+    cuts = tok.iter_safe_cuts if tok is not None else iter_safe_cuts
     out: list[list[tuple[int, int, int]]] = []
     cur: list[tuple[int, int, int]] = []
     room = shard_bytes
@@ -176,8 +179,10 @@ def plan_shards(sources, shard_bytes: int) -> list[list[tuple[int, int, int]]]:
                 cur.append((i, pos, size))
                 close()
                 break
-            cutter = _jsonl_cut if src.kind == "jsonl" else _text_cut
-            cut = cutter(src.path, pos + room, size)
+            if src.kind == "jsonl":
+                cut = _jsonl_cut(src.path, pos + room, size)
+            else:
+                cut = _text_cut(src.path, pos + room, size, cuts)
             if cut is None:
                 cur.append((i, pos, size))
                 close()
@@ -198,7 +203,7 @@ def _encoding(job: dict):
     key = (job["encoding"], job["tokenizer_file"], job["pattern"])
     if key not in _ENC:
         _ENC.clear()
-        _ENC[key] = tokenizer.load_encoding(*key)
+        _ENC[key] = tokenizer.load(*key)
     return _ENC[key]
 
 
@@ -345,7 +350,7 @@ def shard_task(job: dict, shard: dict, *decisions) -> dict:
         return "all" if tail else ("val" if val else "train")
 
     def write_text(w, texts, where) -> None:
-        chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS)
+        chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS, enc.last_safe_cut)
         for text in texts:
             for piece in chunker.feed(text):
                 ids, _, maxes = _encode_texts(enc, dtype, [piece], where)
@@ -461,9 +466,9 @@ def encode_ray(
     enc_mod.check_options(split, errors, val_fraction, workers)
     shard_bytes = parse_size(shard_size)
     ray = import_ray()
-    enc = tokenizer.load_encoding(encoding, tokenizer_file, pattern)
-    tok_name = encoding if tokenizer_file is None else enc.name
-    dtype = enc_mod._resolve_dtype(enc, tok_name, dtype)
+    enc = tokenizer.load(encoding, tokenizer_file, pattern)
+    tok_name = enc.name
+    dtype = enc_mod._resolve_dtype(enc, dtype)
     sources = resolve_inputs(list(inputs), fmt)
     for s in sources:
         if s.path is None:
@@ -476,20 +481,18 @@ def encode_ray(
     except OSError as e:
         raise InputError(f"{out_dir}: cannot create output folder: {e.strerror}") from None
 
-    describe = tokenizer.describe(enc, tok_name)
-    if tokenizer_file is not None:
-        describe.update(file=str(tokenizer_file), pattern=pattern)
+    describe = enc.describe()
     job = dict(
         out_dir=str(out_dir.resolve()), encoding=encoding, pattern=pattern, dtype=dtype, split=split,
         tokenizer_file=str(Path(tokenizer_file).resolve()) if tokenizer_file else None,
-        fraction=val_fraction, seed=seed, eot=eot, eot_id=tokenizer.eot_token(enc), errors=errors,
+        fraction=val_fraction, seed=seed, eot=eot, eot_id=enc.eot, errors=errors,
         text_field=text_field,
     )
     opts = dict(split=split, fraction=val_fraction, seed=seed, eot=eot, dtype=dtype)
 
     with enc_mod._locked(out_dir):
         formats.recover(out_dir)
-        plan = plan_shards(sources, shard_bytes)
+        plan = plan_shards(sources, shard_bytes, enc)
         started = False
         if not ray.is_initialized():
             if address:

@@ -70,7 +70,7 @@ def token_bytes(enc, ids: list[int]) -> list[bytes | None]:
     out = []
     for i in ids:
         try:
-            out.append(enc.decode_single_token_bytes(i))
+            out.append(enc.token_bytes(i))
         except KeyError:
             out.append(None)
     return out
@@ -204,7 +204,7 @@ def inspect_tokens(
         if meta_path is None and not warnings:
             warnings.append(f"no {formats.META_JSON} beside {path.name}: read as {dtype}")
 
-    enc, enc_name = _encoding_for(meta, encoding, warnings)
+    enc, enc_name = _encoding_for(meta, encoding, warnings, Path(meta_path).parent if meta_path else None)
     result["decoded_with"] = enc_name
     result["at"] = at
     result["ids"] = ids
@@ -217,25 +217,19 @@ def inspect_tokens(
     return result
 
 
-def _encoding_for(meta: dict | None, encoding: str | None, warnings: list[str]):
-    """(encoding or None, its name). An explicit ``encoding`` must load; the one meta names may
-    fail (a custom tokenizer file), in which case only ids are shown, with a warning."""
+def _encoding_for(meta: dict | None, encoding: str | None, warnings: list[str], folder: Path | None = None):
+    """(tokenizer or None, its name), by ``tokenizer.resolve``'s rule. An explicit ``encoding``
+    must load; the one meta names may not (a tokenizer file that moved, ranks that differ), in
+    which case only ids are shown, with a warning."""
     if encoding is not None:
-        return tokenizer.load_encoding(encoding), encoding
-    if meta is None:
-        return tokenizer.load_encoding(tokenizer.DEFAULT_ENCODING), tokenizer.DEFAULT_ENCODING
-    tok = meta["tokenizer"]
-    name = tok.get("name", tokenizer.DEFAULT_ENCODING)
+        tok = tokenizer.load(encoding)
+        return tok, tok.name
     try:
-        enc = tokenizer.load_encoding(name)
+        tok = tokenizer.resolve(None, meta["tokenizer"] if meta else None, folder)
     except ConfigError as e:
-        warnings.append(f"cannot decode: {e}; showing ids only (pass --encoding NAME)")
+        warnings.append(f"cannot decode: {e}; showing ids only")
         return None, None
-    recorded = tok.get("ranks_sha256")
-    if recorded and name in ("gpt2", "r50k_base") and recorded != tokenizer.GPT2_RANKS_SHA256:
-        # The name says gpt2 but the ranks differ: the decoded text would be wrong without a word.
-        warnings.append(f"meta.json's tokenizer {name!r} has ranks sha256 {recorded[:12]}…, not GPT-2's; decoded text may be wrong")
-    return enc, name
+    return tok, tok.name
 
 
 def inspect_plan(path: Path, at: int, count: int) -> dict:

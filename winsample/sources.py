@@ -398,7 +398,8 @@ class TextFile:
     """
 
     @classmethod
-    def open(cls, src: Source, index: int, errors: str, min_bytes: int) -> TextFile | None:
+    def open(cls, src: Source, index: int, errors: str, min_bytes: int, cut_bytes=None) -> TextFile | None:
+        """``cut_bytes(window, base)``: the tokenizer's ``last_safe_cut_bytes`` (default: chunking's rule)."""
         if src.kind != "text" or src.gz or src.path is None or errors != "strict":
             return None
         if src.size is None or src.size < min_bytes:
@@ -424,10 +425,11 @@ class TextFile:
         if not text or text.isspace():  # maybe an empty document: the decoded path decides
             f.close()
             return None
-        return cls(src, index, f, st)
+        return cls(src, index, f, st, cut_bytes)
 
-    def __init__(self, src: Source, index: int, f, st):
+    def __init__(self, src: Source, index: int, f, st, cut_bytes=None):
         self.src, self.index, self.f, self.stat = src, index, f, st
+        self.cut_bytes = cut_bytes or last_safe_cut_bytes
         self.size = st.st_size
         src.mtime_ns = st.st_mtime_ns
         self.oversized = False  # a range longer than asked: no safe cut near its target
@@ -458,7 +460,7 @@ class TextFile:
             lo = hi
             while lo > floor:
                 lo = max(floor, hi - window)
-                cut = last_safe_cut_bytes(os.pread(fd, hi - lo, lo), lo)
+                cut = self.cut_bytes(os.pread(fd, hi - lo, lo), lo)
                 if cut is not None and cut > pos:
                     return cut
                 hi = lo + 8  # overlap: a cut just above lo needs the char before it

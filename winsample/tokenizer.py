@@ -1,8 +1,20 @@
-"""Tokenizers: GPT-2 offline from ranks shipped in the package, any tiktoken name, custom ranks.
+"""Tokenizers: winsample's own ``Tokenizer`` interface, and the tiktoken family behind it.
 
-``load_encoding()`` returns a plain ``tiktoken.Encoding``. ``gpt2`` (the default everywhere)
-never touches the network: its BPE ranks ship as ``assets/gpt2.tiktoken.gz`` and their sha256
-is checked on every load against tiktoken's own expected hash.
+Every part of winsample that needs a tokenizer (encode, the chunker, windows' semantic edges,
+verify, inspect) holds a :class:`Tokenizer`, never a library's own object. Load one with
+:func:`load` (from options: ``--encoding`` / ``--tokenizer-file`` / ``--pattern``),
+:func:`from_meta` (from meta.json's ``tokenizer`` entry, including its ``file``), or
+:func:`resolve` (the one rule every reader uses: an explicit ``--encoding`` first, then the
+tokenizer meta.json names, then gpt2 for a bare nanoGPT ``.bin``).
+
+The tiktoken family (:class:`TiktokenTokenizer`): ``gpt2`` (the default everywhere) never
+touches the network: its BPE ranks ship as ``assets/gpt2.tiktoken.gz`` and their sha256 is
+checked on every load against tiktoken's own expected hash; other tiktoken names load through
+tiktoken's cache; ``--tokenizer-file`` reads a ``.tiktoken`` ranks file. ``load_encoding()``
+still returns the plain ``tiktoken.Encoding`` for tests and benchmarks that want the raw object.
+
+This module alone knows tokenizer families; it imports nothing of winsample but ``errors`` and
+``chunking`` (the safe-cut rule of regex pre-tokenizers).
 """
 
 from __future__ import annotations
@@ -12,13 +24,16 @@ import binascii
 import functools
 import gzip
 import hashlib
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import tiktoken
 from tiktoken_ext import openai_public
 
-from .errors import ConfigError, DataError, InputError
+from . import chunking
+from .errors import ConfigError, DataError, InputError, WinsampleError
 
 DEFAULT_ENCODING = "gpt2"
 GPT2_RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
@@ -147,16 +162,211 @@ def load_encoding(
         ) from None
 
 
-def eot_token(enc: tiktoken.Encoding) -> int:
+# --- the interface ------------------------------------------------------------------------
+
+
+class Tokenizer:
+    """What winsample needs of a tokenizer. A family implements it and adds a branch to
+    :func:`from_meta` (and :func:`load` if options name it). An implementation provides:
+
+    - ``family`` (str): written to meta.json as ``tokenizer.family`` by families other than
+      tiktoken (an entry without it is tiktoken, as every file before families existed).
+    - ``name`` (str): the name meta.json records (``gpt2``, a file's stem, …).
+    - ``n_vocab`` (int): ids are ``0 .. n_vocab - 1`` (special tokens included).
+    - ``eot`` (int): the end-of-document id ``encode`` appends after each document.
+    - ``bos`` (int or None): a beginning-of-document id, None when the family has none.
+    - ``encode(text) -> np.ndarray`` (uint32): ids of *ordinary* text; a control-token
+      lookalike in the text (``"<|endoftext|>"``) is encoded as the text it is, never as the id.
+    - ``decode_bytes(ids) -> bytes`` and ``token_bytes(id) -> bytes`` (KeyError for an id
+      with no bytes); ``decode`` and ``vocab_bytes`` derive from them (override for speed).
+    - ``sha256`` (str): the identity recorded in meta.json (``ranks_sha256`` for tiktoken): the
+      sha256 of the vocabulary file as a file, so two tokenizers with equal ids have equal hashes.
+    - ``describe() -> dict``: the meta.json ``tokenizer`` entry; ``from_meta`` of it (with the
+      files it names still readable) loads an equal tokenizer.
+    - ``last_safe_cut(text, lo, hi)``, ``iter_safe_cuts(text, pos)`` and
+      ``last_safe_cut_bytes(window, base)``: positions where text may be cut so that
+      ``encode(a) + encode(b) == encode(a + b)``. The defaults are ``chunking``'s rule for regex
+      pre-tokenizers (tiktoken's gpt2/cl100k/o200k patterns); a family whose pre-tokenizer
+      differs overrides them (returning None / nothing is always correct: documents are then
+      encoded whole).
+    - pickling: a worker process (fork, forkserver, a Ray task) gets an equal tokenizer; the
+      tiktoken family pickles as its load options, so the ranks are re-read, not sent.
+    """
+
+    family: str = "tiktoken"
+    name: str
+    n_vocab: int
+    eot: int
+    bos: int | None = None
+
+    def encode(self, text: str) -> np.ndarray:
+        raise NotImplementedError
+
+    def decode_bytes(self, ids: Sequence[int]) -> bytes:
+        raise NotImplementedError
+
+    def token_bytes(self, token: int) -> bytes:
+        raise NotImplementedError
+
+    @property
+    def sha256(self) -> str:
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        raise NotImplementedError
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids``; bytes that are not UTF-8 (an id sequence cut mid-character) show as U+FFFD."""
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    def vocab_bytes(self) -> list[bytes]:
+        """Bytes of every id ``0 .. n_vocab - 1`` (``b""`` for an id with none)."""
+        out = []
+        for i in range(self.n_vocab):
+            try:
+                out.append(self.token_bytes(i))
+            except KeyError:
+                out.append(b"")
+        return out
+
+    def last_safe_cut(self, text: str, lo: int, hi: int) -> int | None:
+        return chunking.last_safe_cut(text, lo, hi)
+
+    def iter_safe_cuts(self, text: str, pos: int = 0) -> Iterator[int]:
+        return chunking.iter_safe_cuts(text, pos)
+
+    def last_safe_cut_bytes(self, window: bytes, base: int = 0) -> int | None:
+        return chunking.last_safe_cut_bytes(window, base)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} n_vocab={self.n_vocab}>"
+
+
+class TiktokenTokenizer(Tokenizer):
+    """A ``tiktoken.Encoding`` behind the interface; ``encoding`` is the raw object."""
+
+    family = "tiktoken"
+
+    def __init__(self, encoding: tiktoken.Encoding, name: str, options: tuple, file: str | None = None, pattern: str | None = None):
+        self.encoding = encoding
+        self.name = name
+        self.n_vocab = encoding.n_vocab
+        self.eot = encoding.eot_token
+        self._options = options  # load()'s arguments: what a pickled copy reloads from
+        self._file, self._pattern = file, pattern
+
+    def encode(self, text: str) -> np.ndarray:
+        try:
+            # encode with no special tokens allowed == encode_ordinary, minus the list copy.
+            return self.encoding.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
+        except UnicodeEncodeError:  # lone surrogates: tiktoken's own fallback in encode_ordinary
+            return np.asarray(self.encoding.encode_ordinary(text), dtype=np.uint32)
+
+    def decode_bytes(self, ids: Sequence[int]) -> bytes:
+        return self.encoding.decode_bytes(ids)
+
+    def token_bytes(self, token: int) -> bytes:
+        return self.encoding.decode_single_token_bytes(token)
+
+    def vocab_bytes(self) -> list[bytes]:
+        try:  # one tiktoken call
+            return self.encoding.decode_tokens_bytes(list(range(self.n_vocab)))
+        except KeyError:  # some vocabularies have holes: one id at a time
+            return super().vocab_bytes()
+
+    @functools.cached_property
+    def sha256(self) -> str:
+        return ranks_sha256(self.encoding)
+
+    def describe(self) -> dict:
+        entry = {"name": self.name, "ranks_sha256": self.sha256, "n_vocab": self.n_vocab, "eot": self.eot}
+        if self._file is not None:
+            entry.update(file=self._file, pattern=self._pattern)
+        return entry
+
+    def __reduce__(self):
+        return (load, self._options)
+
+
+@functools.lru_cache(maxsize=8)
+def load(name: str = DEFAULT_ENCODING, tokenizer_file: str | None = None, pattern: str = "gpt2") -> Tokenizer:
+    """The tokenizer the encode options name: ``--encoding NAME``, or ``--tokenizer-file`` with
+    ``--pattern`` (``load_encoding`` says which). ``describe()`` records ``tokenizer_file`` as given."""
+    enc = load_encoding(name, tokenizer_file, pattern)
+    if tokenizer_file is None:
+        return TiktokenTokenizer(enc, name, (name, None, pattern))
+    return TiktokenTokenizer(enc, enc.name, (name, str(tokenizer_file), pattern), str(tokenizer_file), pattern)
+
+
+def tokenizer_path(file: str, folder: str | Path | None) -> Path:
+    """Where meta's ``tokenizer.file`` is: as recorded (absolute, or relative to the working
+    folder encode ran in) if it exists there, else relative to the data folder ``folder``."""
+    f = Path(file)
+    if not f.is_absolute() and not f.exists() and folder is not None:
+        f = Path(folder) / f
+    return f
+
+
+def from_meta(entry: Mapping, folder: str | Path | None = None) -> Tokenizer:
+    """The tokenizer a meta.json ``tokenizer`` entry describes (``folder``: the data folder, for
+    a relative ``file``). ConfigError / InputError / DataError when it cannot be loaded. The
+    loaded tokenizer's identity is not compared with the entry's: ``matches`` does that."""
+    family = entry.get("family", "tiktoken")
+    if family != "tiktoken":
+        raise ConfigError(f"tokenizer family {family!r} is not known to this winsample")
+    file = entry.get("file")
+    if file:
+        return load(entry.get("name", ""), str(tokenizer_path(file, folder)), entry.get("pattern") or "gpt2")
+    name = entry.get("name") or DEFAULT_ENCODING
+    try:
+        return load(name)
+    except ConfigError as e:  # load's hint names encode's options; a reader has none of them
+        raise ConfigError(str(e).split("; or pass --tokenizer-file")[0].split(", or pass --tokenizer-file")[0]) from None
+
+
+def mismatches(tok: Tokenizer, entry: Mapping) -> list[str]:
+    """How ``tok`` disagrees with a meta.json ``tokenizer`` entry (identity, n_vocab, eot); [] when it agrees."""
+    name = entry.get("name")
+    out = []
+    if entry.get("ranks_sha256") != tok.sha256:
+        out.append(f"tokenizer.ranks_sha256 {entry.get('ranks_sha256')} but {name!r} loads ranks with sha256 {tok.sha256}")
+    if entry.get("n_vocab") != tok.n_vocab:
+        out.append(f"tokenizer.n_vocab {entry.get('n_vocab')} but {name!r} has {tok.n_vocab}")
+    if "eot" in entry and entry["eot"] != tok.eot:
+        out.append(f"tokenizer.eot {entry['eot']} but {name!r} has {tok.eot}")
+    return out
+
+
+def resolve(encoding: str | None = None, entry: Mapping | None = None, folder: str | Path | None = None) -> Tokenizer:
+    """The one rule: ``encoding`` (an explicit ``--encoding``) if given, else the tokenizer
+    meta.json's ``entry`` describes (``from_meta``; its identity must match the entry), else
+    gpt2 (nanoGPT's ``.bin`` files are GPT-2). ConfigError when it cannot be loaded."""
+    if encoding:
+        return load(encoding)
+    if entry is None:
+        return load(DEFAULT_ENCODING)
+    try:
+        tok = from_meta(entry, folder)
+    except WinsampleError as e:
+        raise ConfigError(f"tokenizer {entry.get('name')!r} from meta.json does not load: {e}; pass --encoding NAME") from None
+    if entry.get("ranks_sha256") and entry["ranks_sha256"] != tok.sha256:
+        raise ConfigError(
+            f"tokenizer {entry.get('name')!r} from meta.json loads ranks with sha256 {tok.sha256[:12]}…, not the"
+            f" recorded {str(entry['ranks_sha256'])[:12]}…; pass --encoding NAME"
+        )
+    return tok
+
+
+# --- compatibility: the tiktoken-level helpers tests and benchmarks use -----------------------
+
+
+def eot_token(enc) -> int:
     """The id appended after each document (``<|endoftext|>``)."""
-    return enc.eot_token
+    return enc.eot if isinstance(enc, Tokenizer) else enc.eot_token
 
 
-def describe(enc: tiktoken.Encoding, name: str | None = None) -> dict:
-    """The tokenizer entry of meta.json: name, ranks sha256, n_vocab, eot id."""
-    return {
-        "name": name or enc.name,
-        "ranks_sha256": ranks_sha256(enc),
-        "n_vocab": enc.n_vocab,
-        "eot": enc.eot_token,
-    }
+def describe(enc, name: str | None = None) -> dict:
+    """The tokenizer entry of meta.json: name, ranks sha256, n_vocab, eot."""
+    if isinstance(enc, Tokenizer):
+        return enc.describe()
+    return {"name": name or enc.name, "ranks_sha256": ranks_sha256(enc), "n_vocab": enc.n_vocab, "eot": enc.eot_token}

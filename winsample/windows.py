@@ -500,6 +500,7 @@ class Source:
     tokenizer: dict | None = None
     doc_index: Path | None = None
     stream: Any = None  # shards.ConcatTokens when ``path`` names a split of a sharded dataset
+    meta_path: Path | None = None  # the meta.json read (its folder resolves a relative tokenizer file)
 
 
 def describe_source(bin_path, meta_path=None) -> Source:
@@ -534,25 +535,19 @@ def describe_source(bin_path, meta_path=None) -> Source:
         if split.get("doc_index"):
             di = (mp.parent if mp else path.parent) / split["doc_index"]
             doc_index = di if di.exists() else None
-    return Source(path, dtype, n, nbytes, meta, split, (meta or {}).get("tokenizer"), doc_index)
+    return Source(path, dtype, n, nbytes, meta, split, (meta or {}).get("tokenizer"), doc_index, meta_path=mp)
 
 
 def load_tokenizer(src: Source, encoding: str | None, why: str):
-    """The tokenizer for ``src``: ``--encoding``, else meta's, else gpt2 for a bare .bin."""
+    """The tokenizer for ``src`` by ``tokenizer.resolve``'s rule: ``--encoding``, else meta's
+    (its ``file`` included), else gpt2 for a bare .bin. ConfigError naming ``why`` if it cannot load."""
     from . import tokenizer as tk
 
-    if encoding:
-        return tk.load_encoding(encoding)
-    if src.tokenizer is None:
-        return tk.load_encoding(tk.DEFAULT_ENCODING)  # nanoGPT's .bin files are GPT-2
-    name = src.tokenizer.get("name")
+    folder = src.meta_path.parent if src.meta_path is not None else src.path.parent
     try:
-        enc = tk.load_encoding(name)
-    except Exception:
-        enc = None
-    if enc is None or (src.tokenizer.get("ranks_sha256") and tk.ranks_sha256(enc) != src.tokenizer["ranks_sha256"]):
-        raise ConfigError(f"{src.path}: tokenizer {name!r} from meta.json is not known here, needed for {why}; pass --encoding NAME (or a --meta describing a known tokenizer)")
-    return enc
+        return tk.resolve(encoding, src.tokenizer, folder)
+    except ConfigError as e:
+        raise ConfigError(f"{src.path}: {e} (or a --meta describing a known tokenizer), needed for {why}") from None
 
 
 def doc_edges(src: Source, tokens, eot: int | None, progress=None) -> tuple[np.ndarray, np.ndarray]:
@@ -677,7 +672,7 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
         if src.doc_index is None:
             eot = (src.tokenizer or {}).get("eot")
             if eot is None or o.encoding:
-                eot = (enc or load_tokenizer(src, o.encoding, "finding documents by EOT")).eot_token
+                eot = (enc or load_tokenizer(src, o.encoding, "finding documents by EOT")).eot
         ds, de = doc_edges(src, tokens, eot, progress)
     planners = {}
     if semantic:  # one streaming pass over the tokens feeds one planner per T
@@ -804,7 +799,7 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
         pad_id = None
         if o.materialize:
             enc = plan["enc"]
-            pad_id = enc.eot_token if enc else (src.tokenizer or {}).get("eot", 50256)
+            pad_id = enc.eot if enc else (src.tokenizer or {}).get("eot", 50256)
         for r, (p, part) in enumerate(zip(paths, parts)):
             side_params = dict(params, shard=r if o.shards else None)
             side = {"source": source, "params": side_params, "stats": stats}
@@ -842,7 +837,7 @@ def _write_text(out: str, rows: np.ndarray, o: Options, plan: dict, stream) -> N
             if enc is not None:
                 s = obj["start"]
                 ids = np.asarray(plan["tokens"][s : s + obj["length"]]).tolist()
-                obj["text"] = enc.decode(ids, errors="replace")
+                obj["text"] = enc.decode(ids)
             yield json.dumps(obj, ensure_ascii=False) + "\n"
 
     if out == "-":
