@@ -130,9 +130,13 @@ def main():
 @click.option("--shard-size", default=None, help="--engine ray: input bytes per task, e.g. 256MB, 64KB [default: 256MB].")
 @click.option("--merge", is_flag=True, help="--engine ray: concatenate the shards into train.bin / val.bin.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from OUT_DIR/.partial (same inputs and options); same bytes as a clean run.")
+@click.option("--layout", default="nanogpt", show_default=True,
+              help="Comma list of layouts to write: nanogpt (train.bin, val.bin), megatron (+ train.idx, val.idx), llmc (llmc/train_000000.bin, … shards).")
+@click.option("--shard-tokens", type=click.IntRange(1, 2**31 - 1), default=100_000_000, show_default=True,
+              help="--layout llmc: at most this many tokens per shard.")
 @quiet_option
 @json_option
-def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, fmt, no_eot, dtype, errors, engine, address, shard_size, merge, resume, quiet, as_json):
+def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, fmt, no_eot, dtype, errors, engine, address, shard_size, merge, resume, layout, shard_tokens, quiet, as_json):
     """Encode text files, folders or - (stdin) into OUT_DIR/train.bin, val.bin and meta.json.
 
     \b
@@ -164,13 +168,16 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
 
         if resume:
             raise click.UsageError("--resume applies to --engine local; --engine ray always reuses finished shards")
+        if layout.strip().lower() != "nanogpt":
+            raise click.UsageError("--layout: --engine ray writes the nanogpt layout only; use --engine local for megatron and llmc")
         run = lambda: encode_ray(list(inputs), out_dir, address=address, merge=merge,  # noqa: E731
                                  shard_size=shard_size or DEFAULT_SHARD_BYTES, **kwargs)
     else:
         given = [n for n, v in (("--address", address), ("--shard-size", shard_size), ("--merge", merge)) if v]
         if given:
             raise click.UsageError(f"{', '.join(given)} only apply to --engine ray")
-        run = lambda: encode_corpus(list(inputs), out_dir, resume_partial=resume, **kwargs)  # noqa: E731
+        run = lambda: encode_corpus(list(inputs), out_dir, resume_partial=resume, layout=layout,  # noqa: E731
+                                    shard_tokens=shard_tokens, **kwargs)
     try:
         summary = run()
     finally:
@@ -192,7 +199,8 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
         f"encoded {plural(summary['documents'], 'document')}{extra}:"
         f" train {plural(summary['train']['tokens'], 'token')} ({plural(summary['train']['documents'], 'doc')}),"
         f" val {plural(summary['val']['tokens'], 'token')} ({plural(summary['val']['documents'], 'doc')}),"
-        f" {summary['mb_per_s']} MB/s → {out_dir}",
+        f" {summary['mb_per_s']} MB/s → {out_dir}"
+        + (f" (layouts: {', '.join(summary['layouts'])})" if summary.get("layouts", ["nanogpt"]) != ["nanogpt"] else ""),
     )
     if as_json:
         emit_json(summary)

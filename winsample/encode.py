@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from . import __version__, formats, resume, tokenizer
+from . import __version__, formats, layouts, resume, tokenizer
 from .chunking import TextChunker
 from .errors import ConfigError, DataError, InputError, Interrupted, WinsampleError
 from .sources import (
@@ -529,6 +529,8 @@ def encode_corpus(
     errors: str = "strict",
     progress: ProgressFn | None = None,
     resume_partial: bool = False,
+    layout: Sequence[str] | str = layouts.DEFAULT_LAYOUTS,
+    shard_tokens: int = layouts.DEFAULT_SHARD_TOKENS,
 ) -> dict:
     """Encode ``inputs`` (paths, folders, ``-``) into OUT_DIR as one atomic set; return the summary.
 
@@ -545,12 +547,21 @@ def encode_corpus(
     is kept; ``resume_partial=True`` continues from its checkpoint when the inputs and options
     still match (else starts over) and gives the same bytes as an uninterrupted run. A run
     without it, an error the run detects, and success all remove the partial.
+
+    ``layout``: which layouts to write (``layouts.LAYOUTS``, a sequence or a comma list):
+    ``nanogpt`` (train.bin/val.bin + doc indexes), ``megatron`` (+ train.idx/val.idx beside the
+    .bin files), ``llmc`` (llmc/<split>_NNNNNN.bin shards of at most ``shard_tokens`` ids). The
+    foreign layouts are derived from the split files before anything is committed (no second
+    read of the text), and land in the same atomic set; without nanogpt and megatron no .bin
+    is kept. ConfigError before anything is read for a combination that cannot work (llmc
+    with a uint32 vocabulary).
     """
     t0 = time.perf_counter()
     check_options(split, errors, val_fraction, workers)
     enc = tokenizer.load(encoding, tokenizer_file, pattern)
     tok_name = enc.name
     dtype = _resolve_dtype(enc, dtype)
+    chosen = layouts.check_layouts(layout, dtype, enc.n_vocab, shard_tokens)
     sources = resolve_inputs(list(inputs), fmt)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
@@ -579,18 +590,18 @@ def encode_corpus(
                 start = _open_partial(work, params, sources, resume_partial)
                 result = _run(sources, work, enc, opts, pool, workers, progress, start, params)
                 meta = _meta(sources, describe, opts, result)
-                names = []
                 for s in formats.SPLITS:
                     w = result["writers"][s]
                     size = w.path.stat().st_size
                     if size != w.tokens * w.item:
                         raise DataError(f"{w.path}: wrote {size} bytes, expected {w.tokens} tokens × {w.item}")
-                    names += [formats.bin_name(s), formats.doc_index_name(s)]
+                names, remove = _write_layouts(work, out_dir, meta, chosen, opts, shard_tokens)
                 for name in names:
+                    (stage / name).parent.mkdir(parents=True, exist_ok=True)
                     os.replace(work / name, stage / name)
                 with _named(stage / formats.META_JSON):
                     formats.write_meta(stage / formats.META_JSON, meta)
-                formats.commit_staged(stage, out_dir, names + [formats.META_JSON])
+                formats.commit_staged(stage, out_dir, names + [formats.META_JSON], remove)
             except (KeyboardInterrupt, Interrupted) as e:
                 # Interrupted from outside: a checkpoint is work --resume can reuse.
                 keep = (work / formats.PARTIAL_JOURNAL).exists()
@@ -629,11 +640,65 @@ def encode_corpus(
         "resumed": result["resumed"],
         "encoding": tok_name,
         "dtype": dtype,
+        "layouts": list(chosen),
         "workers": workers,
         "input_bytes": in_bytes,
         "seconds": round(seconds, 3),
         "mb_per_s": round(in_bytes / 1e6 / seconds, 2) if seconds > 0 else None,
     }
+
+
+def _write_layouts(work: Path, out_dir: Path, meta: dict, chosen: tuple, opts: dict, shard_tokens: int) -> tuple[list[str], list[str]]:
+    """Write the foreign layouts into ``work`` from its split files; describe them in ``meta``.
+
+    Returns (names to commit, relative to OUT_DIR; names in OUT_DIR to remove: files of layouts
+    an earlier run wrote that this set does not have). Reads the .bin files once more (not the
+    text), in bounded pieces; the Megatron index needs only the document starts.
+    """
+    names: list[str] = []
+    keep_bin = layouts.NANOGPT in chosen or layouts.MEGATRON in chosen
+    desc: dict = {}
+    if keep_bin:
+        for s in formats.SPLITS:
+            names += [formats.bin_name(s), formats.doc_index_name(s)]
+    if layouts.NANOGPT in chosen:
+        desc[layouts.NANOGPT] = {"splits": {s: {"file": formats.bin_name(s), "doc_index": formats.doc_index_name(s)} for s in formats.SPLITS}}
+    dtype = opts["dtype"]
+    if layouts.MEGATRON in chosen:
+        entries = {}
+        for s in formats.SPLITS:
+            path = work / layouts.megatron_index_name(s)
+            with _named(path):
+                e = layouts.write_megatron_index(path, _doc_starts(work, s), meta["splits"][s]["tokens"], dtype)
+            entries[s] = dict(e, data=formats.bin_name(s))
+            names.append(layouts.megatron_index_name(s))
+        desc[layouts.MEGATRON] = {"version": layouts.MEGATRON_VERSION, "dtype_code": layouts.MEGATRON_CODES[dtype], "splits": entries}
+    if layouts.LLMC in chosen:
+        entries = {}
+        for s in formats.SPLITS:
+            tokens = formats.open_tokens(work / formats.bin_name(s), dtype)
+            with _named(work / layouts.LLMC_DIR):
+                entries[s] = layouts.write_llmc_split(work, s, tokens, _doc_starts(work, s), opts["eot_id"], opts["eot"], shard_tokens)
+            del tokens
+            names += [sh["file"] for sh in entries[s]["shards"]]
+        desc[layouts.LLMC] = {
+            "magic": layouts.LLMC_MAGIC, "version": layouts.LLMC_VERSION, "shard_tokens": shard_tokens,
+            "eot": opts["eot_id"], "eot_before_each_document": True, "splits": entries,
+        }
+    meta["layouts"] = desc
+    if not keep_bin:
+        for s in formats.SPLITS:  # the split's logical name stays; its files are not kept
+            meta["splits"][s]["doc_index"] = None
+    remove = [layouts.megatron_index_name(s) for s in formats.SPLITS if layouts.MEGATRON not in chosen]
+    if not keep_bin:
+        remove += [n for s in formats.SPLITS for n in (formats.bin_name(s), formats.doc_index_name(s))]
+    remove += layouts.stale_llmc(out_dir, set(names))
+    return names, [r for r in remove if os.path.lexists(out_dir / r)]
+
+
+def _doc_starts(work: Path, split: str) -> np.ndarray:
+    """The document starts of a staged split (a read-only memmap of its .docs.npy)."""
+    return np.load(work / formats.doc_index_name(split), mmap_mode="r", allow_pickle=False)
 
 
 def _open_partial(work: Path, params: dict, sources, want: bool) -> dict:

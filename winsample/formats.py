@@ -444,25 +444,35 @@ def staging_dir(out_dir: str | Path) -> Path:
     return stage
 
 
-def commit_staged(stage: Path, out_dir: str | Path, names: list[str]) -> None:
+def commit_staged(stage: Path, out_dir: str | Path, names: list[str], remove: Iterable[str] = ()) -> None:
     """Move ``names`` from ``stage`` into ``out_dir`` as one set; the last name goes in last.
 
-    Files are fsynced, then a COMMIT mark (the list of names) is written: from that moment
-    the new set is the truth, and ``recover`` finishes the moves if the process dies midway.
-    Before the mark, an interrupted run leaves the previous set untouched.
+    A name may lie in a subfolder (``llmc/train_000000.bin``): the folder is made in
+    ``out_dir`` as needed. ``remove``: names in ``out_dir`` the new set no longer has (a layout
+    an earlier run wrote), deleted before the last name goes in, so no stale file stays
+    beside the new set. Files are fsynced, then a COMMIT mark (the names) is written: from
+    that moment the new set is the truth, and ``recover`` finishes the moves if the process
+    dies midway. Before the mark, an interrupted run leaves the previous set untouched.
     """
     out_dir = Path(out_dir)
     for name in names:
         with open(stage / name, "rb+") as f:
             os.fsync(f.fileno())
+    remove = [r for r in remove if r not in names]
     with atomic_open(stage / _COMMIT_MARK, "w") as f:
-        json.dump(names, f)
-    _roll_forward(stage, out_dir, names)
+        json.dump({"names": names, "remove": remove} if remove else names, f)
+    _roll_forward(stage, out_dir, names, remove)
 
 
-def _roll_forward(stage: Path, out_dir: Path, names: list[str]) -> None:
-    for name in names:
+def _roll_forward(stage: Path, out_dir: Path, names: list[str] | dict, remove: Iterable[str] = ()) -> None:
+    if isinstance(names, dict):  # a mark with removals: {"names": [...], "remove": [...]}
+        names, remove = names["names"], names.get("remove", [])
+    for i, name in enumerate(names):
+        if i == len(names) - 1:
+            for r in remove:
+                (out_dir / r).unlink(missing_ok=True)
         if (stage / name).exists():
+            (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
             os.replace(stage / name, out_dir / name)
     _fsync_dir(out_dir)
     shutil.rmtree(stage, ignore_errors=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import formats, tokenizer
+from . import formats, layouts, tokenizer
 from .errors import ConfigError, InputError
 
 DEFAULT_COUNT = 32  # tokens (or plan rows) shown: about one line of prose
@@ -112,9 +112,12 @@ def inspect_path(
     (``at`` 0 is allowed for an empty file). ``meta_path``: meta.json to use instead of the
     one beside a .bin. ``encoding``: tokenizer for decoding, instead of the one meta names.
     """
-    path = Path(path)
     if count < 0:
         raise InputError(f"count {count} is negative")
+    foreign = layouts.foreign_layout(path, meta_path)
+    if foreign is not None:
+        return inspect_foreign(str(path), *foreign, at, count, encoding)
+    path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
     kind = kind_of(path)
@@ -214,6 +217,38 @@ def inspect_tokens(
         result["marked"] = BOUNDARY.join(pieces)
         result["text"] = _decode_text(enc, ids)
     result["warnings"] = warnings
+    return result
+
+
+def inspect_foreign(path: str, layout: str, what, at: int, count: int, encoding: str | None) -> dict:
+    """Ids ``[at, at+count)`` of llm.c shards (the first group of ``what``) or a Megatron prefix,
+    with what their headers / index say; no meta.json, so nothing is compared."""
+    warnings: list[str] = []
+    if layout == layouts.MEGATRON:
+        idx = layouts.read_megatron_index(f"{what}.idx")
+        dtype = layouts.megatron_token_dtype(idx)
+        tokens = formats.open_tokens(f"{what}.bin", dtype)
+        extra = {"index": str(idx.path), "dtype_code": idx.dtype_code, "sequences": idx.sequences, "documents": idx.documents}
+    else:
+        from .shards import ConcatTokens
+
+        if len(what) > 1:
+            warnings.append(f"{len(what)} groups of shards ({', '.join(what)}): showing {next(iter(what))}")
+        files = next(iter(what.values()))
+        counts = [layouts.read_llmc_header(f) for f in files]
+        tokens = ConcatTokens(files, counts, layouts.LLMC_DTYPE, header_bytes=layouts.LLMC_HEADER_BYTES)
+        dtype = layouts.LLMC_DTYPE
+        extra = {"shards": [{"file": str(f), "tokens": c} for f, c in zip(files, counts)],
+                 "header": {"magic": layouts.LLMC_MAGIC, "version": layouts.LLMC_VERSION}}
+    n = len(tokens)
+    _check_at(at, n, "tokens", Path(path))
+    ids = np.asarray(tokens[at : at + count]).astype(np.int64).tolist()
+    warnings.append(f"no {formats.META_JSON}: a {layout} layout read as {dtype}; checksums are not recorded anywhere (run `winsample verify`)")
+    result: dict = {"kind": "tokens", "layout": layout, "path": path, "dtype": dtype, "tokens": n, **extra, "meta": None}
+    enc, enc_name = _encoding_for(None, encoding, warnings)
+    result.update(decoded_with=enc_name, at=at, ids=ids)
+    pieces = decode_pieces(enc, ids)
+    result.update(pieces=pieces, marked=BOUNDARY.join(pieces), text=_decode_text(enc, ids), warnings=warnings)
     return result
 
 

@@ -25,7 +25,8 @@ class ConcatTokens:
 
     ndim = 1
 
-    def __init__(self, paths: list[Path], counts: list[int], dtype: str, doc_parts=None):
+    def __init__(self, paths: list[Path], counts: list[int], dtype: str, doc_parts=None, header_bytes: int = 0):
+        self.header_bytes = header_bytes  # bytes before the ids in each file (llm.c shards: 1024)
         self.paths = [Path(p) for p in paths]
         self.counts = [int(c) for c in counts]
         self.dtype = np.dtype(dtype)
@@ -50,7 +51,11 @@ class ConcatTokens:
 
     def _part(self, j: int) -> np.ndarray:
         m = self._maps.get(j)
-        if m is None:
+        if m is None and self.header_bytes:
+            m = np.zeros(0, self.dtype) if self.counts[j] == 0 else np.memmap(
+                self.paths[j], dtype=self.dtype, mode="r", offset=self.header_bytes, shape=(self.counts[j],))
+            self._maps[j] = m
+        elif m is None:
             m = formats.open_tokens(self.paths[j], self.dtype.str)
             if len(m) != self.counts[j]:
                 raise DataError(f"{self.paths[j]}: holds {len(m)} tokens, meta.json says {self.counts[j]}")

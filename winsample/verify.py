@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import formats, shards, tokenizer
+from . import formats, layouts, shards, tokenizer
 from .boundaries import sorted_unique
 from .errors import DataError, InputError, WinsampleError
 
@@ -41,6 +41,9 @@ CHECK_NAMES = (
     "split_leakage",
     "alignment",
     "decode",
+    "megatron_index",
+    "llmc_shards",
+    "llmc_documents",
 )
 
 DEFAULT_MIN_COVERAGE = 0.95  # the source article's threshold for "the corpus is actually seen"
@@ -140,6 +143,7 @@ class FileScan:
     first_bad: int | None = None  # position (tokens) of the first id >= n_vocab
     first_bad_id: int | None = None
     shingles: np.ndarray | None = None  # sampled k-shingle hashes (uint64), in file order
+    offset: int = 0  # bytes before the first id (an llm.c shard's header); size and n count after it
     _map: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def tokens(self) -> np.ndarray:
@@ -149,7 +153,7 @@ class FileScan:
         if self.n == 0:
             return np.zeros(0, dtype=self.dtype)
         if self._map is None:
-            self._map = np.memmap(self.path, dtype=self.dtype, mode="r", shape=(self.n,))
+            self._map = np.memmap(self.path, dtype=self.dtype, mode="r", offset=self.offset, shape=(self.n,))
         return self._map
 
 
@@ -168,6 +172,7 @@ def scan_file(
     label: str | None = None,
     shingle_bits: int | None = None,
     progress: Progress | None = None,
+    offset: int = 0,
 ) -> FileScan:
     """One pass over ``path``: range figures, checksum and (if ``shingle_bits`` is set) shingles.
 
@@ -177,18 +182,19 @@ def scan_file(
     path = Path(path)
     _require_file(path)
     try:
-        size = path.stat().st_size
-        with open(path, "rb"):
-            pass
+        size = path.stat().st_size - offset
+        with open(path, "rb") as f:
+            head = f.read(offset)
     except OSError as e:
         raise InputError(f"{path}: cannot read: {e.strerror}") from None
     item = np.dtype(dtype).itemsize
-    scan = FileScan(path, label or path.name, dtype, size, size // item, size % item, "")
+    scan = FileScan(path, label or path.name, dtype, size, size // item, size % item, "", offset=offset)
     if scan.stray:
         scan.checksum = formats.checksum_file(path, progress)
         return scan
     tokens = scan.tokens()
     hasher = formats.new_hasher()
+    hasher.update(head)  # the checksum is the whole file's (an llm.c shard: header included)
     shingler = _Shingler(SHINGLE_K, shingle_bits) if shingle_bits is not None else None
     chunk_tokens = formats.CHUNK_BYTES // item
     ranges = _RangeScan(n_vocab, shingler)
@@ -413,8 +419,9 @@ def verify(
     and decode when no meta.json says otherwise (default gpt2). Returns a Report; raises
     InputError only when something named cannot be read at all.
     """
+    foreign = layouts.foreign_layout(path, meta_path)
     path = Path(path)
-    if not path.exists():
+    if not path.exists() and foreign is None:
         raise InputError(f"{path}: no such file or folder")
     if T is not None and T < 1:
         raise InputError(f"-T {T}: the window length must be at least 1 token")
@@ -422,6 +429,16 @@ def verify(
         if not Path(p).exists():
             raise InputError(f"{p}: no such plan file")
     report = Report()
+    if foreign is not None and foreign[0] == layouts.LLMC:
+        return _verify_llmc(report, path, foreign[1], plans, T, show, encoding, progress)
+    megatron_idx = None
+    if foreign is not None:  # a Megatron prefix: its .bin is the token file, its .idx says the dtype
+        try:
+            megatron_idx = layouts.read_megatron_index(Path(f"{foreign[1]}.idx"))
+        except DataError as e:
+            report.add("megatron_index", f"{foreign[1]}.idx", "fail", str(e))
+            return report
+        path = Path(f"{foreign[1]}.bin")
     folder = path if path.is_dir() else None
 
     # meta.json: where it is, whether it reads
@@ -444,16 +461,18 @@ def verify(
 
     # which token files
     targets: list[_Target] = []
+    written = layouts.written(meta)
     if folder is not None:
         if meta is not None:
             for split, entry in meta["splits"].items():
-                targets.append(_Target(folder / entry["file"], entry["file"], split, entry))
+                if layouts.NANOGPT in written or layouts.MEGATRON in written:  # else no .bin is kept
+                    targets.append(_Target(folder / entry["file"], entry["file"], split, entry))
         else:
             for split in formats.SPLITS:
                 p = folder / formats.bin_name(split)
                 if p.exists():
                     targets.append(_Target(p, p.name, split))
-        if not targets:
+        if not targets and not (meta is not None and layouts.LLMC in written):
             raise InputError(f"{folder}: no train.bin / val.bin and no meta.json: not a data folder")
     else:
         t = _Target(path, path.name)
@@ -474,6 +493,8 @@ def verify(
     dtype = formats.DEFAULT_DTYPE
     if meta is not None:
         dtype = formats.normalize_dtype(meta["dtype"])
+    elif megatron_idx is not None:
+        dtype = layouts.megatron_token_dtype(megatron_idx)
 
     # tokenizer: meta's, else --encoding, else gpt2
     enc, enc_error, ranks_sha = None, None, None
@@ -515,8 +536,47 @@ def verify(
             continue
         scans[t.path] = scan_file(t.path, dtype, n_vocab, label=t.label, shingle_bits=want, progress=progress)
 
+    # the foreign layouts meta.json lists: llm.c shard streams join the token files checked
+    if meta is not None and folder is not None and layouts.LLMC in written:
+        eot = (meta["tokenizer"] or {}).get("eot", getattr(enc, "eot", None))
+        for split, entry in meta["layouts"][layouts.LLMC]["splits"].items():
+            files = [folder / sh["file"] for sh in entry["shards"]] if _llmc_names_ok(report, split, entry) else None
+            if files is None:
+                continue
+            label = f"{layouts.LLMC_DIR}/{split}_*.bin"
+            scan, problems = _scan_llmc(files, n_vocab, label, progress)
+            _check_llmc(report, label, scan, problems, eot, entry)
+            if scan is not None:
+                _check_min_length_file(report, scan, T)
+                _check_vocab(report, scan, n_vocab)
+                if not targets:
+                    key = Path(label)
+                    scans[key] = scan
+                    targets.append(_Target(key, label, split))
+    elif meta is None and folder is None and megatron_idx is not None:
+        _check_megatron(report, megatron_idx, path)
+    if meta is not None and folder is not None and layouts.MEGATRON in written:
+        want_code = layouts.MEGATRON_CODES.get(dtype)
+        for split, entry in meta["layouts"][layouts.MEGATRON]["splits"].items():
+            idx_path = folder / layouts.megatron_index_name(split)
+            try:
+                idx = layouts.read_megatron_index(idx_path)
+            except WinsampleError as e:
+                report.add("megatron_index", idx_path.name, "fail", str(e))
+                continue
+            starts = None
+            di = (meta["splits"].get(split) or {}).get("doc_index")
+            if isinstance(di, str) and (folder / di).is_file():
+                try:
+                    starts = formats.read_doc_index(folder / di)
+                except WinsampleError:
+                    starts = None  # the meta check names a broken doc index
+            _check_megatron(report, idx, folder / formats.bin_name(split), starts, entry, want_code)
+
     # per file
     for t in targets:
+        if t.path not in sizes:  # an llm.c stream: checked above
+            continue
         s = scans[t.path]
         _check_dtype(report, s)
         if s.n == 0 and not s.stray and t.entry is not None and t.entry.get("tokens") == 0 and _fraction(meta, t.split) == 0:
@@ -529,7 +589,10 @@ def verify(
     if meta_error is not None:
         report.add("meta", str(meta_file.name if folder else meta_file), "fail", meta_error)
     elif meta is not None:
-        _check_meta(report, meta, meta_file, targets, scans, enc, enc_error, ranks_sha)
+        _check_meta(report, meta, meta_file, [t for t in targets if t.path in sizes], scans, enc, enc_error, ranks_sha)
+    elif megatron_idx is not None:
+        report.add("meta", path.name, "skip", f"no meta.json: a Megatron prefix, read as {dtype} (dtype code {megatron_idx.dtype_code}),"
+                   f" n_vocab {n_vocab} ({enc.name}); no checksums or tokenizer record to compare")
     elif folder is not None:
         report.add("meta", formats.META_JSON, "warn", f"{folder}: no meta.json: read as {dtype}, n_vocab {n_vocab} ({enc.name})")
     else:
@@ -549,6 +612,165 @@ def verify(
 
     # decode
     _decode(report, first_plan, targets, scans, enc, enc_error, T, show)
+    return report
+
+
+# --- foreign layouts ---------------------------------------------------------------------
+
+
+def _scan_llmc(files: list[Path], n_vocab: int, label: str, progress=None) -> tuple[FileScan | None, list[str]]:
+    """One pass over an llm.c shard stream: (its FileScan, whose tokens() is the stream; header problems).
+
+    The scan's checksum combines the shard files' own (header included); None when a header fails."""
+    problems, counts = [], []
+    for f in files:
+        try:
+            counts.append(layouts.read_llmc_header(f))
+        except DataError as e:
+            problems.append(str(e))
+    if problems:
+        return None, problems
+    parts, total, bad, max_id, first_bad, first_bad_id = [], 0, 0, None, None, None
+    shard_scans = []
+    for f, c in zip(files, counts):
+        sc = scan_file(f, layouts.LLMC_DTYPE, n_vocab, label=f.name, progress=progress, offset=layouts.LLMC_HEADER_BYTES)
+        shard_scans.append(sc)
+        parts.append((sc.size + layouts.LLMC_HEADER_BYTES, sc.checksum))
+        if sc.bad_count and first_bad is None:
+            first_bad, first_bad_id = total + sc.first_bad, sc.first_bad_id
+        bad += sc.bad_count
+        if sc.max_id is not None:
+            max_id = sc.max_id if max_id is None else max(max_id, sc.max_id)
+        total += sc.n
+    stream = shards.ConcatTokens(files, counts, layouts.LLMC_DTYPE, header_bytes=layouts.LLMC_HEADER_BYTES)
+    scan = FileScan(Path(label), label, layouts.LLMC_DTYPE, total * 2, total, 0, formats.combine_checksums(parts),
+                    max_id, bad, first_bad, first_bad_id)
+    scan.tokens = lambda: stream
+    scan.shard_scans = shard_scans
+    return scan, problems
+
+
+def _llmc_names_ok(report: Report, split: str, entry: dict) -> bool:
+    """meta.json's shard names must be the ones encode writes (never a path out of the folder)."""
+    problems = layouts.shard_entry_problems(split, entry)
+    if problems:
+        report.add("llmc_shards", f"{layouts.LLMC_DIR}/{split}_*.bin", "fail", "; ".join(problems))
+    return not problems
+
+
+def _eot_figures(tokens, eot: int) -> tuple[int, int | None]:
+    """(how many ids are the EOT, the first id) of a stream, in bounded pieces."""
+    count = 0
+    for _lo, chunk in formats.iter_chunks(tokens, formats.CHUNK_BYTES // 2):
+        count += int(np.count_nonzero(np.asarray(chunk) == eot))
+    return count, (int(tokens[0]) if len(tokens) else None)
+
+
+def _check_llmc(report: Report, label: str, scan: FileScan | None, problems: list[str], eot: int | None, entry: dict | None = None) -> None:
+    """llmc_shards (headers, sizes; with meta.json: names, counts, checksums) and llmc_documents."""
+    if scan is None:
+        report.add("llmc_shards", label, "fail", f"{len(problems)} bad shard(s): " + "; ".join(problems), problems=problems)
+        return
+    k = len(scan.shard_scans)
+    if entry is not None:
+        listed = entry.get("shards", [])
+        bad = []
+        if len(listed) != k:
+            bad.append(f"meta.json lists {len(listed)} shards, {k} found")
+        for sh, sc in zip(listed, scan.shard_scans):
+            if sh.get("tokens") != sc.n:
+                bad.append(f"{sh['file']}: header counts {sc.n} tokens, meta.json says {sh.get('tokens')}")
+            full = sc.size + layouts.LLMC_HEADER_BYTES
+            if sh.get("bytes") != full:
+                bad.append(f"{sh['file']}: {full} bytes, meta.json says {sh.get('bytes')}")
+            if sh.get("checksum") != sc.checksum:
+                bad.append(f"{sh['file']}: hashes to {sc.checksum}, meta.json says {sh.get('checksum')}")
+        if entry.get("tokens") != scan.n:
+            bad.append(f"the shards hold {scan.n} tokens, meta.json says {entry.get('tokens')}")
+        if bad:
+            report.add("llmc_shards", label, "fail", f"{len(bad)} disagreement(s) with meta.json: " + "; ".join(bad), problems=bad)
+            return
+    report.add(
+        "llmc_shards", label, "pass",
+        f"{k} shard(s), {scan.n} tokens: headers (magic {layouts.LLMC_MAGIC}, version {layouts.LLMC_VERSION}, count) and sizes (1024 + 2 × count) agree"
+        + (", checksums as meta.json records" if entry is not None else "; no meta.json: no checksums to compare"),
+        shards=k, tokens=scan.n,
+    )
+    if eot is None:
+        report.add("llmc_documents", label, "skip", "the tokenizer has no <|endoftext|>: document starts cannot be found")
+        return
+    count, first = _eot_figures(scan.tokens(), eot)
+    if scan.n == 0:
+        report.add("llmc_documents", label, "pass", "no tokens, no documents", documents=0)
+    elif entry is not None:
+        want = entry.get("documents")
+        if first != eot or count != want:
+            why = f"the first id is {first}, not the EOT {eot}" if first != eot else f"{count} EOT ids for {want} documents"
+            report.add("llmc_documents", label, "fail", f"every document must start with <|endoftext|> ({eot}) and no EOT stand elsewhere: {why}",
+                       documents=want, eots=count)
+        else:
+            report.add("llmc_documents", label, "pass", f"each of the {want} documents starts with EOT {eot}, and no EOT stands elsewhere", documents=want)
+    elif first != eot:
+        report.add("llmc_documents", label, "warn",
+                   f"the first id is {first}, not the EOT {eot}: the stream does not start at a document start (modded-nanogpt aligns sequences to EOT);"
+                   f" {count} EOT ids further on", eots=count)
+    else:
+        report.add("llmc_documents", label, "pass", f"{count} documents, each starting with EOT {eot} (no meta.json: the count is not compared)", documents=count)
+
+
+def _check_megatron(report: Report, idx: layouts.MegatronIndex, bin_path: Path, doc_starts=None, entry: dict | None = None, want_code=None) -> None:
+    """megatron_index: the .idx against its .bin (and, from meta.json, the documents and checksum)."""
+    label = idx.path.name
+    if not bin_path.is_file():
+        report.add("megatron_index", label, "fail", f"{bin_path.name}, the data file of {label}, is missing")
+        return
+    problems = layouts.megatron_problems(idx, bin_path.stat().st_size, doc_starts)
+    if want_code is not None and idx.dtype_code != want_code:
+        problems.append(f"{label}: dtype code {idx.dtype_code}, the .bin's dtype needs {want_code}")
+    if entry is not None:
+        got = formats.checksum_file(idx.path)
+        if entry.get("checksum") != got:
+            problems.append(f"{label}: hashes to {got}, meta.json says {entry.get('checksum')}")
+    if problems:
+        report.add("megatron_index", label, "fail", f"{len(problems)} problem(s): " + "; ".join(problems), problems=problems)
+    else:
+        n = bin_path.stat().st_size // idx.itemsize
+        report.add(
+            "megatron_index", label, "pass",
+            f"{idx.sequences} sequences, {idx.documents} documents, dtype code {idx.dtype_code}: lengths sum to N = {n},"
+            " pointers contiguous, document indices 0 … S" + (", one sequence per document of meta.json" if doc_starts is not None else ""),
+            sequences=idx.sequences, documents=idx.documents,
+        )
+
+
+def _verify_llmc(report: Report, path: Path, groups: dict, plans, T, show, encoding, progress) -> Report:
+    """verify of llm.c shards without a meta.json: each group of shards is one stream."""
+    try:
+        enc = tokenizer.load(encoding or tokenizer.DEFAULT_ENCODING)
+    except WinsampleError as e:
+        raise InputError(str(e)) from None
+    n_vocab = enc.n_vocab
+    eot = getattr(enc, "eot", None)
+    targets, scans = [], {}
+    for name, files in groups.items():
+        label = files[0].name if len(files) == 1 else f"{name}_*.bin ({len(files)} shards)"
+        scan, problems = _scan_llmc(files, n_vocab, label, progress)
+        _check_llmc(report, label, scan, problems, eot)
+        if scan is not None:
+            _check_min_length_file(report, scan, T)
+            _check_vocab(report, scan, n_vocab)
+            key = path if len(groups) == 1 else Path(label)
+            scans[key] = scan
+            targets.append(_Target(key, label))
+    report.add("meta", str(path), "skip",
+               f"no meta.json: llm.c shards read as uint16, n_vocab {n_vocab} ({enc.name}): headers, sizes, vocabulary and EOT"
+               " document starts checked; no checksums, document counts or split leakage to compare")
+    first_plan = None
+    for p in plans:
+        got = _check_plan(report, Path(p), path, None, scans, targets, T, DEFAULT_MIN_COVERAGE)
+        if got is not None and first_plan is None:
+            first_plan = got
+    _decode(report, first_plan, targets, scans, enc, None, T, show)
     return report
 
 
@@ -651,7 +873,7 @@ def _check_meta(report, meta, meta_file, targets, scans, enc, enc_error, ranks_s
         if ranks_sha is not None:
             ranks_sha.result()  # the hash was computed in the background; mismatches reads it
         problems += tokenizer.mismatches(enc, tok)
-    label = meta_file.name if meta_file.parent == targets[0].path.parent else str(meta_file)
+    label = meta_file.name if not targets or meta_file.parent == targets[0].path.parent else str(meta_file)
     if problems:
         report.add("meta", label, "fail", f"{len(problems)} disagreement(s): " + "; ".join(problems), problems=problems)
     else:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from . import boundaries as bnd
-from . import formats
+from . import formats, layouts
 from .errors import ConfigError, DataError, InputError
 
 PLAN_DTYPE = formats.PLAN_DTYPE
@@ -501,12 +501,20 @@ class Source:
     doc_index: Path | None = None
     stream: Any = None  # shards.ConcatTokens when ``path`` names a split of a sharded dataset
     meta_path: Path | None = None  # the meta.json read (its folder resolves a relative tokenizer file)
+    layout: str | None = None  # "llmc" / "megatron": data another tool wrote, no meta.json
+    starts: np.ndarray | None = None  # document starts known from the layout (a Megatron index)
+    checksum: str | None = None  # the source checksum when it is not one file's (llm.c shards)
+    files: list | None = None  # llm.c: the shard files
 
 
 def describe_source(bin_path, meta_path=None) -> Source:
     """dtype, N and the meta.json entry for ``bin_path`` (``meta_path`` or the sibling meta.json)."""
     path = Path(bin_path)
     from .shards import open_logical
+
+    foreign = layouts.foreign_layout(path, meta_path)
+    if foreign is not None:
+        return _foreign_source(path, *foreign)
 
     if (logical := open_logical(path, meta_path)) is not None:  # data/train.bin of unmerged shards
         meta, split, stream = logical
@@ -538,6 +546,28 @@ def describe_source(bin_path, meta_path=None) -> Source:
     return Source(path, dtype, n, nbytes, meta, split, (meta or {}).get("tokenizer"), doc_index, meta_path=mp)
 
 
+def _foreign_source(path: Path, layout: str, what) -> Source:
+    """A Source for llm.c shards (``what``: {group: files}) or a Megatron prefix (``what``: prefix)."""
+    from .shards import ConcatTokens
+
+    if layout == layouts.MEGATRON:
+        idx = layouts.read_megatron_index(f"{what}.idx")
+        bin_path = Path(f"{what}.bin")
+        dtype = layouts.megatron_token_dtype(idx)
+        nbytes = bin_path.stat().st_size
+        problems = layouts.megatron_problems(idx, nbytes)
+        if problems:
+            raise DataError(f"{idx.path}: " + "; ".join(problems) + "; run winsample verify")
+        return Source(bin_path, dtype, nbytes // np.dtype(dtype).itemsize, nbytes, layout=layout,
+                      starts=layouts.megatron_doc_starts(idx))
+    if len(what) != 1:
+        raise InputError(f"{path}: holds {len(what)} groups of llm.c shards ({', '.join(what)}); plan one at a time, e.g. {path}/{next(iter(what))}_*.bin")
+    files = next(iter(what.values()))
+    counts = [layouts.read_llmc_header(f) for f in files]
+    stream = ConcatTokens(files, counts, layouts.LLMC_DTYPE, header_bytes=layouts.LLMC_HEADER_BYTES)
+    return Source(path, layouts.LLMC_DTYPE, len(stream), stream.nbytes, stream=stream, layout=layout, files=files)
+
+
 def load_tokenizer(src: Source, encoding: str | None, why: str):
     """The tokenizer for ``src`` by ``tokenizer.resolve``'s rule: ``--encoding``, else meta's
     (its ``file`` included), else gpt2 for a bare .bin. ConfigError naming ``why`` if it cannot load."""
@@ -555,7 +585,15 @@ def doc_edges(src: Source, tokens, eot: int | None, progress=None) -> tuple[np.n
     n = src.n
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if src.stream is not None:
+    if src.starts is not None:
+        starts = src.starts
+        if len(starts) == 0 or starts[0] != 0:  # ids before the first document: a piece of its own
+            starts = np.concatenate([[0], starts]).astype(np.int64)
+    elif src.layout == layouts.LLMC:  # every document starts with its EOT
+        starts = layouts.eot_positions(tokens, eot)
+        if len(starts) == 0 or starts[0] != 0:
+            starts = np.concatenate([[0], starts]).astype(np.int64)
+    elif src.stream is not None:
         starts = src.stream.doc_starts()
     elif src.doc_index is not None:
         starts = formats.read_doc_index(src.doc_index)
@@ -669,7 +707,7 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
         de = np.full(len(ds), src.n, np.int64)
     else:
         eot = None
-        if src.doc_index is None:
+        if src.doc_index is None and src.starts is None:
             eot = (src.tokenizer or {}).get("eot")
             if eot is None or o.encoding:
                 eot = (enc or load_tokenizer(src, o.encoding, "finding documents by EOT")).eot
@@ -718,7 +756,10 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
 
 def source_entry(src: Source, progress=None) -> dict:
     """The sidecar's ``source``: checksum from meta.json when it describes the file, else streamed."""
-    checksum = src.split["checksum"] if src.split else formats.checksum_file(src.path, progress)
+    if src.files is not None:  # llm.c shards: the checksum verify computes for the stream
+        checksum = layouts.llmc_stream_checksum(src.files, progress)
+    else:
+        checksum = src.split["checksum"] if src.split else formats.checksum_file(src.path, progress)
     return {"path": str(src.path), "file": src.path.name, "bytes": src.nbytes, "checksum": checksum,
             "dtype": src.dtype, "tokens": src.n}
 

@@ -1,0 +1,424 @@
+"""encode --layout megatron,llmc and verify / windows / inspect on those layouts.
+
+Expectations come from the published formats, written out here independently of
+winsample.layouts: llm.c's shard (``dev/data/data_common.py``: 256 little-endian int32
+[20240520, 1, count, 0…], then uint16 ids), its loader (``dataloader.h``: a batch of B×T+1
+tokens per step), modded-nanogpt's ``_load_data_shard`` and its BOS-aligned starts, and
+megatron-core's index (tested against megatron-core itself in test_megatron_client.py).
+Token ids come from tiktoken directly (the ``ref_gpt2`` fixture), never from winsample.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from winsample.cli import main
+
+EOT = 50256
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def make_docs(n: int = 14, seed: int = 3) -> list[str]:
+    rng = np.random.default_rng(seed)
+    words = "the window stride token shard index model train data river stone light map seven".split()
+    return [" ".join(rng.choice(words, int(rng.integers(20, 400)))) + "." for _ in range(n)]
+
+
+@pytest.fixture
+def corpus(tmp_path) -> tuple[Path, list[str]]:
+    docs = make_docs()
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in docs))
+    return path, docs
+
+
+# --- llm.c's format, written from its published description -------------------------------
+
+
+def llmc_read_shard(path: Path) -> np.ndarray:
+    """llm.c dataloader.h / modded-nanogpt _load_data_shard: header checks, then count uint16 ids."""
+    raw = path.read_bytes()
+    header = np.frombuffer(raw[:1024], dtype="<i4")
+    assert header.shape == (256,)
+    assert header[0] == 20240520, "magic number mismatch in the data .bin file"
+    assert header[1] == 1, "unsupported version"
+    count = int(header[2])
+    assert not header[3:].any()
+    tokens = np.frombuffer(raw[1024:], dtype="<u2")
+    assert len(tokens) == count, "number of tokens read does not match header"
+    assert len(raw) == 1024 + 2 * count
+    return tokens
+
+
+def llmc_batches(files: list[Path], B: int, T: int):
+    """llm.c's DataLoader (single process): each step reads B*T+1 tokens at the current position,
+    x = buf[:-1], y = buf[1:], advances B*T; the next shard when fewer than B*T+1 are left."""
+    for f in files:
+        tokens = llmc_read_shard(f)
+        pos = 0
+        while pos + B * T + 1 <= len(tokens):
+            buf = tokens[pos : pos + B * T + 1].astype(np.int64)
+            yield buf[:-1].reshape(B, T), buf[1:].reshape(B, T)
+            pos += B * T
+
+
+def bos_starts(tokens: np.ndarray) -> np.ndarray:
+    """modded-nanogpt's document starts: the positions of BOS (= <|endoftext|> for GPT-2)."""
+    return np.flatnonzero(tokens == EOT)
+
+
+def expected_llmc_stream(ref, docs: list[str]) -> np.ndarray:
+    """llm.c's fineweb.py: tokens = [eot] + encode_ordinary(text) for each document."""
+    out = []
+    for t in docs:
+        out += [EOT] + ref.encode_ordinary(t)
+    return np.array(out, dtype=np.int64)
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+def test_llmc_shards_are_eot_then_document_for_each_document_in_order(tmp_path, corpus, ref_gpt2):
+    path, docs = corpus
+    out = tmp_path / "out"
+    r = run("encode", path, "-o", out, "--layout", "llmc", "--val-fraction", "0", "--shard-tokens", "1000", "-q")
+    assert r.exit_code == 0, r.output
+    files = sorted((out / "llmc").glob("train_*.bin"))
+    assert [f.name for f in files] == [f"train_{i:06d}.bin" for i in range(len(files))]
+    stream = np.concatenate([llmc_read_shard(f) for f in files]).astype(np.int64)
+    want = expected_llmc_stream(ref_gpt2, docs)
+    np.testing.assert_array_equal(stream, want)
+    # at most --shard-tokens per shard, every shard but the last full
+    counts = [len(llmc_read_shard(f)) for f in files]
+    assert counts[:-1] == [1000] * (len(files) - 1) and 0 < counts[-1] <= 1000
+    assert len(files) == -(-len(want) // 1000)
+    # modded-nanogpt finds one document start per document, where each document begins
+    lengths = [len(ref_gpt2.encode_ordinary(t)) + 1 for t in docs]
+    np.testing.assert_array_equal(bos_starts(stream), np.cumsum([0] + lengths[:-1]))
+    # without nanogpt or megatron no .bin is kept
+    assert not (out / "train.bin").exists() and not (out / "train.docs.npy").exists()
+    assert not list((out / "llmc").glob("val_*.bin"))  # --val-fraction 0: no val shard
+
+
+def test_llmc_batches_of_B_times_T_plus_1_tokens_read_the_stream_in_order(tmp_path, corpus, ref_gpt2):
+    path, docs = corpus
+    out = tmp_path / "out"
+    assert run("encode", path, "-o", out, "--layout", "llmc", "--val-fraction", "0", "-q").exit_code == 0
+    files = sorted((out / "llmc").glob("train_*.bin"))
+    assert len(files) == 1  # default --shard-tokens 100M
+    want = expected_llmc_stream(ref_gpt2, docs)
+    B, T = 2, 64
+    steps = list(llmc_batches(files, B, T))
+    assert len(steps) == (len(want) - 1) // (B * T)
+    for k, (x, y) in enumerate(steps):
+        lo = k * B * T
+        np.testing.assert_array_equal(x.ravel(), want[lo : lo + B * T])
+        np.testing.assert_array_equal(y.ravel(), want[lo + 1 : lo + B * T + 1])
+    assert steps[0][0][0, 0] == EOT  # the first sequence starts at a document start
+
+
+def test_llmc_with_no_eot_still_puts_eot_before_every_document(tmp_path, corpus, ref_gpt2):
+    path, docs = corpus
+    out = tmp_path / "out"
+    assert run("encode", path, "-o", out, "--layout", "nanogpt,llmc", "--val-fraction", "0", "--no-eot", "-q").exit_code == 0
+    stream = llmc_read_shard(out / "llmc" / "train_000000.bin").astype(np.int64)
+    np.testing.assert_array_equal(stream, expected_llmc_stream(ref_gpt2, docs))
+    # the nanoGPT file is the plain concatenation (no EOT at all), unchanged by the extra layout
+    nano = np.fromfile(out / "train.bin", dtype="<u2").astype(np.int64)
+    np.testing.assert_array_equal(nano, np.concatenate([ref_gpt2.encode_ordinary(t) for t in docs]))
+
+
+def test_llmc_split_tail_cuts_a_document_and_both_pieces_start_with_eot(tmp_path, corpus, ref_gpt2):
+    path, docs = corpus
+    out = tmp_path / "out"
+    assert run("encode", path, "-o", out, "--layout", "nanogpt,llmc", "--split", "tail", "--val-fraction", "0.37", "-q").exit_code == 0
+    meta = json.loads((out / "meta.json").read_text())
+    nano = np.concatenate([[*ref_gpt2.encode_ordinary(t), EOT] for t in docs]).astype(np.int64)
+    n = len(nano)
+    cut = n - int(n * 0.37)
+    assert meta["splits"]["train"]["tokens"] == cut
+    train = llmc_read_shard(out / "llmc" / "train_000000.bin").astype(np.int64)
+    val = llmc_read_shard(out / "llmc" / "val_000000.bin").astype(np.int64)
+    # each split: EOT before each of its documents (pieces included), the appended EOT dropped
+    for stream, part in ((train, nano[:cut]), (val, nano[cut:])):
+        pieces = np.split(part, np.flatnonzero(part == EOT) + 1)
+        want = np.concatenate([[EOT, *p[p != EOT]] for p in pieces if len(p)])
+        np.testing.assert_array_equal(stream, want)
+    assert run("verify", out, "--show", "0").exit_code == 0
+
+
+def test_megatron_layout_writes_idx_beside_bin_and_verify_passes(tmp_path, corpus):
+    path, _ = corpus
+    out = tmp_path / "out"
+    r = run("encode", path, "-o", out, "--layout", "megatron", "-q")
+    assert r.exit_code == 0, r.output
+    for split in ("train", "val"):
+        raw = (out / f"{split}.idx").read_bytes()
+        magic, version, code, s, c = struct.unpack("<9sQBQQ", raw[:34])
+        starts = np.load(out / f"{split}.docs.npy")
+        n = (out / f"{split}.bin").stat().st_size // 2
+        assert (magic, version, code, s, c) == (b"MMIDIDX\x00\x00", 1, 8, len(starts), len(starts) + 1)
+        lengths = np.frombuffer(raw, "<i4", s, 34)
+        pointers = np.frombuffer(raw, "<i8", s, 34 + 4 * s)
+        doc_idx = np.frombuffer(raw, "<i8", c, 34 + 12 * s)
+        np.testing.assert_array_equal(lengths, np.diff(np.append(starts, n)))
+        np.testing.assert_array_equal(pointers, starts * 2)
+        np.testing.assert_array_equal(doc_idx, np.arange(s + 1))
+        assert len(raw) == 34 + 12 * s + 8 * c
+    meta = json.loads((out / "meta.json").read_text())
+    assert set(meta["layouts"]) == {"megatron"}
+    r = run("verify", out, "--show", "0", "--json")
+    assert r.exit_code == 0, r.output
+    checks = json.loads(r.stdout)["checks"]
+    assert [c["status"] for c in checks if c["name"] == "megatron_index"] == ["pass", "pass"]
+
+
+def test_megatron_uint32_bin_gets_the_int32_code_with_the_same_bytes(tmp_path, corpus, ref_gpt2):
+    path, docs = corpus
+    out = tmp_path / "out"
+    assert run("encode", path, "-o", out, "--layout", "megatron", "--dtype", "uint32", "--val-fraction", "0", "-q").exit_code == 0
+    raw = (out / "train.idx").read_bytes()
+    assert raw[17] == 4  # megatron-core DType.int32
+    as_int32 = np.fromfile(out / "train.bin", dtype="<i4")
+    want = np.concatenate([[*ref_gpt2.encode_ordinary(t), EOT] for t in docs])
+    np.testing.assert_array_equal(as_int32, want)
+    s = struct.unpack("<Q", raw[18:26])[0]
+    np.testing.assert_array_equal(np.frombuffer(raw, "<i8", s, 34 + 4 * s), np.load(out / "train.docs.npy") * 4)
+
+
+def test_llmc_refuses_a_uint32_vocabulary_exit_2_nothing_written(tmp_path, corpus):
+    path, _ = corpus
+    out = tmp_path / "new" / "out"
+    r = run("encode", path, "-o", out, "--layout", "nanogpt,llmc", "--dtype", "uint32", "-q")
+    assert r.exit_code == 2
+    assert "llmc" in r.stderr and "uint16" in r.stderr and r.stdout == ""
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("bad", ["parquet", "", "nanogpt,,foo"])
+def test_unknown_layout_is_a_usage_error(tmp_path, corpus, bad):
+    path, _ = corpus
+    r = run("encode", path, "-o", tmp_path / "out", "--layout", bad, "-q")
+    assert r.exit_code == 2 and "--layout" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_default_layout_is_nanogpt_only(tmp_path, corpus):
+    path, _ = corpus
+    out = tmp_path / "out"
+    assert run("encode", path, "-o", out, "-q").exit_code == 0
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "meta.json", "train.bin", "train.docs.npy", "val.bin", "val.docs.npy"]
+    assert list(json.loads((out / "meta.json").read_text())["layouts"]) == ["nanogpt"]
+
+
+def test_a_new_set_removes_layout_files_the_old_set_had(tmp_path, corpus):
+    path, _ = corpus
+    out = tmp_path / "out"
+    assert run("encode", path, "-o", out, "--layout", "nanogpt,megatron,llmc", "--shard-tokens", "500", "-q").exit_code == 0
+    many = sorted((out / "llmc").glob("*.bin"))
+    assert len(many) > 4 and (out / "train.idx").exists()
+    assert run("encode", path, "-o", out, "--layout", "llmc", "-q").exit_code == 0
+    assert sorted(p.name for p in (out / "llmc").glob("*.bin")) == ["train_000000.bin", "val_000000.bin"]
+    assert not (out / "train.idx").exists() and not (out / "train.bin").exists()
+    assert run("verify", out, "--show", "0").exit_code == 0
+    assert run("encode", path, "-o", out, "-q").exit_code == 0
+    assert not list((out / "llmc").glob("*.bin")) and (out / "train.bin").exists()
+
+
+def test_the_three_layouts_hold_the_same_documents(tmp_path, corpus):
+    path, _ = corpus
+    out = tmp_path / "out"
+    assert run("encode", path, "-o", out, "--layout", "nanogpt,megatron,llmc", "-q").exit_code == 0
+    for split in ("train", "val"):
+        nano = np.fromfile(out / f"{split}.bin", "<u2").astype(np.int64)
+        starts = np.load(out / f"{split}.docs.npy")
+        docs = np.split(nano, starts[1:])
+        llmc = np.concatenate([llmc_read_shard(f) for f in sorted((out / "llmc").glob(f"{split}_*.bin"))]).astype(np.int64)
+        ldocs = np.split(llmc, bos_starts(llmc)[1:])
+        assert len(ldocs) == len(docs)
+        for a, b in zip(docs, ldocs):
+            np.testing.assert_array_equal(b, [EOT, *a[:-1]])  # EOT moved from after to before
+
+
+# --- verify: corruptions name the file -----------------------------------------------------
+
+
+@pytest.fixture
+def layered(tmp_path, corpus) -> Path:
+    path, _ = corpus
+    out = tmp_path / "out"
+    assert run("encode", path, "-o", out, "--layout", "nanogpt,megatron,llmc", "--shard-tokens", "700", "-q").exit_code == 0
+    assert run("verify", out, "--show", "0").exit_code == 0
+    return out
+
+
+def _poke(path: Path, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+def _failed(out: Path, *extra) -> list[dict]:
+    r = run("verify", out, "--show", "0", "--json", *extra)
+    assert r.exit_code == 1, r.output
+    return [c for c in json.loads(r.stdout)["checks"] if c["status"] == "fail"]
+
+
+def test_llmc_bad_magic_fails_naming_the_shard(layered):
+    _poke(layered / "llmc" / "train_000001.bin", 0, struct.pack("<i", 20240521))
+    fails = _failed(layered)
+    assert any(c["name"] == "llmc_shards" and "train_000001.bin" in c["detail"] and "magic" in c["detail"] for c in fails)
+
+
+def test_llmc_wrong_count_fails_naming_the_shard(layered):
+    _poke(layered / "llmc" / "val_000000.bin", 8, struct.pack("<i", 699))
+    fails = _failed(layered)
+    assert any(c["name"] == "llmc_shards" and "val_000000.bin" in c["detail"] and "699" in c["detail"] for c in fails)
+
+
+def test_llmc_truncated_shard_fails_naming_it(layered):
+    f = layered / "llmc" / "train_000002.bin"
+    f.write_bytes(f.read_bytes()[:-3])
+    fails = _failed(layered)
+    assert any(c["name"] == "llmc_shards" and "train_000002.bin" in c["detail"] and "truncated" in c["detail"] for c in fails)
+
+
+def test_llmc_changed_token_fails_its_checksum_and_a_missing_eot_fails_documents(layered):
+    f = layered / "llmc" / "train_000000.bin"
+    _poke(f, 1024, struct.pack("<H", 11))  # the first EOT becomes an ordinary id
+    fails = _failed(layered)
+    assert any(c["name"] == "llmc_shards" and "train_000000.bin" in c["detail"] and "hashes" in c["detail"] for c in fails)
+    # the same file without meta.json: no checksum, but the stream no longer starts with EOT
+    r = run("verify", f, "--show", "0", "--json")
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    assert checks["llmc_documents"]["status"] == "warn" and "11" in checks["llmc_documents"]["detail"]
+
+
+def test_llmc_id_outside_the_vocabulary_fails_vocab_range(layered):
+    _poke(layered / "llmc" / "val_000000.bin", 1024 + 2 * 5, struct.pack("<H", 60000))
+    fails = _failed(layered)
+    assert any(c["name"] == "vocab_range" and "val" in c["file"] for c in fails)
+
+
+@pytest.mark.parametrize(
+    "offset, data, words",
+    [
+        (0, b"XXIDIDX\x00\x00", "magic"),
+        (9, struct.pack("<Q", 2), "version"),
+        (17, bytes([9]), "dtype code"),
+        (34, struct.pack("<i", 3), "points at"),  # the first sequence length: the next pointer disagrees
+    ],
+)
+def test_megatron_index_corruption_fails_naming_the_idx(layered, offset, data, words):
+    _poke(layered / "train.idx", offset, data)
+    fails = _failed(layered)
+    assert any(c["name"] == "megatron_index" and "train.idx" in c["detail"] + c["file"] and words in c["detail"] for c in fails), fails
+
+
+def test_megatron_last_length_corruption_fails_the_sum(layered):
+    raw = (layered / "train.idx").read_bytes()
+    s = struct.unpack("<Q", raw[18:26])[0]
+    _poke(layered / "train.idx", 34 + 4 * (s - 1), struct.pack("<i", 1))
+    fails = _failed(layered)
+    assert any(c["name"] == "megatron_index" and "train.idx" in c["detail"] and "sum to" in c["detail"] for c in fails)
+
+
+def test_megatron_pointer_corruption_fails_naming_the_idx(layered):
+    raw = (layered / "train.idx").read_bytes()
+    s = struct.unpack("<Q", raw[18:26])[0]
+    assert s >= 2
+    _poke(layered / "train.idx", 34 + 4 * s + 8, struct.pack("<q", 7))  # the second pointer
+    fails = _failed(layered)
+    assert any(c["name"] == "megatron_index" and "train.idx" in c["detail"] and "points at byte 7" in c["detail"] for c in fails)
+
+
+def test_megatron_truncated_index_fails_naming_it(layered):
+    f = layered / "val.idx"
+    f.write_bytes(f.read_bytes()[:-8])
+    fails = _failed(layered)
+    assert any(c["name"] == "megatron_index" and "val.idx" in c["detail"] and "truncated" in c["detail"] for c in fails)
+
+
+# --- data without meta.json -----------------------------------------------------------------
+
+
+def test_verify_takes_an_llmc_folder_a_glob_and_one_shard_without_meta(layered):
+    for target in (layered / "llmc", f"{layered}/llmc/train_*.bin", layered / "llmc" / "val_000000.bin"):
+        r = run("verify", target, "--show", "1", "--json")
+        assert r.exit_code == 0, r.output
+        rep = json.loads(r.stdout)
+        names = {c["name"] for c in rep["checks"]}
+        assert {"llmc_shards", "vocab_range", "llmc_documents", "meta"} <= names
+        meta = next(c for c in rep["checks"] if c["name"] == "meta")
+        assert meta["status"] == "skip" and "no checksums" in meta["detail"]
+    r = run("verify", f"{layered}/llmc/nothing_*.bin")
+    assert r.exit_code == 2 and "matches no file" in r.stderr
+
+
+def test_windows_plans_an_llmc_glob_and_verify_checks_the_plan(layered, tmp_path):
+    plan = tmp_path / "p.npy"
+    pattern = f"{layered}/llmc/train_*.bin"
+    r = run("windows", pattern, "-T", "64", "--boundaries", "doc", "-o", plan, "-q")
+    assert r.exit_code == 0, r.output
+    rows = np.load(plan)
+    stream = np.concatenate([llmc_read_shard(f) for f in sorted((layered / "llmc").glob("train_*.bin"))])
+    # --boundaries doc: every document's first window starts at one of its EOTs
+    starts = set(bos_starts(stream.astype(np.int64)).tolist())
+    firsts = rows["start"][np.r_[True, rows["doc"][1:] != rows["doc"][:-1]]]
+    assert set(firsts.tolist()) <= starts and len(firsts) == len(starts)
+    assert rows["start"].max() + rows["length"].max() <= len(stream)
+    r = run("verify", pattern, "--plan", plan, "--show", "1")
+    assert r.exit_code == 0, r.output
+
+
+def test_windows_and_verify_take_a_megatron_prefix_without_meta(layered, tmp_path):
+    other = tmp_path / "mg"
+    other.mkdir()
+    for name in ("train.bin", "train.idx"):
+        (other / name).write_bytes((layered / name).read_bytes())
+    r = run("verify", other / "train", "--show", "0", "--json")
+    assert r.exit_code == 0, r.output
+    assert {c["name"] for c in json.loads(r.stdout)["checks"]} >= {"megatron_index", "vocab_range"}
+    plan = tmp_path / "p.npy"
+    r = run("windows", other / "train", "-T", "32", "--boundaries", "doc", "-o", plan, "-q")
+    assert r.exit_code == 0, r.output
+    rows = np.load(plan)
+    docs = np.load(layered / "train.docs.npy")
+    assert len(np.unique(rows["doc"])) == len(docs)  # documents from the index
+    _poke(other / "train.idx", 0, b"NOTANIDX\x00")
+    r = run("verify", other / "train", "--show", "0")
+    assert r.exit_code == 1 and "train.idx" in r.stdout
+
+
+def test_inspect_shows_an_llmc_shard_and_a_megatron_prefix(layered):
+    r = run("inspect", layered / "llmc" / "train_000000.bin", "--count", "4", "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert rep["layout"] == "llmc" and rep["ids"][0] == EOT and rep["tokens"] == 700
+    r = run("inspect", layered / "train", "--count", "3", "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    raw = np.fromfile(layered / "train.bin", "<u2")[:3].tolist()
+    assert rep["layout"] == "megatron" and rep["ids"] == raw
+
+
+def test_end_to_end_chain_in_a_subprocess(tmp_path, corpus):
+    path, _ = corpus
+    out = tmp_path / "out"
+    ws = [sys.executable, "-m", "winsample"]
+    subprocess.run([*ws, "encode", str(path), "-o", str(out), "--layout", "megatron,llmc", "-q"], check=True)
+    r = subprocess.run([*ws, "verify", str(out), "--show", "0"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "megatron_index" in r.stdout and "llmc_shards" in r.stdout
