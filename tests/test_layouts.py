@@ -422,3 +422,18 @@ def test_end_to_end_chain_in_a_subprocess(tmp_path, corpus):
     r = subprocess.run([*ws, "verify", str(out), "--show", "0"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr + r.stdout
     assert "megatron_index" in r.stdout and "llmc_shards" in r.stdout
+
+
+def test_engine_ray_refuses_foreign_layouts_before_any_work(tmp_path, corpus):
+    path, _ = corpus
+    r = run("encode", path, "-o", tmp_path / "out", "--engine", "ray", "--layout", "nanogpt,llmc", "-q")
+    assert r.exit_code == 2 and "--layout" in r.stderr and "local" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_shard_names_in_meta_cannot_lead_out_of_the_folder(layered):
+    meta = json.loads((layered / "meta.json").read_text())
+    meta["layouts"]["llmc"]["splits"]["train"]["shards"][0]["file"] = "../../etc/passwd"
+    (layered / "meta.json").write_text(json.dumps(meta))
+    fails = _failed(layered)
+    assert any(c["name"] == "llmc_shards" and "../../etc/passwd" in c["detail"] for c in fails)

@@ -549,6 +549,8 @@ def llmc_doc_problems(tokens: np.ndarray, eot: int, doc_starts: np.ndarray | Non
 def shard_entry_problems(split: str, entry: dict) -> list[str]:
     """The shard names meta.json lists for ``split`` must be exactly those encode writes
     (``llmc/<split>_000000.bin``, …): a name read from metadata never leads out of the folder."""
+    if split not in formats.SPLITS:
+        return [f"layouts.llmc.splits names {split!r}, not train or val"]
     shards = entry.get("shards") if isinstance(entry, dict) else None
     if not isinstance(shards, list):
         return [f"layouts.llmc.splits.{split}.shards is not a list"]
@@ -662,3 +664,12 @@ def llmc_stream_checksum(files: list[Path], progress=None) -> str:
     """The checksum of an llm.c shard stream: ``combine_checksums`` of each shard file's own
     (header included), as meta.json records each shard's."""
     return formats.combine_checksums((Path(f).stat().st_size, formats.checksum_file(f, progress)) for f in files)
+
+
+def layout_splits(meta: dict, name: str) -> dict[str, dict] | None:
+    """``meta["layouts"][name]["splits"]`` when it is an object of objects, else None (malformed)."""
+    entry = (meta.get("layouts") or {}).get(name)
+    splits = entry.get("splits") if isinstance(entry, dict) else None
+    if not isinstance(splits, dict) or not all(isinstance(v, dict) for v in splits.values()):
+        return None
+    return splits

@@ -539,7 +539,10 @@ def verify(
     # the foreign layouts meta.json lists: llm.c shard streams join the token files checked
     if meta is not None and folder is not None and layouts.LLMC in written:
         eot = (meta["tokenizer"] or {}).get("eot", getattr(enc, "eot", None))
-        for split, entry in meta["layouts"][layouts.LLMC]["splits"].items():
+        llmc_splits = layouts.layout_splits(meta, layouts.LLMC)
+        if llmc_splits is None:
+            report.add("llmc_shards", formats.META_JSON, "fail", "meta.json: layouts.llmc.splits is not an object of split entries")
+        for split, entry in (llmc_splits or {}).items():
             files = [folder / sh["file"] for sh in entry["shards"]] if _llmc_names_ok(report, split, entry) else None
             if files is None:
                 continue
@@ -557,7 +560,13 @@ def verify(
         _check_megatron(report, megatron_idx, path)
     if meta is not None and folder is not None and layouts.MEGATRON in written:
         want_code = layouts.MEGATRON_CODES.get(dtype)
-        for split, entry in meta["layouts"][layouts.MEGATRON]["splits"].items():
+        mg_splits = layouts.layout_splits(meta, layouts.MEGATRON)
+        if mg_splits is None:
+            report.add("megatron_index", formats.META_JSON, "fail", "meta.json: layouts.megatron.splits is not an object of split entries")
+        for split, entry in (mg_splits or {}).items():
+            if split not in formats.SPLITS:
+                report.add("megatron_index", formats.META_JSON, "fail", f"meta.json: layouts.megatron.splits names {split!r}, not train or val")
+                continue
             idx_path = folder / layouts.megatron_index_name(split)
             try:
                 idx = layouts.read_megatron_index(idx_path)
@@ -877,10 +886,9 @@ def _check_meta(report, meta, meta_file, targets, scans, enc, enc_error, ranks_s
     if problems:
         report.add("meta", label, "fail", f"{len(problems)} disagreement(s): " + "; ".join(problems), problems=problems)
     else:
-        report.add(
-            "meta", label, "pass",
-            f"tokens, bytes, documents, checksums and tokenizer {tok.get('name')!r} agree with the files",
-        )
+        what = (f"tokens, bytes, documents, checksums and tokenizer {tok.get('name')!r} agree with the files" if targets
+                else f"tokenizer {tok.get('name')!r} agrees; no .bin in this layout: the splits are checked through their llm.c shards")
+        report.add("meta", label, "pass", what)
 
 
 def _doc_index_problems(p: Path, e: dict, s: FileScan, where: str) -> list[str]:
