@@ -38,9 +38,10 @@ llm.c shard (``dev/data/data_common.py`` ``write_datafile``; modded-nanogpt ``_l
 
 Like llm.c's own ``fineweb.py``, every document is ``<|endoftext|>`` followed by its ids (the
 EOT *before* the document, where winsample's ``.bin`` has it after), so each document starts
-with an EOT: modded-nanogpt aligns its training sequences to those. Shards hold at most
-``shard_tokens`` ids each (default 100M, as llm.c's scripts do); a document may continue into
-the next shard. Only uint16 exists in version 1, the only version the released readers
+with an EOT: modded-nanogpt aligns its training sequences to those. A split of n ids gets
+k = ⌈n / shard_tokens⌉ shards (default 100M, llm.c's shard size) of near-equal size, so no
+shard is a small remainder (llm.c's loader asserts each holds at least B×T×processes + 1); a
+document may continue into the next shard. Only uint16 exists in version 1, the only version the released readers
 accept, so a vocabulary that needs uint32 is refused for this layout.
 """
 
@@ -404,15 +405,20 @@ class _ShardWriter:
     """Writes one split's llm.c ids into shards of at most ``shard_tokens``, header first."""
 
     def __init__(self, folder: Path, split: str, total: int, shard_tokens: int):
-        self.folder, self.split, self.total, self.shard_tokens = folder, split, total, shard_tokens
+        self.folder, self.split, self.total = folder, split, total
+        # k = ceil(total / shard_tokens) shards of near-equal size (they differ by at most one id):
+        # never a small remainder shard, which llm.c's loader would refuse (it asserts every
+        # shard holds at least B*T*processes + 1 tokens).
+        self.k = -(-total // shard_tokens)
         self.entries: list[dict] = []
         self.f = None
         self.left = 0  # ids still to write into the open shard
         self.written = 0
 
     def _open(self) -> None:
-        count = min(self.shard_tokens, self.total - self.written)
-        name = llmc_shard_name(self.split, len(self.entries))
+        i = len(self.entries)
+        count = self.total // self.k + (1 if i < self.total % self.k else 0)
+        name = llmc_shard_name(self.split, i)
         path = self.folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         self.f = open(path, "wb")

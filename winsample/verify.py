@@ -536,6 +536,18 @@ def verify(
             continue
         scans[t.path] = scan_file(t.path, dtype, n_vocab, label=t.label, shingle_bits=want, progress=progress)
 
+    # per file
+    for t in targets:
+        if t.path not in sizes:  # an llm.c stream: checked below
+            continue
+        s = scans[t.path]
+        _check_dtype(report, s)
+        if s.n == 0 and not s.stray and t.entry is not None and t.entry.get("tokens") == 0 and _fraction(meta, t.split) == 0:
+            report.add("min_length", s.label, "skip", f"empty by design: meta.json's split fraction for {t.split} is 0", tokens=0)
+        else:
+            _check_min_length_file(report, s, T)
+        _check_vocab(report, s, n_vocab)
+
     # the foreign layouts meta.json lists: llm.c shard streams join the token files checked
     if meta is not None and folder is not None and layouts.LLMC in written:
         eot = (meta["tokenizer"] or {}).get("eot", getattr(enc, "eot", None))
@@ -581,18 +593,6 @@ def verify(
                 except WinsampleError:
                     starts = None  # the meta check names a broken doc index
             _check_megatron(report, idx, folder / formats.bin_name(split), starts, entry, want_code)
-
-    # per file
-    for t in targets:
-        if t.path not in sizes:  # an llm.c stream: checked above
-            continue
-        s = scans[t.path]
-        _check_dtype(report, s)
-        if s.n == 0 and not s.stray and t.entry is not None and t.entry.get("tokens") == 0 and _fraction(meta, t.split) == 0:
-            report.add("min_length", s.label, "skip", f"empty by design: meta.json's split fraction for {t.split} is 0", tokens=0)
-        else:
-            _check_min_length_file(report, s, T)
-        _check_vocab(report, s, n_vocab)
 
     # meta
     if meta_error is not None:
