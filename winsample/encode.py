@@ -561,7 +561,7 @@ def encode_corpus(
     enc = tokenizer.load(encoding, tokenizer_file, pattern)
     tok_name = enc.name
     dtype = _resolve_dtype(enc, dtype)
-    chosen = layouts.check_layouts(layout, dtype, enc.n_vocab, shard_tokens)
+    chosen = layouts.check_layouts(layout, dtype, enc.n_vocab, shard_tokens, tokenizer.eot_token(enc))
     sources = resolve_inputs(list(inputs), fmt)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():

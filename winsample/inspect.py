@@ -148,6 +148,7 @@ def _meta_summary(meta: dict) -> dict:
     keys = ("winsample_version", "version", "dtype", "tokenizer", "eot_appended", "split")
     out = {k: meta[k] for k in keys if k in meta}
     out["inputs"] = len(meta.get("inputs", []))
+    out["layouts"] = list(layouts.written(meta))
     return out
 
 
@@ -341,6 +342,8 @@ def _fmt(v) -> str:
         return ", ".join(f"{k}={_fmt(x)}" for k, x in v.items())
     if isinstance(v, bool) or v is None:
         return str(v).lower() if isinstance(v, bool) else "-"
+    if isinstance(v, list) and all(isinstance(x, str) for x in v):
+        return ", ".join(v)
     return str(v)  # no thousands separators: seeds and offsets are copied back into commands
 
 
@@ -350,7 +353,7 @@ def _kv_lines(d: dict, style, indent: int = 0) -> list[str]:
 
 
 def _meta_lines(report: dict, style) -> list[str]:
-    keys = ("meta", "winsample_version", "version", "dtype", "tokenizer", "eot_appended", "split", "inputs")
+    keys = ("meta", "winsample_version", "version", "dtype", "tokenizer", "eot_appended", "split", "inputs", "layouts")
     return _kv_lines({k: report[k] for k in keys if k in report}, style)
 
 

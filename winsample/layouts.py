@@ -643,9 +643,13 @@ def parse_layouts(value: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(n for n in LAYOUTS if n in names)
 
 
-def check_layouts(value: str | Sequence[str], dtype: str, n_vocab: int, shard_tokens: int) -> tuple[str, ...]:
-    """The parsed layouts, or ConfigError for a combination no writer can produce (before any work)."""
+def check_layouts(value: str | Sequence[str], dtype: str, n_vocab: int, shard_tokens: int, eot: int | None = -1) -> tuple[str, ...]:
+    """The parsed layouts, or ConfigError for a combination no writer can produce (before any work).
+
+    ``eot``: the tokenizer's end-of-text id (None: it has none, which llmc needs before each document)."""
     chosen = parse_layouts(value)
+    if LLMC in chosen and eot is None:
+        raise ConfigError("--layout llmc puts <|endoftext|> before each document, and this tokenizer has no end-of-text id")
     if LLMC in chosen:
         if formats.normalize_dtype(dtype) != LLMC_DTYPE:
             raise ConfigError(
