@@ -383,7 +383,7 @@ def llmc_count(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_appende
 
 
 def llmc_stream(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_appended: bool,
-                chunk_tokens: int = formats.CHUNK_BYTES // 2) -> Iterator[np.ndarray]:
+                chunk_tokens: int = 1 << 20) -> Iterator[np.ndarray]:
     """The llm.c ids of a split, in pieces: an EOT before each document, its appended EOT left out."""
     n = len(tokens)
     eot_arr = np.array(eot, dtype=tokens.dtype)

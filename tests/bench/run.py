@@ -185,6 +185,27 @@ def bench_encode(size_mb: int, big_mb: int) -> list[dict]:
     return rows
 
 
+def bench_layouts(size_mb: int) -> list[dict]:
+    """What --layout megatron,llmc adds to an encode: the .idx from the document starts, the llm.c
+    shards from one more pass over the split files (not the text)."""
+    src = text_file(size_mb * 10**6)
+    out = WORK / "layout-out"
+    out.mkdir(parents=True, exist_ok=True)
+    enc = ["encode", str(src), "--split", "tail", "--workers", "2", "-q"]
+    runs = interleaved_runs({
+        "nanogpt": WS + enc + ["-o", str(out / "n")],
+        "all": WS + enc + ["-o", str(out / "a"), "--layout", "nanogpt,megatron,llmc"]}, REPEATS)
+    base, ours = runs["nanogpt"], runs["all"]
+    t, m = ours.seconds / base.seconds, ours.peak_rss / base.peak_rss
+    return [
+        row(f"encode {size_mb} MB --layout nanogpt,megatron,llmc vs --layout nanogpt (time)",
+            f"{ours.seconds:.1f} s", f"{base.seconds:.1f} s", f"{t:.2f}", "≤ 1.15", t <= 1.15,
+            mb(ours.peak_rss), mb(base.peak_rss)),
+        row(f"encode {size_mb} MB --layout nanogpt,megatron,llmc vs --layout nanogpt (peak RSS)",
+            mb(ours.peak_rss), mb(base.peak_rss), f"{m:.2f}", "≤ 1.20", m <= 1.2),
+    ]
+
+
 PLAIN_OURS = """
 import json, sys, time
 from winsample import windows
@@ -308,7 +329,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes, one repeat: checks the harness runs")
     ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
-    ap.add_argument("--only", default="encode,windows,verify,ray", help="comma list of groups to run")
+    ap.add_argument("--only", default="encode,layouts,windows,verify,ray", help="comma list of groups to run")
     ap.add_argument("--make-tokens", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.make_tokens:
@@ -325,6 +346,7 @@ def main():
     rows = []
     t0 = time.time()
     for name, fn in (("encode", lambda: bench_encode(sizes["enc"], sizes["big"])),
+                     ("layouts", lambda: bench_layouts(sizes["big"] // 4)),
                      ("windows", lambda: bench_windows(sizes["tokens"], sizes["plain"])),
                      ("verify", lambda: bench_verify(sizes["tokens"])),
                      ("ray", lambda: __import__("ray_rows").bench_ray(*sizes["ray"], repeats=REPEATS))):
