@@ -4,7 +4,8 @@ A ``Plan`` is the plan rows (``formats.PLAN_DTYPE``), its sidecar dict and the n
 needs (T, span, targets). ``get_batch`` samples only *full* windows (length == span): a short
 window (a short document, ``--tail short``, a semantic window ending early) has no fixed
 (T,) shape, so it is skipped rather than padded; train on those through ``--materialize``
-(padded, with their lengths) if you need them.
+(padded, with their lengths) if you need them, or use ``winsample.Loader`` (loader.py), which
+walks every window once per epoch and pads short ones.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def read_plan(path) -> Plan:
 
 
 def get_batch(plan: Plan, tokens, batch_size: int, rng) -> tuple[np.ndarray, np.ndarray]:
-    """(x, y), int64 arrays of shape (batch_size, T), y = x shifted by one token.
+    """(x, y), int64 C-contiguous arrays of shape (batch_size, T), y = x shifted by one token.
 
     Windows are drawn uniformly, with replacement, from the plan's full windows by ``rng``
     (a ``np.random.Generator`` or an int seed). ``tokens`` is the token array (a memmap of the
@@ -76,4 +77,4 @@ def get_batch(plan: Plan, tokens, batch_size: int, rng) -> tuple[np.ndarray, np.
     rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
     pick = starts[rng.integers(0, len(starts), size=batch_size)]
     w = np.asarray(tokens[pick[:, None] + np.arange(plan.span)], dtype=np.int64)
-    return w[:, :-1], w[:, 1:]
+    return np.ascontiguousarray(w[:, :-1]), np.ascontiguousarray(w[:, 1:])  # torch's .view(-1) needs contiguous

@@ -231,7 +231,7 @@ def _parse_scales(ctx, param, values):
 @click.option("--targets/--no-targets", default=True, show_default=True,
               help="Windows span T+1 tokens (x = w[:T], y = w[1:]) or just T.")
 @click.option("--offset", type=int, help="First start (clamped to N − span).")
-@click.option("--random-offset", is_flag=True, help="Offset drawn uniformly from [0, stride) per (seed, epoch).")
+@click.option("--random-offset", is_flag=True, help="Offset drawn uniformly from [0, stride) per (seed, epoch); --boundaries none|doc only (semantic cuts snap to the same edges).")
 @click.option("--seed", type=int, help="Seed for --random-offset and --shuffle.")
 @click.option("--epoch", type=int, help="Epoch for --random-offset and --shuffle [default: 0].")
 @click.option("--tail", type=click.Choice(windows_mod.TAILS),

@@ -649,6 +649,11 @@ def check_options(o: Options) -> None:
         raise ConfigError(f"--boundaries must be one of {', '.join(BOUNDARIES)}")
     if o.pack and o.boundaries != "doc":
         raise ConfigError("--pack packs whole documents: use it with --boundaries doc")
+    if o.random_offset and o.boundaries in ("paragraph", "sentence"):
+        # Every cut snaps to the nearest edge, so an offset only moves each document's first
+        # window and the rest land on the same edges (99.8% of windows shared between epochs).
+        raise ConfigError(f"--random-offset does not move the cuts of --boundaries {o.boundaries} (they snap to the same edges every epoch):"
+                          " use --boundaries doc|none with --random-offset, or one semantic plan for every epoch (winsample.Loader reorders it per epoch)")
     if o.tail is not None and o.boundaries in ("paragraph", "sentence"):
         raise ConfigError("--tail applies to --boundaries none|doc; with paragraph|sentence every document's last window already ends at its end")
     if o.shards is not None and o.shards < 1:

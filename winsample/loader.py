@@ -1,0 +1,388 @@
+"""The training loader: every window of a plan once per epoch, across ranks, by (epoch, step).
+
+``Loader(plan, tokens_path, batch_size, seed, rank, world_size)`` serves (x, y) batches:
+
+- **epochs**: the eligible windows of the epoch's plan (all of them with ``short="pad"``, the
+  full-length ones with ``short="drop"``), sorted by start, are put in the order
+  ``np.random.default_rng([seed, epoch, 2]).permutation(n)``. Step s of rank r takes positions
+  ``[(s × world_size + r) × batch_size, … + batch_size)`` of that order, so over all ranks every
+  eligible window is served exactly once per epoch; the last ``left_out`` < world_size ×
+  batch_size windows of the order are not served that epoch (other windows are left out in
+  another epoch, since the order changes), and every rank gets the same number of batches.
+- **pure**: ``batch(epoch, step)`` depends only on (plan, seed, epoch, step, rank, world_size).
+  Nothing reads or moves a global random state, so evaluation cannot change training batches,
+  and resuming is remembering (epoch, step).
+- **short windows** (``short="pad"``): a window of length L < T + 1 gives x[j] = its tokens for
+  j < L − 1 and the tokenizer's EOT after; y[j] = the next tokens for j < L − 1 and
+  ``ignore_index`` after, so ``cross_entropy(..., ignore_index=...)`` trains on exactly the
+  window's L − 1 (x, y) pairs.
+- **labels="fresh"**: y[j] is also ``ignore_index`` where an earlier window of the plan (by start)
+  already has that token as a label: j < fresh − 1, from the plan's ``fresh`` column.
+- **plans per epoch**: ``plan`` is a Plan or a path; a sequence (epoch e uses item e mod its
+  length); or a callable epoch → Plan or path. A plan made with ``--random-offset`` (and
+  ``--boundaries none|doc``) is re-planned in process for every epoch with its seed: epoch e
+  gets exactly the windows ``winsample windows … --random-offset --seed S --epoch e`` writes.
+
+Positions are token indices into the .bin; ranges are half-open.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import formats
+from .batch import Plan, read_plan
+from .errors import ConfigError, DataError
+
+SHORT = ("drop", "pad")
+LABELS = ("all", "fresh")
+ORDER_STREAM = 2  # third word of the permutation's seed: [seed, epoch, 2] (windows --shuffle uses 1)
+CACHED_EPOCHS = 2  # epochs whose plan and order are kept (the current one and the one before)
+
+
+class StepOutOfRange(ConfigError, IndexError):
+    """``batch(epoch, step)`` with a step outside ``[0, steps(epoch))``."""
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """How one epoch of a Loader trains on the file (all ranks together).
+
+    ``trained_tokens``: labels trained on (y entries that are not ``ignore_index``).
+    ``targets_min/mean/max``: times each *targetable* token (a label of some window of the plan)
+    is a label this epoch; ``untrained``: targetable tokens that are no label this epoch
+    (dropped short windows, the left-out windows, ``fresh`` masking of those); ``untargetable``:
+    tokens of the file no window of the plan has as a label (first tokens, uncovered head/tail).
+    ``mean = trained_tokens / targetable``, so "how many times did we see the corpus" is exact.
+    """
+
+    epoch: int
+    batches: int  # per rank
+    world_size: int
+    batch_size: int
+    windows: int  # eligible windows of the epoch's plan
+    served: int  # windows served, all ranks: batches × world_size × batch_size
+    left_out: int  # windows - served
+    file_tokens: int
+    trained_tokens: int
+    targetable: int
+    untargetable: int
+    untrained: int
+    targets_min: int
+    targets_mean: float
+    targets_max: int
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return (f"epoch {self.epoch}: {self.batches:,} batches per rank × {self.world_size} ranks × {self.batch_size}"
+                f" = {self.served:,} of {self.windows:,} windows ({self.left_out} left out); trains on"
+                f" {self.trained_tokens:,} labels; each of the {self.targetable:,} targetable tokens is a label"
+                f" min {self.targets_min} / mean {self.targets_mean:.3f} / max {self.targets_max} times"
+                f" ({self.untrained:,} never this epoch; {self.untargetable:,} tokens of the file are no window's label)")
+
+
+@dataclass
+class _Epoch:
+    plan: Plan
+    rows: np.ndarray  # eligible rows, sorted by start
+    index: np.ndarray  # their row numbers in plan.rows
+    order: np.ndarray  # permutation of range(len(rows))
+    steps: int
+    left_out: int
+
+
+class Loader:
+    """(x, y) batches of a window plan by (epoch, step); see the module docstring for the contract.
+
+    ``plan``: a Plan, a plan path, a sequence of them (one per epoch, cycled) or a callable
+    epoch → Plan or path. ``tokens_path``: the .bin the plan was made for (``data/train.bin``;
+    an array of its tokens also works). ``seed``: a non-negative int, the order's only source of
+    randomness. ``pad_id``: x's padding (default: the tokenizer's EOT from the plan's sidecar,
+    else meta.json's, else GPT-2's 50256).
+    """
+
+    def __init__(self, plan, tokens_path, batch_size: int, seed: int, rank: int = 0, world_size: int = 1,
+                 short: str = "drop", ignore_index: int = -1, labels: str = "all", pad_id: int | None = None):
+        for name, v in (("batch_size", batch_size), ("seed", seed), ("rank", rank), ("world_size", world_size),
+                        ("ignore_index", ignore_index)):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+                raise ConfigError(f"Loader: {name} must be an int, got {v!r}")
+        if batch_size < 1:
+            raise ConfigError(f"Loader: batch_size must be at least 1, got {batch_size}")
+        if seed < 0:
+            raise ConfigError(f"Loader: seed must be >= 0, got {seed}")
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ConfigError(f"Loader: need 0 <= rank < world_size, got rank {rank}, world_size {world_size}")
+        if short not in SHORT:
+            raise ConfigError(f"Loader: short must be one of {', '.join(SHORT)}, got {short!r}")
+        if labels not in LABELS:
+            raise ConfigError(f"Loader: labels must be one of {', '.join(LABELS)}, got {labels!r}")
+        self.batch_size, self.seed, self.rank, self.world_size = int(batch_size), int(seed), int(rank), int(world_size)
+        self.short, self.ignore_index, self.labels = short, int(ignore_index), labels
+        self._source = plan
+        self._base: Plan | None = None  # the one plan given as a Plan or a path, read once
+        self._tokens_arg = tokens_path
+        self._tokens = None if isinstance(tokens_path, (str, Path)) else tokens_path
+        self._tokenizer = None  # meta.json's tokenizer entry of tokens_path
+        self._open()
+        self._cache: OrderedDict[int, _Epoch] = OrderedDict()
+        self._steps: list[int] = []  # steps of epochs 0, 1, … as far as ``locate`` has looked
+        first = self._epoch(0)
+        self.T, self.span = first.plan.T, first.plan.span
+        self.pad_id = int(pad_id) if pad_id is not None else self._eot(first.plan)
+
+    # -- the contract --
+
+    def __len__(self) -> int:
+        """Batches per epoch on this rank, equal on every rank (epoch 0's; ``steps(e)`` for others)."""
+        return self.steps(0)
+
+    def steps(self, epoch: int) -> int:
+        """Batches of ``epoch`` on each rank: eligible windows // (world_size × batch_size)."""
+        return self._epoch(epoch).steps
+
+    @property
+    def left_out(self) -> int:
+        """Eligible windows of epoch 0 served by no rank (< world_size × batch_size); ``left_out_of(e)``."""
+        return self.left_out_of(0)
+
+    def left_out_of(self, epoch: int) -> int:
+        return self._epoch(epoch).left_out
+
+    def plan(self, epoch: int) -> Plan:
+        """The plan epoch ``epoch`` walks."""
+        return self._epoch(epoch).plan
+
+    def row_index(self, epoch: int, step: int) -> np.ndarray:
+        """int64 row numbers, in ``plan(epoch).rows``, of the lines of batch (epoch, step) on this rank."""
+        ep = self._epoch(epoch)
+        if not 0 <= step < ep.steps:
+            raise StepOutOfRange(f"step {step} of epoch {epoch} is outside [0, {ep.steps}): the epoch has {ep.steps} batches per rank")
+        lo = (int(step) * self.world_size + self.rank) * self.batch_size
+        return ep.index[ep.order[lo : lo + self.batch_size]]
+
+    def rows(self, epoch: int, step: int) -> np.ndarray:
+        """The plan rows (``start, length, doc, fresh``) of the lines of batch (epoch, step), in line order."""
+        return self._epoch(epoch).plan.rows[self.row_index(epoch, step)]
+
+    def batch(self, epoch: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """(x, y): int64, C-contiguous, shape (batch_size, T); y[i, j] is the token after x[i, j].
+
+        Padding and ``fresh`` masking as in the module docstring. Pure: same arguments, same arrays.
+        """
+        r = self.rows(epoch, step)
+        return self._gather(r)
+
+    def epoch(self, epoch: int, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``batch(epoch, s)`` for s in [start, steps(epoch)): resume an epoch at step ``start``."""
+        n = self.steps(epoch)
+        if not 0 <= start <= n:
+            raise StepOutOfRange(f"start {start} is outside [0, {n}] for epoch {epoch}")
+        for s in range(start, n):
+            yield self.batch(epoch, s)
+
+    def locate(self, k: int) -> tuple[int, int]:
+        """(epoch, step) of the k-th batch on this rank when epochs are walked one after another.
+
+        For a loop that counts iterations (nanoGPT): ``loader.batch(*loader.locate(k))``.
+        """
+        if k < 0:
+            raise StepOutOfRange(f"batch number {k} is negative")
+        epoch = 0
+        while True:
+            if epoch == len(self._steps):
+                n = self.steps(epoch)
+                if n == 0:
+                    raise DataError(f"epoch {epoch} has no full batch: cannot count batches past it")
+                self._steps.append(n)
+            n = self._steps[epoch]
+            if k < n:
+                return epoch, int(k)
+            k -= n
+            epoch += 1
+
+    def exposure(self, epoch: int = 0) -> Exposure:
+        """How many labels epoch ``epoch`` trains on, and how often each token is a label (all ranks)."""
+        ep = self._epoch(epoch)
+        rows = ep.plan.rows
+        served = ep.rows[np.sort(ep.order[: ep.steps * self.world_size * self.batch_size])]
+        n = len(self._open())
+        # label intervals: a window [s, s + L) has labels at tokens [s + 1, s + L); with "fresh"
+        # the labels before s + fresh are masked (an earlier window has them)
+        ps = rows["start"].astype(np.int64)
+        pa, pb = ps + 1, ps + rows["length"]
+        ss = served["start"].astype(np.int64)
+        sa = ss + (np.maximum(served["fresh"], 1) if self.labels == "fresh" else 1)
+        sb = ss + served["length"]
+        sa = np.minimum(sa, sb)
+        count, plan_count, seg = _sweep(sa, sb, pa, pb)
+        targetable = int(seg[plan_count > 0].sum())
+        trained = int((seg * count).sum())
+        hit = (plan_count > 0) & (seg > 0)
+        return Exposure(
+            epoch=int(epoch), batches=ep.steps, world_size=self.world_size, batch_size=self.batch_size,
+            windows=len(ep.rows), served=len(served), left_out=ep.left_out, file_tokens=n,
+            trained_tokens=trained, targetable=targetable, untargetable=n - targetable,
+            untrained=int(seg[hit & (count == 0)].sum()),
+            targets_min=int(count[hit].min()) if hit.any() else 0,
+            targets_mean=trained / targetable if targetable else 0.0,
+            targets_max=int(count.max()) if len(count) else 0,
+        )
+
+    # -- internals --
+
+    def _gather(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        tokens = self._open()
+        B, span = len(r), self.span
+        w = np.empty((B, span), np.int64)
+        starts, lengths = r["start"].tolist(), r["length"].tolist()
+        for i, (s, L) in enumerate(zip(starts, lengths)):  # B slices: reads only the batch's windows
+            w[i, :L] = tokens[s : s + L]
+        x = w[:, :-1].copy()  # copies: C-contiguous, so torch's .view(-1) works
+        y = w[:, 1:].copy()
+        cols = np.arange(span - 1)
+        L = np.asarray(lengths, np.int64)[:, None]
+        pad = cols >= L - 1  # no (x, y) pair there: the window ended
+        x[pad] = self.pad_id
+        y[pad] = self.ignore_index
+        if self.labels == "fresh":
+            y[cols < r["fresh"].astype(np.int64)[:, None] - 1] = self.ignore_index
+        return x, y
+
+    def _open(self):
+        if self._tokens is None:
+            from .windows import describe_source  # dtype, and the logical stream of a sharded dataset
+
+            src = describe_source(self._tokens_arg)
+            self._tokenizer = src.tokenizer
+            self._tokens = src.stream if src.stream is not None else formats.open_tokens(src.path, src.dtype)
+        return self._tokens
+
+    def _resolve(self, epoch: int) -> Plan:
+        src = self._source
+        if callable(src) and not isinstance(src, Plan):
+            got = src(epoch)
+        elif isinstance(src, Sequence) and not isinstance(src, (str, bytes)):
+            if not len(src):
+                raise ConfigError("Loader: an empty list of plans")
+            got = src[epoch % len(src)]
+        else:
+            if self._base is None:
+                self._base = src if isinstance(src, Plan) else read_plan(src)
+            p = self._base.sidecar.get("params") or {}
+            if p.get("random_offset") and p.get("epoch") != epoch:  # a new offset every epoch
+                return replan_for_epoch(self._base, self._tokens_arg, epoch)
+            return self._base
+        return got if isinstance(got, Plan) else read_plan(got)
+
+    def _epoch(self, epoch: int) -> _Epoch:
+        if not isinstance(epoch, (int, np.integer)) or isinstance(epoch, bool) or epoch < 0:
+            raise ConfigError(f"Loader: epoch must be an int >= 0, got {epoch!r}")
+        epoch = int(epoch)
+        if epoch in self._cache:
+            self._cache.move_to_end(epoch)
+            return self._cache[epoch]
+        plan = self._resolve(epoch)
+        self._check(plan, epoch)
+        rows = plan.rows
+        index = np.flatnonzero(rows["length"] == plan.span) if self.short == "drop" else np.arange(len(rows))
+        index = index[np.argsort(rows["start"][index], kind="stable")]
+        n = len(index)
+        per_step = self.world_size * self.batch_size
+        steps = n // per_step
+        if epoch == 0 and steps == 0:
+            what = "full-length windows" if self.short == "drop" else "windows"
+            hint = "; short='pad' also serves the shorter windows" if self.short == "drop" else ""
+            raise DataError(f"{plan.path or 'plan'}: {n} {what}, fewer than world_size × batch_size = {per_step}:"
+                            f" not one batch per rank{hint}")
+        order = np.random.default_rng([self.seed, epoch, ORDER_STREAM]).permutation(n)
+        ep = _Epoch(plan, rows[index], index, order, steps, n - steps * per_step)
+        self._cache[epoch] = ep
+        while len(self._cache) > CACHED_EPOCHS:
+            self._cache.popitem(last=False)
+        return ep
+
+    def _check(self, plan: Plan, epoch: int) -> None:
+        where = plan.path or f"the plan of epoch {epoch}"
+        if not plan.targets:
+            raise ConfigError(f"{where}: made with --no-targets: a window has no next token for y; re-plan with targets")
+        p = plan.sidecar.get("params") or {}
+        if p.get("shard") is not None and self.world_size > 1:
+            raise ConfigError(f"{where}: is shard {p['shard']} of {p.get('shards')}; give the Loader the whole plan, it splits the windows by rank itself")
+        if self._cache:
+            first = next(iter(self._cache.values())).plan
+            if plan.span != first.span:
+                raise ConfigError(f"{where}: T {plan.T}, but epoch {next(iter(self._cache))}'s plan has T {first.T}: one T per Loader")
+        source = plan.sidecar.get("source") or {}
+        want, n = source.get("tokens"), len(self._tokens)
+        named = self._tokens_arg if isinstance(self._tokens_arg, (str, Path)) else "the tokens given"
+        if isinstance(want, int) and n != want:
+            raise DataError(f"{where} was made for {want} tokens ({source.get('file')}),"
+                            f" but {named} holds {n}: pass the .bin the plan was made for")
+        dtype = getattr(self._tokens, "dtype", None)
+        if isinstance(self._tokens_arg, (str, Path)) and source.get("dtype") and dtype is not None and np.dtype(dtype).itemsize != np.dtype(formats.normalize_dtype(source["dtype"])).itemsize:
+            raise DataError(f"{where} was made for {source['dtype']} tokens, but {named} holds {np.dtype(dtype)}")
+        if len(plan.rows) and int((plan.rows["start"].astype(np.int64) + plan.rows["length"]).max()) > n:
+            raise DataError(f"{where}: a window ends past the end of the tokens ({n})")
+        if len(plan.rows) and (int(plan.rows["length"].min()) < 2 or int(plan.rows["length"].max()) > plan.span):
+            raise DataError(f"{where}: window lengths must be in [2, span {plan.span}]")
+
+    def _eot(self, plan: Plan) -> int:
+        tok = plan.sidecar.get("tokenizer") or {}
+        if isinstance(tok.get("eot"), int):
+            return tok["eot"]
+        t = self._tokenizer or {}
+        if isinstance(t.get("eot"), int):
+            return t["eot"]
+        from . import tokenizer
+
+        return tokenizer.load_encoding(tokenizer.DEFAULT_ENCODING).eot_token
+
+    def __getstate__(self):  # for DataLoader workers: send paths, not a memmap or cached orders
+        state = dict(self.__dict__)
+        if isinstance(self._tokens_arg, (str, Path)):
+            state["_tokens"] = None
+        state["_cache"] = OrderedDict()
+        return state
+
+
+def _sweep(sa, sb, pa, pb) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Over the segments between the sorted distinct ends of intervals [sa, sb) and [pa, pb):
+    (how many [sa, sb) cover each segment, how many [pa, pb) do, segment lengths). O(n log n)
+    in the intervals, no per-token array."""
+    pos = np.concatenate([sa, sb, pa, pb]).astype(np.int64)
+    if not len(pos):
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    u, inv = np.unique(pos, return_inverse=True)
+    n1, n2 = len(sa), len(pa)
+    ds = np.bincount(inv[: 2 * n1], weights=np.r_[np.ones(n1), -np.ones(n1)], minlength=len(u))
+    dp = np.bincount(inv[2 * n1 :], weights=np.r_[np.ones(n2), -np.ones(n2)], minlength=len(u))
+    return (np.cumsum(ds)[:-1].round().astype(np.int64), np.cumsum(dp)[:-1].round().astype(np.int64), np.diff(u))
+
+
+def replan_for_epoch(plan: Plan, tokens_path, epoch: int) -> Plan:
+    """The plan ``winsample windows`` writes for ``epoch`` with the same options as ``plan`` (a
+    ``--random-offset`` plan): windows over ``tokens_path`` with that epoch's offset."""
+    from . import windows
+
+    if not isinstance(tokens_path, (str, Path)):
+        raise ConfigError("Loader: a --random-offset plan is re-planned for each epoch from the .bin: pass tokens_path as a path")
+    p = plan.sidecar["params"]
+    if p.get("boundaries") in ("paragraph", "sentence"):
+        raise ConfigError(f"{plan.path or 'plan'}: --random-offset with --boundaries {p['boundaries']} is refused by windows; re-plan it")
+    o = windows.Options(T=[int(p["T"])], targets=bool(p["targets"]), stride=int(p["stride"]), random_offset=True,
+                        seed=int(p["seed"]), epoch=int(epoch), tail=p.get("tail"), short=p.get("short", "keep"),
+                        boundaries=p.get("boundaries", "none"), pack=bool(p.get("pack")), shuffle=bool(p.get("shuffle")))
+    (res,) = windows.build_plans(tokens_path, o)
+    side = {"source": plan.sidecar["source"], "params": res["params"], "stats": res["stats"]}
+    if plan.sidecar.get("tokenizer"):
+        side["tokenizer"] = plan.sidecar["tokenizer"]
+    return Plan(res["rows"], side, None)
