@@ -1,10 +1,11 @@
-"""The code in docs/format.md and docs/guide.md runs, so the docs cannot rot.
+"""The code in README.md, docs/format.md and docs/guide.md runs, so the docs cannot rot.
 
 A fenced block preceded by the line ``<!-- test -->`` is run, in document order, in a fresh
 folder that holds ``corpus/`` (a copy of the bundled corpus): ```sh blocks with bash -e (the
 venv's ``winsample`` first on PATH), ```python blocks each in a fresh namespace (so every
 snippet stands on its own), ```make blocks written to ``./Makefile`` for later sh blocks. Blocks marked ``<!-- not tested: … -->`` (they need torch, a CI
-runner, a shell profile) are only compiled when they are Python.
+runner, a shell profile) are only compiled when they are Python; README's nanoGPT ``get_batch``
+is run by tests/test_loader_torch.py inside a nanoGPT-style loop.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ import pytest
 
 from .conftest import CORPUS, REPO
 
-DOCS = ("format.md", "guide.md")
+DOCS = ("README.md", "docs/format.md", "docs/guide.md")  # paths from the repository root
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 
 
 def blocks(doc: str) -> list[tuple[str, int, str, str]]:
     """(marker, line, language, code) for every fenced block; marker is 'test', 'not tested' or ''."""
-    text = (REPO / "docs" / doc).read_text(encoding="utf-8")
+    text = (REPO / doc).read_text(encoding="utf-8")
     out = []
     for m in FENCE.finditer(text):
         before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1].strip()
@@ -57,16 +58,16 @@ def run_block(lang: str, code: str, where: str, cwd: Path) -> None:
 def test_marked_blocks_run_in_order(doc, tmp_path):
     shutil.copytree(CORPUS, tmp_path / "corpus")
     tested = [b for b in blocks(doc) if b[0] == "test"]
-    assert len(tested) >= 5, f"docs/{doc}: expected runnable examples marked <!-- test -->"
+    assert len(tested) >= 5, f"{doc}: expected runnable examples marked <!-- test -->"
     for _, line, lang, code in tested:
-        run_block(lang, code, f"docs/{doc}:{line}", tmp_path)
+        run_block(lang, code, f"{doc}:{line}", tmp_path)
 
 
 @pytest.mark.parametrize("doc", DOCS)
 def test_python_blocks_not_run_still_compile(doc):
     for marker, line, lang, code in blocks(doc):
         if lang == "python" and marker != "test":
-            compile(code, f"docs/{doc}:{line}", "exec")
+            compile(code, f"{doc}:{line}", "exec")
 
 
 @pytest.mark.parametrize("doc", DOCS)
@@ -74,4 +75,4 @@ def test_every_python_and_sh_block_is_marked(doc):
     # an unmarked block would silently escape testing
     for marker, line, lang, _ in blocks(doc):
         if lang in ("python", "sh"):
-            assert marker, f"docs/{doc}:{line}: mark the ```{lang} block <!-- test --> or <!-- not tested: why -->"
+            assert marker, f"{doc}:{line}: mark the ```{lang} block <!-- test --> or <!-- not tested: why -->"
