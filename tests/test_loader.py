@@ -291,3 +291,22 @@ def test_get_batch_returns_contiguous_arrays(data, tmp_path):
     _cli("windows", data / "train.bin", "-T", 32, "-o", tmp_path / "p.npy", "-q")
     x, y = winsample.get_batch(winsample.read_plan(tmp_path / "p.npy"), data / "train.bin", 4, 0)
     assert x.flags.c_contiguous and y.flags.c_contiguous and (x[:, 1:] == y[:, :-1]).all()
+
+
+def test_inspect_of_a_plan_reports_one_epochs_exposure(tmp_path):
+    """N = 30, T = 7, stride 8, --tail short: windows [0,8) [8,16) [16,24) [23,30) (span 8).
+
+    Labels: 1..7, 9..15, 17..23, 24..29: 27 with every window (each token once, 0/8/16 never
+    a label), 21 with the full windows only (24..29 untrained)."""
+    np.arange(30, dtype="<u2").tofile(tmp_path / "a.bin")
+    _cli("windows", tmp_path / "a.bin", "-T", 7, "--stride", 8, "--tail", "short", "-o", tmp_path / "p.npy", "-q")
+    r = CliRunner().invoke(main, ["inspect", str(tmp_path / "p.npy"), "--json"])
+    assert r.exit_code == 0, r.stderr
+    import json
+
+    e = json.loads(r.stdout)["exposure"]
+    assert (e["pad"]["trained_tokens"], e["pad"]["targetable"], e["pad"]["untargetable"]) == (27, 27, 3)
+    assert (e["pad"]["targets_min"], e["pad"]["targets_max"], e["pad"]["untrained"]) == (1, 1, 0)
+    assert (e["drop"]["trained_tokens"], e["drop"]["untrained"], e["drop"]["targets_min"]) == (21, 6, 0)
+    text = CliRunner().invoke(main, ["inspect", str(tmp_path / "p.npy")]).stdout
+    assert "short=drop  21 labels; each targetable token a label min 0 / mean 0.778 / max 1 times, 6 never" in text

@@ -284,6 +284,13 @@ def inspect_plan(path: Path, at: int, count: int) -> dict:
         "new_tokens": int((lengths - rows["fresh"]).sum()),
         "documents": int(np.unique(rows["doc"]).size),
     }
+    exposure = {}
+    params, source = side.get("params") or {}, side.get("source") or {}
+    if params.get("targets") and isinstance(params.get("span"), int) and isinstance(source.get("tokens"), int) and n:
+        from .loader import label_counts  # every window once, as winsample.Loader serves an epoch
+
+        for short, served in (("pad", rows), ("drop", rows[rows["length"] == params["span"]])):
+            exposure[short] = label_counts(rows, served, source["tokens"])
     recorded = (side.get("stats") or {}).get("windows")
     if recorded is not None and recorded != n:
         warnings.append(f"{path}: holds {n} windows but its sidecar records {recorded}; run `winsample verify`")
@@ -299,6 +306,7 @@ def inspect_plan(path: Path, at: int, count: int) -> dict:
         "stats": side.get("stats", {}),
         "tokenizer": side.get("tokenizer", {}),
         "counts": counts,
+        "exposure": exposure,
         "at": at,
         "windows": [
             {"row": at + k, "start": int(r["start"]), "length": int(r["length"]), "doc": int(r["doc"]), "fresh": int(r["fresh"])}
@@ -400,6 +408,11 @@ def _plan_lines(r: dict, style) -> list[str]:
         if r.get(title):
             lines.append(style(title, "head"))
             lines += _kv_lines(r[title], style, indent=2)
+    if r.get("exposure"):  # one epoch of winsample.Loader, every window once
+        lines.append(style("exposure per epoch (winsample.Loader, every window once)", "head"))
+        lines += _kv_lines({f"short={k}": f"{f['trained_tokens']:,} labels; each targetable token a label min {f['targets_min']}"
+                            f" / mean {f['targets_mean']:.3f} / max {f['targets_max']} times, {f['untrained']:,} never"
+                            for k, f in r["exposure"].items()}, style, indent=2)
     end = r["at"] + len(r["windows"])
     lines.append(style(f"windows [{r['at']}, {end}) of {r['counts']['windows']}", "head"))
     header = f"{'row':>10} {'start':>14} {'length':>8} {'doc':>10} {'fresh':>8}"

@@ -213,28 +213,9 @@ class Loader:
         ep = self._epoch(epoch)
         rows = ep.plan.rows
         served = ep.rows[np.sort(ep.order[: ep.steps * self.world_size * self.batch_size])]
-        n = len(self._open())
-        # label intervals: a window [s, s + L) has labels at tokens [s + 1, s + L); with "fresh"
-        # the labels before s + fresh are masked (an earlier window has them)
-        ps = rows["start"].astype(np.int64)
-        pa, pb = ps + 1, ps + rows["length"]
-        ss = served["start"].astype(np.int64)
-        sa = ss + (np.maximum(served["fresh"], 1) if self.labels == "fresh" else 1)
-        sb = ss + served["length"]
-        sa = np.minimum(sa, sb)
-        count, plan_count, seg = _sweep(sa, sb, pa, pb)
-        targetable = int(seg[plan_count > 0].sum())
-        trained = int((seg * count).sum())
-        hit = (plan_count > 0) & (seg > 0)
-        return Exposure(
-            epoch=int(epoch), batches=ep.steps, world_size=self.world_size, batch_size=self.batch_size,
-            windows=len(ep.rows), served=len(served), left_out=ep.left_out, file_tokens=n,
-            trained_tokens=trained, targetable=targetable, untargetable=n - targetable,
-            untrained=int(seg[hit & (count == 0)].sum()),
-            targets_min=int(count[hit].min()) if hit.any() else 0,
-            targets_mean=trained / targetable if targetable else 0.0,
-            targets_max=int(count.max()) if len(count) else 0,
-        )
+        f = label_counts(ep.plan.rows, served, len(self._open()), fresh=self.labels == "fresh")
+        return Exposure(epoch=int(epoch), batches=ep.steps, world_size=self.world_size, batch_size=self.batch_size,
+                        windows=len(ep.rows), served=len(served), left_out=ep.left_out, **f)
 
     # -- internals --
 
@@ -351,6 +332,29 @@ class Loader:
             state["_tokens"] = None
         state["_cache"] = OrderedDict()
         return state
+
+
+def label_counts(plan_rows: np.ndarray, served: np.ndarray, n: int, fresh: bool = False) -> dict:
+    """Times each token is a label when the windows ``served`` (rows of the plan) are trained on once.
+
+    A window [s, s + L) has labels at tokens [s + 1, s + L) (from s + fresh with ``fresh``).
+    Keys as ``Exposure``'s: file_tokens, trained_tokens, targetable (tokens some window of
+    ``plan_rows`` has as a label), untargetable, untrained, targets_min/mean/max (over the
+    targetable tokens). O(windows log windows), no per-token array.
+    """
+    ps = plan_rows["start"].astype(np.int64)
+    ss = served["start"].astype(np.int64)
+    sb = ss + served["length"]
+    sa = np.minimum(ss + (np.maximum(served["fresh"], 1) if fresh else 1), sb)
+    count, plan_count, seg = _sweep(sa, sb, ps + 1, ps + plan_rows["length"])
+    targetable = int(seg[plan_count > 0].sum())
+    trained = int((seg * count).sum())
+    hit = (plan_count > 0) & (seg > 0)
+    return {"file_tokens": int(n), "trained_tokens": trained, "targetable": targetable, "untargetable": int(n) - targetable,
+            "untrained": int(seg[hit & (count == 0)].sum()),
+            "targets_min": int(count[hit].min()) if hit.any() else 0,
+            "targets_mean": trained / targetable if targetable else 0.0,
+            "targets_max": int(count.max()) if len(count) else 0}
 
 
 def _sweep(sa, sb, pa, pb) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
