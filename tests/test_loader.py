@@ -276,12 +276,12 @@ def test_windows_refuses_random_offset_with_semantic_edges(data, tmp_path, mode)
 def test_semantic_cuts_do_not_move_with_the_offset_which_is_why_it_is_refused(data):
     """The planner itself: two offsets give windows that are nearly all the same (the refusal's reason)."""
     from winsample import boundaries as bnd
-    from winsample.tokenizer import load_encoding
+    from winsample.tokenizer import load
 
     tokens = np.fromfile(data / "train.bin", dtype="<u2")
     ds = np.load(data / "train.docs.npy")
     de = np.append(ds[1:], len(tokens))
-    edges = np.concatenate([f for _, f in bnd.iter_boundaries(tokens, "paragraph", load_encoding("gpt2"))])
+    edges = np.concatenate([f for _, f in bnd.iter_boundaries(tokens, "paragraph", load("gpt2"))])
     a, b = (windows.plan_semantic(ds, de, edges, 257, 128, offset) for offset in (0, 69))
     shared = len(set(a["start"].tolist()) & set(b["start"].tolist()))
     assert shared > 0.99 * len(a)

@@ -324,7 +324,7 @@ class Loader:
             return t["eot"]
         from . import tokenizer
 
-        return tokenizer.load_encoding(tokenizer.DEFAULT_ENCODING).eot_token
+        return tokenizer.load(tokenizer.DEFAULT_ENCODING).eot  # a bare .bin is nanoGPT's: GPT-2
 
     def __getstate__(self):  # for DataLoader workers: send paths, not a memmap or cached orders
         state = dict(self.__dict__)
