@@ -246,6 +246,9 @@ def test_errors_are_clear(data, tmp_path):
         lo.batch(0, 2)
     with pytest.raises(IndexError):
         lo.batch(0, -1)
+    with pytest.raises(StepOutOfRange, match=r"start 3 is outside \[0, 2\]"):
+        lo.epoch(0, start=3)
+    assert list(lo.epoch(0, start=2)) == []
     with pytest.raises(DataError, match="made for 100 tokens"):
         winsample.Loader(plan, tokens[:60], 1, 0, pad_id=PAD)
     with pytest.raises(ConfigError, match="rank"):
@@ -285,6 +288,17 @@ def test_semantic_cuts_do_not_move_with_the_offset_which_is_why_it_is_refused(da
     a, b = (windows.plan_semantic(ds, de, edges, 257, 128, offset) for offset in (0, 69))
     shared = len(set(a["start"].tolist()) & set(b["start"].tolist()))
     assert shared > 0.99 * len(a)
+
+
+def test_a_bare_bin_pads_with_gpt2s_eot(tmp_path):
+    """37 tokens, T 7, stride 8, --tail short: [0,8) [8,16) [16,24) [24,32) and the tail [31,37)."""
+    np.arange(37, dtype="<u2").tofile(tmp_path / "a.bin")
+    _cli("windows", tmp_path / "a.bin", "-T", 7, "--stride", 8, "--tail", "short", "-o", tmp_path / "p.npy", "-q")
+    lo = winsample.Loader(tmp_path / "p.npy", tmp_path / "a.bin", 5, 0, short="pad")
+    assert lo.pad_id == 50256 and len(lo) == 1 and lo.left_out == 0
+    x, y = lo.batch(0, 0)
+    i = lo.rows(0, 0)["start"].tolist().index(31)
+    assert x[i].tolist() == [31, 32, 33, 34, 35, 50256, 50256] and y[i].tolist() == [32, 33, 34, 35, 36, -1, -1]
 
 
 def test_get_batch_returns_contiguous_arrays(data, tmp_path):

@@ -158,3 +158,34 @@ def test_the_source_documents_randint_claims():
     assert set(ix.tolist()) == set(range(6))
     with pytest.raises(RuntimeError):
         torch.randint(8 - 8, (2,))
+
+
+def test_nanogpts_own_get_batch_lets_evaluation_move_training(readme_data):
+    """The source document's claim, checked: train.py's get_batch draws from torch's global
+    generator, so an estimate_loss in between changes the next training batch (the Loader's
+    README get_batch does not: test_evaluating_more_often_does_not_change_the_training_batches)."""
+    data = np.memmap(readme_data / "train.bin", dtype=np.uint16, mode="r")
+
+    def get_batch(block_size=256, batch_size=2):  # train.py's lines
+        ix = torch.randint(len(data) - block_size, (batch_size,))
+        return torch.stack([torch.from_numpy((data[i : i + block_size]).astype(np.int64)) for i in ix])
+
+    torch.manual_seed(1337)
+    plain = [get_batch() for _ in range(2)]
+    torch.manual_seed(1337)
+    first = get_batch()
+    get_batch()  # one evaluation batch
+    assert torch.equal(first, plain[0]) and not torch.equal(get_batch(), plain[1])
+
+
+def test_nine_tokens_window_eight_has_one_start_eight_have_none(tmp_path):
+    """The chapter's exercise: N = 9, T = 8 → start 0 only; N = 8 → no (x, y) window."""
+    from click.testing import CliRunner
+
+    from winsample.cli import main
+
+    for n, want in ((9, "0\t9\n"), (8, "")):
+        np.arange(n, dtype="<u2").tofile(tmp_path / "a.bin")
+        r = CliRunner().invoke(main, ["windows", str(tmp_path / "a.bin"), "-T", "8", "--tail", "drop", "--short", "drop",
+                                      "--format", "txt", "-o", "-", "-q"])
+        assert r.exit_code == 0 and r.stdout == want, r.stderr

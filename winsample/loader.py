@@ -183,10 +183,9 @@ class Loader:
     def epoch(self, epoch: int, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """``batch(epoch, s)`` for s in [start, steps(epoch)): resume an epoch at step ``start``."""
         n = self.steps(epoch)
-        if not 0 <= start <= n:
+        if not 0 <= start <= n:  # checked now, not at the first next()
             raise StepOutOfRange(f"start {start} is outside [0, {n}] for epoch {epoch}")
-        for s in range(start, n):
-            yield self.batch(epoch, s)
+        return (self.batch(epoch, s) for s in range(start, n))
 
     def locate(self, k: int) -> tuple[int, int]:
         """(epoch, step) of the k-th batch on this rank when epochs are walked one after another.
