@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pickle
 import random
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,19 +18,23 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import winsample
-from winsample import windows
+from winsample import formats, windows
 from winsample.cli import main
 from winsample.errors import ConfigError, DataError
 from winsample.loader import StepOutOfRange
 
+_TMP = tempfile.TemporaryDirectory(prefix="loader-plans-")  # removed when the test process ends
 PAD = 1_000_000  # x padding in these tests: no position of a test file is this large
 
 
 def make_plan(starts, lengths, span, n, docs=None) -> winsample.Plan:
+    """A plan file with these windows (fresh filled in), read back as training code reads it."""
     rows = windows.make_rows(np.asarray(starts, np.int64), np.asarray(lengths, np.int64),
                              np.zeros(len(starts), np.int64) if docs is None else np.asarray(docs, np.int64))
     side = {"params": {"T": span - 1, "span": span, "targets": True}, "source": {"tokens": n, "dtype": "<u4"}}
-    return winsample.Plan(rows, side)
+    path = Path(tempfile.mkdtemp(dir=_TMP.name)) / "p.npy"
+    formats.write_plan(path, rows, side)
+    return winsample.read_plan(path)
 
 
 @st.composite

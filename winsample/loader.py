@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -256,7 +256,7 @@ class Loader:
         else:
             if self._base is None:
                 self._base = src if isinstance(src, Plan) else read_plan(src)
-            p = self._base.sidecar.get("params") or {}
+            p = _params(self._base)
             if p.get("random_offset") and p.get("epoch") != epoch:  # a new offset every epoch
                 return replan_for_epoch(self._base, self._tokens_arg, epoch)
             return self._base
@@ -293,14 +293,14 @@ class Loader:
         where = plan.path or f"the plan of epoch {epoch}"
         if not plan.targets:
             raise ConfigError(f"{where}: made with --no-targets: a window has no next token for y; re-plan with targets")
-        p = plan.sidecar.get("params") or {}
+        p = _params(plan)
         if p.get("shard") is not None and self.world_size > 1:
             raise ConfigError(f"{where}: is shard {p['shard']} of {p.get('shards')}; give the Loader the whole plan, it splits the windows by rank itself")
         if self._cache:
             first = next(iter(self._cache.values())).plan
             if plan.span != first.span:
                 raise ConfigError(f"{where}: T {plan.T}, but epoch {next(iter(self._cache))}'s plan has T {first.T}: one T per Loader")
-        source = plan.sidecar.get("source") or {}
+        source = _source(plan)
         want, n = source.get("tokens"), len(self._tokens)
         named = self._tokens_arg if isinstance(self._tokens_arg, (str, Path)) else "the tokens given"
         if isinstance(want, int) and n != want:
@@ -315,7 +315,7 @@ class Loader:
             raise DataError(f"{where}: window lengths must be in [2, span {plan.span}]")
 
     def _eot(self, plan: Plan) -> int:
-        tok = plan.sidecar.get("tokenizer") or {}
+        tok = _side(plan, "tokenizer")
         if isinstance(tok.get("eot"), int):
             return tok["eot"]
         t = self._tokenizer or {}
@@ -331,6 +331,23 @@ class Loader:
             state["_tokens"] = None
         state["_cache"] = OrderedDict()
         return state
+
+
+# The plan's sidecar: a dict, or formats' typed sidecar (attributes ``params``, ``source``, ``tokenizer``).
+def _side(plan: Plan, part: str) -> dict:
+    side = plan.sidecar
+    got = side.get(part) if isinstance(side, dict) else getattr(side, part, None)
+    if got is not None and not isinstance(got, dict):
+        got = got.to_json()
+    return got or {}
+
+
+def _params(plan: Plan) -> dict:
+    return _side(plan, "params")
+
+
+def _source(plan: Plan) -> dict:
+    return _side(plan, "source")
 
 
 def label_counts(plan_rows: np.ndarray, served: np.ndarray, n: int, fresh: bool = False) -> dict:
@@ -378,14 +395,16 @@ def replan_for_epoch(plan: Plan, tokens_path, epoch: int) -> Plan:
 
     if not isinstance(tokens_path, (str, Path)):
         raise ConfigError("Loader: a --random-offset plan is re-planned for each epoch from the .bin: pass tokens_path as a path")
-    p = plan.sidecar["params"]
+    p = _params(plan)
     if p.get("boundaries") in ("paragraph", "sentence"):
         raise ConfigError(f"{plan.path or 'plan'}: --random-offset with --boundaries {p['boundaries']} is refused by windows; re-plan it")
     o = windows.Options(T=[int(p["T"])], targets=bool(p["targets"]), stride=int(p["stride"]), random_offset=True,
                         seed=int(p["seed"]), epoch=int(epoch), tail=p.get("tail"), short=p.get("short", "keep"),
                         boundaries=p.get("boundaries", "none"), pack=bool(p.get("pack")), shuffle=bool(p.get("shuffle")))
     (res,) = windows.build_plans(tokens_path, o)
-    side = {"source": plan.sidecar["source"], "params": res["params"], "stats": res["stats"]}
-    if plan.sidecar.get("tokenizer"):
-        side["tokenizer"] = plan.sidecar["tokenizer"]
+    side = plan.sidecar  # the same source and tokenizer; this epoch's params and stats
+    if isinstance(side, dict):
+        side = dict(side, params=res["params"], stats=res["stats"])
+    else:
+        side = replace(side, params=res["params"], stats=res["stats"])
     return Plan(res["rows"], side, None)
