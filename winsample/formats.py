@@ -108,6 +108,7 @@ import os
 import shutil
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -503,63 +504,410 @@ def recover(out_dir: str | Path) -> str | None:
     return result
 
 
-# --- meta.json --------------------------------------------------------------------------
+# --- meta.json: the schema's one home ------------------------------------------------------
+#
+# Meta, SplitEntry, ShardEntry and PlanSidecar (below) are the schema of meta.json and of a plan's
+# sidecar: ``from_json`` validates every field it knows (types, ranges, names that must stay
+# inside their folder) and keeps unknown fields in ``extra`` (readers ignore them, writers keep
+# them); ``to_json`` gives back the dict, keys in the order encode writes them.
 
-_SPLIT_KEYS = {"file": str, "tokens": int, "bytes": int, "documents": int, "checksum": str}
+META_DTYPES = ("<u2", "<u4")  # the only dtype strings meta.json and sidecars may hold
+
+
+def _bad(where: str, msg: str):
+    raise DataError(f"{where}: {msg}")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _get_int(obj: dict, key: str, where: str, path: str, *, lo: int | None = 0, hi: int | None = None,
+             required: bool = True, nullable: bool = False):
+    """``obj[key]`` checked to be an int in ``[lo, hi]`` (None allowed when ``nullable``)."""
+    if key not in obj:
+        if required:
+            _bad(where, f"{path}.{key} is missing")
+        return None
+    v = obj[key]
+    if v is None and nullable:
+        return None
+    if not _is_int(v):
+        _bad(where, f"{path}.{key} is {v!r}, not an integer")
+    if lo is not None and v < lo:
+        _bad(where, f"{path}.{key} is {v}, below {lo}")
+    if hi is not None and v > hi:
+        _bad(where, f"{path}.{key} is {v}, above {hi}")
+    return v
+
+
+def _get_str(obj: dict, key: str, where: str, path: str, *, required: bool = True, nullable: bool = False):
+    if key not in obj:
+        if required:
+            _bad(where, f"{path}.{key} is missing")
+        return None
+    v = obj[key]
+    if v is None and nullable:
+        return None
+    if not isinstance(v, str):
+        _bad(where, f"{path}.{key} is {v!r}, not a string")
+    return v
+
+
+def _get_obj(obj: dict, key: str, where: str, path: str, *, required: bool = False) -> dict | None:
+    if key not in obj or (obj[key] is None and not required):
+        if required:
+            _bad(where, f"{path + '.' if path else ''}{key} is missing")
+        return None
+    v = obj[key]
+    if not isinstance(v, dict):
+        _bad(where, f"{path + '.' if path else ''}{key} is not a JSON object")
+    return v
+
+
+def is_plain_name(name: Any) -> bool:
+    """True for a file name that stays inside its folder: no separator, not ``.``/``..``, not empty."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name
+            and "\0" not in name)
+
+
+def is_shard_name(name: Any) -> bool:
+    """True for ``shards/<plain name>`` exactly (a shard file's name in meta.json)."""
+    prefix = SHARDS_DIR + "/"
+    return isinstance(name, str) and name.startswith(prefix) and is_plain_name(name[len(prefix):])
+
+
+def _get_name(obj: dict, key: str, where: str, path: str, *, shard: bool = False, required: bool = True,
+              nullable: bool = False):
+    v = _get_str(obj, key, where, path, required=required, nullable=nullable)
+    if v is not None and not (is_shard_name(v) if shard else is_plain_name(v)):
+        want = f"'{SHARDS_DIR}/<name>'" if shard else "a plain file name inside the folder"
+        _bad(where, f"{path}.{key} {v!r} is not {want}")
+    return v
+
+
+def _get_dtype(obj: dict, key: str, where: str, path: str, *, required: bool = True):
+    v = obj.get(key)
+    if key not in obj and not required:
+        return None
+    if v not in META_DTYPES:
+        _bad(where, f"{(path + '.') if path else ''}{key} {v!r} is not one of {', '.join(META_DTYPES)}"
+             f" (unsupported dtype)")
+    return v
+
+
+def _extra(obj: dict, known) -> dict:
+    return {k: v for k, v in obj.items() if k not in known}
+
+
+_ENTRY_KEYS = ("file", "doc_index", "tokens", "bytes", "documents", "max_token", "checksum")
+
+
+@dataclass
+class ShardEntry:
+    """One shard file of a sharded split (``splits.<name>.shards[i]``); names are ``shards/<plain>``."""
+
+    file: str
+    doc_index: str | None
+    tokens: int
+    bytes: int
+    documents: int
+    max_token: int | None
+    checksum: str
+    continues: bool = False  # its first tokens belong to a document started in an earlier shard
+    extra: dict = field(default_factory=dict)
+
+    KEYS = _ENTRY_KEYS + ("continues",)
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str, path: str) -> ShardEntry:
+        if not isinstance(obj, dict):
+            _bad(where, f"{path} is not a JSON object")
+        cont = obj.get("continues", False)
+        if not isinstance(cont, bool):
+            _bad(where, f"{path}.continues is {cont!r}, not true or false")
+        return cls(
+            file=_get_name(obj, "file", where, path, shard=True),
+            doc_index=_get_name(obj, "doc_index", where, path, shard=True, required=False, nullable=True),
+            tokens=_get_int(obj, "tokens", where, path), bytes=_get_int(obj, "bytes", where, path),
+            documents=_get_int(obj, "documents", where, path),
+            max_token=_get_int(obj, "max_token", where, path, required=False, nullable=True),
+            checksum=_get_str(obj, "checksum", where, path), continues=cont, extra=_extra(obj, cls.KEYS),
+        )
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "doc_index": self.doc_index, "tokens": self.tokens, "bytes": self.bytes,
+                "documents": self.documents, "max_token": self.max_token, "checksum": self.checksum,
+                "continues": self.continues, **self.extra}
+
+
+@dataclass
+class SplitEntry:
+    """``splits.<name>`` of meta.json: one split's token file (or logical stream of shards).
+
+    ``file`` and ``doc_index`` are plain names inside the data folder (``doc_index`` None: no
+    index recorded, or a sharded split whose shards carry theirs); ``tokens``, ``bytes``,
+    ``documents`` are counts; ``max_token`` the largest id (None for an empty split).
+    """
+
+    file: str
+    tokens: int
+    bytes: int
+    documents: int
+    checksum: str
+    doc_index: str | None = None
+    max_token: int | None = None
+    shards: list[ShardEntry] | None = None  # a sharded split: its files, in stream order
+    extra: dict = field(default_factory=dict)
+    has_doc_index: bool = field(default=True, repr=False, compare=False)  # False: the key was absent
+
+    KEYS = _ENTRY_KEYS + ("shards",)
+
+    @property
+    def sharded(self) -> bool:
+        return self.shards is not None
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str, path: str) -> SplitEntry:
+        if not isinstance(obj, dict):
+            _bad(where, f"{path} is not an object")
+        shards = None
+        if "shards" in obj and obj["shards"] is not None:
+            if not isinstance(obj["shards"], list):
+                _bad(where, f"{path}.shards is not a list")
+            shards = [ShardEntry.from_json(e, where, f"{path}.shards[{i}]") for i, e in enumerate(obj["shards"])]
+        if "doc_index" in obj and obj["doc_index"] is None and shards is None:
+            _bad(where, f"{path}.doc_index is None, not a file name")
+        return cls(
+            file=_get_name(obj, "file", where, path),
+            tokens=_get_int(obj, "tokens", where, path), bytes=_get_int(obj, "bytes", where, path),
+            documents=_get_int(obj, "documents", where, path), checksum=_get_str(obj, "checksum", where, path),
+            doc_index=_get_name(obj, "doc_index", where, path, required=False, nullable=True),
+            max_token=_get_int(obj, "max_token", where, path, required=False, nullable=True),
+            shards=shards, extra=_extra(obj, cls.KEYS), has_doc_index="doc_index" in obj,
+        )
+
+    def to_json(self) -> dict:
+        out = {"file": self.file}
+        if self.has_doc_index or self.doc_index is not None:
+            out["doc_index"] = self.doc_index
+        out.update(tokens=self.tokens, bytes=self.bytes, documents=self.documents, max_token=self.max_token,
+                   checksum=self.checksum)
+        if self.shards is not None:
+            out["shards"] = [e.to_json() for e in self.shards]
+        out.update(self.extra)
+        return out
+
+
+_META_KEYS = ("format", "version", "winsample_version", "dtype", "tokenizer", "eot_appended", "split", "splits",
+              "inputs", "stats", "sharded")
+
+
+def _check_tokenizer(tok: Any, where: str) -> dict:
+    """meta's ``tokenizer`` entry: an object with n_vocab (≥ 1), eot in [0, n_vocab), string name,
+    ranks_sha256, file, pattern, family when present. Its other fields are the family's own."""
+    if not isinstance(tok, dict):
+        _bad(where, "missing tokenizer.n_vocab (tokenizer is not an object)")
+    if not _is_int(tok.get("n_vocab")):
+        _bad(where, f"missing tokenizer.n_vocab (or not an integer: {tok.get('n_vocab')!r})")
+    n = _get_int(tok, "n_vocab", where, "tokenizer", lo=1)
+    _get_int(tok, "eot", where, "tokenizer", lo=0, hi=n - 1, required=False)
+    _get_int(tok, "bos", where, "tokenizer", lo=0, hi=n - 1, required=False, nullable=True)
+    for key in ("name", "ranks_sha256", "file", "pattern", "family"):
+        _get_str(tok, key, where, "tokenizer", required=False)
+    return tok
+
+
+def _check_split_rule(rule: Any, where: str) -> dict | None:
+    if rule is None:
+        return None
+    if not isinstance(rule, dict):
+        _bad(where, "split is not a JSON object")
+    _get_str(rule, "method", where, "split", required=False)
+    f = rule.get("fraction")
+    if "fraction" in rule and (not isinstance(f, (int, float)) or isinstance(f, bool) or not 0 <= f <= 1):
+        _bad(where, f"split.fraction is {f!r}, not a number in [0, 1]")
+    _get_int(rule, "seed", where, "split", lo=None, required=False)
+    return rule
+
+
+def _check_sharded(sh: Any, where: str) -> dict | None:
+    if sh is None:
+        return None
+    if not isinstance(sh, dict):
+        _bad(where, "sharded is not a JSON object")
+    _get_int(sh, "version", where, "sharded", lo=1, required=False)
+    _get_int(sh, "count", where, "sharded", required=False)
+    if "shards" in sh:
+        if not isinstance(sh["shards"], list):
+            _bad(where, "sharded.shards is not a list")
+        for i, e in enumerate(sh["shards"]):
+            if not isinstance(e, dict):
+                _bad(where, f"sharded.shards[{i}] is not a JSON object")
+            _get_int(e, "index", where, f"sharded.shards[{i}]", required=False)
+            _get_name(e, "meta", where, f"sharded.shards[{i}]", shard=True, required=False)
+    return sh
+
+
+def _check_version(obj: dict, where: str, newest: int, what: str) -> int:
+    v = obj.get("version")
+    if not _is_int(v):
+        _bad(where, f"missing integer 'version' (got {v!r})")
+    if v > newest:
+        _bad(where, f"{what} version {v} is newer than this winsample reads ({newest}); upgrade winsample")
+    if v < 1:
+        _bad(where, f"{what} version {v} is not a version (1..{newest})")
+    return v
+
+
+@dataclass
+class Meta:
+    """meta.json: one data folder's description (the schema in this module's docstring).
+
+    ``dtype`` is ``'<u2'`` or ``'<u4'``; ``tokenizer`` the tokenizer entry (its family's fields,
+    see ``tokenizer.Tokenizer.describe``); ``splits`` maps split names to entries; ``split`` is the
+    rule encode used (method, fraction, seed); ``inputs``, ``stats`` and ``sharded`` are kept as read.
+    """
+
+    dtype: str
+    tokenizer: dict
+    splits: dict[str, SplitEntry]
+    version: int = FORMAT_VERSION
+    winsample_version: str | None = None
+    eot_appended: bool | None = None
+    split: dict | None = None
+    inputs: list | None = None
+    stats: dict | None = None
+    sharded: dict | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.dtype).itemsize
+
+    @property
+    def n_vocab(self) -> int:
+        return int(self.tokenizer["n_vocab"])
+
+    def split_for(self, file: str | Path) -> tuple[str, SplitEntry] | None:
+        """(name, entry) of the split whose ``file`` is named like ``file``'s last part, or None."""
+        name = Path(file).name
+        for split, e in self.splits.items():
+            if e.file == name:
+                return split, e
+        return None
+
+    def fraction_of(self, split: str | None) -> float | None:
+        """The share of tokens encode meant ``split`` to get (val: the fraction; train: 1 − it)."""
+        f = (self.split or {}).get("fraction")
+        if not isinstance(f, (int, float)) or isinstance(f, bool) or split not in ("train", "val"):
+            return None
+        return f if split == "val" else 1 - f
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str = META_JSON, folder: str | Path | None = None) -> Meta:
+        """Validate and type ``obj``; DataError naming ``where`` and the field if anything is off.
+
+        With ``folder`` (the data folder), a split file there (``train.bin``, ``val.bin``) that no
+        entry describes fails too: a meta entry removed is never read as "no such split".
+        """
+        if not isinstance(obj, dict):
+            _bad(where, "not a JSON object")
+        if obj.get("format") != FORMAT_NAME:
+            _bad(where, f"format is {obj.get('format')!r}, expected {FORMAT_NAME!r}")
+        version = _check_version(obj, where, FORMAT_VERSION, "format")
+        dtype = _get_dtype(obj, "dtype", where, "")
+        tok = _check_tokenizer(obj.get("tokenizer"), where)
+        splits = obj.get("splits")
+        if not isinstance(splits, dict) or not splits:
+            _bad(where, "missing 'splits'")
+        entries = {name: SplitEntry.from_json(e, where, f"splits.{name}") for name, e in splits.items()}
+        eot = obj.get("eot_appended")
+        if eot is not None and not isinstance(eot, bool):
+            _bad(where, f"eot_appended is {eot!r}, not true or false")
+        for key, typ in (("inputs", list), ("stats", dict)):
+            if obj.get(key) is not None and not isinstance(obj[key], typ):
+                _bad(where, f"{key} is not a JSON {'list' if typ is list else 'object'}")
+        meta = cls(
+            dtype=dtype, tokenizer=tok, splits=entries, version=version,
+            winsample_version=_get_str(obj, "winsample_version", where, "meta", required=False, nullable=True),
+            eot_appended=eot, split=_check_split_rule(obj.get("split"), where), inputs=obj.get("inputs"),
+            stats=obj.get("stats"), sharded=_check_sharded(obj.get("sharded"), where), extra=_extra(obj, _META_KEYS),
+        )
+        if folder is not None:
+            meta.check_folder(folder, where)
+        return meta
+
+    def check_folder(self, folder: str | Path, where: str = META_JSON) -> None:
+        """DataError if a split's token file lies in ``folder`` but no entry describes it."""
+        described = {e.file for e in self.splits.values()}
+        for split in SPLITS:
+            name = bin_name(split)
+            if name not in described and (Path(folder) / name).exists():
+                _bad(where, f"{name} is in {folder} but splits.{split} does not describe it"
+                     " (its entry was removed?); re-encode, or restore the entry")
+
+    def to_json(self) -> dict:
+        out: dict = {"format": FORMAT_NAME, "version": self.version}
+        if self.winsample_version is not None:
+            out["winsample_version"] = self.winsample_version
+        out.update(dtype=self.dtype, tokenizer=self.tokenizer)
+        if self.eot_appended is not None:
+            out["eot_appended"] = self.eot_appended
+        if self.split is not None:
+            out["split"] = self.split
+        out["splits"] = {name: e.to_json() for name, e in self.splits.items()}
+        for key in ("inputs", "stats", "sharded"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        out.update(self.extra)
+        return out
 
 
 def validate_meta(meta: Any, where: str = META_JSON) -> dict:
-    """Return ``meta`` if it follows the schema above, else raise DataError saying what's off."""
-
-    def bad(msg: str):
-        raise DataError(f"{where}: {msg}")
-
-    if not isinstance(meta, dict):
-        bad("not a JSON object")
-    if meta.get("format") != FORMAT_NAME:
-        bad(f"format is {meta.get('format')!r}, expected {FORMAT_NAME!r}")
-    version = meta.get("version")
-    if not isinstance(version, int):
-        bad("missing integer 'version'")
-    if version > FORMAT_VERSION:
-        bad(f"format version {version} is newer than this winsample reads ({FORMAT_VERSION}); upgrade winsample")
-    try:
-        normalize_dtype(meta.get("dtype", ""))
-    except (InputError, TypeError):
-        bad(f"unsupported dtype {meta.get('dtype')!r}")
-    tok = meta.get("tokenizer")
-    if not isinstance(tok, dict) or not isinstance(tok.get("n_vocab"), int):
-        bad("missing tokenizer.n_vocab")
-    splits = meta.get("splits")
-    if not isinstance(splits, dict) or not splits:
-        bad("missing 'splits'")
-    for name, s in splits.items():
-        if not isinstance(s, dict):
-            bad(f"splits.{name} is not an object")
-        for key, typ in _SPLIT_KEYS.items():
-            if not isinstance(s.get(key), typ) or isinstance(s.get(key), bool):
-                bad(f"splits.{name}.{key} missing or not {typ.__name__}")
+    """Return ``meta`` if it follows the schema (``Meta.from_json``), else raise DataError saying what's off."""
+    Meta.from_json(meta, where)
     return meta
 
 
-def read_meta(path: str | Path) -> dict:
-    """Read and validate meta.json; DataError if it is not JSON or breaks the schema."""
-    path = Path(path)
+def _read_json(path: Path, what: str) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: cannot read meta: {e}") from None
+        raise DataError(f"{path}: cannot read {what}: {e}") from None
     try:
-        meta = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise DataError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
-    return validate_meta(meta, str(path))
+    except RecursionError:
+        raise DataError(f"{path}: not valid JSON: nested too deeply") from None
 
 
-def write_meta(path: str | Path, meta: dict) -> None:
-    write_json_atomic(path, validate_meta(meta, str(path)))
+def load_meta(path: str | Path) -> Meta:
+    """Read meta.json as a ``Meta``; DataError if it is not JSON or breaks the schema
+    (including a split file in its folder that no entry describes), InputError if missing."""
+    path = Path(path)
+    return Meta.from_json(_read_json(path, "meta"), str(path), path.parent)
+
+
+def read_meta(path: str | Path) -> dict:
+    """``load_meta``, as the plain dict (for code not yet on the dataclasses)."""
+    path = Path(path)
+    obj = _read_json(path, "meta")
+    Meta.from_json(obj, str(path), path.parent)
+    return obj
+
+
+def write_meta(path: str | Path, meta: Meta | dict) -> None:
+    """Write meta.json atomically (a dict is validated first, and written as given)."""
+    if isinstance(meta, Meta):
+        obj = meta.to_json()
+        Meta.from_json(obj, str(path))
+    else:
+        obj = validate_meta(meta, str(path))
+    write_json_atomic(path, obj)
 
 
 def find_meta_for(bin_path: str | Path) -> Path | None:
@@ -619,25 +967,105 @@ def read_doc_index(path: str | Path) -> np.ndarray:
 # --- window plans -----------------------------------------------------------------------
 
 
-def write_plan(path: str | Path, plan: np.ndarray, sidecar: dict) -> None:
+@dataclass
+class PlanSource:
+    """``source`` of a plan sidecar: the token file the plan was made for."""
+
+    file: str | None = None  # its name (a plain name: a plan applies to a file of its data folder)
+    path: str | None = None  # as given to ``windows``
+    bytes: int | None = None
+    checksum: str | None = None
+    dtype: str | None = None
+    tokens: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    KEYS = ("path", "file", "bytes", "checksum", "dtype", "tokens")
+
+    @classmethod
+    def from_json(cls, obj: dict, where: str) -> PlanSource:
+        return cls(
+            file=_get_name(obj, "file", where, "source", required=False, nullable=True),
+            path=_get_str(obj, "path", where, "source", required=False, nullable=True),
+            bytes=_get_int(obj, "bytes", where, "source", required=False),
+            checksum=_get_str(obj, "checksum", where, "source", required=False, nullable=True),
+            dtype=_get_dtype(obj, "dtype", where, "source", required=False),
+            tokens=_get_int(obj, "tokens", where, "source", required=False),
+            extra=_extra(obj, cls.KEYS),
+        )
+
+    def to_json(self) -> dict:
+        out = {k: getattr(self, k) for k in self.KEYS if getattr(self, k) is not None}
+        out.update(self.extra)
+        return out
+
+
+_SIDECAR_KEYS = ("format", "version", "source", "params", "stats", "tokenizer", "materialized")
+
+
+@dataclass
+class PlanSidecar:
+    """``PLAN.npy.json``: what a plan was made from and with (schema in this module's docstring).
+
+    ``params`` and ``stats`` are windows' own figures (params.span and params.T, when present,
+    are positive integers); ``materialized.file`` is a plain name beside the plan.
+    """
+
+    source: PlanSource = field(default_factory=PlanSource)
+    params: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
+    tokenizer: dict | None = None
+    materialized: dict | None = None
+    version: int = PLAN_VERSION
+    extra: dict = field(default_factory=dict)
+    has_source: bool = field(default=True, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str) -> PlanSidecar:
+        if not isinstance(obj, dict) or obj.get("format") != PLAN_FORMAT:
+            _bad(where, "not a winsample plan sidecar")
+        version = _check_version(obj, where, PLAN_VERSION, "plan")
+        src = _get_obj(obj, "source", where, "")
+        params = _get_obj(obj, "params", where, "") or {}
+        for key in ("T", "span", "stride"):
+            if key in params and params[key] is not None:
+                _get_int(params, key, where, "params", lo=1)
+        stats = _get_obj(obj, "stats", where, "") or {}
+        if "windows" in stats:
+            _get_int(stats, "windows", where, "stats")
+        tok = _get_obj(obj, "tokenizer", where, "")
+        mat = _get_obj(obj, "materialized", where, "")
+        if mat is not None:
+            _get_name(mat, "file", where, "materialized")
+            _get_dtype(mat, "dtype", where, "materialized", required=False)
+        return cls(source=PlanSource.from_json(src or {}, where), params=params, stats=stats, tokenizer=tok,
+                   materialized=mat, version=version, extra=_extra(obj, _SIDECAR_KEYS), has_source=src is not None)
+
+    def to_json(self) -> dict:
+        out: dict = {"format": PLAN_FORMAT, "version": self.version}
+        if self.has_source:
+            out["source"] = self.source.to_json()
+        out.update(params=self.params, stats=self.stats)
+        if self.tokenizer is not None:
+            out["tokenizer"] = self.tokenizer
+        if self.materialized is not None:
+            out["materialized"] = self.materialized
+        out.update(self.extra)
+        return out
+
+
+def write_plan(path: str | Path, plan: np.ndarray, sidecar: dict | PlanSidecar) -> None:
     """Write ``plan`` (PLAN_DTYPE rows) to ``path`` and its sidecar to ``path.json``, atomically.
 
     The plan goes first and the sidecar last, so a plan without a sidecar is never current.
     """
     plan = np.asarray(plan, dtype=PLAN_DTYPE)
-    side = {"format": PLAN_FORMAT, "version": PLAN_VERSION, **sidecar}
+    side = sidecar.to_json() if isinstance(sidecar, PlanSidecar) else {"format": PLAN_FORMAT, "version": PLAN_VERSION, **sidecar}
     with atomic_open(path) as f:
         np.save(f, plan)
     write_json_atomic(plan_sidecar(path), side)
 
 
-def read_plan(path: str | Path) -> tuple[np.ndarray, dict]:
-    """(plan rows, sidecar dict) from a plan written by ``write_plan``.
-
-    DataError if the .npy is not a plan (wrong fields or dtypes) or the sidecar is missing,
-    not JSON or from a newer version.
-    """
-    path = Path(path)
+def _read_plan_rows(path: Path) -> np.ndarray:
     arr = _load_npy(path, "a window plan (.npy)")
     if arr.dtype.names is None or any(n not in arr.dtype.names for n in PLAN_DTYPE.names):
         raise DataError(f"{path}: not a window plan: fields {arr.dtype.names}, expected {PLAN_DTYPE.names}")
@@ -646,15 +1074,32 @@ def read_plan(path: str | Path) -> tuple[np.ndarray, dict]:
             raise DataError(f"{path}: plan field {name!r} has dtype {arr.dtype[name]}, expected an integer")
     if arr.ndim != 1:
         raise DataError(f"{path}: a plan is a 1-d array, this one has shape {arr.shape}")
+    return arr.astype(PLAN_DTYPE, copy=False)
+
+
+def _read_sidecar_json(path: Path) -> Any:
     side_path = plan_sidecar(path)
     try:
-        side = json.loads(side_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        return _read_json(side_path, "plan sidecar")
+    except InputError:
         raise DataError(f"{side_path}: missing sidecar of plan {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DataError(f"{side_path}: not valid JSON: {e}") from None
-    if not isinstance(side, dict) or side.get("format") != PLAN_FORMAT:
-        raise DataError(f"{side_path}: not a winsample plan sidecar")
-    if not isinstance(side.get("version"), int) or side["version"] > PLAN_VERSION:
-        raise DataError(f"{side_path}: plan version {side.get('version')} is newer than this winsample reads")
-    return arr.astype(PLAN_DTYPE, copy=False), side
+
+
+def load_plan(path: str | Path) -> tuple[np.ndarray, PlanSidecar]:
+    """(plan rows, typed sidecar) of a plan written by ``write_plan``.
+
+    DataError if the .npy is not a plan (wrong fields or dtypes) or the sidecar is missing,
+    not JSON, from a newer version or has a field of the wrong type.
+    """
+    path = Path(path)
+    rows = _read_plan_rows(path)
+    return rows, PlanSidecar.from_json(_read_sidecar_json(path), str(plan_sidecar(path)))
+
+
+def read_plan(path: str | Path) -> tuple[np.ndarray, dict]:
+    """``load_plan`` with the sidecar as the plain dict (for code not yet on the dataclasses)."""
+    path = Path(path)
+    rows = _read_plan_rows(path)
+    obj = _read_sidecar_json(path)
+    PlanSidecar.from_json(obj, str(plan_sidecar(path)))
+    return rows, obj
