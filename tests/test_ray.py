@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from winsample import formats, windows
 from winsample.cli import main
 from winsample.encode import encode_corpus
-from winsample.shards import ConcatTokens
+from winsample.formats import ConcatTokens
 
 from .conftest import CORPUS
 
@@ -235,3 +235,31 @@ def test_concat_tokens_slices_like_one_array(tmp_path_factory, sizes, a, b):
     idx = np.arange(len(whole))[::-1].reshape(-1, 1)
     assert np.array_equal(ct.take(idx), whole[idx])
     assert np.array_equal(np.asarray(ct), whole)
+
+
+def test_inspect_and_verify_plot_read_an_unmerged_dataset(cluster, tmp_path):
+    """The reported case: `inspect OUT/train.bin` said "no such file", `inspect OUT` said the
+    splits were not present, `verify --plot` exited 2 — on an unmerged `--engine ray` dataset."""
+    ray_encode([CORPUS], tmp_path / "s")
+    local_encode([CORPUS], tmp_path / "l")
+    r = CliRunner()
+    got = {}
+    for d in ("s", "l"):
+        res = r.invoke(main, ["inspect", str(tmp_path / d / "train.bin"), "--count", "40", "--json"])
+        assert res.exit_code == 0, res.stderr
+        got[d] = json.loads(res.stdout)
+    assert got["s"]["ids"] == got["l"]["ids"] and got["s"]["text"] == got["l"]["text"]
+    assert got["s"]["tokens"] == got["l"]["tokens"] and got["s"]["split"] == "train"
+    res = r.invoke(main, ["inspect", str(tmp_path / "s"), "--json"])
+    assert res.exit_code == 0, res.stderr
+    splits = json.loads(res.stdout)["splits"]
+    assert all(splits[s]["present"] and splits[s]["size_matches"] for s in formats.SPLITS)
+    res = r.invoke(main, ["windows", str(tmp_path / "s" / "train.bin"), "-T", "128", "-o", str(tmp_path / "p.npy"), "-q"])
+    assert res.exit_code == 0, res.stderr
+    png = tmp_path / "cov.png"
+    res = r.invoke(main, ["verify", str(tmp_path / "s"), "--plan", str(tmp_path / "p.npy"), "--plot", str(png), "-q"])
+    assert res.exit_code == 0, (res.stdout, res.stderr)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "s" / json.loads((tmp_path / "s" / "meta.json").read_text())["splits"]["val"]["shards"][0]["file"]).unlink()
+    res = r.invoke(main, ["inspect", str(tmp_path / "s"), "--json"])
+    assert res.exit_code == 0 and not json.loads(res.stdout)["splits"]["val"]["present"]

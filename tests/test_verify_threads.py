@@ -16,7 +16,7 @@ from .test_verify import make_folder, make_plan, write_bin
 def _prepared_nothing(plan_path, path, folder, sizes):
     """Stand-in for _prepare_plan that only reads: _check_plan must then compute everything itself."""
     try:
-        return verify._Prepared(*formats.read_plan(plan_path))
+        return verify._Prepared(*formats.load_plan(plan_path))
     except formats.DataError as e:
         return e
 

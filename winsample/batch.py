@@ -1,6 +1,6 @@
 """Training-loop API: read a plan, draw (x, y) batches from it.
 
-A ``Plan`` is the plan rows (``formats.PLAN_DTYPE``), its sidecar dict and the numbers a loop
+A ``Plan`` is the plan rows (``formats.PLAN_DTYPE``), its sidecar (``formats.PlanSidecar``) and the numbers a loop
 needs (T, span, targets). ``get_batch`` samples only *full* windows (length == span): a short
 window (a short document, ``--tail short``, a semantic window ending early) has no fixed
 (T,) shape, so it is skipped rather than padded; train on those through ``--materialize``
@@ -24,20 +24,20 @@ class Plan:
     """A window plan: ``rows`` (start, length, doc, fresh), ``sidecar`` (params, source, stats)."""
 
     rows: np.ndarray
-    sidecar: dict
+    sidecar: formats.PlanSidecar
     path: Path | None = None
 
     @property
     def T(self) -> int:
-        return int(self.sidecar["params"]["T"])
+        return int(self.sidecar.T)
 
     @property
     def span(self) -> int:
-        return int(self.sidecar["params"]["span"])
+        return int(self.sidecar.span)
 
     @property
     def targets(self) -> bool:
-        return bool(self.sidecar["params"]["targets"])
+        return self.sidecar.targets
 
     @property
     def full(self) -> np.ndarray:
@@ -50,7 +50,7 @@ class Plan:
 
 def read_plan(path) -> Plan:
     """Load ``PLAN.npy`` and its sidecar (DataError if either is not a winsample plan)."""
-    rows, side = formats.read_plan(path)
+    rows, side = formats.load_plan(path)
     return Plan(rows, side, Path(path))
 
 
@@ -59,16 +59,16 @@ def get_batch(plan: Plan, tokens, batch_size: int, rng) -> tuple[np.ndarray, np.
 
     Windows are drawn uniformly, with replacement, from the plan's full windows by ``rng``
     (a ``np.random.Generator`` or an int seed). ``tokens`` is the token array (a memmap of the
-    plan's .bin) or its path; only the drawn windows are read.
+    plan's .bin) or its path (opened by ``formats.open_split``); only the drawn windows are read.
     """
     if not plan.targets:
         raise ConfigError("plan was made with --no-targets: a window has no next token for y; re-plan with targets")
     if isinstance(tokens, (str, Path)):
-        tokens = formats.open_tokens(tokens, plan.sidecar["source"]["dtype"])
-    want = (plan.sidecar.get("source") or {}).get("tokens")
-    if isinstance(want, int) and len(tokens) != want:
+        tokens = formats.open_split(tokens).tokens
+    want = plan.sidecar.source.tokens
+    if want is not None and len(tokens) != want:
         raise DataError(
-            f"{plan.path or 'plan'} was made for {want} tokens ({plan.sidecar['source'].get('file')}),"
+            f"{plan.path or 'plan'} was made for {want} tokens ({plan.sidecar.source.file}),"
             f" but the tokens given hold {len(tokens)}: pass the .bin the plan was made for"
         )
     starts = plan.full

@@ -46,7 +46,7 @@ from types import SimpleNamespace
 import numpy as np
 import xxhash
 
-from . import __version__, formats, shards as shards_mod, tokenizer
+from . import __version__, formats, tokenizer
 from .chunking import TextChunker, iter_safe_cuts
 from .errors import ConfigError, DataError, InputError, WinsampleError
 
@@ -325,7 +325,7 @@ def shard_task(job: dict, shard: dict, *decisions) -> dict:
     idx = shard["index"]
     _maybe_die(idx)
     meta_path = out / formats.shard_meta_name(idx)
-    old = shards_mod.read_shard_meta(meta_path)
+    old = formats.read_shard_meta(meta_path)
     if old is not None and old.get("key") == shard["key"] and _outputs_intact(out, old):
         return dict(old, reused=True)
     meta_path.unlink(missing_ok=True)

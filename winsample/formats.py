@@ -115,7 +115,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from .errors import DataError, InputError
+from .errors import DataError, InputError, WinsampleError
 
 FORMAT_NAME = "winsample"
 FORMAT_VERSION = 1
@@ -667,6 +667,13 @@ class SplitEntry:
     def sharded(self) -> bool:
         return self.shards is not None
 
+    def files(self, folder: str | Path) -> list[tuple[Path, int]]:
+        """(path, recorded bytes) of the token files holding this split: its shards, or its file."""
+        folder = Path(folder)
+        if self.shards is not None:
+            return [(folder / e.file, e.bytes) for e in self.shards]
+        return [(folder / self.file, self.bytes)]
+
     @classmethod
     def from_json(cls, obj: Any, where: str, path: str) -> SplitEntry:
         if not isinstance(obj, dict):
@@ -676,8 +683,6 @@ class SplitEntry:
             if not isinstance(obj["shards"], list):
                 _bad(where, f"{path}.shards is not a list")
             shards = [ShardEntry.from_json(e, where, f"{path}.shards[{i}]") for i, e in enumerate(obj["shards"])]
-        if "doc_index" in obj and obj["doc_index"] is None and shards is None:
-            _bad(where, f"{path}.doc_index is None, not a file name")
         return cls(
             file=_get_name(obj, "file", where, path),
             tokens=_get_int(obj, "tokens", where, path), bytes=_get_int(obj, "bytes", where, path),
@@ -788,6 +793,10 @@ class Meta:
     @property
     def n_vocab(self) -> int:
         return int(self.tokenizer["n_vocab"])
+
+    @property
+    def tokenizer_name(self) -> str | None:
+        return self.tokenizer.get("name")
 
     def split_for(self, file: str | Path) -> tuple[str, SplitEntry] | None:
         """(name, entry) of the split whose ``file`` is named like ``file``'s last part, or None."""
@@ -1019,6 +1028,24 @@ class PlanSidecar:
     extra: dict = field(default_factory=dict)
     has_source: bool = field(default=True, repr=False, compare=False)
 
+    @property
+    def windows(self) -> int | None:
+        """The window count the sidecar records (``stats.windows``), None if it records none."""
+        return self.stats.get("windows")
+
+    @property
+    def T(self) -> int | None:
+        return self.params.get("T")
+
+    @property
+    def span(self) -> int | None:
+        return self.params.get("span")
+
+    @property
+    def targets(self) -> bool:
+        """Windows carry next-token targets (``params.targets``; true when not recorded)."""
+        return bool(self.params.get("targets", True))
+
     @classmethod
     def from_json(cls, obj: Any, where: str) -> PlanSidecar:
         if not isinstance(obj, dict) or obj.get("format") != PLAN_FORMAT:
@@ -1103,3 +1130,365 @@ def read_plan(path: str | Path) -> tuple[np.ndarray, dict]:
     obj = _read_sidecar_json(path)
     PlanSidecar.from_json(obj, str(plan_sidecar(path)))
     return rows, obj
+
+
+# --- sharded splits: one logical stream ------------------------------------------------------
+
+
+class ConcatTokens:
+    """The concatenation of token files ``paths`` (``counts`` tokens each), read lazily.
+
+    A read-only 1-d array-like: ``len``, ``dtype``, slicing ``[lo:hi]`` (a memmap view when the
+    range lies in one file, a copy when it spans files), integer-array indexing, ``take`` and
+    ``__array__`` (the whole stream: small cases only). Features accept it wherever they take a
+    memmap, so a sharded split plans and checks exactly like the merged ``train.bin`` would.
+    """
+
+    ndim = 1
+
+    def __init__(self, paths: list[Path], counts: list[int], dtype: str, doc_parts=None, header_bytes: int = 0):
+        self.header_bytes = header_bytes  # bytes before the ids in each file (llm.c shards: 1024)
+        self.paths = [Path(p) for p in paths]
+        self.counts = [int(c) for c in counts]
+        self.dtype = np.dtype(dtype)
+        self.offsets = np.concatenate([[0], np.cumsum(self.counts, dtype=np.int64)]).astype(np.int64)
+        self._maps: dict[int, np.ndarray] = {}
+        self._doc_parts = doc_parts  # [(doc index path, continues)] per file, or None
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (len(self),)
+
+    @property
+    def size(self) -> int:
+        return len(self)
+
+    @property
+    def nbytes(self) -> int:
+        return len(self) * self.dtype.itemsize
+
+    def _part(self, j: int) -> np.ndarray:
+        m = self._maps.get(j)
+        if m is None and self.header_bytes:
+            m = np.zeros(0, self.dtype) if self.counts[j] == 0 else np.memmap(
+                self.paths[j], dtype=self.dtype, mode="r", offset=self.header_bytes, shape=(self.counts[j],))
+            self._maps[j] = m
+        elif m is None:
+            m = open_tokens(self.paths[j], self.dtype.str)
+            if len(m) != self.counts[j]:
+                raise DataError(f"{self.paths[j]}: holds {len(m)} tokens, meta.json says {self.counts[j]}")
+            self._maps[j] = m
+        return m
+
+    def _range(self, lo: int, hi: int) -> np.ndarray:
+        if hi <= lo:
+            return np.zeros(0, self.dtype)
+        j0 = int(np.searchsorted(self.offsets, lo, "right")) - 1
+        j1 = int(np.searchsorted(self.offsets, hi, "left")) - 1
+        if j0 == j1:  # one file: a view, no copy
+            off = int(self.offsets[j0])
+            return self._part(j0)[lo - off : hi - off]
+        parts = []
+        for j in range(j0, j1 + 1):
+            off = int(self.offsets[j])
+            parts.append(self._part(j)[max(lo - off, 0) : min(hi - off, self.counts[j])])
+        return np.concatenate(parts)
+
+    def take(self, idx) -> np.ndarray:
+        """Ids at token positions ``idx`` (any shape; negative counts from the end)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        flat = idx.ravel()
+        n = len(self)
+        flat = np.where(flat < 0, flat + n, flat)
+        if flat.size and (flat.min() < 0 or flat.max() >= n):
+            raise IndexError(f"index out of range for a stream of {n} tokens")
+        out = np.empty(flat.shape, self.dtype)
+        which = np.searchsorted(self.offsets, flat, "right") - 1
+        for j in np.unique(which).tolist():  # one gather per file touched, not per token
+            sel = which == j
+            out[sel] = self._part(j)[flat[sel] - self.offsets[j]]
+        return out.reshape(idx.shape)
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            lo, hi, step = key.indices(len(self))
+            if step == 1:
+                return self._range(lo, hi)
+            return self.take(np.arange(lo, hi, step, dtype=np.int64))
+        if isinstance(key, (int, np.integer)):
+            return self.take(np.int64(key))[()]
+        return self.take(key)
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self._range(0, len(self))
+        return np.asarray(arr, dtype=dtype) if dtype is not None else np.asarray(arr)
+
+    def doc_starts(self) -> np.ndarray:
+        """int64 token offsets where documents start in the stream (0 first, when not empty)."""
+        if self._doc_parts is None:
+            raise DataError("no document index for this stream")
+        parts = []
+        for j, (path, _cont) in enumerate(self._doc_parts):
+            starts = read_doc_index(path)
+            if len(starts) and (starts[0] < 0 or starts[-1] >= max(self.counts[j], 1) or np.any(np.diff(starts) <= 0)):
+                raise DataError(f"{path}: document starts must increase and stay inside [0, {self.counts[j]})")
+            parts.append(starts + self.offsets[j])
+        starts = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        if len(self) and (len(starts) == 0 or starts[0] != 0):
+            # the stream's first tokens always start a document (the tail piece with --split tail)
+            starts = np.concatenate([[0], starts])
+        return starts.astype(np.int64)
+
+
+def stream_of(folder: str | Path, entry: SplitEntry, dtype: str) -> ConcatTokens:
+    """The logical stream of a sharded split entry; InputError if a shard file is missing,
+    DataError if one's size differs from its entry."""
+    folder = Path(folder)
+    paths, counts, docs = [], [], []
+    for sh in entry.shards or []:
+        p = folder / sh.file
+        if not p.is_file():
+            raise InputError(f"{p}: shard file listed in {folder / META_JSON} is missing")
+        size = p.stat().st_size
+        if size != sh.bytes:
+            raise DataError(f"{p}: {size} bytes, but meta.json says {sh.bytes}: the shard changed since it was encoded")
+        paths.append(p)
+        counts.append(sh.tokens)
+        docs.append((folder / sh.doc_index if sh.doc_index else None, sh.continues))
+    return ConcatTokens(paths, counts, dtype, docs)
+
+
+def read_shard_meta(path: str | Path) -> dict | None:
+    """A shard's own meta (``shards/shard-NNNNN.json``, written last by its task), or None if
+    absent, unreadable or not a shard meta (the task then runs again)."""
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict) or obj.get("format") != SHARD_FORMAT or not isinstance(obj.get("splits"), dict):
+        return None
+    try:
+        for name, e in obj["splits"].items():
+            ShardEntry.from_json(e, str(path), f"splits.{name}")
+    except DataError:
+        return None
+    return obj
+
+
+# --- opening a split: the one rule ---------------------------------------------------------
+
+
+def find_meta(path: str | Path) -> Path | None:
+    """The meta.json of ``path``: inside it when it is a folder, else beside it; None if absent."""
+    path = Path(path)
+    mp = path / META_JSON if path.is_dir() else path.parent / META_JSON
+    return mp if mp.is_file() else None
+
+
+@dataclass
+class OpenSplit:
+    """One token stream, opened by ``open_split``: everything a feature needs to read it.
+
+    ``path`` is the name it was opened by (for a sharded split the logical ``data/train.bin``);
+    ``n`` tokens of ``dtype`` in ``nbytes`` bytes (``stray``: bytes past the last whole token,
+    which make ``tokens`` raise DataError); ``meta``/``name``/``entry``: the meta.json that
+    describes it, its split name and entry (None for a bare ``.bin``).
+    """
+
+    path: Path
+    dtype: str
+    n: int
+    nbytes: int
+    stray: int = 0
+    meta: Meta | None = None
+    meta_path: Path | None = None
+    name: str | None = None
+    entry: SplitEntry | None = None
+    encoding: str | None = None  # an explicit --encoding: beats meta's tokenizer
+    layout: str | None = None  # "llmc" / "megatron": data another tool wrote, opened by layouts.py
+    known_starts: np.ndarray | None = field(default=None, repr=False)  # document starts the layout gives
+    files: list | None = None  # llm.c: the shard files of the stream
+    _tokens: Any = field(default=None, repr=False)
+    _tokenizer: Any = field(default=None, repr=False)
+
+    @property
+    def folder(self) -> Path:
+        """The data folder: where meta.json's names resolve."""
+        return self.meta_path.parent if self.meta_path is not None else self.path.parent
+
+    @property
+    def sharded(self) -> bool:
+        return self.entry is not None and self.entry.sharded
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.dtype).itemsize
+
+    @property
+    def tokens(self):
+        """A read-only memmap of the file, or the ``ConcatTokens`` of a sharded split."""
+        if self._tokens is None:
+            if self.sharded:
+                self._tokens = stream_of(self.folder, self.entry, self.dtype)
+            else:
+                self._tokens = open_tokens(self.path, self.dtype)
+        return self._tokens
+
+    @property
+    def tokenizer_entry(self) -> dict | None:
+        """meta.json's tokenizer entry, or None without a meta."""
+        return self.meta.tokenizer if self.meta is not None else None
+
+    @property
+    def n_vocab(self) -> int:
+        """meta's n_vocab; without a meta, the tokenizer's."""
+        return self.meta.n_vocab if self.meta is not None else self.tokenizer.n_vocab
+
+    @property
+    def eot(self) -> int | None:
+        """The end-of-document id: the ``--encoding`` tokenizer's when one is given, else the one
+        meta records, else the tokenizer's."""
+        if not self.encoding and self.meta is not None and _is_int(self.meta.tokenizer.get("eot")):
+            return self.meta.tokenizer["eot"]
+        return self.tokenizer.eot
+
+    @property
+    def tokenizer(self):
+        """The tokenizer by ``tokenizer.resolve``'s one rule: ``--encoding``, else meta's (its
+        ``file`` found as recorded or in the data folder), else gpt2. ConfigError if it cannot load."""
+        if self._tokenizer is None:
+            from . import tokenizer
+
+            self._tokenizer = tokenizer.resolve(self.encoding, self.tokenizer_entry, self.folder)
+        return self._tokenizer
+
+    @property
+    def doc_index(self) -> Path | None:
+        """The document index file meta names for this (unsharded) split, when it exists."""
+        if self.entry is None or self.sharded or not self.entry.doc_index:
+            return None
+        p = self.folder / self.entry.doc_index
+        return p if p.exists() else None
+
+    def doc_starts(self) -> np.ndarray | None:
+        """int64 document starts from the index (across shards for a sharded split); None when
+        there is none. DataError if they do not begin at 0, increase and stay below N."""
+        if self.known_starts is not None:
+            return self.known_starts
+        if self.sharded:
+            return self.tokens.doc_starts() if self.n else np.zeros(0, np.int64)
+        p = self.doc_index
+        if p is None:
+            return None
+        starts = read_doc_index(p)
+        if self.n and (len(starts) == 0 or starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= self.n):
+            raise DataError(f"{p}: document starts must begin at 0, increase strictly and stay below N={self.n}")
+        return starts
+
+    @property
+    def checksum(self) -> str | None:
+        """The checksum meta records for this split (None without one)."""
+        return self.entry.checksum if self.entry is not None else None
+
+    def size_problem(self) -> str | None:
+        """Why the file does not match its meta entry's size (it changed since encode), or None."""
+        if self.entry is not None and not self.sharded and self.entry.bytes != self.nbytes:
+            return (f"{self.path}: {self.nbytes} bytes, but {self.meta_path} says {self.entry.bytes}: the file"
+                    " changed since it was encoded; re-encode it or pass a matching --meta")
+        return None
+
+
+NO_META = "no meta"  # open_split(path, NO_META): a bare token file, whatever lies beside it
+
+
+def is_logical(path: str | Path, meta: str | Path | None = None) -> bool:
+    """True when ``path`` names a split kept in shards (described by ``meta`` or the meta.json
+    beside it), which opens by that name though no such file exists. A meta that does not read
+    gives False (its error shows where the meta is read)."""
+    path = Path(path)
+    mp = Path(meta) if meta is not None else path.parent / META_JSON
+    try:
+        found = load_meta(mp).split_for(path) if mp.is_file() else None
+    except WinsampleError:
+        return False
+    return found is not None and found[1].sharded
+
+
+def _meta_arg(meta, path: Path) -> tuple[Meta | None, Path | None, bool]:
+    """(Meta, its path, given explicitly) from ``open_split``'s ``meta`` argument."""
+    if isinstance(meta, str) and meta == NO_META:
+        return None, None, False
+    if isinstance(meta, Meta):
+        return meta, None, True
+    if meta is not None:
+        mp = Path(meta)
+        if not mp.exists():
+            raise InputError(f"{mp}: no such meta file")
+        return load_meta(mp), mp, True
+    mp = path.parent / META_JSON
+    if mp.is_file():
+        return load_meta(mp), mp, False
+    return None, None, False
+
+
+def open_split(path: str | Path, meta: str | Path | Meta | None = None, encoding: str | None = None,
+               *, meta_path: str | Path | None = None) -> OpenSplit:
+    """Open the token stream ``path`` by the one rule every feature uses.
+
+    ``meta``: a meta.json path (or a ``Meta``, with ``meta_path`` its file), else the meta.json
+    beside ``path`` if there is one. A meta given explicitly must describe ``path`` (InputError
+    otherwise); one found beside it that describes other files is ignored (a bare ``.bin``, read
+    as ``DEFAULT_DTYPE``). A split kept in shards opens by its logical name (``data/train.bin``,
+    which need not exist). ``encoding``: an explicit tokenizer name for ``.tokenizer``.
+
+    InputError: no such file, a folder, or a non-``.bin`` no meta describes (``refuse_unlabelled``);
+    DataError: a meta.json that breaks the schema.
+    """
+    path = Path(path)
+    m, mp, explicit = _meta_arg(meta, path)
+    if meta_path is not None:
+        mp = Path(meta_path)
+    found = m.split_for(path) if m is not None else None
+    if found is None and explicit:
+        files = ", ".join(e.file for e in m.splits.values())
+        raise InputError(f"{mp or 'meta'}: describes {files}, not {path.name}; pass the meta.json written with it")
+    if found is None:
+        m = mp = None
+    name, entry = found if found else (None, None)
+    dtype = m.dtype if m is not None else DEFAULT_DTYPE
+    if entry is not None and entry.sharded:
+        return OpenSplit(path, dtype, entry.tokens, entry.bytes, 0, m, mp, name, entry, encoding)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder; give a token file such as {path / 'train.bin'}")
+    refuse_unlabelled(path, entry is not None)
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    item = np.dtype(dtype).itemsize
+    return OpenSplit(path, dtype, size // item, size, size % item, m, mp, name, entry, encoding)
+
+
+def open_folder(folder: str | Path, meta: str | Path | Meta | None = None, encoding: str | None = None,
+                *, meta_path: str | Path | None = None) -> list[OpenSplit]:
+    """The splits of a data folder: each split meta.json describes (sharded ones included), or,
+    without a meta, the ``train.bin`` / ``val.bin`` present. InputError if there are none."""
+    folder = Path(folder)
+    if meta is None:
+        meta = find_meta(folder)
+    if meta is None:
+        out = [open_split(folder / bin_name(s), encoding=encoding) for s in SPLITS if (folder / bin_name(s)).exists()]
+        for o in out:
+            o.name = o.path.stem
+    else:
+        m, mp, _ = _meta_arg(meta, folder / "x")
+        mp = Path(meta_path) if meta_path is not None else mp
+        out = [open_split(folder / e.file, m, encoding, meta_path=mp) for e in m.splits.values()]
+    if not out:
+        raise InputError(f"{folder}: no train.bin / val.bin and no meta.json: not a data folder")
+    return out

@@ -111,6 +111,8 @@ def inspect_path(
     ``[at, at+count)``, clipped at the end; AtOutOfRange if ``at`` is not in ``[0, N)``
     (``at`` 0 is allowed for an empty file). ``meta_path``: meta.json to use instead of the
     one beside a .bin. ``encoding``: tokenizer for decoding, instead of the one meta names.
+    A split kept in shards (``encode --engine ray`` without ``--merge``) is inspected by its
+    logical name, ``data/train.bin``.
     """
     if count < 0:
         raise InputError(f"count {count} is negative")
@@ -118,16 +120,22 @@ def inspect_path(
     if foreign is not None:
         return inspect_foreign(str(path), *foreign, at, count, encoding)
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: no such file or folder")
     kind = kind_of(path)
+    src = None
+    if not path.exists():
+        if kind != "tokens":
+            raise InputError(f"{path}: no such file or folder")
+        try:
+            src = formats.open_split(path, meta_path, encoding)
+        except InputError:
+            raise InputError(f"{path}: no such file or folder") from None
     if kind == "data":
         return inspect_data(path.parent if path.name == formats.META_JSON and path.is_file() else path)
     if kind == "plan":
         if path.name.endswith(".npy.json"):
             path = path.with_name(path.name[: -len(".json")])
         return inspect_plan(path, at, count)
-    return inspect_tokens(path, at, count, meta_path, encoding)
+    return inspect_tokens(path, at, count, meta_path, encoding, src)
 
 
 def _check_at(at: int, n: int, what: str, where: Path) -> None:
@@ -135,20 +143,22 @@ def _check_at(at: int, n: int, what: str, where: Path) -> None:
         raise AtOutOfRange(f"{where}: position {at} is outside [0, {n}) ({n} {what})")
 
 
-def _split_summary(folder: Path, entry: dict) -> dict:
-    """A split's meta entry plus whether its file is there with the recorded size (one stat)."""
-    out = dict(entry)
-    f = folder / entry["file"]
-    out["present"] = f.is_file()
-    out["size_matches"] = out["present"] and f.stat().st_size == entry["bytes"]
+def _split_summary(folder: Path, entry: formats.SplitEntry) -> dict:
+    """A split's meta entry plus whether its file (every shard file, for a sharded split) is
+    there with the recorded size (one stat each)."""
+    out = entry.to_json()
+    files = entry.files(folder)
+    out["present"] = all(p.is_file() for p, _ in files)
+    out["size_matches"] = out["present"] and all(p.stat().st_size == size for p, size in files)
     return out
 
 
-def _meta_summary(meta: dict) -> dict:
-    keys = ("winsample_version", "version", "dtype", "tokenizer", "eot_appended", "split")
-    out = {k: meta[k] for k in keys if k in meta}
-    out["inputs"] = len(meta.get("inputs", []))
-    out["layouts"] = list(layouts.written(meta))
+def _meta_summary(meta: formats.Meta) -> dict:
+    out = {"winsample_version": meta.winsample_version, "version": meta.version, "dtype": meta.dtype,
+           "tokenizer": meta.tokenizer, "eot_appended": meta.eot_appended, "split": meta.split}
+    out = {k: v for k, v in out.items() if v is not None}
+    out["inputs"] = len(meta.inputs or [])
+    out["layouts"] = list(layouts.written(meta.to_json()))
     return out
 
 
@@ -157,59 +167,48 @@ def inspect_data(folder: Path) -> dict:
     meta_file = folder / formats.META_JSON
     if not meta_file.is_file():
         raise InputError(f"{folder}: no {formats.META_JSON} here; pass a .bin file or a folder written by `winsample encode`")
-    meta = formats.read_meta(meta_file)
+    meta = formats.load_meta(meta_file)
     return {
         "kind": "data",
         "path": str(folder),
         "meta": str(meta_file),
         **_meta_summary(meta),
         "checksums": "as recorded",
-        "splits": {name: _split_summary(folder, s) for name, s in meta["splits"].items()},
+        "splits": {name: _split_summary(folder, s) for name, s in meta.splits.items()},
     }
 
 
 def inspect_tokens(
-    path: Path, at: int, count: int, meta_path: str | Path | None = None, encoding: str | None = None
+    path: Path, at: int, count: int, meta_path: str | Path | None = None, encoding: str | None = None,
+    src: formats.OpenSplit | None = None,
 ) -> dict:
     """Meta summary of a token file and its ids ``[at, at+count)`` decoded one by one."""
     warnings: list[str] = []
-    meta = split = None
-    if meta_path is not None:
-        meta = formats.read_meta(meta_path)
-        found = formats.split_of(meta, path)
-        if found is None:
-            files = ", ".join(s["file"] for s in meta["splits"].values())
-            raise InputError(f"{meta_path}: describes {files}, not {path.name}; pass the meta.json written with it")
-        split = found
-    elif (guess := formats.find_meta_for(path)) is not None:
-        meta = formats.read_meta(guess)
-        meta_path = guess
-        split = formats.split_of(meta, path)
-        if split is None:
-            warnings.append(f"{guess} does not describe {path.name}; reading it as {formats.DEFAULT_DTYPE}")
-            meta = meta_path = None
-    dtype = formats.normalize_dtype(meta["dtype"]) if meta else formats.DEFAULT_DTYPE
-    tokens = formats.open_tokens(path, dtype)
+    if src is None:
+        src = formats.open_split(path, meta_path, encoding)
+    if src.meta is None and meta_path is None and (guess := formats.find_meta(path)) is not None:
+        warnings.append(f"{guess} does not describe {path.name}; reading it as {src.dtype}")
+    tokens = src.tokens
     n = len(tokens)
     _check_at(at, n, "tokens", path)
     ids = np.asarray(tokens[at : at + count]).astype(np.int64).tolist()
 
-    result: dict = {"kind": "tokens", "path": str(path), "dtype": dtype, "tokens": n}
-    if meta:
-        name, entry = split
-        result["split"] = name
+    result: dict = {"kind": "tokens", "path": str(path), "dtype": src.dtype, "tokens": n}
+    if src.meta is not None:
+        entry = src.entry.to_json()
+        result["split"] = src.name
         result.update({k: entry[k] for k in ("documents", "max_token", "checksum") if k in entry})
         result["checksum_note"] = "as recorded in meta.json, not recomputed"
-        result["meta"] = {"path": str(meta_path), **_meta_summary(meta)}
-        if entry["tokens"] != n:
-            warnings.append(f"{path}: holds {n} tokens but meta.json records {entry['tokens']}; run `winsample verify`")
+        result["meta"] = {"path": str(src.meta_path), **_meta_summary(src.meta)}
+        if src.entry.tokens != n:
+            warnings.append(f"{path}: holds {n} tokens but meta.json records {src.entry.tokens}; run `winsample verify`")
     else:
         result["meta"] = None
         if meta_path is None and not warnings:
-            warnings.append(f"no {formats.META_JSON} beside {path.name}: read as {dtype}")
+            warnings.append(f"no {formats.META_JSON} beside {path.name}: read as {src.dtype}")
 
-    enc, enc_name = _encoding_for(meta, encoding, warnings, Path(meta_path).parent if meta_path else None)
-    result["decoded_with"] = enc_name
+    enc = _tokenizer_for(src, warnings)
+    result["decoded_with"] = enc.name if enc is not None else None
     result["at"] = at
     result["ids"] = ids
     if enc is not None:
@@ -231,13 +230,11 @@ def inspect_foreign(path: str, layout: str, what, at: int, count: int, encoding:
         tokens = formats.open_tokens(f"{what}.bin", dtype)
         extra = {"index": str(idx.path), "dtype_code": idx.dtype_code, "sequences": idx.sequences, "documents": idx.documents}
     else:
-        from .shards import ConcatTokens
-
         if len(what) > 1:
             warnings.append(f"{len(what)} groups of shards ({', '.join(what)}): showing {next(iter(what))}")
         files = next(iter(what.values()))
         counts = [layouts.read_llmc_header(f) for f in files]
-        tokens = ConcatTokens(files, counts, layouts.LLMC_DTYPE, header_bytes=layouts.LLMC_HEADER_BYTES)
+        tokens = formats.ConcatTokens(files, counts, layouts.LLMC_DTYPE, header_bytes=layouts.LLMC_HEADER_BYTES)
         dtype = layouts.LLMC_DTYPE
         extra = {"shards": [{"file": str(f), "tokens": c} for f, c in zip(files, counts)],
                  "header": {"magic": layouts.LLMC_MAGIC, "version": layouts.LLMC_VERSION}}
@@ -246,31 +243,29 @@ def inspect_foreign(path: str, layout: str, what, at: int, count: int, encoding:
     ids = np.asarray(tokens[at : at + count]).astype(np.int64).tolist()
     warnings.append(f"no {formats.META_JSON}: a {layout} layout read as {dtype}; checksums are not recorded anywhere (run `winsample verify`)")
     result: dict = {"kind": "tokens", "layout": layout, "path": path, "dtype": dtype, "tokens": n, **extra, "meta": None}
-    enc, enc_name = _encoding_for(None, encoding, warnings)
-    result.update(decoded_with=enc_name, at=at, ids=ids)
+    enc = tokenizer.resolve(encoding)  # no meta.json: --encoding, else gpt2
+    result.update(decoded_with=enc.name, at=at, ids=ids)
     pieces = decode_pieces(enc, ids)
     result.update(pieces=pieces, marked=BOUNDARY.join(pieces), text=_decode_text(enc, ids), warnings=warnings)
     return result
 
 
-def _encoding_for(meta: dict | None, encoding: str | None, warnings: list[str], folder: Path | None = None):
-    """(tokenizer or None, its name), by ``tokenizer.resolve``'s rule. An explicit ``encoding``
-    must load; the one meta names may not (a tokenizer file that moved, ranks that differ), in
-    which case only ids are shown, with a warning."""
-    if encoding is not None:
-        tok = tokenizer.load(encoding)
-        return tok, tok.name
+def _tokenizer_for(src: formats.OpenSplit, warnings: list[str]):
+    """``src.tokenizer`` (the one rule), or None. An explicit ``--encoding`` must load; the one
+    meta names may not (a tokenizer file that moved, ranks that differ), in which case only ids
+    are shown, with a warning."""
+    if src.encoding is not None:
+        return src.tokenizer
     try:
-        tok = tokenizer.resolve(None, meta["tokenizer"] if meta else None, folder)
+        return src.tokenizer
     except ConfigError as e:
         warnings.append(f"cannot decode: {e}; showing ids only")
-        return None, None
-    return tok, tok.name
+        return None
 
 
 def inspect_plan(path: Path, at: int, count: int) -> dict:
     """Parameters, source, stats and counts of a window plan, and its rows ``[at, at+count)``."""
-    rows, side = formats.read_plan(path)
+    rows, side = formats.load_plan(path)
     n = len(rows)
     _check_at(at, n, "windows", path)
     warnings = []
@@ -285,13 +280,13 @@ def inspect_plan(path: Path, at: int, count: int) -> dict:
         "documents": int(np.unique(rows["doc"]).size),
     }
     exposure = {}
-    params, source = side.get("params") or {}, side.get("source") or {}
-    if params.get("targets") and isinstance(params.get("span"), int) and isinstance(source.get("tokens"), int) and n:
+    span, tokens_n = side.span, side.source.tokens
+    if side.params.get("targets") and span is not None and tokens_n is not None and n:
         from .loader import label_counts  # every window once, as winsample.Loader serves an epoch
 
-        for short, served in (("pad", rows), ("drop", rows[rows["length"] == params["span"]])):
-            exposure[short] = label_counts(rows, served, source["tokens"])
-    recorded = (side.get("stats") or {}).get("windows")
+        for short, served in (("pad", rows), ("drop", rows[rows["length"] == span])):
+            exposure[short] = label_counts(rows, served, tokens_n)
+    recorded = side.windows
     if recorded is not None and recorded != n:
         warnings.append(f"{path}: holds {n} windows but its sidecar records {recorded}; run `winsample verify`")
     shown = rows[at : at + count]
@@ -299,12 +294,12 @@ def inspect_plan(path: Path, at: int, count: int) -> dict:
         "kind": "plan",
         "path": str(path),
         "sidecar": str(formats.plan_sidecar(path)),
-        "format": side.get("format"),
-        "version": side.get("version"),
-        "source": side.get("source", {}),
-        "params": side.get("params", {}),
-        "stats": side.get("stats", {}),
-        "tokenizer": side.get("tokenizer", {}),
+        "format": formats.PLAN_FORMAT,
+        "version": side.version,
+        "source": side.source.to_json(),
+        "params": side.params,
+        "stats": side.stats,
+        "tokenizer": side.tokenizer or {},
         "counts": counts,
         "exposure": exposure,
         "at": at,

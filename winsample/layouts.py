@@ -584,7 +584,7 @@ def foreign_layout(path: str | Path, meta_path=None) -> tuple[str, object] | Non
         described = False
         if meta.is_file() and p.suffix != ".idx":
             try:
-                described = formats.split_of(formats.read_meta(meta), Path(f"{prefix}.bin")) is not None
+                described = formats.load_meta(meta).split_for(f"{prefix}.bin") is not None
             except WinsampleError:
                 described = True  # a meta.json that does not read: the meta check says so
         # the prefix itself (data/train) is Megatron's name for the pair; data/train.bin with a
@@ -594,7 +594,7 @@ def foreign_layout(path: str | Path, meta_path=None) -> tuple[str, object] | Non
     if p.is_file() and is_llmc_shard(p):
         meta = p.parent / formats.META_JSON
         try:
-            described = meta.is_file() and formats.split_of(formats.read_meta(meta), p) is not None
+            described = meta.is_file() and formats.load_meta(meta).split_for(p) is not None
         except WinsampleError:
             described = False
         if not described:

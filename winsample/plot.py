@@ -137,15 +137,15 @@ def require_matplotlib() -> None:
 def plan_bin(path: str | Path, plan_path: str | Path) -> Path:
     """The token file a plan describes, as ``winsample verify PATH --plan PLAN`` finds it:
     PATH itself when it is a .bin, else the file the plan's sidecar names (``source.file``)
-    inside the data folder PATH."""
+    inside the data folder PATH (for a split kept in shards, its logical name)."""
     path = Path(path)
     if not path.is_dir():
         return path
-    _, side = formats.read_plan(plan_path)
-    name = (side.get("source") or {}).get("file")
-    if not isinstance(name, str) or not name:
+    _, side = formats.load_plan(plan_path)
+    name = side.source.file
+    if not name:
         raise InputError(f"{formats.plan_sidecar(plan_path)}: sidecar names no source.file; pass the .bin instead of {path}")
-    return path / Path(name).name
+    return path / name
 
 
 def _figure():
@@ -272,29 +272,18 @@ def plot_plan(png: str | Path, bin_path: str | Path, plan_path: str | Path,
     """Draw the coverage picture of the plan at ``plan_path`` over the token file ``bin_path``
     into ``png``; returns what ``plot_coverage`` returns.
 
-    The dtype comes from the plan's sidecar (``source.dtype``), else the meta.json beside the
-    .bin, else '<u2'; document starts from that meta.json's doc_index when present; the
-    vocabulary size from the meta or sidecar tokenizer. ``progress(n)`` is called with tokens
-    counted for the token-id histogram (the only pass over the .bin).
+    The token file opens by ``formats.open_split`` (a split kept in shards by its logical name,
+    dtype from its meta.json, else '<u2'); document starts from its document index when there is
+    one; the vocabulary size from the meta or sidecar tokenizer. ``progress(n)`` is called with tokens counted for the token-id
+    histogram (the only pass over the .bin).
     """
     bin_path = Path(bin_path)
-    rows, side = formats.read_plan(plan_path)
-    meta = entry = None
-    if (mp := formats.find_meta_for(bin_path)) is not None:
-        meta = formats.read_meta(mp)
-        found = formats.split_of(meta, bin_path)
-        entry = found[1] if found else None
-        if entry is None:
-            meta = None
-    dtype = (side.get("source") or {}).get("dtype") or (meta or {}).get("dtype") or formats.DEFAULT_DTYPE
-    tokens = formats.open_tokens(bin_path, formats.normalize_dtype(dtype))
-    tok = (meta or {}).get("tokenizer") or side.get("tokenizer") or {}
+    rows, side = formats.load_plan(plan_path)
+    src = formats.open_split(bin_path)
+    tokens = src.tokens
+    tok = src.tokenizer_entry or side.tokenizer or {}
     n_vocab = int(tok.get("n_vocab") or 0)
-    doc_starts = None
-    if entry is not None and entry.get("doc_index"):
-        doc_file = bin_path.parent / entry["doc_index"]
-        if doc_file.exists():
-            doc_starts = formats.read_doc_index(doc_file)
+    doc_starts = src.doc_starts()
     if len(rows) and int(rows["start"].min()) < 0:
         raise InputError(f"{plan_path}: negative window start {int(rows['start'].min())}; run `winsample verify`")
     hist = token_histogram(tokens, n_vocab, progress=progress)

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import formats, layouts, shards, tokenizer
+from . import formats, layouts, tokenizer
 from .boundaries import sorted_unique
 from .errors import DataError, InputError, WinsampleError
 
@@ -392,12 +392,13 @@ def sampling_bits(total_tokens: int, budget: int = MAX_SHINGLES) -> int:
 
 @dataclass
 class _Target:
-    """A token file to check: its split name (when known) and meta entry."""
+    """A token file to check: its split name (when known), meta entry and how it opened."""
 
     path: Path
     label: str
     split: str | None = None
-    entry: dict | None = None
+    entry: formats.SplitEntry | None = None
+    src: formats.OpenSplit | None = None
 
 
 def verify(
@@ -421,7 +422,7 @@ def verify(
     """
     foreign = layouts.foreign_layout(path, meta_path)
     path = Path(path)
-    if not path.exists() and foreign is None:
+    if not path.exists() and foreign is None and not formats.is_logical(path, meta_path):
         raise InputError(f"{path}: no such file or folder")
     if T is not None and T < 1:
         raise InputError(f"-T {T}: the window length must be at least 1 token")
@@ -447,60 +448,50 @@ def verify(
         meta_file = Path(meta_path)
         if not meta_file.exists():
             raise InputError(f"{meta_file}: no such meta file")
-    elif folder is not None:
-        meta_file = folder / formats.META_JSON
-        if not meta_file.exists():
-            meta_file = None
     else:
-        meta_file = formats.find_meta_for(path)
+        meta_file = formats.find_meta(path)
     if meta_file is not None:
         try:
-            meta = formats.read_meta(meta_file)
+            meta = formats.load_meta(meta_file)
         except DataError as e:  # not JSON, newer version, schema broken: a failing `meta` check
             meta_error = str(e)
 
-    # which token files
+    # which token files: each opened by formats' one rule (a sharded split by its logical name)
     targets: list[_Target] = []
-    written = layouts.written(meta)
+    meta_json = meta.to_json() if meta is not None else None  # layouts.py reads its own entries from it
+    written = layouts.written(meta_json)
     if folder is not None:
         if meta is not None:
-            for split, entry in meta["splits"].items():
-                if layouts.NANOGPT in written or layouts.MEGATRON in written:  # else no .bin is kept
-                    targets.append(_Target(folder / entry["file"], entry["file"], split, entry))
+            if layouts.NANOGPT in written or layouts.MEGATRON in written:  # else no .bin is kept
+                for src in formats.open_folder(folder, meta, meta_path=meta_file):
+                    targets.append(_Target(src.path, src.entry.file, src.name, src.entry, src))
         else:
             for split in formats.SPLITS:
                 p = folder / formats.bin_name(split)
                 if p.exists():
-                    targets.append(_Target(p, p.name, split))
+                    targets.append(_Target(p, p.name, split, None, formats.open_split(p, formats.NO_META)))
         if not targets and not (meta is not None and layouts.LLMC in written):
             raise InputError(f"{folder}: no train.bin / val.bin and no meta.json: not a data folder")
     else:
-        t = _Target(path, path.name)
-        if meta is not None:
-            found = formats.split_of(meta, path)
-            if found is not None:
-                t.split, t.entry = found
-            elif meta_path is not None:
-                meta_error = f"{meta_file}: describes {', '.join(s['file'] for s in meta['splits'].values())}, not {path.name}"
-                meta = None
+        found = meta.split_for(path) if meta is not None else None
+        if meta is not None and found is None:
+            if meta_path is not None:
+                meta_error = f"{meta_file}: describes {', '.join(e.file for e in meta.splits.values())}, not {path.name}"
             else:
-                meta = None  # a meta.json beside the file that is about other files: not ours
-                meta_file = None
-        if path.is_file():
-            formats.refuse_unlabelled(path, t.entry is not None)
-        targets.append(t)
+                meta_file = None  # a meta.json beside the file that is about other files: not ours
+            meta = None
+        src = formats.open_split(path, meta if meta is not None else formats.NO_META, meta_path=meta_file)
+        targets.append(_Target(path, path.name, src.name, src.entry, src))
 
-    dtype = formats.DEFAULT_DTYPE
-    if meta is not None:
-        dtype = formats.normalize_dtype(meta["dtype"])
-    elif megatron_idx is not None:
+    dtype = meta.dtype if meta is not None else formats.DEFAULT_DTYPE
+    if meta is None and megatron_idx is not None:
         dtype = layouts.megatron_token_dtype(megatron_idx)
 
     # tokenizer: meta's, else --encoding, else gpt2
     enc, enc_error, ranks_sha = None, None, None
     if meta is not None:
-        tok = meta["tokenizer"]
-        n_vocab = int(tok["n_vocab"])
+        tok = meta.tokenizer
+        n_vocab = meta.n_vocab
         enc, enc_error = _load_meta_tokenizer(tok, meta_file)
         if enc is not None:  # hashing the ranks (pure Python, ~50 ms) overlaps the file scan
             sha_pool = ThreadPoolExecutor(1)
@@ -518,8 +509,8 @@ def verify(
     leak = folder is not None and {"train", "val"} <= split_names
     sizes = {}
     for t in targets:
-        if formats.is_sharded(t.entry):  # a split kept in shard files: meta's count will do
-            sizes[t.path] = t.entry["tokens"]
+        if t.src.sharded:  # a split kept in shard files: meta's count will do
+            sizes[t.path] = t.entry.tokens
             continue
         _require_file(t.path)
         sizes[t.path] = t.path.stat().st_size // np.dtype(dtype).itemsize
@@ -531,8 +522,8 @@ def verify(
     scans: dict[Path, FileScan] = {}
     for t in targets:
         want = bits if leak and t.split in ("train", "val") else None
-        if formats.is_sharded(t.entry):
-            scans[t.path] = shards.scan_logical(meta_file.parent, t.entry, dtype, n_vocab, label=t.label, shingle_bits=want, progress=progress)
+        if t.src.sharded:
+            scans[t.path] = scan_logical(t.src, n_vocab, label=t.label, shingle_bits=want, progress=progress)
             continue
         scans[t.path] = scan_file(t.path, dtype, n_vocab, label=t.label, shingle_bits=want, progress=progress)
 
@@ -542,7 +533,7 @@ def verify(
             continue
         s = scans[t.path]
         _check_dtype(report, s)
-        if s.n == 0 and not s.stray and t.entry is not None and t.entry.get("tokens") == 0 and _fraction(meta, t.split) == 0:
+        if s.n == 0 and not s.stray and t.entry is not None and t.entry.tokens == 0 and meta.fraction_of(t.split) == 0:
             report.add("min_length", s.label, "skip", f"empty by design: meta.json's split fraction for {t.split} is 0", tokens=0)
         else:
             _check_min_length_file(report, s, T)
@@ -550,8 +541,8 @@ def verify(
 
     # the foreign layouts meta.json lists: llm.c shard streams join the token files checked
     if meta is not None and folder is not None and layouts.LLMC in written:
-        eot = (meta["tokenizer"] or {}).get("eot", getattr(enc, "eot", None))
-        llmc_splits = layouts.layout_splits(meta, layouts.LLMC)
+        eot = meta.tokenizer.get("eot", getattr(enc, "eot", None))
+        llmc_splits = layouts.layout_splits(meta_json, layouts.LLMC)
         if llmc_splits is None:
             report.add("llmc_shards", formats.META_JSON, "fail", "meta.json: layouts.llmc.splits is not an object of split entries")
         for split, entry in (llmc_splits or {}).items():
@@ -572,7 +563,7 @@ def verify(
         _check_megatron(report, megatron_idx, path)
     if meta is not None and folder is not None and layouts.MEGATRON in written:
         want_code = layouts.MEGATRON_CODES.get(dtype)
-        mg_splits = layouts.layout_splits(meta, layouts.MEGATRON)
+        mg_splits = layouts.layout_splits(meta_json, layouts.MEGATRON)
         if mg_splits is None:
             report.add("megatron_index", formats.META_JSON, "fail", "meta.json: layouts.megatron.splits is not an object of split entries")
         for split, entry in (mg_splits or {}).items():
@@ -586,8 +577,8 @@ def verify(
                 report.add("megatron_index", idx_path.name, "fail", str(e))
                 continue
             starts = None
-            di = (meta["splits"].get(split) or {}).get("doc_index")
-            if isinstance(di, str) and (folder / di).is_file():
+            di = meta.splits[split].doc_index if split in meta.splits else None
+            if di and (folder / di).is_file():
                 try:
                     starts = formats.read_doc_index(folder / di)
                 except WinsampleError:
@@ -651,7 +642,7 @@ def _scan_llmc(files: list[Path], n_vocab: int, label: str, progress=None) -> tu
         if sc.max_id is not None:
             max_id = sc.max_id if max_id is None else max(max_id, sc.max_id)
         total += sc.n
-    stream = shards.ConcatTokens(files, counts, layouts.LLMC_DTYPE, header_bytes=layouts.LLMC_HEADER_BYTES)
+    stream = formats.ConcatTokens(files, counts, layouts.LLMC_DTYPE, header_bytes=layouts.LLMC_HEADER_BYTES)
     scan = FileScan(Path(label), label, layouts.LLMC_DTYPE, total * 2, total, 0, formats.combine_checksums(parts),
                     max_id, bad, first_bad, first_bad_id)
     scan.tokens = lambda: stream
@@ -783,12 +774,64 @@ def _verify_llmc(report: Report, path: Path, groups: dict, plans, T, show, encod
     return report
 
 
-def _load_meta_tokenizer(tok: dict, meta_file: Path | None):
+def _load_meta_tokenizer(tok: dict, meta_file: Path | None):  # tok: meta's tokenizer entry
     """(encoding, None) or (None, error text) for meta's tokenizer entry."""
     try:
         return tokenizer.from_meta(tok, meta_file.parent if meta_file is not None else None), None
     except WinsampleError as e:
         return None, str(e)
+
+
+def scan_logical(src: formats.OpenSplit, n_vocab: int, *, label: str, shingle_bits=None, progress=None) -> FileScan:
+    """The one pass over a sharded split: each shard scanned, the results combined.
+
+    Returns a ``FileScan`` of the logical stream (size, tokens, combined checksum, max id,
+    out-of-range count and first position, shingles) whose ``tokens()`` is the stream, and whose
+    ``shard_problems`` lists shards that disagree with their own meta entries.
+    """
+    stream = src.tokens
+    dtype, entry = src.dtype, src.entry
+    parts, problems, shingles = [], [], []
+    total = stray = bad = 0
+    max_id = first_bad = first_bad_id = None
+    for j, sh in enumerate(entry.shards):
+        s = scan_file(stream.paths[j], dtype, n_vocab, label=sh.file, shingle_bits=shingle_bits, progress=progress)
+        parts.append((s.size, s.checksum))
+        if s.checksum != sh.checksum:
+            problems.append(f"{sh.file} hashes to {s.checksum}, meta.json says {sh.checksum}")
+        if s.max_id is not None and sh.max_token is not None and s.max_id != sh.max_token:
+            problems.append(f"{sh.file}: largest id {s.max_id}, meta.json says {sh.max_token}")
+        stray += s.stray
+        if s.bad_count and first_bad is None:
+            first_bad, first_bad_id = total + s.first_bad, s.first_bad_id
+        bad += s.bad_count
+        if s.max_id is not None:
+            max_id = s.max_id if max_id is None else max(max_id, s.max_id)
+        if s.shingles is not None:
+            shingles.append(s.shingles)  # shingles across a shard edge are left out: a sample anyway
+        total += s.n
+    size = total * src.itemsize + stray
+    scan = FileScan(src.path, label, dtype, size, total, stray, formats.combine_checksums(parts),
+                    max_id, bad, first_bad, first_bad_id,
+                    np.concatenate(shingles) if shingle_bits is not None and shingles else
+                    (np.zeros(0, np.uint64) if shingle_bits is not None else None))
+    scan.tokens = lambda: stream  # the logical stream instead of one memmap
+    scan.shard_problems = problems
+    return scan
+
+
+def _shard_doc_problems(scan: FileScan, entry: formats.SplitEntry, where: str) -> list[str]:
+    """The document-index check for a sharded split: counts and order, across shards."""
+    out = list(getattr(scan, "shard_problems", []))
+    try:
+        starts = scan.tokens().doc_starts()
+    except WinsampleError as e:
+        return out + [f"{where}: {e}"]
+    if len(starts) != entry.documents:
+        out.append(f"{where}.documents {entry.documents} but the shard indexes list {len(starts)}")
+    if len(starts) and (starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= max(scan.n, 1)):
+        out.append(f"{where}: document starts across shards must begin at 0, increase, and stay below N = {scan.n}")
+    return out
 
 
 def _check_dtype(report: Report, s: FileScan) -> None:
@@ -805,14 +848,6 @@ def _check_dtype(report: Report, s: FileScan) -> None:
             "dtype_divisible", s.label, "pass", f"{s.size} bytes = {s.n} tokens × {item} ({s.dtype})",
             bytes=s.size, itemsize=item, stray_bytes=0, tokens=s.n,
         )
-
-
-def _fraction(meta: dict | None, split: str | None) -> float | None:
-    """The share of tokens meta.json meant ``split`` to get (val: the fraction; train: 1 − it)."""
-    f = ((meta or {}).get("split") or {}).get("fraction")
-    if not isinstance(f, (int, float)) or split not in ("train", "val"):
-        return None
-    return f if split == "val" else 1 - f
 
 
 def _check_min_length_file(report: Report, s: FileScan, T: int | None) -> None:
@@ -850,34 +885,34 @@ def _check_vocab(report: Report, s: FileScan, n_vocab: int) -> None:
 
 def _check_meta(report, meta, meta_file, targets, scans, enc, enc_error, ranks_sha=None) -> None:
     problems: list[str] = []
-    item = np.dtype(formats.normalize_dtype(meta["dtype"])).itemsize
+    item = meta.itemsize
     for t in targets:
         e, s = t.entry, scans[t.path]
         if e is None:
             continue
         where = f"splits.{t.split}"
-        if e["bytes"] != s.size:
-            problems.append(f"{where}.bytes {e['bytes']} but {t.label} has {s.size}")
-        if e["tokens"] != s.n or e["tokens"] * item != s.size:
-            problems.append(f"{where}.tokens {e['tokens']} but {t.label} holds {s.n} (+{s.stray} stray bytes)")
-        if e["checksum"] != s.checksum:
-            problems.append(f"{where}.checksum {e['checksum']} but {t.label} hashes to {s.checksum}")
-        mt = e.get("max_token")
+        if e.bytes != s.size:
+            problems.append(f"{where}.bytes {e.bytes} but {t.label} has {s.size}")
+        if e.tokens != s.n or e.tokens * item != s.size:
+            problems.append(f"{where}.tokens {e.tokens} but {t.label} holds {s.n} (+{s.stray} stray bytes)")
+        if e.checksum != s.checksum:
+            problems.append(f"{where}.checksum {e.checksum} but {t.label} hashes to {s.checksum}")
+        mt = e.max_token
         if mt is not None and s.max_id is not None and not s.stray and mt != s.max_id:
             problems.append(f"{where}.max_token {mt} but the largest id in {t.label} is {s.max_id}")
-        if s.max_id is not None and s.max_id > formats.dtype_max(meta["dtype"]):
-            problems.append(f"dtype {meta['dtype']} cannot hold id {s.max_id}")
-        if formats.is_sharded(e):
-            problems += shards.doc_problems(s, e, where)
+        if s.max_id is not None and s.max_id > formats.dtype_max(meta.dtype):
+            problems.append(f"dtype {meta.dtype} cannot hold id {s.max_id}")
+        if e.sharded:
+            problems += _shard_doc_problems(s, e, where)
             continue
-        di = e.get("doc_index", formats.doc_index_name(t.split))
-        if not isinstance(di, str) or not di:
-            problems.append(f"{where}.doc_index is {di!r}, not a file name")
+        if e.has_doc_index and e.doc_index is None:
+            problems.append(f"{where}.doc_index is None, not a file name")
             continue
+        di = e.doc_index or formats.doc_index_name(t.split)  # v1 files written before doc_index: the default name
         problems += _doc_index_problems(meta_file.parent / di, e, s, where)
-    tok = meta["tokenizer"]
+    tok = meta.tokenizer
     if enc_error is not None:
-        problems.append(f"tokenizer {tok.get('name')!r} does not load: {enc_error}")
+        problems.append(f"tokenizer {meta.tokenizer_name!r} does not load: {enc_error}")
     elif enc is not None:
         if ranks_sha is not None:
             ranks_sha.result()  # the hash was computed in the background; mismatches reads it
@@ -886,12 +921,12 @@ def _check_meta(report, meta, meta_file, targets, scans, enc, enc_error, ranks_s
     if problems:
         report.add("meta", label, "fail", f"{len(problems)} disagreement(s): " + "; ".join(problems), problems=problems)
     else:
-        what = (f"tokens, bytes, documents, checksums and tokenizer {tok.get('name')!r} agree with the files" if targets
-                else f"tokenizer {tok.get('name')!r} agrees; no .bin in this layout: the splits are checked through their llm.c shards")
+        what = (f"tokens, bytes, documents, checksums and tokenizer {meta.tokenizer_name!r} agree with the files" if targets
+                else f"tokenizer {meta.tokenizer_name!r} agrees; no .bin in this layout: the splits are checked through their llm.c shards")
         report.add("meta", label, "pass", what)
 
 
-def _doc_index_problems(p: Path, e: dict, s: FileScan, where: str) -> list[str]:
+def _doc_index_problems(p: Path, e: formats.SplitEntry, s: FileScan, where: str) -> list[str]:
     if not p.exists():
         return [f"{where}: document index {p.name} is missing"]
     try:
@@ -899,8 +934,8 @@ def _doc_index_problems(p: Path, e: dict, s: FileScan, where: str) -> list[str]:
     except WinsampleError as err:
         return [f"{where}: {err}"]
     out = []
-    if len(starts) != e["documents"]:
-        out.append(f"{where}.documents {e['documents']} but {p.name} lists {len(starts)}")
+    if len(starts) != e.documents:
+        out.append(f"{where}.documents {e.documents} but {p.name} lists {len(starts)}")
     if len(starts):
         if starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= max(s.n, 1):
             out.append(f"{p.name}: document starts must begin at 0, increase, and stay below N = {s.n}")
@@ -950,7 +985,7 @@ def _check_leakage(report: Report, train: FileScan, val: FileScan, bits: int, ma
 class _Plan:
     label: str
     rows: np.ndarray
-    side: dict
+    side: formats.PlanSidecar
     scan: FileScan
 
 
@@ -963,14 +998,12 @@ def _int(d: dict, *keys):
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _plan_file(side: dict, path: Path, folder) -> Path | None:
+def _plan_file(side: formats.PlanSidecar, path: Path, folder) -> Path | None:
     """The token file a plan applies to: PATH itself, or the sidecar's source.file in the folder."""
-    src = side.get("source") if isinstance(side.get("source"), dict) else {}
-    src_file = src.get("file")
     if folder is None:
         return path
-    if isinstance(src_file, str) and src_file:
-        return folder / Path(src_file).name
+    if side.source.file:
+        return folder / side.source.file
     return None
 
 
@@ -979,7 +1012,7 @@ class _Prepared:
     """What a plan gives without its token file: rows, sidecar, int64 columns, coverage for N."""
 
     rows: np.ndarray
-    side: dict
+    side: formats.PlanSidecar
     n: int | None = None
     cols: tuple | None = None  # (start, length, end), int64
     coverage: dict | None = None
@@ -987,7 +1020,7 @@ class _Prepared:
 
 def _prepare_plan(plan_path: Path, path: Path, folder, sizes: dict) -> _Prepared | DataError:
     try:
-        rows, side = formats.read_plan(plan_path)
+        rows, side = formats.load_plan(plan_path)
     except DataError as e:
         return e
     prep = _Prepared(rows, side)
@@ -1007,22 +1040,18 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
     got = prepared.result() if prepared is not None else None
     if got is None:
         try:
-            got = _Prepared(*formats.read_plan(plan_path))
+            got = _Prepared(*formats.load_plan(plan_path))
         except DataError as e:
             got = e
     if isinstance(got, DataError):
         report.add("plan_bounds", label, "fail", str(got))
         return None
     rows, side = got.rows, got.side
-    src = side.get("source") if isinstance(side.get("source"), dict) else {}
-    params = side.get("params") if isinstance(side.get("params"), dict) else {}
-    src_file = src.get("file")
+    src, params = side.source, side.params
+    src_file = src.file
     # which token file the plan applies to
-    if folder is None:
-        file_path = path
-    elif isinstance(src_file, str) and src_file:
-        file_path = folder / Path(src_file).name
-    else:
+    file_path = _plan_file(side, path, folder)
+    if file_path is None:
         report.add("plan_bounds", label, "fail", f"{formats.plan_sidecar(plan_path)}: sidecar names no source.file")
         return None
     scan = scans.get(file_path)
@@ -1039,16 +1068,16 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
 
     # plan_bounds
     problems = []
-    if src.get("bytes") != scan.size or src.get("checksum") != scan.checksum:
+    if src.bytes != scan.size or src.checksum != scan.checksum:
         problems.append(
-            f"made for another file: sidecar says {src_file!r} of {src.get('bytes')} bytes, {src.get('checksum')};"
+            f"made for another file: sidecar says {src_file!r} of {src.bytes} bytes, {src.checksum};"
             f" {scan.label} has {scan.size} bytes, {scan.checksum}"
         )
-    if "dtype" in src and _same_dtype(src["dtype"], scan.dtype) is False:
-        problems.append(f"sidecar dtype {src['dtype']!r} but {scan.label} is read as {scan.dtype}")
+    if src.dtype is not None and _same_dtype(src.dtype, scan.dtype) is False:
+        problems.append(f"sidecar dtype {src.dtype!r} but {scan.label} is read as {scan.dtype}")
     if span is None or span < 1:
         problems.append(f"sidecar params.span is {params.get('span')!r}, not a positive integer")
-    nwin = _int(side, "stats", "windows")
+    nwin = _int(side.stats, "windows")
     if nwin is not None and nwin != len(rows):
         problems.append(f"sidecar stats.windows {nwin} but the plan has {len(rows)} rows")
     if got.cols is not None and got.n == n:
@@ -1173,7 +1202,7 @@ def _check_coverage(report, label, start, end, n, side, min_coverage, c=None, ta
         report.add("coverage", label, "skip", "empty file: nothing to cover")
         return
     c = c or coverage_stats(start, end, n)
-    k = _int(side, "params", "shards")
+    k = _int(side.params, "shards")
     if k is not None and k > 1:  # one rank's share of a sharded plan covers about 1/K by design
         report.add("coverage", label, "skip", f"shard of a plan split over {k} ranks: alone it covers {c['covered'] / n:.2%}"
                    f" of {n} tokens; check the unsharded plan for coverage", covered_tokens=c["covered"], shards=k)
@@ -1205,7 +1234,7 @@ def _check_coverage(report, label, start, end, n, side, min_coverage, c=None, ta
                        " token is input only, so a window that starts where the previous one ends skips that label;"
                        " start each window at or before the previous end − 1 (stride ≤ T)", **figs)
             return
-    said = _int(side, "stats", "covered_tokens")
+    said = _int(side.stats, "covered_tokens")
     if said is not None and said != c["covered"]:
         report.add("coverage", label, "warn", detail + f"; but the sidecar claims {said} covered tokens", **figs)
         return

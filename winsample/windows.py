@@ -487,69 +487,27 @@ def shard_stats(part: np.ndarray, n: int, doc_starts, doc_ends) -> dict:
 # --- the job: one token file → plan files -------------------------------------------------
 
 
-@dataclass
-class Source:
-    """What is known about a token file without reading its tokens."""
-
-    path: Path
-    dtype: str
-    n: int
-    nbytes: int
-    meta: dict | None = None
-    split: dict | None = None
-    tokenizer: dict | None = None
-    doc_index: Path | None = None
-    stream: Any = None  # shards.ConcatTokens when ``path`` names a split of a sharded dataset
-    meta_path: Path | None = None  # the meta.json read (its folder resolves a relative tokenizer file)
-    layout: str | None = None  # "llmc" / "megatron": data another tool wrote, no meta.json
-    starts: np.ndarray | None = None  # document starts known from the layout (a Megatron index)
-    checksum: str | None = None  # the source checksum when it is not one file's (llm.c shards)
-    files: list | None = None  # llm.c: the shard files
-
-
-def describe_source(bin_path, meta_path=None) -> Source:
-    """dtype, N and the meta.json entry for ``bin_path`` (``meta_path`` or the sibling meta.json)."""
-    path = Path(bin_path)
-    from .shards import open_logical
-
-    foreign = layouts.foreign_layout(path, meta_path)
+def describe_source(bin_path, meta_path=None, encoding=None) -> formats.OpenSplit:
+    """``formats.open_split`` of ``bin_path`` (``meta_path`` or the sibling meta.json), refused
+    before anything is planned when it cannot be: a size that is not whole tokens (InputError:
+    exit 2, nothing written), a file that changed since its meta.json was written (DataError)."""
+    foreign = layouts.foreign_layout(bin_path, meta_path)
     if foreign is not None:
-        return _foreign_source(path, *foreign)
-
-    if (logical := open_logical(path, meta_path)) is not None:  # data/train.bin of unmerged shards
-        meta, split, stream = logical
-        return Source(path, stream.dtype.str, len(stream), stream.nbytes, meta, split, meta.get("tokenizer"), stream=stream)
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path}: is a folder; give a token file such as {path / 'train.bin'}")
-    meta = split = None
-    mp = Path(meta_path) if meta_path else formats.find_meta_for(path)
-    if mp is not None:
-        meta = formats.read_meta(mp)
-        found = formats.split_of(meta, path)
-        split = found[1] if found else None
-    formats.refuse_unlabelled(path, split is not None)
-    dtype = formats.normalize_dtype(meta["dtype"]) if meta else formats.DEFAULT_DTYPE
-    try:
-        n = formats.token_count(path, dtype)
-    except DataError as e:  # cannot plan a file whose size is not whole tokens: exit 2, nothing written
-        raise InputError(str(e)) from None
-    nbytes = path.stat().st_size
-    doc_index = None
-    if split is not None:
-        if split["bytes"] != nbytes:
-            raise DataError(f"{path}: {nbytes} bytes, but {mp} says {split['bytes']}: the file changed since it was encoded; re-encode it or pass a matching --meta")
-        if split.get("doc_index"):
-            di = (mp.parent if mp else path.parent) / split["doc_index"]
-            doc_index = di if di.exists() else None
-    return Source(path, dtype, n, nbytes, meta, split, (meta or {}).get("tokenizer"), doc_index, meta_path=mp)
+        return _foreign_source(Path(bin_path), *foreign, encoding)
+    src = formats.open_split(bin_path, meta_path, encoding)
+    if src.stray:
+        item = src.itemsize
+        raise InputError(
+            f"{src.path}: {src.nbytes} bytes is not a multiple of {item} (dtype {src.dtype}):"
+            f" {src.stray} stray byte(s); the file is truncated or has the wrong dtype"
+        )
+    if (problem := src.size_problem()) is not None:
+        raise DataError(problem)
+    return src
 
 
-def _foreign_source(path: Path, layout: str, what) -> Source:
-    """A Source for llm.c shards (``what``: {group: files}) or a Megatron prefix (``what``: prefix)."""
-    from .shards import ConcatTokens
-
+def _foreign_source(path: Path, layout: str, what, encoding=None) -> formats.OpenSplit:
+    """The OpenSplit of llm.c shards (``what``: {group: files}) or a Megatron prefix (``what``: prefix)."""
     if layout == layouts.MEGATRON:
         idx = layouts.read_megatron_index(f"{what}.idx")
         bin_path = Path(f"{what}.bin")
@@ -558,48 +516,41 @@ def _foreign_source(path: Path, layout: str, what) -> Source:
         problems = layouts.megatron_problems(idx, nbytes)
         if problems:
             raise DataError(f"{idx.path}: " + "; ".join(problems) + "; run winsample verify")
-        return Source(bin_path, dtype, nbytes // np.dtype(dtype).itemsize, nbytes, layout=layout,
-                      starts=layouts.megatron_doc_starts(idx))
+        starts = layouts.megatron_doc_starts(idx)
+        n = nbytes // np.dtype(dtype).itemsize
+        if n and (len(starts) == 0 or starts[0] != 0):  # ids before the first document: a piece of its own
+            starts = np.concatenate([[0], starts]).astype(np.int64)
+        return formats.OpenSplit(bin_path, dtype, n, nbytes, encoding=encoding, layout=layout, known_starts=starts)
     if len(what) != 1:
         raise InputError(f"{path}: holds {len(what)} groups of llm.c shards ({', '.join(what)}); plan one at a time, e.g. {path}/{next(iter(what))}_*.bin")
     files = next(iter(what.values()))
     counts = [layouts.read_llmc_header(f) for f in files]
-    stream = ConcatTokens(files, counts, layouts.LLMC_DTYPE, header_bytes=layouts.LLMC_HEADER_BYTES)
-    return Source(path, layouts.LLMC_DTYPE, len(stream), stream.nbytes, stream=stream, layout=layout, files=files)
+    stream = formats.ConcatTokens(files, counts, layouts.LLMC_DTYPE, header_bytes=layouts.LLMC_HEADER_BYTES)
+    return formats.OpenSplit(path, layouts.LLMC_DTYPE, len(stream), stream.nbytes, encoding=encoding, layout=layout,
+                             files=files, _tokens=stream)
 
 
-def load_tokenizer(src: Source, encoding: str | None, why: str):
-    """The tokenizer for ``src`` by ``tokenizer.resolve``'s rule: ``--encoding``, else meta's
-    (its ``file`` included), else gpt2 for a bare .bin. ConfigError naming ``why`` if it cannot load."""
-    from . import tokenizer as tk
-
-    folder = src.meta_path.parent if src.meta_path is not None else src.path.parent
+def load_tokenizer(src: formats.OpenSplit, why: str):
+    """``src.tokenizer`` (the one rule: ``--encoding``, else meta's, its ``file`` included, else
+    gpt2), or ConfigError naming ``why`` when it cannot be loaded."""
     try:
-        return tk.resolve(encoding, src.tokenizer, folder)
+        return src.tokenizer
     except ConfigError as e:
         raise ConfigError(f"{src.path}: {e} (or a --meta describing a known tokenizer), needed for {why}") from None
 
 
-def doc_edges(src: Source, tokens, eot: int | None, progress=None) -> tuple[np.ndarray, np.ndarray]:
+def doc_edges(src: formats.OpenSplit, tokens, eot: int | None, progress=None) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of documents: from the doc index when there is one, else from EOT positions."""
     n = src.n
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if src.starts is not None:
-        starts = src.starts
-        if len(starts) == 0 or starts[0] != 0:  # ids before the first document: a piece of its own
-            starts = np.concatenate([[0], starts]).astype(np.int64)
-    elif src.layout == layouts.LLMC:  # every document starts with its EOT
+    if src.layout == layouts.LLMC:  # every document starts with its EOT
         starts = layouts.eot_positions(tokens, eot)
         if len(starts) == 0 or starts[0] != 0:
             starts = np.concatenate([[0], starts]).astype(np.int64)
-    elif src.stream is not None:
-        starts = src.stream.doc_starts()
-    elif src.doc_index is not None:
-        starts = formats.read_doc_index(src.doc_index)
-        if len(starts) == 0 or starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= n:
-            raise DataError(f"{src.doc_index}: document starts must begin at 0, increase strictly and stay below N={n}")
-    else:
+        return starts, np.append(starts[1:], n)
+    starts = src.doc_starts()
+    if starts is None:
         starts = bnd.doc_starts_from_eot(tokens, eot, progress)
     return starts, np.append(starts[1:], n)
 
@@ -698,24 +649,25 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
     Reads tokens only for doc edges without a doc index, semantic edges or nothing else.
     """
     check_options(o)
-    src = describe_source(bin_path, meta_path)
+    src = describe_source(bin_path, meta_path, o.encoding)
     tail = o.tail or "align"
     tokens = None
     enc = None
     semantic = o.boundaries in ("paragraph", "sentence")
     if semantic:
-        enc = load_tokenizer(src, o.encoding, f"--boundaries {o.boundaries}")
+        enc = load_tokenizer(src, f"--boundaries {o.boundaries}")
     if o.boundaries != "none" or o.materialize or o.decode:
-        tokens = src.stream if src.stream is not None else formats.open_tokens(src.path, src.dtype)
+        tokens = src.tokens
     if o.boundaries == "none":
         ds = np.zeros(1 if src.n else 0, np.int64)
         de = np.full(len(ds), src.n, np.int64)
     else:
         eot = None
-        if src.doc_index is None and src.starts is None:
-            eot = (src.tokenizer or {}).get("eot")
-            if eot is None or o.encoding:
-                eot = (enc or load_tokenizer(src, o.encoding, "finding documents by EOT")).eot
+        if not src.sharded and src.doc_index is None and src.known_starts is None:
+            try:
+                eot = src.eot
+            except ConfigError as e:
+                raise ConfigError(f"{src.path}: {e}, needed for finding documents by EOT") from None
         ds, de = doc_edges(src, tokens, eot, progress)
     planners = {}
     if semantic:  # one streaming pass over the tokens feeds one planner per T
@@ -759,12 +711,12 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
     return [dict(r, src=src, tokens=tokens, enc=enc) for r in results]
 
 
-def source_entry(src: Source, progress=None) -> dict:
+def source_entry(src: formats.OpenSplit, progress=None) -> dict:
     """The sidecar's ``source``: checksum from meta.json when it describes the file, else streamed."""
     if src.files is not None:  # llm.c shards: the checksum verify computes for the stream
         checksum = layouts.llmc_stream_checksum(src.files, progress)
     else:
-        checksum = src.split["checksum"] if src.split else formats.checksum_file(src.path, progress)
+        checksum = src.checksum if src.entry is not None else formats.checksum_file(src.path, progress)
     return {"path": str(src.path), "file": src.path.name, "bytes": src.nbytes, "checksum": checksum,
             "dtype": src.dtype, "tokens": src.n}
 
@@ -845,15 +797,15 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
         pad_id = None
         if o.materialize:
             enc = plan["enc"]
-            pad_id = enc.eot if enc else (src.tokenizer or {}).get("eot", 50256)
+            pad_id = enc.eot if enc else src.eot
         for r, (p, part) in enumerate(zip(paths, parts)):
             side_params = dict(params, shard=r if o.shards else None)
             side = {"source": source, "params": side_params, "stats": stats}
             if o.shards:  # a shard's stats describe its own rows; the whole plan's go to plan_stats
                 side["stats"] = shard_stats(part, src.n, plan["doc_starts"], plan["doc_ends"])
                 side["plan_stats"] = stats
-            if src.tokenizer:
-                side["tokenizer"] = src.tokenizer
+            if src.tokenizer_entry:
+                side["tokenizer"] = src.tokenizer_entry
             if o.materialize:
                 mp = formats.materialized_path(p)
                 materialize(stage / mp.name, part, plan["tokens"], params["span"], pad_id, src.dtype)
@@ -876,7 +828,7 @@ def _write_text(out: str, rows: np.ndarray, o: Options, plan: dict, stream) -> N
             return
         enc = None
         if o.decode:
-            enc = plan["enc"] or load_tokenizer(plan["src"], o.encoding, "--decode")
+            enc = plan["enc"] or load_tokenizer(plan["src"], "--decode")
         for row in rows:
             obj: dict[str, Any] = {"start": int(row["start"]), "length": int(row["length"]),
                                    "doc": int(row["doc"]), "fresh": int(row["fresh"])}
