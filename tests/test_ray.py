@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from winsample import formats, windows
+from winsample import formats
 from winsample.cli import main
 from winsample.encode import encode_corpus
 from winsample.formats import ConcatTokens
@@ -85,10 +85,10 @@ def test_no_val_train_is_concatenation_of_encode_ordinary_plus_eot(cluster, tmp_
     ray_encode([CORPUS], tmp_path / "d", val_fraction=0.0)
     want = np.concatenate([np.array(ref_gpt2.encode_ordinary(p.read_text("utf-8")) + [50256], "<u2") for p in corpus_files()])
     meta = formats.read_meta(tmp_path / "d" / "meta.json")
-    src = windows.describe_source(tmp_path / "d" / "train.bin")  # unmerged: the logical stream
-    assert np.array_equal(np.asarray(src.stream), want)
+    src = formats.open_split(tmp_path / "d" / "train.bin")  # unmerged: the logical stream
+    assert np.array_equal(np.asarray(src.tokens), want)
     lengths = [len(ref_gpt2.encode_ordinary(p.read_text("utf-8"))) + 1 for p in corpus_files()]
-    assert src.stream.doc_starts().tolist() == np.cumsum([0] + lengths[:-1]).tolist()
+    assert src.doc_starts().tolist() == np.cumsum([0] + lengths[:-1]).tolist()
     assert meta["splits"]["train"]["tokens"] == len(want) and len(meta["splits"]["train"]["shards"]) > 1
 
 
