@@ -17,6 +17,7 @@ import xxhash
 from click.testing import CliRunner
 
 from winsample import encode as encode_mod
+from winsample import pipeline
 from winsample import formats
 from winsample.cli import main
 from winsample.encode import encode_corpus
@@ -217,7 +218,7 @@ def test_tail_split_puts_last_floor_fraction_of_tokens_in_val(tmp_path, ref_gpt2
 
 
 def test_tail_split_checksums_right_when_cut_is_past_snapshots(tmp_path, monkeypatch, ref_gpt2):
-    monkeypatch.setattr(encode_mod, "SNAPSHOT_BYTES", 64)  # many snapshots, pruned as the stream grows
+    monkeypatch.setattr(pipeline, "SNAPSHOT_BYTES", 64)  # many snapshots, pruned as the stream grows
     monkeypatch.setattr(encode_mod, "TASK_CHARS", 200)
     docs = _many_docs(80)
     src = write_tree(tmp_path / "in", docs)
@@ -290,8 +291,8 @@ def test_peak_memory_does_not_grow_with_input_size(tmp_path):
     play = (CORPUS / "hamlet.txt").read_text(encoding="utf-8")
     # Small buffers so that both sizes are well past every fixed-size buffer (the plateau).
     script = (
-        "import sys; from winsample import encode as e, formats as f;"
-        "f.CHUNK_BYTES = 1 << 20; e.SNAPSHOT_BYTES = 2 << 20; e.HOLD_BYTES = 2 << 20;"
+        "import sys; from winsample import encode as e, formats as f, pipeline as p;"
+        "f.CHUNK_BYTES = 1 << 20; p.SNAPSHOT_BYTES = 2 << 20; e.HOLD_BYTES = 2 << 20;"
         "e.encode_corpus(sys.argv[1:3], sys.argv[3], val_fraction=0.5, seed=int(sys.argv[4]), workers=1);"
         # VmHWM is this process's own peak; ru_maxrss would also count the forking parent.
         "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
@@ -406,8 +407,8 @@ def test_big_jsonl_document_is_cut_and_still_exact(tmp_path, monkeypatch, ref_gp
     text = (CORPUS / "sonnets.txt").read_text(encoding="utf-8")[:30000]
     (tmp_path / "d.jsonl").write_text(json.dumps({"text": text}) + "\n" + json.dumps({"text": "small"}) + "\n")
     seen = []
-    real = encode_mod._encode_texts
-    monkeypatch.setattr(encode_mod, "_encode_texts", lambda *a: seen.append(len(a[2])) or real(*a))
+    real = encode_mod.encode_texts
+    monkeypatch.setattr(encode_mod, "encode_texts", lambda *a: seen.append(len(a[2])) or real(*a))
     out = tmp_path / "out"
     encode_corpus([str(tmp_path / "d.jsonl")], out, val_fraction=0, workers=1)
     assert np.fromfile(out / "train.bin", "<u2").tolist() == ref_stream(ref_gpt2, [text, "small"])
@@ -718,7 +719,7 @@ def test_lock_file_removed_between_open_and_flock_is_taken_again(tmp_path, monke
 
     monkeypatch.setattr(fcntl, "flock", flock)
     with pytest.raises(ConfigError):
-        with encode_mod._locked(out):
+        with pipeline.locked(out):
             monkeypatch.setattr(fcntl, "flock", real_flock)
             probe = os.open(out / formats.LOCK_NAME, os.O_RDWR)
             try:

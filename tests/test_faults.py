@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from winsample import encode as encode_mod
+from winsample import pipeline
 from winsample import formats, resume
 from winsample.encode import encode_corpus
 from winsample.errors import InputError, Interrupted
@@ -291,7 +292,7 @@ def test_tiny_tmpfs_full_exit_2_previous_set_intact(tmp_path, kill_corpus, monke
             def full(self):
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-            monkeypatch.setattr(encode_mod._SplitWriter, "_flush", full)
+            monkeypatch.setattr(pipeline.SplitWriter, "_flush", full)
             with pytest.raises(InputError) as e:
                 encode_corpus([str(kill_corpus)], out, workers=1)
             line = str(e.value)
@@ -386,7 +387,7 @@ def _crash_after_checkpoints(out: Path, inputs, *, after: int = 12, **kw):
 def small_batches(monkeypatch):
     monkeypatch.setattr(resume, "CHECKPOINT_SECONDS", 0)  # a checkpoint at every input's end
     monkeypatch.setattr(encode_mod, "TASK_CHARS", 3000)
-    monkeypatch.setattr(encode_mod, "SNAPSHOT_BYTES", 256)  # --split tail: many hash snapshots to rebuild
+    monkeypatch.setattr(pipeline, "SNAPSHOT_BYTES", 256)  # --split tail: many hash snapshots to rebuild
 
 
 @pytest.mark.parametrize(("split", "workers"), [("doc", 1), ("doc", 2), ("tail", 1), ("tail", 2)])

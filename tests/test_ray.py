@@ -35,8 +35,12 @@ SMALL = "64KB"  # the corpus files are ~100 KB: most are cut inside, several sha
 def cluster(tmp_path_factory):
     fault = tmp_path_factory.mktemp("fault") / "die-once"
     os.environ["RAY_AUTH_MODE"] = "disabled"  # a private local test cluster: no token files
-    os.environ["WINSAMPLE_RAY_FAULT"] = str(fault)  # inherited by the workers
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    # tests/ray_fault_hook.py runs in every worker before its first task: the retry test's fault
+    here = str(Path(__file__).resolve().parent)
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+    env = {"WINSAMPLE_RAY_FAULT": str(fault), "PYTHONPATH": path}
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             runtime_env={"env_vars": env, "worker_process_setup_hook": "ray_fault_hook.install"})
     yield fault
     ray.shutdown()
 

@@ -11,18 +11,16 @@ document's ids are held until its end decides its split (in memory up to ``HOLD_
 in a spill file in the staging folder), and everything is written into
 ``formats.staging_dir(out_dir)`` and committed as one set, meta.json last.
 
-Split rules:
-
-- ``doc``: a document goes to val when ``xxh3_64(b"<seed>\\0" + utf8(text)) < fraction × 2**64``
-  — it depends only on the seed and the document's own text;
-- ``tail``: val gets the last ``floor(N × fraction)`` of the N tokens, cut at a token boundary
-  (nanoGPT's shakespeare split). A document cut in two counts in both splits: val's first
-  "document" is then the tail piece.
+This module is the local runner of the pipeline in ``pipeline.py`` (shared with ``engine_ray``):
+the split rule, empty-document skip and EOT (``pipeline.DocRule``), ids, split writers, meta.json
+and the summary come from there; batching, the worker pool, holding a document until its split
+is known and ``--resume`` are this runner's own. ``--split tail``: val gets the last
+``floor(N × fraction)`` of the N tokens, cut at a token boundary (nanoGPT's shakespeare split).
+A document cut in two counts in both splits: val's first "document" is then the tail piece.
 """
 
 from __future__ import annotations
 
-import errno
 import math
 import multiprocessing as mp
 import os
@@ -30,34 +28,30 @@ import shutil
 import signal
 import threading
 import time
-from array import array
 from collections import deque
-from collections.abc import Callable, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import xxhash
 
-from . import __version__, formats, layouts, resume, tokenizer
+from . import __version__, formats, layouts, pipeline, resume, tokenizer
 from .chunking import TextChunker
 from .errors import ConfigError, DataError, InputError, Interrupted, WinsampleError
+from .pipeline import (
+    ERROR_MODES, SPLIT_METHODS, DocRule, SplitWriter, check_options, encode_texts, locked, named, starts_chunks,
+    write_error, write_index,
+)
 from .sources import (
     RangeFault, TextFile, iter_documents, range_error, read_text_range, replaced_count, resolve_inputs, text_pieces,
 )
 
-SPLIT_METHODS = ("doc", "tail")
-ERROR_MODES = ("strict", "replace")
-
-PIECE_CHARS = 1 << 20  # a big document is cut into pieces of about this many chars
-LONG_RUN_CHARS = 16 << 20  # a piece longer than this had no safe cut: counted as unsplittable
+PIECE_CHARS = pipeline.PIECE_CHARS  # a big document is cut into pieces of about this many chars
+LONG_RUN_CHARS = pipeline.LONG_RUN_CHARS  # a piece longer than this had no safe cut: counted as unsplittable
 TASK_CHARS = 1 << 20  # text per batch sent to a worker: amortises IPC, keeps latency low
 PIECE_BYTES = 1 << 20  # a plain-text file is sent to workers as byte ranges of about this size
 RANGE_MIN_BYTES = 64 << 10  # smaller plain-text files are read and decoded here and sent as text
 INFLIGHT_PER_WORKER = 4  # batches in flight per worker: covers the main process's stalls, still bounded
-WRITE_BYTES = 1 << 20  # ids gathered per write+hash call
 HOLD_BYTES = 32 << 20  # a document's ids beyond this wait in a spill file, not in memory
-SNAPSHOT_BYTES = 64 << 20  # --split tail: hash snapshots this far apart bound the re-read
 
 ProgressFn = Callable[..., None]
 
@@ -65,26 +59,6 @@ ProgressFn = Callable[..., None]
 # --- worker side --------------------------------------------------------------------------
 
 _WORKER: dict = {}
-
-
-def _encode_texts(tok: tokenizer.Tokenizer, dtype: str, texts: Sequence[str], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Concatenated ids of ``texts`` (cast to ``dtype`` after a range check), each one's length and max id.
-
-    An entry of ``texts`` may be a byte-range spec of a file (``sources.read_text_range``'s
-    arguments): it is read and decoded here (``RangeFault`` if it cannot be).
-    """
-    parts = []
-    for t in texts:
-        if isinstance(t, tuple):
-            t = read_text_range(*t)
-        parts.append(tok.encode(t))
-    lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
-    ids = np.concatenate(parts) if parts else np.zeros(0, np.uint32)
-    if lengths.all():
-        maxes = np.maximum.reduceat(ids, np.cumsum(lengths) - lengths) if len(ids) else np.zeros(0, np.int64)
-    else:  # reduceat misreads empty segments
-        maxes = np.array([int(p.max()) if len(p) else -1 for p in parts], dtype=np.int64)
-    return formats.check_and_cast(ids, dtype, tok.n_vocab, where), lengths, maxes.astype(np.int64)
 
 
 def _init_worker(spec: tuple) -> None:
@@ -101,7 +75,7 @@ def _init_worker(spec: tuple) -> None:
 def _worker_task(texts: list[str], where: str):
     if "error" in _WORKER:
         raise _WORKER["error"]
-    return _encode_texts(_WORKER["enc"], _WORKER["dtype"], texts, where)
+    return encode_texts(_WORKER["enc"], _WORKER["dtype"], texts, where)
 
 
 def _make_pool(workers: int, spec: tuple):
@@ -119,161 +93,6 @@ def _make_pool(workers: int, spec: tuple):
 # --- main side: writers -------------------------------------------------------------------
 
 
-class _SplitWriter:
-    """Appends ids to one .bin in the staging folder, hashing as it writes; records doc starts."""
-
-    def __init__(self, stage: Path, name: str, dtype: str, tail_fraction: float | None = None):
-        self.name = name
-        self.dtype = dtype
-        self.item = np.dtype(dtype).itemsize
-        self.path = stage / formats.bin_name(name)
-        # "ab": the work folder is empty on a fresh run; on --resume, reopen() cuts the file back.
-        self.f = open(self.path, "ab", buffering=8 << 20)
-        self.hasher = formats.new_hasher()
-        self.tokens_flushed = 0
-        self._pending: list[np.ndarray] = []
-        self._pending_bytes = 0
-        self.max_token = -1
-        self.documents = 0
-        self.starts_path = stage / f"{name}.starts.raw"
-        self._starts_f = open(self.starts_path, "ab")
-        self._starts = array("q")
-        self.starts_hasher = formats.new_hasher()  # for --resume checkpoints
-        # --split tail: (byte position, hasher copy, max so far) every SNAPSHOT_BYTES, so the
-        # train checksum at the cut needs at most SNAPSHOT_BYTES read back.
-        self.tail_fraction = tail_fraction
-        self.snapshots = [(0, formats.new_hasher(), -1)] if tail_fraction is not None else None
-
-    def start_doc(self) -> None:
-        self._starts.append(self.tokens)
-        self.documents += 1
-        if len(self._starts) >= 1 << 16:
-            self._flush_starts()
-
-    def _flush_starts(self) -> None:
-        data = self._starts.tobytes()
-        with _named(self.starts_path):
-            self._starts_f.write(data)
-        self.starts_hasher.update(data)
-        del self._starts[:]
-
-    def write(self, ids: np.ndarray, max_id: int | None = None) -> None:
-        """Append ``ids`` (already ``dtype``); ``max_id`` is their max if the caller knows it."""
-        if not ids.size:
-            return
-        m = int(ids.max()) if max_id is None else max_id
-        if m > self.max_token:
-            self.max_token = m
-        # Many small documents: gather their ids and write/hash them in ~1 MiB blocks.
-        self._pending.append(ids)
-        self._pending_bytes += ids.nbytes
-        if self._pending_bytes >= WRITE_BYTES:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        buf = self._pending[0].data if len(self._pending) == 1 else b"".join(p.data for p in self._pending)
-        with _named(self.path):
-            self.f.write(buf)
-        self.hasher.update(buf)
-        self.tokens_flushed += self._pending_bytes // self.item
-        self._pending, self._pending_bytes = [], 0
-        if self.snapshots is not None:
-            pos = self.tokens_flushed * self.item
-            if pos - self.snapshots[-1][0] >= SNAPSHOT_BYTES:
-                # Everything written is flushed now, so max_token is the max of bytes [0, pos).
-                self.snapshots.append((pos, self.hasher.copy(), self.max_token))
-                lowest_cut = (self.tokens_flushed - math.floor(self.tokens_flushed * self.tail_fraction)) * self.item
-                while len(self.snapshots) > 1 and self.snapshots[1][0] <= lowest_cut:
-                    self.snapshots.pop(0)
-
-    @property
-    def tokens(self) -> int:
-        return self.tokens_flushed + self._pending_bytes // self.item
-
-    def close(self) -> None:
-        try:
-            self._flush()
-            self._flush_starts()
-        finally:
-            with _named(self.path):
-                self.f.close()
-            with _named(self.starts_path):
-                self._starts_f.close()
-
-    # --- checkpoints (--resume) ---
-
-    def checkpoint(self) -> dict:
-        """Flush and fsync everything written; the state ``reopen`` needs to continue from here."""
-        self._flush()
-        self._flush_starts()
-        for f, path in ((self.f, self.path), (self._starts_f, self.starts_path)):
-            with _named(path):
-                f.flush()
-                os.fsync(f.fileno())
-        return {
-            "bytes": self.tokens_flushed * self.item,
-            "checksum": formats.format_checksum(self.hasher),
-            "documents": self.documents,
-            "starts_checksum": formats.format_checksum(self.starts_hasher),
-            "max_token": self.max_token,
-        }
-
-    def reopen(self, state: dict) -> None:
-        """Continue a checkpointed file: cut it back to ``state`` and re-hash what stays.
-
-        ``resume.Stale`` if a file is shorter than the checkpoint or its bytes differ.
-        """
-        self.f.close()
-        self._starts_f.close()
-        n, docs = state["bytes"], state["documents"]
-        self.f, self.hasher, snaps = _reopen(self.path, n, self.dtype if self.snapshots is not None else None)
-        self._starts_f, self.starts_hasher, _ = _reopen(self.starts_path, docs * 8, None)
-        if formats.format_checksum(self.hasher) != state["checksum"]:
-            raise resume.Stale(f"{self.path}: bytes differ from the checkpoint")
-        if formats.format_checksum(self.starts_hasher) != state["starts_checksum"]:
-            raise resume.Stale(f"{self.starts_path}: bytes differ from the checkpoint")
-        self.tokens_flushed = n // self.item
-        self.documents = docs
-        self.max_token = state["max_token"]
-        if self.snapshots is not None:
-            # Any snapshot at or before the cut gives the same train checksum; keep the pruning rule.
-            self.snapshots = snaps
-            lowest_cut = (self.tokens_flushed - math.floor(self.tokens_flushed * self.tail_fraction)) * self.item
-            while len(self.snapshots) > 1 and self.snapshots[1][0] <= lowest_cut:
-                self.snapshots.pop(0)
-
-
-def _reopen(path: Path, nbytes: int, dtype: str | None):
-    """Open ``path`` for appending after its first ``nbytes`` (the rest is cut off); return the
-    file, the hasher of those bytes and, given the token ``dtype`` (``--split tail``),
-    (position, hasher, max id so far) snapshots every SNAPSHOT_BYTES."""
-    try:
-        f = open(path, "r+b", buffering=8 << 20)
-    except OSError as e:
-        raise resume.Stale(f"{path}: {e.strerror}") from None
-    if os.fstat(f.fileno()).st_size < nbytes:
-        f.close()
-        raise resume.Stale(f"{path}: shorter than the checkpoint")
-    f.truncate(nbytes)
-    h = formats.new_hasher()
-    snaps = [(0, formats.new_hasher(), -1)] if dtype else None
-    pos, mx = 0, -1
-    while pos < nbytes:
-        data = f.read(min(formats.CHUNK_BYTES, nbytes - pos, SNAPSHOT_BYTES - pos % SNAPSHOT_BYTES))
-        if not data:
-            break
-        h.update(data)
-        pos += len(data)
-        if dtype:
-            mx = max(mx, int(np.frombuffer(data, dtype=dtype).max()))
-            if pos % SNAPSHOT_BYTES == 0:
-                snaps.append((pos, h.copy(), mx))
-    f.seek(nbytes)
-    return f, h, snaps
-
-
 class _Holder:
     """The ids of the document being read, until its split is known; spills past HOLD_BYTES."""
 
@@ -289,7 +108,7 @@ class _Holder:
         self.parts.append((ids, max_id))
         self.nbytes += ids.nbytes
         if self.nbytes > HOLD_BYTES:
-            with _named(self.path):
+            with named(self.path):
                 if self.spill is None:
                     self.spill = open(self.path, "w+b")
                 for p, _ in self.parts:
@@ -297,7 +116,7 @@ class _Holder:
             self.spilled += self.nbytes
             self.parts, self.nbytes = [], 0
 
-    def flush_to(self, writer: _SplitWriter | None) -> None:
+    def flush_to(self, writer: SplitWriter | None) -> None:
         """Write everything held to ``writer`` (None: drop it) and start empty."""
         if self.spilled:
             if writer is not None:
@@ -322,194 +141,6 @@ class _Holder:
 
 
 # --- the run ------------------------------------------------------------------------------
-
-# A write that failed because the disk (or a limit) is full: the words for the message.
-_NO_ROOM = {
-    errno.ENOSPC: "no space left on the device",
-    errno.EFBIG: "file too large (a file-size limit was reached)",
-    errno.EDQUOT: "disk quota exceeded",
-}
-
-
-@contextmanager
-def _named(path: Path):
-    """Give an OSError raised while writing ``path`` that file's name (f.write errors carry none)."""
-    try:
-        yield
-    except OSError as e:
-        if e.filename is None:
-            raise OSError(e.errno, e.strerror or str(e), str(path)) from None
-        raise
-
-
-def _write_error(out_dir: Path, e: OSError) -> InputError:
-    """One line for a failed write: what ran out and in which file, and what to do."""
-    what = _NO_ROOM.get(e.errno, e.strerror or str(e))
-    name = f" while writing {Path(e.filename).name}" if e.filename else ""
-    hint = "; free some space (or pick another -o) and run again" if e.errno in _NO_ROOM else ""
-    return InputError(f"{out_dir}: {what}{name}{hint}")
-
-
-
-LOCK_TRIES = 5  # re-opens of the lock when a failing run removed it under us (a race; 1 is enough in practice)
-
-
-def _make_dirs(out_dir: Path) -> list[Path]:
-    """Create ``out_dir`` and its missing parents; return the folders this call made, outermost first.
-
-    A folder another process makes at the same moment is not recorded: it is not ours to remove.
-    """
-    missing = []
-    p = out_dir
-    while not p.is_dir():
-        missing.append(p)
-        if p.parent == p:
-            break
-        p = p.parent
-    made = []
-    for d in reversed(missing):
-        try:
-            d.mkdir()
-        except FileExistsError:
-            if not d.is_dir():
-                raise
-            continue
-        made.append(d)
-    return made
-
-
-def _remove_made(made: list[Path]) -> None:
-    """rmdir the folders in ``made``, innermost first; stop at the first that is not empty.
-
-    Only ``rmdir``: a folder someone put anything into is left as it is, never deleted with it.
-    """
-    for d in reversed(made):
-        try:
-            os.rmdir(d)
-        except OSError:
-            return
-
-
-@contextmanager
-def _locked(out_dir: Path):
-    """Create OUT_DIR if missing and hold OUT_DIR/.winsample.lock while the body runs.
-
-    InputError (exit 2) at once if another run holds the lock, or if OUT_DIR cannot be created
-    or written. If the body raises and this call created OUT_DIR (and any parents), what it
-    created is removed again when the folder holds nothing but the lock: a failed run into a
-    new folder leaves no folder behind. A kept ``.partial/`` (an interrupt, for ``--resume``)
-    keeps the folder. A folder that existed before keeps its lock file (it means nothing alone).
-    """
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no lock, as before
-        fcntl = None
-    made: list[Path] = []
-    fd = None
-    try:
-        for _ in range(LOCK_TRIES):
-            try:
-                made += _make_dirs(out_dir)
-            except OSError as e:
-                raise InputError(f"{out_dir}: cannot create output folder: {e.strerror}") from None
-            if fcntl is None:
-                break
-            fd = _take_lock(fcntl, out_dir)
-            if fd is not None:
-                break
-        else:
-            raise InputError(f"{out_dir}: its lock file kept being removed by other winsample runs; run again")
-        yield
-    except BaseException:
-        if fd is not None:
-            if made:
-                _drop_lock_file(out_dir, fd)
-            os.close(fd)  # releases the flock
-            fd = None
-        _remove_made(made)
-        raise
-    finally:
-        if fd is not None:
-            os.close(fd)  # releases the flock
-
-
-def _take_lock(fcntl, out_dir: Path) -> int | None:
-    """The fd of OUT_DIR's lock file, flock'ed and holding our pid; None when the file we locked
-    was removed meanwhile (a failed run cleaning up the folder it made: try again)."""
-    path = out_dir / formats.LOCK_NAME
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as e:
-        raise InputError(f"{out_dir}: cannot write there: {e.strerror}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            raise InputError(
-                f"{out_dir}: is being written by another winsample (pid {pid}); wait for it or pick another -o"
-            ) from None
-        # The lock only counts if the path still names the file we locked: a failing run may
-        # have unlinked it (see _drop_lock_file) between our open and our flock.
-        try:
-            same = os.path.samestat(os.fstat(fd), os.stat(path))
-        except FileNotFoundError:
-            same = False
-        if not same:
-            os.close(fd)
-            return None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _drop_lock_file(out_dir: Path, fd: int) -> None:
-    """Unlink OUT_DIR's lock file, still holding its flock, if OUT_DIR holds nothing else.
-
-    Only called when this run created OUT_DIR. Unlinking a lock file is unsafe in general: a
-    run that opened it, and waits to flock it, would then lock a file no one else can find, and
-    two runs could write at once. Here it is safe because (1) the folder is new, so no run that
-    predates ours can be waiting on it; (2) a run that started meanwhile and opened the file
-    either fails its flock at once (we still hold it) or, if it gets the flock after we let go,
-    sees that the path no longer names that file and starts over (``_take_lock``): it then
-    recreates the lock (and the folder if we removed it) and records that it made them;
-    (3) a run that creates a new lock file after our unlink makes the folder non-empty, so our
-    rmdir fails and the folder stays for it. Anything but our lock in the folder (a kept
-    ``.partial/``, a file a user put there) and nothing is removed.
-    """
-    path = out_dir / formats.LOCK_NAME
-    try:
-        if os.listdir(out_dir) == [formats.LOCK_NAME] and os.path.samestat(os.fstat(fd), os.stat(path)):
-            os.unlink(path)
-    except OSError:
-        pass  # could not tell or could not unlink: leave the lock, and so the folder
-
-
-def _resolve_dtype(tok: tokenizer.Tokenizer, dtype: str | None) -> str:
-    if dtype is None:
-        return formats.dtype_for_vocab(tok.n_vocab)
-    dt = formats.normalize_dtype(dtype)
-    if formats.dtype_max(dt) + 1 < tok.n_vocab:
-        raise ConfigError(
-            f"encoding {tok.name!r} has {tok.n_vocab} ids, more than uint16 holds (65536): use --dtype uint32"
-        )
-    return dt
-
-
-def check_options(split: str, errors: str, val_fraction: float, workers: int | None) -> None:
-    """ConfigError for option values no engine can use (before anything is read or written)."""
-    if split not in SPLIT_METHODS:
-        raise ConfigError(f"unknown split {split!r}: choose doc or tail")
-    if errors not in ERROR_MODES:
-        raise ConfigError(f"unknown errors mode {errors!r}: choose strict or replace")
-    if not 0 <= val_fraction < 1:
-        raise ConfigError(f"--val-fraction {val_fraction} must be in [0, 1)")
-    if workers is not None and workers < 1:
-        raise ConfigError(f"--workers {workers} must be at least 1")
-
 
 def encode_corpus(
     inputs: Sequence[str],
@@ -559,14 +190,13 @@ def encode_corpus(
     t0 = time.perf_counter()
     check_options(split, errors, val_fraction, workers)
     enc = tokenizer.load(encoding, tokenizer_file, pattern)
-    tok_name = enc.name
-    dtype = _resolve_dtype(enc, dtype)
-    chosen = layouts.check_layouts(layout, dtype, enc.n_vocab, shard_tokens, tokenizer.eot_token(enc))
+    dtype = pipeline.resolve_dtype(enc, dtype)
+    chosen = layouts.check_layouts(layout, dtype, enc.n_vocab, shard_tokens, enc.eot)
     sources = resolve_inputs(list(inputs), fmt)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"{out_dir}: output path is a file, not a folder; pick another -o")
-    workers = workers or os.cpu_count() or 1  # OUT_DIR is created by _locked, which removes it again on failure
+    workers = workers or os.cpu_count() or 1  # OUT_DIR is created by locked(), which removes it again on failure
 
     describe = enc.describe()
     opts = dict(
@@ -580,7 +210,7 @@ def encode_corpus(
     # The pool starts before the lock and the staging files exist, so forked workers hold neither.
     pool = _make_pool(workers, (enc, dtype)) if workers > 1 else None
     try:
-        with _locked(out_dir):
+        with locked(out_dir):
             work = formats.partial_dir(out_dir)
             keep = False
             try:
@@ -589,7 +219,8 @@ def encode_corpus(
                 stage = formats.staging_dir(out_dir)
                 start = _open_partial(work, params, sources, resume_partial)
                 result = _run(sources, work, enc, opts, pool, workers, progress, start, params)
-                meta = _meta(sources, describe, opts, result)
+                splits = {s: pipeline.split_entry(s, result["writers"][s]) for s in formats.SPLITS}
+                meta = pipeline.build_meta(sources, describe, opts, splits, result["stats"])
                 for s in formats.SPLITS:
                     w = result["writers"][s]
                     size = w.path.stat().st_size
@@ -599,7 +230,7 @@ def encode_corpus(
                 for name in names:
                     (stage / name).parent.mkdir(parents=True, exist_ok=True)
                     os.replace(work / name, stage / name)
-                with _named(stage / formats.META_JSON):
+                with named(stage / formats.META_JSON):
                     formats.write_meta(stage / formats.META_JSON, meta)
                 formats.commit_staged(stage, out_dir, names + [formats.META_JSON], remove)
             except (KeyboardInterrupt, Interrupted) as e:
@@ -614,7 +245,7 @@ def encode_corpus(
                 raise kept from None
             except OSError as e:
                 formats.recover(out_dir)
-                raise _write_error(out_dir, e) from None
+                raise write_error(out_dir, e) from None
             except BaseException:
                 formats.recover(out_dir)
                 raise
@@ -626,29 +257,11 @@ def encode_corpus(
             pool.terminate()
             pool.join()
 
-    seconds = time.perf_counter() - t0
-    in_bytes = sum(s.size or 0 for s in sources)
-    st = result["stats"]
-    return {
-        "out_dir": str(out_dir),
-        "train": {"tokens": meta["splits"]["train"]["tokens"], "documents": meta["splits"]["train"]["documents"]},
-        "val": {"tokens": meta["splits"]["val"]["tokens"], "documents": meta["splits"]["val"]["documents"]},
-        "documents": st["documents"],
-        "skipped_empty": st["documents_skipped_empty"],
-        "replaced_characters": st["replaced_characters"],
-        "unsplittable_runs": st["unsplittable_runs"],
-        "resumed": result["resumed"],
-        "encoding": tok_name,
-        "dtype": dtype,
-        "layouts": list(chosen),
-        "workers": workers,
-        "input_bytes": in_bytes,
-        "seconds": round(seconds, 3),
-        "mb_per_s": round(in_bytes / 1e6 / seconds, 2) if seconds > 0 else None,
-    }
+    extra = {"resumed": result["resumed"], "encoding": enc.name, "dtype": dtype, "layouts": list(chosen), "workers": workers}
+    return pipeline.summary(out_dir, meta, result["stats"], sources, time.perf_counter() - t0, extra)
 
 
-def _write_layouts(work: Path, out_dir: Path, meta: dict, chosen: tuple, opts: dict, shard_tokens: int) -> tuple[list[str], list[str]]:
+def _write_layouts(work: Path, out_dir: Path, meta: formats.Meta, chosen: tuple, opts: dict, shard_tokens: int) -> tuple[list[str], list[str]]:
     """Write the foreign layouts into ``work`` from its split files; describe them in ``meta``.
 
     Returns (names to commit, relative to OUT_DIR; names in OUT_DIR to remove: files of layouts
@@ -668,8 +281,8 @@ def _write_layouts(work: Path, out_dir: Path, meta: dict, chosen: tuple, opts: d
         entries = {}
         for s in formats.SPLITS:
             path = work / layouts.megatron_index_name(s)
-            with _named(path):
-                e = layouts.write_megatron_index(path, _doc_starts(work, s), meta["splits"][s]["tokens"], dtype)
+            with named(path):
+                e = layouts.write_megatron_index(path, _doc_starts(work, s), meta.splits[s].tokens, dtype)
             entries[s] = dict(e, data=formats.bin_name(s))
             names.append(layouts.megatron_index_name(s))
         desc[layouts.MEGATRON] = {"version": layouts.MEGATRON_VERSION, "dtype_code": layouts.MEGATRON_CODES[dtype], "splits": entries}
@@ -677,7 +290,7 @@ def _write_layouts(work: Path, out_dir: Path, meta: dict, chosen: tuple, opts: d
         entries = {}
         for s in formats.SPLITS:
             tokens = formats.open_tokens(work / formats.bin_name(s), dtype)
-            with _named(work / layouts.LLMC_DIR):
+            with named(work / layouts.LLMC_DIR):
                 entries[s] = layouts.write_llmc_split(work, s, tokens, _doc_starts(work, s), opts["eot_id"], opts["eot"], shard_tokens)
             del tokens
             names += [sh["file"] for sh in entries[s]["shards"]]
@@ -685,10 +298,10 @@ def _write_layouts(work: Path, out_dir: Path, meta: dict, chosen: tuple, opts: d
             "magic": layouts.LLMC_MAGIC, "version": layouts.LLMC_VERSION, "shard_tokens": shard_tokens,
             "eot": opts["eot_id"], "eot_before_each_document": True, "splits": entries,
         }
-    meta["layouts"] = desc
+    meta.extra["layouts"] = desc  # layouts.py's own entry of meta.json
     if not keep_bin:
         for s in formats.SPLITS:  # the split's logical name stays; its files are not kept
-            meta["splits"][s]["doc_index"] = None
+            meta.splits[s].doc_index = None
     remove = [layouts.megatron_index_name(s) for s in formats.SPLITS if layouts.MEGATRON not in chosen]
     if not keep_bin:
         remove += [n for s in formats.SPLITS for n in (formats.bin_name(s), formats.doc_index_name(s))]
@@ -718,15 +331,14 @@ def _open_partial(work: Path, params: dict, sources, want: bool) -> dict:
 
 
 def _new_writers(stage: Path, opts: dict) -> dict:
-    if opts["split"] == "tail":
-        return {"all": _SplitWriter(stage, "all", opts["dtype"], tail_fraction=opts["fraction"])}
-    return {s: _SplitWriter(stage, s, opts["dtype"]) for s in formats.SPLITS}
+    tail = opts["fraction"] if opts["split"] == "tail" else None
+    return {s: SplitWriter(stage, s, opts["dtype"], tail_fraction=tail) for s in DocRule.of(opts).writers}
 
 
 def _resume_writers(stage: Path, opts: dict, start: dict) -> tuple[dict, dict, dict]:
     """(writers, stats, summary of what was reused): continued from ``start``'s checkpoint when
     its files hold exactly the checkpointed bytes, else new and empty (the folder cleared)."""
-    stats = {"documents": 0, "documents_skipped_empty": 0, "unsplittable_runs": 0, "replaced_characters": 0}
+    stats = pipeline.new_stats()
     writers = _new_writers(stage, opts)
     j, note = start["journal"], start["note"]
     if j is not None:
@@ -769,7 +381,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
     read_cb = (lambda n: progress(n, 0)) if progress else None
 
     holder = _Holder(stage, dtype)
-    eot_ids = np.array([opts["eot_id"]], dtype=dtype) if opts["eot"] else None
+    eot_ids = DocRule.of(opts).eot_ids
     checkpoints = params is not None and resume.resumable(sources)
     last_checkpoint = [time.monotonic()]
 
@@ -777,7 +389,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
         if not checkpoints or time.monotonic() - last_checkpoint[0] < resume.CHECKPOINT_SECONDS:
             return
         states = {name: w.checkpoint() for name, w in writers.items()}
-        with _named(stage / formats.PARTIAL_JOURNAL):
+        with named(stage / formats.PARTIAL_JOURNAL):
             resume.write_journal(stage, params, sources, done, states, snap)
         last_checkpoint[0] = time.monotonic()
 
@@ -846,7 +458,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
                         pass
                 raise
             if pool is None:
-                result(items, lambda: _encode_texts(enc, dtype, texts, where))
+                result(items, lambda: encode_texts(enc, dtype, texts, where))
                 continue
             inflight.append((items, pool.apply_async(_worker_task, (texts, where))))
             while len(inflight) >= limit:
@@ -867,19 +479,8 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
     else:
         out = writers
         for s in formats.SPLITS:
-            _write_index(stage, out[s].starts_path, stage / formats.doc_index_name(s), out[s].documents)
-    train, val = out["train"], out["val"]
-    kept = stats["documents"] - stats["documents_skipped_empty"]
-    if kept == 0:
-        raise DataError(
-            f"{', '.join(s.label for s in sources[:3])}: no document has any text"
-            f" ({stats['documents_skipped_empty']} empty or whitespace-only); nothing to encode"
-        )
-    hint = "a single or few documents want --split tail" if not tail else "use more text or a larger --val-fraction"
-    if train.tokens == 0:
-        raise ConfigError(f"the split leaves train empty ({kept} document(s), --val-fraction {frac}): {hint}")
-    if frac > 0 and val.tokens == 0:
-        raise ConfigError(f"the split leaves val empty ({kept} document(s), --val-fraction {frac}): {hint}, or --val-fraction 0")
+            write_index(stage, out[s].starts_path, stage / formats.doc_index_name(s), out[s].documents)
+    pipeline.check_outcome(sources, stats, out["train"].tokens, out["val"].tokens, frac, tail)
     return {"writers": out, "stats": stats, "resumed": resumed}
 
 
@@ -893,11 +494,8 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0, tok: tok
     cut where ``tok`` says cutting is safe (default: chunking's rule).
     """
     cut = tok.last_safe_cut if tok is not None else None
-    tail = opts["split"] == "tail"
-    threshold = int(opts["fraction"] * 2**64)  # doc split: hash < threshold → val
-    prefix = f"{opts['seed']}\0".encode()
-    hashing = not tail and threshold > 0
-    early = "all" if tail else ("train" if threshold == 0 else None)
+    rule = DocRule.of(opts)
+    early = rule.early
     items: list = []
     texts: list[str] = []
     size = 0
@@ -913,7 +511,7 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0, tok: tok
             if where0 is None:
                 where0 = where
             if isinstance(doc, TextFile):  # a plain-text file: byte ranges, read and decoded by workers
-                h = xxhash.xxh3_64(prefix) if hashing else None
+                h = rule.hasher()
                 has_text = True  # TextFile.open saw text in the file's first bytes
                 for spec in doc.ranges(PIECE_BYTES, h, read_cb):
                     items.append(early)
@@ -924,25 +522,24 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0, tok: tok
                         items, texts, size, where0 = [], [], 0, where
                 if doc.oversized:  # a long run without safe cuts: count runs as the decoded path does
                     stats["unsplittable_runs"] += _unsplittable_runs(doc.src, cut)
-                val = h is not None and h.intdigest() < threshold
+                val = rule.val_of_hash(h)
             elif isinstance(doc, str) and len(doc) <= PIECE_CHARS:  # a whole small document: no chunker
-                has_text = bool(doc) and not doc.isspace()
+                has_text = rule.has_text(doc)
                 if has_text:
                     items.append(early)
                     texts.append(doc)
                     size += len(doc)
-                val = hashing and xxhash.xxh3_64_intdigest(prefix + doc.encode("utf-8", "surrogatepass")) < threshold
+                val = rule.val_of_text(doc)
             else:
-                h = xxhash.xxh3_64(prefix) if hashing else None
+                h = rule.hasher()
                 has_text = False
                 chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS, cut)
                 if isinstance(doc, str):  # a big JSONL/Parquet text: feed it in slices so it spreads over workers
                     whole = doc
                     doc = (whole[i : i + PIECE_CHARS] for i in range(0, len(whole), PIECE_CHARS))
                 for text in doc:
-                    if h is not None:
-                        h.update(text.encode("utf-8", "surrogatepass"))
-                    if not has_text and text and not text.isspace():
+                    rule.feed(h, text)
+                    if not has_text and rule.has_text(text):
                         has_text = True
                     for piece in chunker.feed(text):
                         items.append(early if has_text else None)
@@ -956,14 +553,9 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0, tok: tok
                     texts.append(piece)
                     size += len(piece)
                 stats["unsplittable_runs"] += chunker.unsplittable_runs
-                val = h is not None and h.intdigest() < threshold
-            if not has_text:
-                dest = "skip"
-                stats["documents_skipped_empty"] += 1
-            elif tail:
-                dest = "all"
-            else:
-                dest = "val" if val else "train"
+                val = rule.val_of_hash(h)
+            dest = rule.dest(has_text, val)
+            stats["documents_skipped_empty"] += dest == "skip"
             items.append(("end", dest))
             if size >= TASK_CHARS:
                 yield items, texts, where0
@@ -1007,21 +599,6 @@ def _unsplittable_runs(src, cut=None) -> int:
     return chunker.unsplittable_runs
 
 
-def _starts_chunks(raw: Path, lo: int = 0, hi: int | None = None, shift: int = 0, step: int = 1 << 20):
-    """Doc start offsets ``lo:hi`` of a raw int64 file, minus ``shift``, in bounded pieces."""
-    n = raw.stat().st_size // 8
-    hi = n if hi is None else hi
-    with open(raw, "rb") as f:
-        for a in range(lo, hi, step):
-            f.seek(a * 8)
-            yield np.fromfile(f, dtype="<i8", count=min(step, hi - a)) - shift
-
-
-def _write_index(stage: Path, raw: Path, path: Path, count: int, **kw) -> None:
-    with _named(path):
-        formats.write_doc_index_stream(path, count, _starts_chunks(raw, **kw))
-
-
 class _Done:
     """Tokens, documents, checksum, max of a finished split (what meta.json reports)."""
 
@@ -1030,7 +607,7 @@ class _Done:
         self.checksum, self.max_token, self.dtype = checksum, max_token, dtype
 
 
-def _finish_tail(stage: Path, w: _SplitWriter, fraction: float, dtype: str) -> dict:
+def _finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str) -> dict:
     """Cut the one stream at N - floor(N × fraction): train.bin keeps the head, val.bin gets the tail."""
     n = w.tokens
     cut = n - math.floor(n * fraction)
@@ -1039,7 +616,7 @@ def _finish_tail(stage: Path, w: _SplitWriter, fraction: float, dtype: str) -> d
     # val.bin: copy the tail, hashing as it is written.
     val_path = stage / formats.bin_name("val")
     vh, vmax = formats.new_hasher(), -1
-    with _named(val_path), open(all_path, "rb") as src, open(val_path, "wb") as dst:
+    with named(val_path), open(all_path, "rb") as src, open(val_path, "wb") as dst:
         src.seek(cut * item)
         while data := src.read(formats.CHUNK_BYTES):
             dst.write(data)
@@ -1065,12 +642,12 @@ def _finish_tail(stage: Path, w: _SplitWriter, fraction: float, dtype: str) -> d
     k = int(np.searchsorted(starts, cut, side="left"))
     mid_doc = cut < n and (k == len(starts) or int(starts[k]) != cut)
     del starts
-    _write_index(stage, w.starts_path, stage / formats.doc_index_name("train"), k, hi=k)
+    write_index(stage, w.starts_path, stage / formats.doc_index_name("train"), k, hi=k)
     vcount = w.documents - k + (1 if mid_doc else 0)
-    chunks = _starts_chunks(w.starts_path, lo=k, shift=cut)
+    chunks = starts_chunks(w.starts_path, lo=k, shift=cut)
     if mid_doc:
         chunks = _prepend(np.zeros(1, "<i8"), chunks)
-    with _named(stage / formats.doc_index_name("val")):
+    with named(stage / formats.doc_index_name("val")):
         formats.write_doc_index_stream(stage / formats.doc_index_name("val"), vcount, chunks)
     return {
         "train": _Done(train_path, item, cut, k, formats.format_checksum(th), tmax, dtype),
@@ -1081,34 +658,6 @@ def _finish_tail(stage: Path, w: _SplitWriter, fraction: float, dtype: str) -> d
 def _prepend(first, rest):
     yield first
     yield from rest
-
-
-def _meta(sources, describe: dict, opts: dict, result: dict) -> dict:
-    splits = {}
-    for s in formats.SPLITS:
-        w = result["writers"][s]
-        checksum = formats.format_checksum(w.hasher) if isinstance(w, _SplitWriter) else w.checksum
-        splits[s] = {
-            "file": formats.bin_name(s),
-            "doc_index": formats.doc_index_name(s),
-            "tokens": w.tokens,
-            "bytes": w.tokens * w.item,
-            "documents": w.documents,
-            "max_token": w.max_token if w.tokens else None,
-            "checksum": checksum,
-        }
-    return {
-        "format": formats.FORMAT_NAME,
-        "version": formats.FORMAT_VERSION,
-        "winsample_version": __version__,
-        "dtype": opts["dtype"],
-        "tokenizer": describe,
-        "eot_appended": opts["eot"],
-        "split": {"method": opts["split"], "fraction": opts["fraction"], "seed": opts["seed"]},
-        "splits": splits,
-        "inputs": [s.meta() for s in sources],
-        "stats": result["stats"],
-    }
 
 
 __all__ = ["encode_corpus", "SPLIT_METHODS", "ERROR_MODES"]

@@ -46,9 +46,10 @@ from types import SimpleNamespace
 import numpy as np
 import xxhash
 
-from . import __version__, formats, tokenizer
+from . import formats, pipeline, tokenizer
 from .chunking import TextChunker, iter_safe_cuts
 from .errors import ConfigError, DataError, InputError, WinsampleError
+from .pipeline import LONG_RUN_CHARS, PIECE_CHARS, DocRule, SplitWriter, encode_texts, write_index
 
 DEFAULT_SHARD_BYTES = 256 << 20  # 256 MiB of input per task: ~20 s of tiktoken per core, few files per TB
 SEARCH_BYTES = 1 << 20  # bytes read per step when looking for a cut point
@@ -225,27 +226,29 @@ def _check_unchanged(p: dict) -> None:
 def decide_text(p: dict, job: dict) -> tuple[bool, bool]:
     """(goes to val, has any non-whitespace text) for the one document of text file ``p``.
 
-    The same rule as ``encode._batches``: xxh3_64 of ``b"<seed>\\0" + utf8(text)``. Hashing
-    reads and checks the whole file (DataError on invalid UTF-8 or a NUL byte, as the local
-    engine); without it, reading stops at the first non-whitespace text, since every shard task
-    checks its own byte range anyway and the whole file's shards wait on this answer.
+    The same rule as the local runner (``pipeline.DocRule``). Hashing reads and checks the whole
+    file (DataError on invalid UTF-8 or a NUL byte, as the local engine); without it, reading
+    stops at the first non-whitespace text, since every shard task checks its own byte range
+    anyway and the whole file's shards wait on this answer.
     """
     from .sources import iter_documents
 
     _check_unchanged(p)
-    threshold = int(job["fraction"] * 2**64)
-    hashing = job["split"] == "doc" and threshold > 0
-    h = xxhash.xxh3_64(f"{job['seed']}\0".encode()) if hashing else None
+    rule = _rule(job)
+    h = rule.hasher()
     has_text = False
     for _where, doc in iter_documents([_source(p)], text_field=job["text_field"], errors=job["errors"]):
         for text in doc:
-            if h is not None:
-                h.update(text.encode("utf-8", "surrogatepass"))
-            if not has_text and text and not text.isspace():
+            rule.feed(h, text)
+            if not has_text and rule.has_text(text):
                 has_text = True
                 if h is None:
                     return False, True
-    return (h is not None and h.intdigest() < threshold), has_text
+    return rule.val_of_hash(h), has_text
+
+
+def _rule(job: dict) -> DocRule:
+    return DocRule(job["split"], job["fraction"], job["seed"], job["eot"], job["eot_id"], job["dtype"])
 
 
 class _RangeReader:
@@ -292,73 +295,61 @@ def _documents(p: dict, start: int, end: int, job: dict):
         reader.close()
 
 
-def _outputs_intact(out: Path, meta: dict) -> bool:
-    for e in meta.get("splits", {}).values():
-        path, idx = out / e["file"], out / e["doc_index"]
+def _outputs_intact(out: Path, meta: formats.ShardMeta) -> bool:
+    for e in meta.splits.values():
+        path, idx = out / e.file, out / e.doc_index if e.doc_index else None
         try:
-            if path.stat().st_size != e["bytes"] or not idx.exists():
+            if path.stat().st_size != e.bytes or idx is None or not idx.exists():
                 return False
-            if formats.checksum_file(path) != e["checksum"] or len(formats.read_doc_index(idx)) != e["documents"]:
+            if formats.checksum_file(path) != e.checksum or len(formats.read_doc_index(idx)) != e.documents:
                 return False
         except (OSError, WinsampleError):
             return False
-    return bool(meta.get("splits"))
+    return bool(meta.splits)
 
 
-FAULT_ENV = "WINSAMPLE_RAY_FAULT"  # tests: a file holding a shard index; that task's worker dies once
+def shard_task(job: dict, shard: dict, *decisions) -> formats.ShardMeta:
+    """Encode one shard into ``OUT_DIR/shards``; return its meta (``reused``: it was intact).
 
-
-def _maybe_die(idx: int) -> None:
-    """Fault injection for the retry test: kill this worker process, once, for shard ``idx``."""
-    path = os.environ.get(FAULT_ENV)
-    if path and Path(path).is_file() and Path(path).read_text().strip() == str(idx):
-        Path(path).unlink()
-        os._exit(1)
-
-
-def shard_task(job: dict, shard: dict, *decisions) -> dict:
-    """Encode one shard into ``OUT_DIR/shards``; return its meta (``reused``: it was intact)."""
-    from .encode import LONG_RUN_CHARS, PIECE_CHARS, _encode_texts, _SplitWriter, _write_index
+    Documents go where ``pipeline.DocRule`` sends them, their ids from ``pipeline.encode_texts``
+    into ``pipeline.SplitWriter``s: the local runner's steps, one shard at a time.
+    """
     from .sources import replaced_count
 
     out = Path(job["out_dir"])
     idx = shard["index"]
-    _maybe_die(idx)
     meta_path = out / formats.shard_meta_name(idx)
     old = formats.read_shard_meta(meta_path)
-    if old is not None and old.get("key") == shard["key"] and _outputs_intact(out, old):
-        return dict(old, reused=True)
+    if old is not None and old.key == shard["key"] and _outputs_intact(out, old):
+        old.reused = True
+        return old
     meta_path.unlink(missing_ok=True)
 
     enc = _encoding(job)
     dtype = job["dtype"]
-    tail = job["split"] == "tail"
-    threshold = int(job["fraction"] * 2**64)
-    hashing = not tail and threshold > 0
-    prefix = f"{job['seed']}\0".encode()
+    rule = _rule(job)
     work = out / formats.SHARDS_DIR / f".work-{idx:05d}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    names = ["all"] if tail else list(formats.SPLITS)
-    writers = {n: _SplitWriter(work, n, dtype) for n in names}
-    continues = dict.fromkeys(names, False)
-    eot_ids = np.array([job["eot_id"]], dtype=dtype) if job["eot"] else None
-    stats = {"documents": 0, "documents_skipped_empty": 0, "unsplittable_runs": 0}
+    writers = {n: SplitWriter(work, n, dtype) for n in rule.writers}
+    continues = dict.fromkeys(writers, False)
+    stats = pipeline.new_stats()
     replaced0 = replaced_count()
-
-    def dest_of(val: bool) -> str:
-        return "all" if tail else ("val" if val else "train")
 
     def write_text(w, texts, where) -> None:
         chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS, enc.last_safe_cut)
         for text in texts:
             for piece in chunker.feed(text):
-                ids, _, maxes = _encode_texts(enc, dtype, [piece], where)
+                ids, _, maxes = encode_texts(enc, dtype, [piece], where)
                 w.write(ids, int(maxes[0]))
         for piece in chunker.finish():
-            ids, _, maxes = _encode_texts(enc, dtype, [piece], where)
+            ids, _, maxes = encode_texts(enc, dtype, [piece], where)
             w.write(ids, int(maxes[0]))
         stats["unsplittable_runs"] += chunker.unsplittable_runs
+
+    def end_doc(w) -> None:
+        if rule.eot_ids is not None:
+            w.write(rule.eot_ids, rule.eot_id)
 
     try:
         for p, start, end, dec in shard["pieces"]:
@@ -368,38 +359,38 @@ def shard_task(job: dict, shard: dict, *decisions) -> dict:
                 if first:
                     stats["documents"] += 1
                     stats["documents_skipped_empty"] += not has_text
-                if not has_text:
+                dest = rule.dest(has_text, val)
+                if dest == "skip":
                     continue
-                w = writers[dest_of(val)]
+                w = writers[dest]
                 if first:
                     w.start_doc()
                 elif w.tokens == 0 and w.documents == 0:
                     continues[w.name] = True
                 for where, doc in _documents(p, start, end, job):
                     write_text(w, doc, where)
-                if last and eot_ids is not None:
-                    w.write(eot_ids, job["eot_id"])
+                if last:
+                    end_doc(w)
                 continue
             if p["kind"] == "text":  # a whole text file: decide first (one extra read), then encode
                 val, has_text = decide_text(p, job)
             for where, doc in _documents(p, start, end, job):
                 stats["documents"] += 1
                 if isinstance(doc, str):
-                    has_text = bool(doc) and not doc.isspace()
-                    val = hashing and xxhash.xxh3_64_intdigest(prefix + doc.encode("utf-8", "surrogatepass")) < threshold
+                    has_text, val = rule.has_text(doc), rule.val_of_text(doc)
                     texts = (doc[i : i + PIECE_CHARS] for i in range(0, len(doc), PIECE_CHARS))
                 else:
                     texts = doc
-                if not has_text:
+                dest = rule.dest(has_text, val)
+                if dest == "skip":
                     stats["documents_skipped_empty"] += 1
                     for _ in texts:  # still read it: errors in it must surface as locally
                         pass
                     continue
-                w = writers[dest_of(val)]
+                w = writers[dest]
                 w.start_doc()
                 write_text(w, texts, where)
-                if eot_ids is not None:
-                    w.write(eot_ids, job["eot_id"])
+                end_doc(w)
     finally:
         for w in writers.values():
             w.close()
@@ -411,21 +402,18 @@ def shard_task(job: dict, shard: dict, *decisions) -> dict:
         if size != w.tokens * w.item:
             raise DataError(f"{w.path}: wrote {size} bytes, expected {w.tokens} tokens × {w.item}")
         docs = work / formats.doc_index_name(n)
-        _write_index(work, w.starts_path, docs, w.documents)
-        entries[n] = {
-            "file": formats.shard_bin_name(n, idx), "doc_index": formats.shard_doc_index_name(n, idx),
-            "tokens": w.tokens, "bytes": size, "documents": w.documents,
-            "max_token": w.max_token if w.tokens else None,
-            "checksum": formats.format_checksum(w.hasher), "continues": continues[n],
-        }
-        os.replace(w.path, out / entries[n]["file"])
-        os.replace(docs, out / entries[n]["doc_index"])
-    meta = {"format": formats.SHARD_FORMAT, "version": 1, "index": idx, "key": shard["key"],
-            "inputs": [{"path": p["label"], "start": s, "end": e} for p, s, e, _ in shard["pieces"]],
-            "input_bytes": sum(e - s for _, s, e, _ in shard["pieces"]), "splits": entries, "stats": stats}
-    formats.write_json_atomic(meta_path, meta)
+        write_index(work, w.starts_path, docs, w.documents)
+        e = pipeline.split_entry(n, w, file=formats.shard_bin_name(n, idx), doc_index=formats.shard_doc_index_name(n, idx))
+        entries[n] = formats.ShardEntry(e.file, e.doc_index, e.tokens, e.bytes, e.documents, e.max_token, e.checksum,
+                                        continues[n])
+        os.replace(w.path, out / e.file)
+        os.replace(docs, out / e.doc_index)
+    meta = formats.ShardMeta(index=idx, key=shard["key"],
+                             inputs=[{"path": p["label"], "start": s, "end": e} for p, s, e, _ in shard["pieces"]],
+                             input_bytes=sum(e - s for _, s, e, _ in shard["pieces"]), splits=entries, stats=stats)
+    formats.write_shard_meta(meta_path, meta)
     shutil.rmtree(work, ignore_errors=True)
-    return dict(meta, reused=False)
+    return meta
 
 
 # --- the driver -----------------------------------------------------------------------------
@@ -459,16 +447,14 @@ def encode_ray(
     OUT_DIR must be on storage every node sees. Returns the summary of ``encode_corpus`` plus
     ``shards`` and ``shards_reused``. ``progress(nbytes, ntokens, total=None)`` per finished shard.
     """
-    from . import encode as enc_mod
     from .sources import resolve_inputs
 
     t0 = time.perf_counter()
-    enc_mod.check_options(split, errors, val_fraction, workers)
+    pipeline.check_options(split, errors, val_fraction, workers)
     shard_bytes = parse_size(shard_size)
     ray = import_ray()
     enc = tokenizer.load(encoding, tokenizer_file, pattern)
-    tok_name = enc.name
-    dtype = enc_mod._resolve_dtype(enc, dtype)
+    dtype = pipeline.resolve_dtype(enc, dtype)
     sources = resolve_inputs(list(inputs), fmt)
     for s in sources:
         if s.path is None:
@@ -490,7 +476,7 @@ def encode_ray(
     )
     opts = dict(split=split, fraction=val_fraction, seed=seed, eot=eot, dtype=dtype)
 
-    with enc_mod._locked(out_dir):
+    with pipeline.locked(out_dir):
         formats.recover(out_dir)
         plan = plan_shards(sources, shard_bytes, enc)
         started = False
@@ -507,26 +493,21 @@ def encode_ray(
             if started:
                 ray.shutdown()
         splits, stats = _finish(out_dir, metas, opts, sources, dtype)
-        meta = {
-            "format": formats.FORMAT_NAME, "version": formats.FORMAT_VERSION, "winsample_version": __version__,
-            "dtype": dtype, "tokenizer": describe, "eot_appended": eot,
-            "split": {"method": split, "fraction": val_fraction, "seed": seed},
-            "splits": splits, "inputs": [s.meta() for s in sources], "stats": stats,
-        }
-        keep = {f"{formats.SHARDS_DIR}/{Path(formats.shard_meta_name(m['index'])).name}" for m in metas}
+        meta = pipeline.build_meta(sources, describe, opts, splits, stats)
+        keep = {formats.shard_meta_name(m.index) for m in metas}
         for m in metas:
-            for e in m["splits"].values():
-                keep |= {e["file"], e["doc_index"]}
+            for e in m.splits.values():
+                keep |= {e.file, e.doc_index}
         if merge:
-            _merge(out_dir, meta, dtype)
+            _merge(out_dir, meta)
             shutil.rmtree(out_dir / formats.SHARDS_DIR, ignore_errors=True)
         else:
             for s in splits.values():
-                for e in s["shards"]:
-                    keep |= {e["file"], e["doc_index"]}
-            meta["sharded"] = {
+                for e in s.shards:
+                    keep |= {e.file, e.doc_index}
+            meta.sharded = {
                 "layout": formats.SHARD_LAYOUT, "version": 1, "count": len(metas), "shard_bytes": shard_bytes,
-                "shards": [{"index": m["index"], "meta": formats.shard_meta_name(m["index"]), "inputs": m["inputs"]} for m in metas],
+                "shards": [{"index": m.index, "meta": formats.shard_meta_name(m.index), "inputs": m.inputs} for m in metas],
             }
             formats.write_meta(out_dir / formats.META_JSON, meta)
             # the meta now describes the shards: files of an earlier merged or local set go
@@ -535,21 +516,9 @@ def encode_ray(
                     (out_dir / name).unlink(missing_ok=True)
             _prune(out_dir, keep)
 
-    seconds = time.perf_counter() - t0
-    in_bytes = sum(s.size or 0 for s in sources)
-    return {
-        "out_dir": str(out_dir),
-        "train": {"tokens": splits["train"]["tokens"], "documents": splits["train"]["documents"]},
-        "val": {"tokens": splits["val"]["tokens"], "documents": splits["val"]["documents"]},
-        "documents": stats["documents"],
-        "skipped_empty": stats["documents_skipped_empty"],
-        "replaced_characters": stats["replaced_characters"],
-        "unsplittable_runs": stats["unsplittable_runs"],
-        "encoding": tok_name, "dtype": dtype, "engine": "ray", "merged": merge,
-        "shards": len(metas), "shards_reused": sum(bool(m.get("reused")) for m in metas),
-        "input_bytes": in_bytes, "seconds": round(seconds, 3),
-        "mb_per_s": round(in_bytes / 1e6 / seconds, 2) if seconds > 0 else None,
-    }
+    extra = {"encoding": enc.name, "dtype": dtype, "engine": "ray", "merged": merge, "shards": len(metas),
+             "shards_reused": sum(m.reused for m in metas)}
+    return pipeline.summary(out_dir, meta, stats, sources, time.perf_counter() - t0, extra)
 
 
 def _shard_key(job: dict, pieces: list) -> str:
@@ -599,7 +568,7 @@ def _run_tasks(ray, job: dict, sources, plan, progress) -> list[dict]:
                     raise InputError(f"shard {refs[r]}: Ray could not run the task: {str(e).splitlines()[0]}") from None
                 results[refs[r]] = m
                 if progress:
-                    progress(m["input_bytes"], sum(e["tokens"] for e in m["splits"].values()))
+                    progress(m.input_bytes, sum(e.tokens for e in m.splits.values()))
     except BaseException:
         for r in pending:
             ray.cancel(r, force=True)
@@ -607,28 +576,23 @@ def _run_tasks(ray, job: dict, sources, plan, progress) -> list[dict]:
     return [results[k] for k in range(len(plan))]
 
 
-def _entry(e: dict) -> dict:
-    return {k: e[k] for k in ("file", "doc_index", "tokens", "bytes", "documents", "max_token", "checksum", "continues")}
+def _split_entry(name: str, parts: list[formats.ShardEntry]) -> formats.SplitEntry:
+    maxes = [p.max_token for p in parts if p.max_token is not None]
+    return formats.SplitEntry(
+        file=formats.bin_name(name), doc_index=None, tokens=sum(p.tokens for p in parts), bytes=sum(p.bytes for p in parts),
+        documents=sum(p.documents for p in parts), max_token=max(maxes) if maxes else None,
+        checksum=formats.combine_checksums((p.bytes, p.checksum) for p in parts), shards=parts,
+    )
 
 
-def _split_entry(name: str, parts: list[dict]) -> dict:
-    toks = sum(p["tokens"] for p in parts)
-    maxes = [p["max_token"] for p in parts if p["max_token"] is not None]
-    return {
-        "file": formats.bin_name(name), "doc_index": None, "tokens": toks, "bytes": sum(p["bytes"] for p in parts),
-        "documents": sum(p["documents"] for p in parts), "max_token": max(maxes) if maxes else None,
-        "checksum": formats.combine_checksums((p["bytes"], p["checksum"]) for p in parts), "shards": parts,
-    }
-
-
-def _finish(out_dir: Path, metas: list[dict], opts: dict, sources, dtype: str) -> tuple[dict, dict]:
+def _finish(out_dir: Path, metas: list[formats.ShardMeta], opts: dict, sources, dtype: str) -> tuple[dict, dict]:
     """Split entries of the sharded dataset (cutting one shard for --split tail) and stats; the local engine's checks."""
-    stats = {k: sum(m["stats"][k] for m in metas) for k in ("documents", "documents_skipped_empty", "unsplittable_runs", "replaced_characters")}
+    stats = {k: sum(m.stats[k] for m in metas) for k in pipeline.STATS}
     frac, tail = opts["fraction"], opts["split"] == "tail"
     if tail:
         parts = {"train": [], "val": []}
-        alls = [_entry(m["splits"]["all"]) for m in metas]
-        offsets = np.concatenate([[0], np.cumsum([a["tokens"] for a in alls])])
+        alls = [m.splits["all"] for m in metas]
+        offsets = np.concatenate([[0], np.cumsum([a.tokens for a in alls])])
         n = int(offsets[-1])
         cut = n - math.floor(n * frac)
         stats["tail_cut"] = cut
@@ -639,86 +603,75 @@ def _finish(out_dir: Path, metas: list[dict], opts: dict, sources, dtype: str) -
             elif j > k:
                 parts["val"].append(a)
             else:
-                head, tail_part = _cut_shard(out_dir, metas[j]["index"], a, cut - int(offsets[j]), dtype)
+                head, tail_part = _cut_shard(out_dir, metas[j].index, a, cut - int(offsets[j]), dtype)
                 parts["train"].append(head)
                 parts["val"].append(tail_part)
     else:
-        parts = {s: [_entry(m["splits"][s]) for m in metas] for s in formats.SPLITS}
+        parts = {s: [m.splits[s] for m in metas] for s in formats.SPLITS}
     splits = {s: _split_entry(s, parts[s]) for s in formats.SPLITS}
-    kept = stats["documents"] - stats["documents_skipped_empty"]
-    if kept == 0:
-        raise DataError(
-            f"{', '.join(s.label for s in sources[:3])}: no document has any text"
-            f" ({stats['documents_skipped_empty']} empty or whitespace-only); nothing to encode"
-        )
-    hint = "a single or few documents want --split tail" if not tail else "use more text or a larger --val-fraction"
-    if splits["train"]["tokens"] == 0:
-        raise ConfigError(f"the split leaves train empty ({kept} document(s), --val-fraction {frac}): {hint}")
-    if frac > 0 and splits["val"]["tokens"] == 0:
-        raise ConfigError(f"the split leaves val empty ({kept} document(s), --val-fraction {frac}): {hint}, or --val-fraction 0")
+    pipeline.check_outcome(sources, stats, splits["train"].tokens, splits["val"].tokens, frac, tail)
     return splits, stats
 
 
-def _cut_shard(out_dir: Path, idx: int, a: dict, c: int, dtype: str) -> tuple[dict, dict]:
+def _cut_shard(out_dir: Path, idx: int, a: formats.ShardEntry, c: int, dtype: str) -> tuple[formats.ShardEntry, formats.ShardEntry]:
     """Write shard ``idx``'s stream as train (tokens [0, c)) and val ([c, end)) files; their entries."""
-    tokens = formats.open_tokens(out_dir / a["file"], dtype)
-    starts = formats.read_doc_index(out_dir / a["doc_index"])
+    tokens = formats.open_tokens(out_dir / a.file, dtype)
+    starts = formats.read_doc_index(out_dir / a.doc_index)
     k = int(np.searchsorted(starts, c, "left"))
     head_starts = starts[:k]
     tail_starts = starts[k:] - c
     if c < len(tokens) and (len(tail_starts) == 0 or tail_starts[0] != 0):
         tail_starts = np.concatenate([[0], tail_starts])  # val starts with the tail piece of a document
+    item = np.dtype(dtype).itemsize
     out = []
-    for name, lo, hi, st, cont in (("train", 0, c, head_starts, a["continues"]), ("val", c, len(tokens), tail_starts, False)):
-        e = {"file": formats.shard_bin_name(name, idx), "doc_index": formats.shard_doc_index_name(name, idx)}
+    for name, lo, hi, st, cont in (("train", 0, c, head_starts, a.continues), ("val", c, len(tokens), tail_starts, False)):
+        file, doc_index = formats.shard_bin_name(name, idx), formats.shard_doc_index_name(name, idx)
         h, mx = formats.new_hasher(), -1
-        with formats.atomic_open(out_dir / e["file"]) as f:
-            for _, chunk in formats.iter_chunks(tokens[lo:hi], formats.CHUNK_BYTES // np.dtype(dtype).itemsize):
+        with formats.atomic_open(out_dir / file) as f:
+            for _, chunk in formats.iter_chunks(tokens[lo:hi], formats.CHUNK_BYTES // item):
                 data = np.ascontiguousarray(chunk).tobytes()
                 f.write(data)
                 h.update(data)
                 mx = max(mx, int(chunk.max()))
-        formats.write_doc_index(out_dir / e["doc_index"], st)
-        e.update(tokens=hi - lo, bytes=(hi - lo) * np.dtype(dtype).itemsize, documents=len(st),
-                 max_token=mx if hi > lo else None, checksum=formats.format_checksum(h), continues=bool(cont and hi > lo))
-        out.append(e)
+        formats.write_doc_index(out_dir / doc_index, st)
+        out.append(formats.ShardEntry(file, doc_index, hi - lo, (hi - lo) * item, len(st), mx if hi > lo else None,
+                                      formats.format_checksum(h), bool(cont and hi > lo)))
     return out[0], out[1]
 
 
-def _merge(out_dir: Path, meta: dict, dtype: str) -> None:
+def _merge(out_dir: Path, meta: formats.Meta) -> None:
     """Concatenate each split's shards into OUT_DIR/{split}.bin + doc index; commit with meta.json, as a set."""
     stage = formats.staging_dir(out_dir)
     try:
         names = []
         for s in formats.SPLITS:
-            entry = meta["splits"][s]
+            entry = meta.splits[s]
             h = formats.new_hasher()
             written = 0
             with open(stage / formats.bin_name(s), "wb") as f:
-                for e in entry["shards"]:
-                    with open(out_dir / e["file"], "rb") as src:
+                for e in entry.shards:
+                    with open(out_dir / e.file, "rb") as src:
                         while data := src.read(formats.CHUNK_BYTES):
                             f.write(data)
                             h.update(data)
                             written += len(data)
-            if written != entry["bytes"]:
-                raise DataError(f"{out_dir / formats.SHARDS_DIR}: shards of {s} hold {written} bytes, expected {entry['bytes']}")
+            if written != entry.bytes:
+                raise DataError(f"{out_dir / formats.SHARDS_DIR}: shards of {s} hold {written} bytes, expected {entry.bytes}")
 
             def starts_chunks(entry=entry):
                 off = 0
-                for j, e in enumerate(entry["shards"]):
-                    st = formats.read_doc_index(out_dir / e["doc_index"]) + off
-                    if j == 0 and e["tokens"] and (len(st) == 0 or st[0] != 0):
+                for j, e in enumerate(entry.shards):
+                    st = formats.read_doc_index(out_dir / e.doc_index) + off
+                    if j == 0 and e.tokens and (len(st) == 0 or st[0] != 0):
                         st = np.concatenate([[0], st])
-                    off += e["tokens"]
+                    off += e.tokens
                     yield st
 
-            formats.write_doc_index_stream(stage / formats.doc_index_name(s), entry["documents"], starts_chunks())
-            meta["splits"][s] = {
-                "file": formats.bin_name(s), "doc_index": formats.doc_index_name(s), "tokens": entry["tokens"],
-                "bytes": entry["bytes"], "documents": entry["documents"], "max_token": entry["max_token"],
-                "checksum": formats.format_checksum(h),
-            }
+            formats.write_doc_index_stream(stage / formats.doc_index_name(s), entry.documents, starts_chunks())
+            meta.splits[s] = formats.SplitEntry(
+                file=formats.bin_name(s), doc_index=formats.doc_index_name(s), tokens=entry.tokens, bytes=entry.bytes,
+                documents=entry.documents, max_token=entry.max_token, checksum=formats.format_checksum(h),
+            )
             names += [formats.bin_name(s), formats.doc_index_name(s)]
         formats.write_meta(stage / formats.META_JSON, meta)
         formats.commit_staged(stage, out_dir, names + [formats.META_JSON])

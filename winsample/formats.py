@@ -1008,7 +1008,7 @@ class PlanSource:
         return out
 
 
-_SIDECAR_KEYS = ("format", "version", "source", "params", "stats", "tokenizer", "materialized")
+_SIDECAR_KEYS = ("format", "version", "source", "params", "stats", "plan_stats", "tokenizer", "materialized")
 
 
 @dataclass
@@ -1022,6 +1022,7 @@ class PlanSidecar:
     source: PlanSource = field(default_factory=PlanSource)
     params: dict = field(default_factory=dict)
     stats: dict = field(default_factory=dict)
+    plan_stats: dict | None = None  # a shard of a plan: the whole plan's stats (``stats`` are the shard's)
     tokenizer: dict | None = None
     materialized: dict | None = None
     version: int = PLAN_VERSION
@@ -1032,6 +1033,11 @@ class PlanSidecar:
     def windows(self) -> int | None:
         """The window count the sidecar records (``stats.windows``), None if it records none."""
         return self.stats.get("windows")
+
+    @property
+    def n_vocab(self) -> int | None:
+        """The vocabulary size of the tokenizer the sidecar records, None without one."""
+        return (self.tokenizer or {}).get("n_vocab")
 
     @property
     def T(self) -> int | None:
@@ -1059,12 +1065,13 @@ class PlanSidecar:
         stats = _get_obj(obj, "stats", where, "") or {}
         if "windows" in stats:
             _get_int(stats, "windows", where, "stats")
+        plan_stats = _get_obj(obj, "plan_stats", where, "")
         tok = _get_obj(obj, "tokenizer", where, "")
         mat = _get_obj(obj, "materialized", where, "")
         if mat is not None:
             _get_name(mat, "file", where, "materialized")
             _get_dtype(mat, "dtype", where, "materialized", required=False)
-        return cls(source=PlanSource.from_json(src or {}, where), params=params, stats=stats, tokenizer=tok,
+        return cls(source=PlanSource.from_json(src or {}, where), params=params, stats=stats, plan_stats=plan_stats, tokenizer=tok,
                    materialized=mat, version=version, extra=_extra(obj, _SIDECAR_KEYS), has_source=src is not None)
 
     def to_json(self) -> dict:
@@ -1072,6 +1079,8 @@ class PlanSidecar:
         if self.has_source:
             out["source"] = self.source.to_json()
         out.update(params=self.params, stats=self.stats)
+        if self.plan_stats is not None:
+            out["plan_stats"] = self.plan_stats
         if self.tokenizer is not None:
             out["tokenizer"] = self.tokenizer
         if self.materialized is not None:
@@ -1261,21 +1270,55 @@ def stream_of(folder: str | Path, entry: SplitEntry, dtype: str) -> ConcatTokens
     return ConcatTokens(paths, counts, dtype, docs)
 
 
-def read_shard_meta(path: str | Path) -> dict | None:
-    """A shard's own meta (``shards/shard-NNNNN.json``, written last by its task), or None if
-    absent, unreadable or not a shard meta (the task then runs again)."""
+@dataclass
+class ShardMeta:
+    """``shards/shard-NNNNN.json``: what one Ray task wrote (its inputs, counts, shard entries).
+
+    ``splits`` maps the task's streams (train/val, or all with ``--split tail``) to their
+    ``ShardEntry``; ``key`` identifies the inputs and options the task ran with, so a rerun
+    reuses an intact shard. ``reused`` is not stored: the driver's note that it was.
+    """
+
+    index: int
+    key: str
+    inputs: list
+    input_bytes: int
+    splits: dict[str, ShardEntry]
+    stats: dict
+    version: int = 1
+    reused: bool = field(default=False, compare=False)
+
+    def to_json(self) -> dict:
+        return {"format": SHARD_FORMAT, "version": self.version, "index": self.index, "key": self.key,
+                "inputs": self.inputs, "input_bytes": self.input_bytes,
+                "splits": {n: e.to_json() for n, e in self.splits.items()}, "stats": self.stats}
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str) -> ShardMeta:
+        if not isinstance(obj, dict) or obj.get("format") != SHARD_FORMAT:
+            _bad(where, "not a winsample shard meta")
+        version = _check_version(obj, where, 1, "shard meta")
+        splits = _get_obj(obj, "splits", where, "", required=True)
+        stats = _get_obj(obj, "stats", where, "") or {}
+        if not isinstance(obj.get("inputs", []), list):
+            _bad(where, "inputs is not a JSON list")
+        return cls(index=_get_int(obj, "index", where, "shard"), key=_get_str(obj, "key", where, "shard"),
+                   inputs=obj.get("inputs", []), input_bytes=_get_int(obj, "input_bytes", where, "shard"),
+                   splits={n: ShardEntry.from_json(e, where, f"splits.{n}") for n, e in splits.items()},
+                   stats=stats, version=version)
+
+
+def write_shard_meta(path: str | Path, meta: ShardMeta) -> None:
+    write_json_atomic(path, meta.to_json())
+
+
+def read_shard_meta(path: str | Path) -> ShardMeta | None:
+    """A shard's own meta (written last by its task), or None if absent, unreadable or broken
+    (the task then runs again)."""
     try:
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        return ShardMeta.from_json(json.loads(Path(path).read_text(encoding="utf-8")), str(path))
+    except (OSError, ValueError, RecursionError, DataError):
         return None
-    if not isinstance(obj, dict) or obj.get("format") != SHARD_FORMAT or not isinstance(obj.get("splits"), dict):
-        return None
-    try:
-        for name, e in obj["splits"].items():
-            ShardEntry.from_json(e, str(path), f"splits.{name}")
-    except DataError:
-        return None
-    return obj
 
 
 # --- opening a split: the one rule ---------------------------------------------------------

@@ -281,8 +281,7 @@ def plot_plan(png: str | Path, bin_path: str | Path, plan_path: str | Path,
     rows, side = formats.load_plan(plan_path)
     src = formats.open_split(bin_path)
     tokens = src.tokens
-    tok = src.tokenizer_entry or side.tokenizer or {}
-    n_vocab = int(tok.get("n_vocab") or 0)
+    n_vocab = src.meta.n_vocab if src.meta is not None else int(side.n_vocab or 0)
     doc_starts = src.doc_starts()
     if len(rows) and int(rows["start"].min()) < 0:
         raise InputError(f"{plan_path}: negative window start {int(rows['start'].min())}; run `winsample verify`")

@@ -711,14 +711,14 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
     return [dict(r, src=src, tokens=tokens, enc=enc) for r in results]
 
 
-def source_entry(src: formats.OpenSplit, progress=None) -> dict:
+def source_entry(src: formats.OpenSplit, progress=None) -> formats.PlanSource:
     """The sidecar's ``source``: checksum from meta.json when it describes the file, else streamed."""
     if src.files is not None:  # llm.c shards: the checksum verify computes for the stream
         checksum = layouts.llmc_stream_checksum(src.files, progress)
     else:
         checksum = src.checksum if src.entry is not None else formats.checksum_file(src.path, progress)
-    return {"path": str(src.path), "file": src.path.name, "bytes": src.nbytes, "checksum": checksum,
-            "dtype": src.dtype, "tokens": src.n}
+    return formats.PlanSource(path=str(src.path), file=src.path.name, bytes=src.nbytes, checksum=checksum,
+                              dtype=src.dtype, tokens=src.n)
 
 
 def materialize(path: Path, rows: np.ndarray, tokens, span: int, pad_id: int, dtype: str) -> None:
@@ -800,17 +800,16 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
             pad_id = enc.eot if enc else src.eot
         for r, (p, part) in enumerate(zip(paths, parts)):
             side_params = dict(params, shard=r if o.shards else None)
-            side = {"source": source, "params": side_params, "stats": stats}
+            side = formats.PlanSidecar(source=source, params=side_params, stats=stats,
+                                       tokenizer=src.tokenizer_entry or None)
             if o.shards:  # a shard's stats describe its own rows; the whole plan's go to plan_stats
-                side["stats"] = shard_stats(part, src.n, plan["doc_starts"], plan["doc_ends"])
-                side["plan_stats"] = stats
-            if src.tokenizer_entry:
-                side["tokenizer"] = src.tokenizer_entry
+                side.stats = shard_stats(part, src.n, plan["doc_starts"], plan["doc_ends"])
+                side.plan_stats = stats
             if o.materialize:
                 mp = formats.materialized_path(p)
                 materialize(stage / mp.name, part, plan["tokens"], params["span"], pad_id, src.dtype)
-                side["materialized"] = {"file": mp.name, "shape": [int(len(part)), params["span"]],
-                                        "dtype": src.dtype, "pad_id": int(pad_id)}
+                side.materialized = {"file": mp.name, "shape": [int(len(part)), params["span"]],
+                                     "dtype": src.dtype, "pad_id": int(pad_id)}
                 summary["files"].append(str(mp))
                 names.append(mp.name)
             formats.write_plan(stage / p.name, part, side)

@@ -1,0 +1,553 @@
+"""The encode pipeline both runners share: ``encode`` (a local process pool) and ``engine_ray``.
+
+What a runner does with a document is decided here, once: the split rule and the empty-document
+skip (:class:`DocRule`), the ids (``encode_texts``: the tokenizer's ``encode`` + the vocabulary
+check before the cast), the split writer that appends, hashes and records document starts
+(:class:`SplitWriter`), the document index (``write_index``), and the meta.json that describes
+the result (``split_entry`` + ``build_meta``, typed by ``formats.Meta``), the final checks
+(``check_outcome``) and the summary both return (``summary``). A runner owns only how work is
+spread (``encode``: batches to worker processes, resume; ``engine_ray``: shards as Ray tasks).
+
+Split rules (``DocRule``):
+
+- ``doc``: a document goes to val when ``xxh3_64(b"<seed>\\0" + utf8(text)) < fraction × 2**64``
+  — it depends only on the seed and the document's own text;
+- ``tail``: one stream ("all"), cut by the runner at ``N - floor(N × fraction)`` tokens.
+
+A document with no non-whitespace text is skipped (counted in ``documents_skipped_empty``);
+every other one ends with the EOT id unless ``eot`` is off.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+from array import array
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+from . import __version__, formats, resume, tokenizer
+from .errors import ConfigError, DataError, InputError
+from .sources import read_text_range
+
+SPLIT_METHODS = ("doc", "tail")
+ERROR_MODES = ("strict", "replace")
+
+PIECE_CHARS = 1 << 20  # a big document is cut into pieces of about this many chars
+LONG_RUN_CHARS = 16 << 20  # a piece longer than this had no safe cut: counted as unsplittable
+WRITE_BYTES = 1 << 20  # ids gathered per write+hash call
+SNAPSHOT_BYTES = 64 << 20  # --split tail: hash snapshots this far apart bound the re-read
+STATS = ("documents", "documents_skipped_empty", "unsplittable_runs", "replaced_characters")
+
+
+# --- where a document goes ------------------------------------------------------------------
+
+
+class DocRule:
+    """The split rule, empty-document skip and EOT of one run (``split``, ``fraction``, ``seed``,
+    ``eot``, ``eot_id``, ``dtype`` as encode's options)."""
+
+    def __init__(self, split: str, fraction: float, seed: int, eot: bool, eot_id: int, dtype: str):
+        self.tail = split == "tail"
+        self.threshold = int(fraction * 2**64)  # doc split: hash < threshold → val
+        self.prefix = f"{seed}\0".encode()
+        self.hashing = not self.tail and self.threshold > 0
+        self.eot_ids = np.array([eot_id], dtype=dtype) if eot else None
+        self.eot_id = eot_id
+        # the writer a document goes to when that is known before its end (None: wait for its hash)
+        self.early = "all" if self.tail else ("train" if self.threshold == 0 else None)
+
+    @classmethod
+    def of(cls, opts: dict) -> DocRule:
+        return cls(opts["split"], opts["fraction"], opts["seed"], opts["eot"], opts["eot_id"], opts["dtype"])
+
+    @property
+    def writers(self) -> list[str]:
+        """The streams a run writes: ``all`` (tail, cut at the end) or train and val."""
+        return ["all"] if self.tail else list(formats.SPLITS)
+
+    def hasher(self):
+        """A streaming hasher of a document's text for the doc rule (None when no hash is needed)."""
+        return xxhash.xxh3_64(self.prefix) if self.hashing else None
+
+    def feed(self, h, text: str) -> None:
+        if h is not None:
+            h.update(text.encode("utf-8", "surrogatepass"))
+
+    def val_of_hash(self, h) -> bool:
+        return h is not None and h.intdigest() < self.threshold
+
+    def val_of_text(self, text: str) -> bool:
+        """The doc rule for a whole document held as one str."""
+        return self.hashing and xxhash.xxh3_64_intdigest(self.prefix + text.encode("utf-8", "surrogatepass")) < self.threshold
+
+    @staticmethod
+    def has_text(text: str) -> bool:
+        return bool(text) and not text.isspace()
+
+    def dest(self, has_text: bool, val: bool) -> str:
+        """``skip`` (no text), ``all`` (tail), ``val`` or ``train``."""
+        if not has_text:
+            return "skip"
+        return "all" if self.tail else ("val" if val else "train")
+
+
+def new_stats() -> dict:
+    return dict.fromkeys(STATS, 0)
+
+
+# --- ids ------------------------------------------------------------------------------------
+
+
+def encode_texts(tok: tokenizer.Tokenizer, dtype: str, texts: Sequence[str], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Concatenated ids of ``texts`` (cast to ``dtype`` after a range check), each one's length and max id.
+
+    An entry of ``texts`` may be a byte-range spec of a file (``sources.read_text_range``'s
+    arguments): it is read and decoded here (``RangeFault`` if it cannot be).
+    """
+    parts = []
+    for t in texts:
+        if isinstance(t, tuple):
+            t = read_text_range(*t)
+        parts.append(tok.encode(t))
+    lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+    ids = np.concatenate(parts) if parts else np.zeros(0, np.uint32)
+    if lengths.all():
+        maxes = np.maximum.reduceat(ids, np.cumsum(lengths) - lengths) if len(ids) else np.zeros(0, np.int64)
+    else:  # reduceat misreads empty segments
+        maxes = np.array([int(p.max()) if len(p) else -1 for p in parts], dtype=np.int64)
+    return formats.check_and_cast(ids, dtype, tok.n_vocab, where), lengths, maxes.astype(np.int64)
+
+
+# --- the split writer ------------------------------------------------------------------
+
+
+class SplitWriter:
+    """Appends ids to one .bin in the staging folder, hashing as it writes; records doc starts."""
+
+    def __init__(self, stage: Path, name: str, dtype: str, tail_fraction: float | None = None):
+        self.name = name
+        self.dtype = dtype
+        self.item = np.dtype(dtype).itemsize
+        self.path = stage / formats.bin_name(name)
+        # "ab": the work folder is empty on a fresh run; on --resume, reopen() cuts the file back.
+        self.f = open(self.path, "ab", buffering=8 << 20)
+        self.hasher = formats.new_hasher()
+        self.tokens_flushed = 0
+        self._pending: list[np.ndarray] = []
+        self._pending_bytes = 0
+        self.max_token = -1
+        self.documents = 0
+        self.starts_path = stage / f"{name}.starts.raw"
+        self._starts_f = open(self.starts_path, "ab")
+        self._starts = array("q")
+        self.starts_hasher = formats.new_hasher()  # for --resume checkpoints
+        # --split tail: (byte position, hasher copy, max so far) every SNAPSHOT_BYTES, so the
+        # train checksum at the cut needs at most SNAPSHOT_BYTES read back.
+        self.tail_fraction = tail_fraction
+        self.snapshots = [(0, formats.new_hasher(), -1)] if tail_fraction is not None else None
+
+    def start_doc(self) -> None:
+        self._starts.append(self.tokens)
+        self.documents += 1
+        if len(self._starts) >= 1 << 16:
+            self._flush_starts()
+
+    def _flush_starts(self) -> None:
+        data = self._starts.tobytes()
+        with named(self.starts_path):
+            self._starts_f.write(data)
+        self.starts_hasher.update(data)
+        del self._starts[:]
+
+    def write(self, ids: np.ndarray, max_id: int | None = None) -> None:
+        """Append ``ids`` (already ``dtype``); ``max_id`` is their max if the caller knows it."""
+        if not ids.size:
+            return
+        m = int(ids.max()) if max_id is None else max_id
+        if m > self.max_token:
+            self.max_token = m
+        # Many small documents: gather their ids and write/hash them in ~1 MiB blocks.
+        self._pending.append(ids)
+        self._pending_bytes += ids.nbytes
+        if self._pending_bytes >= WRITE_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        buf = self._pending[0].data if len(self._pending) == 1 else b"".join(p.data for p in self._pending)
+        with named(self.path):
+            self.f.write(buf)
+        self.hasher.update(buf)
+        self.tokens_flushed += self._pending_bytes // self.item
+        self._pending, self._pending_bytes = [], 0
+        if self.snapshots is not None:
+            pos = self.tokens_flushed * self.item
+            if pos - self.snapshots[-1][0] >= SNAPSHOT_BYTES:
+                # Everything written is flushed now, so max_token is the max of bytes [0, pos).
+                self.snapshots.append((pos, self.hasher.copy(), self.max_token))
+                lowest_cut = (self.tokens_flushed - math.floor(self.tokens_flushed * self.tail_fraction)) * self.item
+                while len(self.snapshots) > 1 and self.snapshots[1][0] <= lowest_cut:
+                    self.snapshots.pop(0)
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_flushed + self._pending_bytes // self.item
+
+    @property
+    def checksum(self) -> str:
+        """The checksum of everything written so far (after ``close``: of the whole file)."""
+        return formats.format_checksum(self.hasher)
+
+    def close(self) -> None:
+        try:
+            self._flush()
+            self._flush_starts()
+        finally:
+            with named(self.path):
+                self.f.close()
+            with named(self.starts_path):
+                self._starts_f.close()
+
+    # --- checkpoints (--resume) ---
+
+    def checkpoint(self) -> dict:
+        """Flush and fsync everything written; the state ``reopen`` needs to continue from here."""
+        self._flush()
+        self._flush_starts()
+        for f, path in ((self.f, self.path), (self._starts_f, self.starts_path)):
+            with named(path):
+                f.flush()
+                os.fsync(f.fileno())
+        return {
+            "bytes": self.tokens_flushed * self.item,
+            "checksum": formats.format_checksum(self.hasher),
+            "documents": self.documents,
+            "starts_checksum": formats.format_checksum(self.starts_hasher),
+            "max_token": self.max_token,
+        }
+
+    def reopen(self, state: dict) -> None:
+        """Continue a checkpointed file: cut it back to ``state`` and re-hash what stays.
+
+        ``resume.Stale`` if a file is shorter than the checkpoint or its bytes differ.
+        """
+        self.f.close()
+        self._starts_f.close()
+        n, docs = state["bytes"], state["documents"]
+        self.f, self.hasher, snaps = _reopen(self.path, n, self.dtype if self.snapshots is not None else None)
+        self._starts_f, self.starts_hasher, _ = _reopen(self.starts_path, docs * 8, None)
+        if formats.format_checksum(self.hasher) != state["checksum"]:
+            raise resume.Stale(f"{self.path}: bytes differ from the checkpoint")
+        if formats.format_checksum(self.starts_hasher) != state["starts_checksum"]:
+            raise resume.Stale(f"{self.starts_path}: bytes differ from the checkpoint")
+        self.tokens_flushed = n // self.item
+        self.documents = docs
+        self.max_token = state["max_token"]
+        if self.snapshots is not None:
+            # Any snapshot at or before the cut gives the same train checksum; keep the pruning rule.
+            self.snapshots = snaps
+            lowest_cut = (self.tokens_flushed - math.floor(self.tokens_flushed * self.tail_fraction)) * self.item
+            while len(self.snapshots) > 1 and self.snapshots[1][0] <= lowest_cut:
+                self.snapshots.pop(0)
+
+
+def _reopen(path: Path, nbytes: int, dtype: str | None):
+    """Open ``path`` for appending after its first ``nbytes`` (the rest is cut off); return the
+    file, the hasher of those bytes and, given the token ``dtype`` (``--split tail``),
+    (position, hasher, max id so far) snapshots every SNAPSHOT_BYTES."""
+    try:
+        f = open(path, "r+b", buffering=8 << 20)
+    except OSError as e:
+        raise resume.Stale(f"{path}: {e.strerror}") from None
+    if os.fstat(f.fileno()).st_size < nbytes:
+        f.close()
+        raise resume.Stale(f"{path}: shorter than the checkpoint")
+    f.truncate(nbytes)
+    h = formats.new_hasher()
+    snaps = [(0, formats.new_hasher(), -1)] if dtype else None
+    pos, mx = 0, -1
+    while pos < nbytes:
+        data = f.read(min(formats.CHUNK_BYTES, nbytes - pos, SNAPSHOT_BYTES - pos % SNAPSHOT_BYTES))
+        if not data:
+            break
+        h.update(data)
+        pos += len(data)
+        if dtype:
+            mx = max(mx, int(np.frombuffer(data, dtype=dtype).max()))
+            if pos % SNAPSHOT_BYTES == 0:
+                snaps.append((pos, h.copy(), mx))
+    f.seek(nbytes)
+    return f, h, snaps
+
+
+def starts_chunks(raw: Path, lo: int = 0, hi: int | None = None, shift: int = 0, step: int = 1 << 20):
+    """Doc start offsets ``lo:hi`` of a raw int64 file, minus ``shift``, in bounded pieces."""
+    n = raw.stat().st_size // 8
+    hi = n if hi is None else hi
+    with open(raw, "rb") as f:
+        for a in range(lo, hi, step):
+            f.seek(a * 8)
+            yield np.fromfile(f, dtype="<i8", count=min(step, hi - a)) - shift
+
+
+def write_index(stage: Path, raw: Path, path: Path, count: int, **kw) -> None:
+    """Write the document index ``path`` from the raw int64 starts a SplitWriter recorded (``starts_chunks`` ``kw``)."""
+    with named(path):
+        formats.write_doc_index_stream(path, count, starts_chunks(raw, **kw))
+
+
+
+# --- writing safely ----------------------------------------------------------------------
+
+# A write that failed because the disk (or a limit) is full: the words for the message.
+_NO_ROOM = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EFBIG: "file too large (a file-size limit was reached)",
+    errno.EDQUOT: "disk quota exceeded",
+}
+
+
+@contextmanager
+def named(path: Path):
+    """Give an OSError raised while writing ``path`` that file's name (f.write errors carry none)."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None:
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+        raise
+
+
+def write_error(out_dir: Path, e: OSError) -> InputError:
+    """One line for a failed write: what ran out and in which file, and what to do."""
+    what = _NO_ROOM.get(e.errno, e.strerror or str(e))
+    name = f" while writing {Path(e.filename).name}" if e.filename else ""
+    hint = "; free some space (or pick another -o) and run again" if e.errno in _NO_ROOM else ""
+    return InputError(f"{out_dir}: {what}{name}{hint}")
+
+
+LOCK_TRIES = 5  # re-opens of the lock when a failing run removed it under us (a race; 1 is enough in practice)
+
+
+def _make_dirs(out_dir: Path) -> list[Path]:
+    """Create ``out_dir`` and its missing parents; return the folders this call made, outermost first.
+
+    A folder another process makes at the same moment is not recorded: it is not ours to remove.
+    """
+    missing = []
+    p = out_dir
+    while not p.is_dir():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    made = []
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except FileExistsError:
+            if not d.is_dir():
+                raise
+            continue
+        made.append(d)
+    return made
+
+
+def _remove_made(made: list[Path]) -> None:
+    """rmdir the folders in ``made``, innermost first; stop at the first that is not empty.
+
+    Only ``rmdir``: a folder someone put anything into is left as it is, never deleted with it.
+    """
+    for d in reversed(made):
+        try:
+            os.rmdir(d)
+        except OSError:
+            return
+
+
+@contextmanager
+def locked(out_dir: Path):
+    """Create OUT_DIR if missing and hold OUT_DIR/.winsample.lock while the body runs.
+
+    InputError (exit 2) at once if another run holds the lock, or if OUT_DIR cannot be created
+    or written. If the body raises and this call created OUT_DIR (and any parents), what it
+    created is removed again when the folder holds nothing but the lock: a failed run into a
+    new folder leaves no folder behind. A kept ``.partial/`` (an interrupt, for ``--resume``)
+    keeps the folder. A folder that existed before keeps its lock file (it means nothing alone).
+    """
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock, as before
+        fcntl = None
+    made: list[Path] = []
+    fd = None
+    try:
+        for _ in range(LOCK_TRIES):
+            try:
+                made += _make_dirs(out_dir)
+            except OSError as e:
+                raise InputError(f"{out_dir}: cannot create output folder: {e.strerror}") from None
+            if fcntl is None:
+                break
+            fd = _take_lock(fcntl, out_dir)
+            if fd is not None:
+                break
+        else:
+            raise InputError(f"{out_dir}: its lock file kept being removed by other winsample runs; run again")
+        yield
+    except BaseException:
+        if fd is not None:
+            if made:
+                _drop_lock_file(out_dir, fd)
+            os.close(fd)  # releases the flock
+            fd = None
+        _remove_made(made)
+        raise
+    finally:
+        if fd is not None:
+            os.close(fd)  # releases the flock
+
+
+def _take_lock(fcntl, out_dir: Path) -> int | None:
+    """The fd of OUT_DIR's lock file, flock'ed and holding our pid; None when the file we locked
+    was removed meanwhile (a failed run cleaning up the folder it made: try again)."""
+    path = out_dir / formats.LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise InputError(f"{out_dir}: cannot write there: {e.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise InputError(
+                f"{out_dir}: is being written by another winsample (pid {pid}); wait for it or pick another -o"
+            ) from None
+        # The lock only counts if the path still names the file we locked: a failing run may
+        # have unlinked it (see _drop_lock_file) between our open and our flock.
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if not same:
+            os.close(fd)
+            return None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _drop_lock_file(out_dir: Path, fd: int) -> None:
+    """Unlink OUT_DIR's lock file, still holding its flock, if OUT_DIR holds nothing else.
+
+    Only called when this run created OUT_DIR. Unlinking a lock file is unsafe in general: a
+    run that opened it, and waits to flock it, would then lock a file no one else can find, and
+    two runs could write at once. Here it is safe because (1) the folder is new, so no run that
+    predates ours can be waiting on it; (2) a run that started meanwhile and opened the file
+    either fails its flock at once (we still hold it) or, if it gets the flock after we let go,
+    sees that the path no longer names that file and starts over (``_take_lock``): it then
+    recreates the lock (and the folder if we removed it) and records that it made them;
+    (3) a run that creates a new lock file after our unlink makes the folder non-empty, so our
+    rmdir fails and the folder stays for it. Anything but our lock in the folder (a kept
+    ``.partial/``, a file a user put there) and nothing is removed.
+    """
+    path = out_dir / formats.LOCK_NAME
+    try:
+        if os.listdir(out_dir) == [formats.LOCK_NAME] and os.path.samestat(os.fstat(fd), os.stat(path)):
+            os.unlink(path)
+    except OSError:
+        pass  # could not tell or could not unlink: leave the lock, and so the folder
+
+
+def resolve_dtype(tok: tokenizer.Tokenizer, dtype: str | None) -> str:
+    if dtype is None:
+        return formats.dtype_for_vocab(tok.n_vocab)
+    dt = formats.normalize_dtype(dtype)
+    if formats.dtype_max(dt) + 1 < tok.n_vocab:
+        raise ConfigError(
+            f"encoding {tok.name!r} has {tok.n_vocab} ids, more than uint16 holds (65536): use --dtype uint32"
+        )
+    return dt
+
+
+def check_options(split: str, errors: str, val_fraction: float, workers: int | None) -> None:
+    """ConfigError for option values no engine can use (before anything is read or written)."""
+    if split not in SPLIT_METHODS:
+        raise ConfigError(f"unknown split {split!r}: choose doc or tail")
+    if errors not in ERROR_MODES:
+        raise ConfigError(f"unknown errors mode {errors!r}: choose strict or replace")
+    if not 0 <= val_fraction < 1:
+        raise ConfigError(f"--val-fraction {val_fraction} must be in [0, 1)")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers {workers} must be at least 1")
+
+
+
+# --- what the run wrote: meta.json and the summary ------------------------------------------
+
+
+def split_entry(name: str, w, *, file: str | None = None, doc_index: str | None = None) -> formats.SplitEntry:
+    """The meta.json entry of split ``name`` as written by ``w`` (a SplitWriter or a ``Done``)."""
+    return formats.SplitEntry(
+        file=file or formats.bin_name(name), doc_index=doc_index or formats.doc_index_name(name), tokens=w.tokens,
+        bytes=w.tokens * w.item, documents=w.documents, max_token=w.max_token if w.tokens else None,
+        checksum=w.checksum,
+    )
+
+
+def build_meta(sources, tokenizer_entry: dict, opts: dict, splits: dict[str, formats.SplitEntry], stats: dict,
+               sharded: dict | None = None) -> formats.Meta:
+    """meta.json of a run over ``sources`` with ``opts`` (split, fraction, seed, eot, dtype)."""
+    return formats.Meta(
+        dtype=opts["dtype"], tokenizer=tokenizer_entry, splits=splits, version=formats.FORMAT_VERSION,
+        winsample_version=__version__, eot_appended=opts["eot"],
+        split={"method": opts["split"], "fraction": opts["fraction"], "seed": opts["seed"]},
+        inputs=[s.meta() for s in sources], stats=stats, sharded=sharded,
+    )
+
+
+def check_outcome(sources, stats: dict, train_tokens: int, val_tokens: int, fraction: float, tail: bool) -> None:
+    """DataError when no document had text; ConfigError when the split leaves train (or, with a
+    fraction above 0, val) empty — the same words whichever runner found it."""
+    kept = stats["documents"] - stats["documents_skipped_empty"]
+    if kept == 0:
+        raise DataError(
+            f"{', '.join(s.label for s in sources[:3])}: no document has any text"
+            f" ({stats['documents_skipped_empty']} empty or whitespace-only); nothing to encode"
+        )
+    hint = "a single or few documents want --split tail" if not tail else "use more text or a larger --val-fraction"
+    if train_tokens == 0:
+        raise ConfigError(f"the split leaves train empty ({kept} document(s), --val-fraction {fraction}): {hint}")
+    if fraction > 0 and val_tokens == 0:
+        raise ConfigError(f"the split leaves val empty ({kept} document(s), --val-fraction {fraction}): {hint}, or --val-fraction 0")
+
+
+def summary(out_dir, meta: formats.Meta, stats: dict, sources, seconds: float, extra: dict) -> dict:
+    """What a run returns (``--json`` prints it): counts per split and in all, ``extra`` (the
+    runner's own fields), input bytes and speed."""
+    in_bytes = sum(s.size or 0 for s in sources)
+    train, val = meta.splits["train"], meta.splits["val"]
+    return {
+        "out_dir": str(out_dir),
+        "train": {"tokens": train.tokens, "documents": train.documents},
+        "val": {"tokens": val.tokens, "documents": val.documents},
+        "documents": stats["documents"],
+        "skipped_empty": stats["documents_skipped_empty"],
+        "replaced_characters": stats["replaced_characters"],
+        "unsplittable_runs": stats["unsplittable_runs"],
+        **extra,
+        "input_bytes": in_bytes,
+        "seconds": round(seconds, 3),
+        "mb_per_s": round(in_bytes / 1e6 / seconds, 2) if seconds > 0 else None,
+    }
