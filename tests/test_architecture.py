@@ -1,0 +1,116 @@
+"""The shape of the package: dependencies point one way, and the schema has one home.
+
+- The import graph of ``winsample/`` (every import, top-level or inside a function) has no cycle.
+- No module but ``formats.py`` decodes meta.json, a plan sidecar or a shard meta: ``json.load``
+  appears only in ``formats.py``, ``sources.py`` (the user's JSONL documents) and ``resume.py``
+  (encode's own checkpoint journal); no module calls the dict readers ``formats.read_meta`` /
+  ``read_plan`` / ``validate_meta`` (they stay for tests and scripts); and no module but
+  ``formats.py``, ``tokenizer.py`` (the tokenizer entry's own fields) and ``layouts.py`` looks up a key only
+  meta.json or a sidecar has (``layouts.py`` owns meta's ``layouts`` entries).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "winsample"
+MODULES = {p.stem: p for p in PACKAGE.glob("*.py")}
+JSON_READERS = {"formats", "sources", "resume"}
+# keys only meta.json / a sidecar has ("shards" is left out: layouts.py's llm.c entries use it too)
+SCHEMA_KEYS = {"splits", "sharded", "doc_index", "ranks_sha256", "materialized", "eot_appended", "n_vocab",
+               "plan_stats", "continues"}
+SCHEMA_OWNERS = {"formats", "tokenizer", "layouts"}  # formats: the schema; tokenizer, layouts: their own entries in it
+
+
+def tree(name: str) -> ast.Module:
+    return ast.parse(MODULES[name].read_text(encoding="utf-8"))
+
+
+def imports(name: str) -> set[str]:
+    """winsample modules ``name`` imports, anywhere in its code (``from . import x``, ``from .x import y``)."""
+    out = set()
+    for node in ast.walk(tree(name)):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                out.add(node.module.split(".")[0])
+            else:
+                out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("winsample."):
+            out.add(node.module.split(".")[1])
+    return {m for m in out if m in MODULES and m != name}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph[n]):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state and (c := visit(m)):
+                return c
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state and (c := visit(n)):
+            return c
+    return None
+
+
+def test_find_cycle_finds_one():  # the checker itself, on a graph with a known cycle
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_import_graph_has_no_cycle():
+    graph = {m: imports(m) for m in MODULES}
+    assert graph["verify"] and "formats" in graph["verify"]  # the parser sees imports
+    assert find_cycle(graph) is None
+
+
+def test_formats_and_tokenizer_sit_below_the_features():
+    features = {"cli", "encode", "engine_ray", "pipeline", "windows", "verify", "inspect", "plot", "batch"}
+    for low in ("formats", "tokenizer", "errors", "chunking"):
+        assert not imports(low) & features, low
+    assert imports("errors") == set()
+    assert imports("tokenizer") <= {"errors", "chunking"}
+
+
+def _calls(node: ast.AST):
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            yield n
+
+
+def test_only_formats_decodes_metadata_json():
+    for name in MODULES:
+        for call in _calls(tree(name)):
+            f = call.func
+            if f.attr in ("load", "loads") and isinstance(f.value, ast.Name) and f.value.id == "json":
+                assert name in JSON_READERS, f"{name}.py:{call.lineno} decodes JSON"
+            if f.attr in ("read_meta", "read_plan", "validate_meta") and isinstance(f.value, ast.Name) and f.value.id == "formats":
+                raise AssertionError(f"{name}.py:{call.lineno} reads metadata as a dict (use formats.load_meta / load_plan)")
+
+
+def test_no_feature_looks_up_schema_keys():
+    found = []
+    for name in MODULES:
+        if name in SCHEMA_OWNERS:
+            continue
+        for n in ast.walk(tree(name)):
+            key = None
+            if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load) and isinstance(n.slice, ast.Constant):
+                if not (isinstance(n.value, ast.Name) and n.value.id in ("report", "r")):  # inspect's own report dict
+                    key = n.slice.value
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get" and n.args \
+                    and isinstance(n.args[0], ast.Constant):
+                key = n.args[0].value
+            if key in SCHEMA_KEYS:
+                found.append(f"{name}.py:{n.lineno} [{key!r}]")
+    assert found == [], found
