@@ -1,12 +1,15 @@
 """``winsample encode --engine ray``: the same bytes as the local engine, encoded by Ray tasks.
 
 Ray is optional (``pip install 'winsample[ray]'``) and imported only inside these functions,
-so ``import winsample`` never loads it.
+so ``import winsample`` never loads it. What a document becomes — the split rule, EOT, empty
+documents skipped, ids, split writers, meta.json, the final checks and the summary — is the
+local runner's, from ``pipeline.py``; this module owns only what is Ray's: shard planning, the
+tasks and their retries, the tail cut across shards and ``--merge``.
 
 Plan (driver, deterministic): inputs in order are packed into shards of about
 ``shard_bytes`` input bytes. A shard is a list of pieces ``(file, start, end)`` (bytes); small
 files share a shard, and an uncompressed text or JSONL file that does not fit is cut — text
-at the first ``chunking`` safe cut at or after the target byte (so its ids equal those of the
+at the first safe cut (the tokenizer's ``iter_safe_cuts``) at or after the target byte (so its ids equal those of the
 whole document), JSONL after a line end. ``.gz`` and Parquet files are never cut.
 
 Tasks (one per shard, ``max_retries`` on a dead worker): each writes
@@ -17,8 +20,8 @@ is reused, anything else is recomputed.
 
 Split decisions:
 
-- ``doc``: a document inside one shard is decided in that shard exactly as ``encode.py`` does
-  (xxh3_64 of seed and text). A text file cut across shards is ONE document, so it is decided
+- ``doc``: a document inside one shard is decided in that shard by ``pipeline.DocRule``, as
+  the local runner decides it (xxh3_64 of seed and text). A text file cut across shards is ONE document, so it is decided
   once, by a separate task that streams the whole file (hash and "has any text"); the shards
   holding its pieces take that result as an argument (Ray runs them after it). Its first piece
   records the document start; its last piece appends the EOT.
