@@ -1,7 +1,12 @@
 """The bytes on disk: file names, dtypes, meta.json, window plans, atomic writes.
 
 This is the only module that knows how winsample's files are laid out. Everything else
-reads and writes them through the functions here.
+reads and writes them through the functions here: ``load_meta`` / ``write_meta`` (meta.json as
+a typed ``Meta`` of ``SplitEntry`` / ``ShardEntry``), ``load_plan`` / ``write_plan`` (rows and a
+typed ``PlanSidecar``), and ``open_split`` — the one rule by which every command opens a token
+stream (its meta, dtype, N, tokens as a memmap or the logical stream of a sharded split,
+document starts, tokenizer). The dataclasses are the schema's one home: their ``from_json``
+validates every field below, and keeps unknown fields.
 
 A data folder written by ``winsample encode``::
 
