@@ -240,9 +240,9 @@ class Loader:
         if self._tokens is None:
             from .windows import describe_source  # dtype, and the logical stream of a sharded dataset
 
-            src = describe_source(self._tokens_arg)
-            self._tokenizer = src.tokenizer
-            self._tokens = src.stream if src.stream is not None else formats.open_tokens(src.path, src.dtype)
+            src = describe_source(self._tokens_arg)  # formats.open_split, refused early when it cannot be planned
+            self._tokenizer = src.tokenizer_entry  # meta.json's tokenizer entry (None for a bare .bin)
+            self._tokens = src.tokens  # a memmap, or the logical stream of a sharded split
         return self._tokens
 
     def _resolve(self, epoch: int) -> Plan:
