@@ -275,6 +275,46 @@ def bench_windows(n_bytes: int, plain_tokens: int) -> list[dict]:
     return rows
 
 
+LOADER_OURS = """
+import json, sys, time
+import winsample
+lo = winsample.Loader(sys.argv[2], sys.argv[1], batch_size=8, seed=1337, short="pad")
+n = int(sys.argv[3])
+t = time.perf_counter()
+for k in range(n):
+    x, y = lo.batch(*lo.locate(k))
+t = time.perf_counter() - t
+print(json.dumps({"seconds": t, "batches": n}))
+"""
+
+NANOGPT_GET_BATCH = """
+import json, sys, time
+import numpy as np
+rng, n, T, B = np.random.default_rng(1337), int(sys.argv[2]), 1024, 8
+t = time.perf_counter()
+for _ in range(n):  # train.py's get_batch, torch.stack and torch.from_numpy replaced by numpy's
+    data = np.memmap(sys.argv[1], dtype=np.uint16, mode="r")
+    ix = rng.integers(len(data) - T, size=B)
+    x = np.stack([data[i : i + T].astype(np.int64) for i in ix])
+    y = np.stack([data[i + 1 : i + 1 + T].astype(np.int64) for i in ix])
+t = time.perf_counter() - t
+print(json.dumps({"seconds": t, "batches": n}))
+"""
+
+
+def bench_loader(n_bytes: int, batches: int = 5000) -> list[dict]:
+    """Loader.batch (B = 8, T = 1024, from a memmap, in its epoch order) against nanoGPT's get_batch."""
+    bin_path = token_file(n_bytes)
+    plan = WORK / "loader.plan.npy"
+    median_run(WS + ["windows", str(bin_path), "-T", "1024", "-o", str(plan), "-q"], 1)
+    ours = median_run([sys.executable, "-c", LOADER_OURS, str(bin_path), str(plan), str(batches)], REPEATS)
+    base = median_run([sys.executable, "-c", NANOGPT_GET_BATCH, str(bin_path), str(batches)], REPEATS)
+    r = base.seconds / ours.seconds
+    return [row(f"Loader.batch (8 × 1024, every window once per epoch) vs nanoGPT's get_batch (random starts), {n_bytes // 10**6} MB .bin",
+                f"{batches / ours.seconds:,.0f} batches/s", f"{batches / base.seconds:,.0f} batches/s", f"{r:.2f}",
+                "≥ 0.8", r >= 0.8, mb(ours.peak_rss), mb(base.peak_rss))]
+
+
 def bench_verify(n_bytes: int) -> list[dict]:
     bin_path = token_file(n_bytes)
     plan = WORK / "verify.plan.npy"
@@ -329,7 +369,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes, one repeat: checks the harness runs")
     ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
-    ap.add_argument("--only", default="encode,layouts,windows,verify,ray", help="comma list of groups to run")
+    ap.add_argument("--only", default="encode,layouts,windows,verify,loader,ray", help="comma list of groups to run")
     ap.add_argument("--make-tokens", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.make_tokens:
@@ -349,6 +389,7 @@ def main():
                      ("layouts", lambda: bench_layouts(sizes["big"] // 4)),
                      ("windows", lambda: bench_windows(sizes["tokens"], sizes["plain"])),
                      ("verify", lambda: bench_verify(sizes["tokens"])),
+                     ("loader", lambda: bench_loader(sizes["tokens"])),
                      ("ray", lambda: __import__("ray_rows").bench_ray(*sizes["ray"], repeats=REPEATS))):
         if name not in args.only.split(","):
             continue
