@@ -54,9 +54,21 @@ def run_block(lang: str, code: str, where: str, cwd: Path) -> None:
         raise AssertionError(f"{where}: cannot run a ```{lang} block; mark it <!-- not tested: why -->")
 
 
+def copy_corpus(dest: Path, src: Path = CORPUS) -> None:
+    """The bundled corpus, copied with fresh modification times.
+
+    Not ``copytree``'s default ``copy2``: that keeps the checkout's mtimes, and the guide's
+    Makefile block (``data/meta.json: $(wildcard corpus/*.txt)``, then ``make -q … && echo``,
+    whose status is the block's) then depends on the checkout: in a fresh clone on a machine
+    whose clock steps back after the checkout (an NTP sync on a new CI runner), the corpus is
+    newer than the meta.json encoded from it, make rebuilds, and ``make -q`` says "not up to
+    date", failing the block (the flaky ``test_marked_blocks_run_in_order[guide.md]``)."""
+    shutil.copytree(src, dest, copy_function=shutil.copy)
+
+
 @pytest.mark.parametrize("doc", DOCS)
 def test_marked_blocks_run_in_order(doc, tmp_path):
-    shutil.copytree(CORPUS, tmp_path / "corpus")
+    copy_corpus(tmp_path / "corpus")
     tested = [b for b in blocks(doc) if b[0] == "test"]
     assert len(tested) >= 5, f"{doc}: expected runnable examples marked <!-- test -->"
     for _, line, lang, code in tested:
@@ -76,3 +88,17 @@ def test_every_python_and_sh_block_is_marked(doc):
     for marker, line, lang, _ in blocks(doc):
         if lang in ("python", "sh"):
             assert marker, f"{doc}:{line}: mark the ```{lang} block <!-- test --> or <!-- not tested: why -->"
+
+
+def test_the_corpus_copy_is_newer_than_the_checkout(tmp_path):
+    """The cause of the guide's flake: a copy that kept the checkout's mtimes (see copy_corpus)."""
+    import time
+
+    far_future = time.time() + 3600
+    src = tmp_path / "src"
+    shutil.copytree(CORPUS, src)
+    for p in src.iterdir():
+        os.utime(p, (far_future, far_future))  # a checkout "newer" than anything the test writes
+    before = time.time()
+    copy_corpus(tmp_path / "corpus", src)
+    assert all(before - 1 <= p.stat().st_mtime <= time.time() + 1 for p in (tmp_path / "corpus").iterdir())

@@ -241,13 +241,29 @@ def test_no_targets_plan_needs_span_tokens_and_skips_alignment(tmp_path):
     assert one(doc, "alignment")["status"] == "skip"
 
 
-def test_shuffled_plan_may_go_backwards(tmp_path):
+def test_shuffled_plan_may_go_backwards_when_it_is_the_seeds_permutation(tmp_path):
     p = tmp_path / "t.bin"
     write_bin(p, range(30))
-    plan = make_plan(tmp_path / "p.npy", p, [20, 0, 10], 10, T=9, shuffle=True)
+    order = np.random.default_rng([7, 0, 1]).permutation(3)  # windows --shuffle --seed 7 --epoch 0
+    starts = np.array([0, 10, 20])[order].tolist()
+    assert starts != sorted(starts)
+    plan = make_plan(tmp_path / "p.npy", p, starts, 10, T=9, shuffle=True)
+    edit_sidecar(plan, lambda side: side["params"].update(seed=7, epoch=0))
     code, doc = run_json(p, "--plan", plan)
-    assert code == 0 and one(doc, "order")["status"] == "skip"
+    assert code == 0 and one(doc, "order")["status"] == "pass"
     assert one(doc, "coverage")["coverage"] == 1.0
+
+
+def test_a_sidecar_saying_shuffle_cannot_hide_rows_out_of_order(tmp_path):
+    p = tmp_path / "t.bin"
+    write_bin(p, range(30))
+    plan = make_plan(tmp_path / "p.npy", p, [20, 0, 10], 10, T=9, shuffle=True)  # no seed: not a shuffle we can tell
+    code, doc = run_json(p, "--plan", plan)
+    assert code == 1 and one(doc, "order")["status"] == "fail"
+    assert np.random.default_rng([7, 0, 1]).permutation(3).tolist() != [2, 0, 1]  # seed 7 would not give this order
+    edit_sidecar(plan, lambda side: side["params"].update(seed=7, epoch=0))
+    code, doc = run_json(p, "--plan", plan)
+    assert code == 1 and "not the (seed 7, epoch 0) permutation" in one(doc, "order")["detail"]
 
 
 def test_leakage_between_different_plays_passes_with_the_exact_share(tmp_path, hamlet_ids, macbeth_ids):
@@ -639,10 +655,21 @@ def test_a_shard_is_not_held_to_the_whole_plans_coverage(tmp_path):
     p = tmp_path / "t.bin"
     write_bin(p, range(40))
     plan = make_plan(tmp_path / "p.npy", p, [0, 16], 9, T=8)  # rank 0 of 2: windows 0, 2 of [0, 8, 16, 24]
-    edit_sidecar(plan, lambda side: side["params"].update(shards=2, shard=0))
+    edit_sidecar(plan, lambda side: (side["params"].update(shards=2, shard=0), side.update(plan_stats={"windows": 4})))
     code, doc = run_json(p, "--plan", plan)
     cov = one(doc, "coverage")
     assert cov["status"] == "skip" and cov["covered_tokens"] == 18 and "2 ranks" in cov["detail"]
+
+
+def test_a_shard_claim_that_does_not_hold_is_held_to_coverage(tmp_path):
+    p = tmp_path / "t.bin"
+    write_bin(p, range(40))
+    plan = make_plan(tmp_path / "p.npy", p, [0, 16], 9, T=8)
+    for claim, why in [({}, "a shard of 2 without plan_stats.windows"),
+                       ({"plan_stats": {"windows": 7}}, "shard 0 of 2 of a 7-window plan holds 4 rows, this one 2")]:
+        edit_sidecar(plan, lambda side: (side["params"].update(shards=2, shard=0), side.pop("plan_stats", None), side.update(claim)))
+        code, doc = run_json(p, "--plan", plan)
+        assert code == 1 and one(doc, "coverage")["status"] == "fail" and why in one(doc, "plan_bounds")["detail"]
 
 
 def test_a_one_token_window_in_a_targets_plan_fails_alignment(tmp_path):

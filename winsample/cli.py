@@ -25,6 +25,8 @@ class WinsampleGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         signal.signal(signal.SIGTERM, _raise_interrupted)
+        if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
+            signal.signal(signal.SIGHUP, _raise_interrupted)  # a closed terminal: clean up like SIGTERM
         try:
             return super().invoke(ctx)
         except WinsampleError as e:
@@ -46,6 +48,27 @@ class WinsampleGroup(click.Group):
             _fail(ctx, f"internal error: {type(e).__name__}: {e} (set WINSAMPLE_DEBUG=1 for a traceback)", 2)
 
 
+def entry(prog_name: str = "winsample") -> None:
+    """The ``winsample`` command: ``main``, and an exit that always happens.
+
+    After a signal (exit 128 + N) a helper thread may still be blocked in a read; Python would
+    wait for it at exit, so the process ends with ``os._exit`` instead (output flushed first)."""
+    import threading
+
+    try:
+        main(prog_name=prog_name)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if code >= 128 and threading.active_count() > 1:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+            os._exit(code)
+        raise
+
+
 EXIT_CODE_KEY = "winsample.exit_code"  # ctx.meta: the exit code to keep if stdout closes early
 
 
@@ -54,7 +77,8 @@ def _raise_interrupted(signum, frame):
 
 
 def _fail(ctx: click.Context, message: str, code: int):
-    click.echo(message, err=True)
+    # one line, whatever a file name holds: a newline in a name must not split the error line
+    click.echo(message.replace("\r", "\\r").replace("\n", "\\n"), err=True)
     ctx.exit(code)
 
 
@@ -365,7 +389,7 @@ def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, enco
 
     \b
     Checks: dtype_divisible min_length vocab_range meta plan_bounds order duplicates
-            coverage split_leakage alignment decode
+            coverage split_leakage alignment materialized decode
     \b
       winsample verify data/ --plan train.plan.npy
       winsample verify data/ --plan train.plan.npy --json -q > verify.json   # in CI
@@ -383,7 +407,7 @@ def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, enco
     with progress(quiet, unit="B", unit_scale=True, desc="verify") as bar:
         report = run_verify(
             path, plans, T=T, min_coverage=min_coverage, max_leakage=max_leakage, show=show,
-            meta_path=meta_path, encoding=encoding, progress=bar.update,
+            meta_path=meta_path, encoding=encoding, progress=bar.update, writes=[plot_png] if plot_png else [],
         )
     code = 0 if report.ok(strict) else 1
     drawn, plot_error = None, None

@@ -64,6 +64,11 @@ _WORKER: dict = {}
 def _init_worker(spec: tuple) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Pool.terminate() must just stop us
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # a hang-up ends a worker quietly
+    _init_worker_death()
+    if os.getppid() == 1:  # the main process died before we got here
+        os._exit(0)
     tok, dtype = spec  # fork: the parent's tokenizer; forkserver/spawn: unpickling reloads it
     try:
         _WORKER["enc"] = tok if isinstance(tok, tokenizer.Tokenizer) else tokenizer.load(*tok)
@@ -87,7 +92,72 @@ def _make_pool(workers: int, spec: tuple):
         ctx = mp.get_context("forkserver")
     else:
         ctx = mp.get_context("spawn")
-    return ctx.Pool(workers, initializer=_init_worker, initargs=(spec,))
+    pool = ctx.Pool(workers, initializer=_init_worker, initargs=(spec,))
+    pool._winsample_workers = list(pool._pool)  # the worker processes: one dying fails the run (_pool_get)
+    return pool
+
+
+WORKER_POLL_SECONDS = 0.2  # how often a wait for a worker's result checks that the workers live
+
+
+def _pool_get(pool, fut):
+    """``fut.get()``, but a worker that dies (a crash in the tokenizer, a kill, out of memory)
+    fails the run with one line instead of waiting forever: Pool replaces a dead worker and
+    the task it held is never answered."""
+    while True:
+        try:
+            return fut.get(WORKER_POLL_SECONDS)
+        except mp.TimeoutError:
+            pass
+        for proc in getattr(pool, "_winsample_workers", ()):
+            code = proc.exitcode
+            if code is not None:
+                _abandon_pool(pool)
+                how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                raise InputError(f"an encoder worker process (pid {proc.pid}) died ({how}); nothing was written:"
+                                 " run again, or with --workers 1 to see the error")
+
+
+def _abandon_pool(pool) -> None:
+    """Stop a pool one of whose workers died: no respawning, every worker killed, and no
+    ``terminate()`` (it would wait forever for the queue lock a worker may have died holding)."""
+    from multiprocessing import pool as mpool
+
+    pool._winsample_broken = True
+    try:
+        pool._worker_handler._state = mpool.TERMINATE
+        pool._change_notifier.put(None)
+    except Exception:
+        pass
+    for proc in list(pool._pool) + list(getattr(pool, "_winsample_workers", ())):
+        try:
+            proc.kill()
+        except Exception:
+            pass
+    try:
+        pool._terminate.cancel()  # the exit-time finalizer would call terminate() too
+    except Exception:
+        pass
+
+
+def _close_pool(pool) -> None:
+    if getattr(pool, "_winsample_broken", False):
+        return
+    pool.terminate()
+    pool.join()
+
+
+def _init_worker_death() -> None:
+    """Linux: end this worker when the main process dies (no orphan spamming BrokenPipeError)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:  # not Linux, no libc: the worker ends when its pipe closes instead
+        pass
+
+
 
 
 # --- main side: writers -------------------------------------------------------------------
@@ -193,9 +263,7 @@ def encode_corpus(
     dtype = pipeline.resolve_dtype(enc, dtype)
     chosen = layouts.check_layouts(layout, dtype, enc.n_vocab, shard_tokens, enc.eot)
     sources = resolve_inputs(list(inputs), fmt)
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"{out_dir}: output path is a file, not a folder; pick another -o")
+    out_dir = pipeline.check_out_dir(out_dir, sources, tokenizer_file)
     workers = workers or os.cpu_count() or 1  # OUT_DIR is created by locked(), which removes it again on failure
 
     describe = enc.describe()
@@ -254,8 +322,7 @@ def encode_corpus(
                     shutil.rmtree(work, ignore_errors=True)
     finally:
         if pool is not None:
-            pool.terminate()
-            pool.join()
+            _close_pool(pool)
 
     extra = {"resumed": result["resumed"], "encoding": enc.name, "dtype": dtype, "layouts": list(chosen), "workers": workers}
     return pipeline.summary(out_dir, meta, result["stats"], sources, time.perf_counter() - t0, extra)
@@ -451,7 +518,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
                 # Reading a later input failed: a fault in a range read before it comes first.
                 for _, fut in inflight:
                     try:
-                        fut.get()
+                        _pool_get(pool, fut)
                     except RangeFault as f:
                         raise range_error(sources[f.args[0]], f.args[1], f.args[2]) from None
                     except Exception:
@@ -463,10 +530,10 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
             inflight.append((items, pool.apply_async(_worker_task, (texts, where))))
             while len(inflight) >= limit:
                 items0, fut = inflight.popleft()
-                result(items0, fut.get)
+                result(items0, lambda: _pool_get(pool, fut))
         while inflight:
             items0, fut = inflight.popleft()
-            result(items0, fut.get)
+            result(items0, lambda: _pool_get(pool, fut))
     finally:
         holder.close()
         for w in writers.values():

@@ -462,9 +462,7 @@ def encode_ray(
     for s in sources:
         if s.path is None:
             raise ConfigError("--engine ray reads inputs from files every node can see, not stdin: save it to a file first")
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"{out_dir}: output path is a file, not a folder; pick another -o")
+    out_dir = pipeline.check_out_dir(out_dir, sources, tokenizer_file, sharded=True)
     try:
         (out_dir / formats.SHARDS_DIR).mkdir(parents=True, exist_ok=True)
     except OSError as e:

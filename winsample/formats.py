@@ -108,9 +108,11 @@ disk, where sha256 would be the slowest part of a run.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import stat
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -120,7 +122,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from .errors import DataError, InputError, WinsampleError
+from .errors import ConfigError, DataError, InputError, WinsampleError
 
 FORMAT_NAME = "winsample"
 FORMAT_VERSION = 1
@@ -220,9 +222,13 @@ def normalize_dtype(dtype: str) -> str:
     """'uint16' / 'u2' / '<u2' → '<u2' (and the same for uint32)."""
     if dtype in DTYPES:
         return DTYPES[dtype]
-    d = np.dtype(dtype)
-    if d.kind != "u" or d.itemsize not in (2, 4):
-        raise InputError(f"unsupported token dtype {dtype!r}: use uint16 or uint32")
+    try:
+        d = np.dtype(dtype)
+    except (TypeError, ValueError):
+        raise InputError(f"unsupported token dtype {dtype!r}: use uint16 or uint32") from None
+    if d.kind != "u" or d.itemsize not in (2, 4) or d.byteorder == ">" or (d.byteorder == "=" and not np.little_endian):
+        # a big-endian dtype is not these files' ('>u2' read as '<u2' would pass with wrong ids)
+        raise InputError(f"unsupported token dtype {dtype!r}: use uint16 or uint32 (little-endian)")
     return "<u2" if d.itemsize == 2 else "<u4"
 
 
@@ -250,8 +256,9 @@ def check_and_cast(ids: np.ndarray, dtype: str, n_vocab: int, where: str) -> np.
 
 
 def token_count(path: str | Path, dtype: str) -> int:
-    """N for a token file; DataError if its byte size is not a multiple of the item size."""
-    size = Path(path).stat().st_size
+    """N for a token file; DataError if its byte size is not a multiple of the item size,
+    InputError if it is missing or not a regular file."""
+    size = require_regular(path, "a token file").st_size
     item = np.dtype(dtype).itemsize
     if size % item:
         raise DataError(
@@ -285,7 +292,10 @@ def open_tokens(path: str | Path, dtype: str = DEFAULT_DTYPE) -> np.ndarray:
         raise InputError(f"{path}: cannot read: {e.strerror}") from None
     if n == 0:  # np.memmap refuses empty files
         return np.zeros(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r", shape=(n,))
+    try:
+        return np.memmap(path, dtype=dtype, mode="r", shape=(n,))
+    except OSError as e:  # no read permission
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
 
 
 def iter_chunks(tokens: np.ndarray, chunk_tokens: int) -> Iterator[tuple[int, np.ndarray]]:
@@ -309,7 +319,7 @@ def format_checksum(hasher) -> str:
 def checksum_file(path: str | Path, progress=None) -> str:
     """Checksum of a whole file, read in CHUNK_BYTES pieces; ``progress(nbytes)`` per piece."""
     h = new_hasher()
-    with open(path, "rb") as f:
+    with open_regular(path, "a token file") as f:
         while chunk := f.read(CHUNK_BYTES):
             h.update(chunk)
             if progress:
@@ -320,9 +330,26 @@ def checksum_file(path: str | Path, progress=None) -> str:
 # --- atomic writes ----------------------------------------------------------------------
 
 
+TMP_SUFFIX = ".winsample.tmp"
+
+
 def tmp_path(path: str | Path) -> Path:
-    """Where ``path`` is written before it is renamed into place (same folder, same disk)."""
-    return Path(f"{path}.tmp")
+    """Where ``path`` is written before it is renamed into place (same folder, same disk).
+
+    A hidden name with this process's pid (``.train.bin.4242.winsample.tmp``): never a name a
+    user gives their own file (their ``train.bin.tmp`` is left alone), and two processes
+    writing one path never write one temp file."""
+    path = Path(path)
+    return path.parent / f".{path.name}.{os.getpid()}{TMP_SUFFIX}"
+
+
+def remove_stale_tmp(path: str | Path) -> None:
+    """Remove temp files ``tmp_path`` gave for ``path`` in earlier (killed) runs, any pid."""
+    path = Path(path)
+    if path.parent.is_dir():
+        for tmp in path.parent.glob(f".{glob_escape(path.name)}.*{TMP_SUFFIX}"):
+            if tmp.name[len(path.name) + 2 : -len(TMP_SUFFIX)].isdigit():
+                tmp.unlink(missing_ok=True)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -382,6 +409,59 @@ def write_json_atomic(path: str | Path, obj: Any) -> None:
         f.write("\n")
 
 
+_NO_ROOM = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EFBIG: "file too large (a file-size limit was reached)",
+    errno.EDQUOT: "disk quota exceeded",
+}
+
+
+def os_error_text(e: OSError) -> str:
+    """What a failed write means, in words (a short write without errno: a full disk, likely)."""
+    if e.errno in _NO_ROOM:
+        return _NO_ROOM[e.errno] + "; free some space and run again"
+    if e.errno is None:
+        return f"{e.strerror or e} (a short write: is the disk full?)"
+    return e.strerror or str(e)
+
+
+@contextmanager
+def naming(path: str | Path) -> Iterator[None]:
+    """Give an OSError raised while writing ``path`` that file's name (numpy's and f.write's
+    errors carry none, e.g. ``77741 requested and 674 written``)."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None:
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+        raise
+
+
+@contextmanager
+def locked_folder(folder: str | Path) -> Iterator[None]:
+    """Hold an exclusive flock on ``folder`` itself while the body writes files into it.
+
+    For plan writers: a second run writing into the same folder waits (a few renames, or one
+    plan's writing) and then writes its own complete set, so two runs writing one plan at once
+    can never mix their files. Nothing is left in the folder; the kernel drops the lock when its
+    holder dies; a signal still ends a waiting process."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    folder = Path(folder) if str(folder) else Path(".")
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise InputError(f"{folder}: cannot write there: {e.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 # --- a set of files that must appear together ----------------------------------------------
 
 STAGING_DIR = ".winsample-staging"
@@ -423,14 +503,14 @@ def recover_plan(plan_path: str | Path) -> str | None:
     if stage.is_dir():
         mark = stage / _COMMIT_MARK
         if mark.exists():
-            _roll_forward(stage, p.parent, json.loads(mark.read_text()))
+            _roll_forward(stage, p.parent, *read_commit_mark(mark))
             result = "rolled forward"
         else:
             shutil.rmtree(stage, ignore_errors=True)
             result = "cleaned"
     stem = p.name[:-4] if p.name.endswith(".npy") else p.name
     if p.parent.is_dir():
-        for tmp in p.parent.glob(f"{glob_escape(stem)}.*.tmp"):
+        for tmp in p.parent.glob(f".{glob_escape(stem)}.*{TMP_SUFFIX}"):
             tmp.unlink(missing_ok=True)
     return result
 
@@ -470,6 +550,43 @@ def commit_staged(stage: Path, out_dir: str | Path, names: list[str], remove: It
     _roll_forward(stage, out_dir, names, remove)
 
 
+def read_commit_mark(mark: Path) -> tuple[list[str], list[str]]:
+    """(names, remove) of a COMMIT mark; DataError (nothing moved) unless each is a relative
+    path of plain names (``train.bin``, ``llmc/train_000000.bin``) inside the folder.
+
+    A mark is metadata like any other: a stale or planted one naming ``../../x`` must not make
+    a run move or delete a file outside its folder."""
+    try:
+        obj = json.loads(read_small_text(mark, "a commit mark"))
+    except (ValueError, DataError) as e:
+        obj = e
+    names = remove = None
+    if isinstance(obj, list):
+        names, remove = obj, []
+    elif isinstance(obj, dict) and set(obj) <= {"names", "remove"}:
+        names, remove = obj.get("names"), obj.get("remove", [])
+    ok = isinstance(names, list) and bool(names) and isinstance(remove, list)
+    if ok:
+        try:
+            for name in names + remove:
+                inside_name(name, str(mark))
+        except DataError:
+            ok = False
+    if not ok:
+        raise DataError(f"{mark}: corrupt commit mark (not a list of file names inside {mark.parent.parent}); nothing was moved:"
+                        f" check the folder and remove {mark.parent}")
+    return names, remove
+
+
+def inside_name(name: Any, where: str) -> str:
+    """``name`` if it is a relative path of plain names (``plain_name`` for each part), else DataError."""
+    if not isinstance(name, str) or not name:
+        raise DataError(f"{where}: {name!r} is not a file name inside its folder")
+    for part in name.split("/"):
+        plain_name(part, where)
+    return name
+
+
 def _roll_forward(stage: Path, out_dir: Path, names: list[str] | dict, remove: Iterable[str] = ()) -> None:
     if isinstance(names, dict):  # a mark with removals: {"names": [...], "remove": [...]}
         names, remove = names["names"], names.get("remove", [])
@@ -496,7 +613,7 @@ def recover(out_dir: str | Path) -> str | None:
     if stage.is_dir():
         mark = stage / _COMMIT_MARK
         if mark.exists():
-            _roll_forward(stage, out_dir, json.loads(mark.read_text()))
+            _roll_forward(stage, out_dir, *read_commit_mark(mark))
             result = "rolled forward"
         else:
             shutil.rmtree(stage, ignore_errors=True)
@@ -504,9 +621,159 @@ def recover(out_dir: str | Path) -> str | None:
     if out_dir.is_dir():
         for split in SPLITS:
             for name in (bin_name(split), doc_index_name(split)):
-                tmp_path(out_dir / name).unlink(missing_ok=True)
-        tmp_path(out_dir / META_JSON).unlink(missing_ok=True)
+                remove_stale_tmp(out_dir / name)
+        remove_stale_tmp(out_dir / META_JSON)
     return result
+
+
+# --- untrusted names, special files, sizes ----------------------------------------------
+
+MAX_METADATA_BYTES = 64 << 20  # meta.json, sidecars, journals, marks: JSON this big is not ours
+MAX_NPY_HEADER = 10000  # bytes of a .npy header (numpy's own limit; it writes a few hundred)
+
+
+def plain_name(name: Any, where: str) -> str:
+    """``name`` if it is a plain file name (no folder part, not ``.``/``..``, not hidden, no NUL),
+    else DataError naming ``where``: names read from metadata must stay inside their folder."""
+    ok = (isinstance(name, str) and name not in ("", ".", "..") and not name.startswith(".")
+          and not any(c in name for c in "/\\\0") and name == name.strip())
+    if not ok:
+        raise DataError(f"{where}: {name!r} is not a plain file name inside its folder")
+    return name
+
+
+def require_regular(path: str | Path, what: str = "file") -> os.stat_result:
+    """stat of ``path``; InputError if it is missing or not a regular file (a FIFO, socket, device
+    or folder is refused before it is opened, so reading it can never block)."""
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, socket or device)"
+        raise InputError(f"{path}: {kind}; expected {what}")
+    return st
+
+
+def open_regular(path: str | Path, what: str = "file"):
+    """``open(path, "rb")`` that never blocks: O_NONBLOCK open, then a regular-file check on the
+    opened file (so a FIFO swapped in after a stat is still refused); InputError otherwise."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: a folder; expected {what}") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, socket or device)"
+            raise InputError(f"{path}: {kind}; expected {what}")
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_small_text(path: str | Path, what: str) -> str:
+    """The UTF-8 text of a metadata file (at most MAX_METADATA_BYTES); InputError if it cannot be
+    read (missing, not a regular file, no permission: exit 2), DataError if it is not text."""
+    path = Path(path)
+    with open_regular(path, what) as f:
+        try:
+            data = f.read(MAX_METADATA_BYTES + 1)
+        except OSError as e:
+            raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(data) > MAX_METADATA_BYTES:
+        raise DataError(f"{path}: larger than {MAX_METADATA_BYTES >> 20} MiB: not {what}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text (byte {e.start}): not {what}") from None
+
+
+def _same(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def refuse_overwrite(outputs: Iterable[str | Path], inputs: Iterable[str | Path]) -> None:
+    """ConfigError (exit 2, nothing written) if an output path names one of the inputs.
+
+    Compared by real path (symlinks resolved) and, for files that exist, by device and inode
+    (hard links), so no spelling of an input's path gets past."""
+    seen: dict[str, str] = {}
+    stats: list[tuple[os.stat_result, str]] = []
+    for i in inputs:
+        if i is None or str(i) in ("", "-"):
+            continue
+        seen.setdefault(os.path.realpath(i), str(i))
+        try:
+            stats.append((os.stat(i), str(i)))
+        except OSError:
+            pass
+    for o in outputs:
+        if o is None or str(o) in ("", "-"):
+            continue
+        hit = seen.get(os.path.realpath(o))
+        if hit is None:
+            try:
+                st = os.stat(o)
+            except OSError:
+                st = None
+            hit = next((name for s, name in stats if st is not None and _same(s, st)), None)
+        if hit is not None:
+            same = "" if hit == str(o) else f" (the same file as {hit})"
+            raise ConfigError(f"{o}: is an input of this command or a file of the dataset it reads{same};"
+                              " writing it would destroy it: pick another output path")
+
+
+def dataset_files(path: str | Path, meta_path: str | Path | None = None) -> list[Path]:
+    """Every file of the dataset ``path`` (a data folder or a token file) belongs to, as far as
+    it can be told: the token file, the meta.json (``meta_path`` or the one in/beside it), the
+    files it names, winsample's own names in the folder, and a tokenizer file it names.
+    Outputs must never be one of these (``refuse_overwrite``). Never raises on a broken meta."""
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    files = [] if path.is_dir() else [path]
+    mp = Path(meta_path) if meta_path else folder / META_JSON
+    files.append(mp)
+    for split in SPLITS:
+        files += [folder / bin_name(split), folder / doc_index_name(split)]
+    try:
+        meta = json.loads(read_small_text(mp, "meta.json"))
+    except (WinsampleError, ValueError, RecursionError):
+        meta = None
+    base = mp.parent
+    if isinstance(meta, dict):
+        entries = list(meta["splits"].values()) if isinstance(meta.get("splits"), dict) else []
+        for e in entries:
+            if not isinstance(e, dict):
+                continue
+            for sub in [e] + [x for x in (e.get("shards") if isinstance(e.get("shards"), list) else []) if isinstance(x, dict)]:
+                for key in ("file", "doc_index"):
+                    if isinstance(sub.get(key), str) and sub[key] and "\0" not in sub[key]:
+                        files.append(base / sub[key])
+        tok = meta.get("tokenizer")
+        if isinstance(tok, dict) and isinstance(tok.get("file"), str) and tok["file"] and "\0" not in tok["file"]:
+            files += [Path(tok["file"]), base / tok["file"]]
+        stack = [meta.get("layouts")]  # other layouts' files (Megatron .idx, llm.c shards): every name they list
+        while stack:
+            v = stack.pop()
+            if isinstance(v, dict):
+                stack += list(v.values())
+            elif isinstance(v, list):
+                stack += v
+            elif isinstance(v, str) and v and "\0" not in v and not os.path.isabs(v):
+                files.append(base / v)
+    return files
 
 
 # --- meta.json: the schema's one home ------------------------------------------------------
@@ -884,19 +1151,24 @@ def validate_meta(meta: Any, where: str = META_JSON) -> dict:
     return meta
 
 
-def _read_json(path: Path, what: str) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: cannot read {what}: {e}") from None
+def load_json(path: str | Path, what: str) -> Any:
+    """Parsed JSON of a metadata file: InputError if it cannot be read (exit 2, like a token
+    file), DataError naming the line and column if it is not JSON (too deep, a number of
+    thousands of digits: the same)."""
+    text = read_small_text(path, what)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise DataError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
     except RecursionError:
-        raise DataError(f"{path}: not valid JSON: nested too deeply") from None
+        raise DataError(f"{path}: JSON nested too deeply to read: not {what}") from None
+    except ValueError as e:  # e.g. an integer of more than 4300 digits
+        raise DataError(f"{path}: not readable JSON: {e}") from None
+
+
+
+def _read_json(path: Path, what: str) -> Any:
+    return load_json(path, what)
 
 
 def load_meta(path: str | Path) -> Meta:
@@ -961,14 +1233,50 @@ def write_doc_index_stream(path: str | Path, count: int, chunks: Iterable[np.nda
             raise ValueError(f"{path}: wrote {written} document offsets, announced {count}")
 
 
-def _load_npy(path: str | Path, what: str) -> np.ndarray:
-    """``np.load`` without pickles: InputError if missing, DataError if not a readable .npy."""
+def npy_header(f, path: str | Path, what: str) -> tuple[tuple, bool, np.dtype, int]:
+    """(shape, fortran_order, dtype, data offset) of an open .npy file, read without trusting it:
+    DataError unless the header is a plain (no objects) array whose data fits the file's size."""
+    fmt = np.lib.format
+    size = os.fstat(f.fileno()).st_size
     try:
-        return np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (ValueError, OSError) as e:
-        raise DataError(f"{path}: not {what}: {e}") from None
+        version = fmt.read_magic(f)
+        if version == (1, 0):
+            header = fmt.read_array_header_1_0(f, max_header_size=MAX_NPY_HEADER)
+        elif version in ((2, 0), (3, 0)):
+            header = fmt.read_array_header_2_0(f, max_header_size=MAX_NPY_HEADER)
+        else:
+            raise ValueError(f"unknown .npy version {version}")
+    except Exception as e:  # numpy parses the header with Python's tokenizer: any of its errors
+        raise DataError(f"{path}: not {what}: bad .npy header: {type(e).__name__}: {e}") from None
+    shape, fortran, dtype = header
+    if dtype.hasobject:
+        raise DataError(f"{path}: not {what}: .npy holds Python objects")
+    if not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise DataError(f"{path}: not {what}: .npy shape {shape}")
+    count = 1
+    for d in shape:
+        count *= d
+    offset = f.tell()
+    need = count * dtype.itemsize
+    if need != size - offset:
+        raise DataError(f"{path}: not {what}: the .npy header says {shape} of {dtype} ({need} bytes),"
+                        f" the file holds {size - offset} bytes of data")
+    return shape, fortran, dtype, offset
+
+
+def _load_npy(path: str | Path, what: str) -> np.ndarray:
+    """``np.load`` without pickles, its header checked against the file size first (a header
+    claiming 2**40 rows is corrupt, never an allocation): InputError if missing or not a regular
+    file, DataError if not a readable .npy."""
+    with open_regular(path, what) as f:
+        shape, fortran, dtype, _ = npy_header(f, path, what)
+        try:
+            f.seek(0)
+            return np.load(f, allow_pickle=False)
+        except OSError as e:
+            raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+        except (ValueError, EOFError) as e:
+            raise DataError(f"{path}: not {what}: {e}") from None
 
 
 def read_doc_index(path: str | Path) -> np.ndarray:
@@ -1115,15 +1423,24 @@ def _read_plan_rows(path: Path) -> np.ndarray:
             raise DataError(f"{path}: plan field {name!r} has dtype {arr.dtype[name]}, expected an integer")
     if arr.ndim != 1:
         raise DataError(f"{path}: a plan is a 1-d array, this one has shape {arr.shape}")
+    for name in PLAN_DTYPE.names:  # a value the plan's own dtype cannot hold would wrap when cast
+        have, want = arr.dtype[name], PLAN_DTYPE[name]
+        if np.can_cast(have, want, "safe") or not len(arr):
+            continue
+        col = arr[name]
+        lim = np.iinfo(want)
+        bad = (col > lim.max) | (col < lim.min) if have.kind == "i" else col > np.uint64(lim.max)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise DataError(f"{path}: row {i}: {name} {int(col[i])} does not fit the plan's {want} (stored as {have})")
     return arr.astype(PLAN_DTYPE, copy=False)
 
 
 def _read_sidecar_json(path: Path) -> Any:
     side_path = plan_sidecar(path)
-    try:
-        return _read_json(side_path, "plan sidecar")
-    except InputError:
-        raise DataError(f"{side_path}: missing sidecar of plan {path}") from None
+    if not os.path.lexists(side_path):
+        raise DataError(f"{side_path}: missing sidecar of plan {path}")
+    return _read_json(side_path, "a plan sidecar")  # InputError (exit 2) for a FIFO, a folder, no permission
 
 
 def load_plan(path: str | Path) -> tuple[np.ndarray, PlanSidecar]:

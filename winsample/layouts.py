@@ -156,8 +156,8 @@ def read_megatron_index(path: str | Path) -> MegatronIndex:
     or a size that disagrees with its counts; InputError if it is missing or unreadable."""
     path = Path(path)
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
+        size = formats.require_regular(path, "a Megatron index (.idx)").st_size
+        with formats.open_regular(path, "a Megatron index (.idx)") as f:
             head = f.read(MEGATRON_HEADER.size)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
@@ -313,8 +313,8 @@ def read_llmc_header(path: str | Path) -> int:
     """
     path = Path(path)
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
+        size = formats.require_regular(path, "an llm.c shard").st_size
+        with formats.open_regular(path, "an llm.c shard") as f:
             head = f.read(LLMC_HEADER_BYTES)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
@@ -341,9 +341,9 @@ def read_llmc_header(path: str | Path) -> int:
 def is_llmc_shard(path: str | Path) -> bool:
     """True when ``path`` is a file whose first bytes are llm.c's magic and version 1."""
     try:
-        with open(path, "rb") as f:
+        with formats.open_regular(path) as f:  # a FIFO is not a shard, and must not block
             head = f.read(8)
-    except OSError:
+    except (OSError, WinsampleError):
         return False
     return len(head) == 8 and np.frombuffer(head, "<i4").tolist() == [LLMC_MAGIC, LLMC_VERSION]
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from . import __version__, formats, resume, tokenizer
+from . import __version__, formats, layouts, resume, tokenizer
 from .errors import ConfigError, DataError, InputError
 from .sources import read_text_range
 
@@ -241,6 +241,8 @@ class SplitWriter:
         self.f.close()
         self._starts_f.close()
         n, docs = state["bytes"], state["documents"]
+        if n % self.item:
+            raise resume.Stale(f"{self.path}: checkpoint at byte {n}, not a whole number of {self.item}-byte tokens")
         self.f, self.hasher, snaps = _reopen(self.path, n, self.dtype if self.snapshots is not None else None)
         self._starts_f, self.starts_hasher, _ = _reopen(self.starts_path, docs * 8, None)
         if formats.format_checksum(self.hasher) != state["checksum"]:
@@ -481,6 +483,33 @@ def resolve_dtype(tok: tokenizer.Tokenizer, dtype: str | None) -> str:
     return dt
 
 
+def check_out_dir(out_dir, sources, tokenizer_file=None, sharded: bool = False) -> Path:
+    """OUT_DIR as a Path; ConfigError / InputError (exit 2, nothing written) for an empty -o, a
+    file, or a folder where an output would replace an input (``encode a.txt -o .`` is fine,
+    ``encode train.bin -o .`` is not)."""
+    if str(out_dir) == "":
+        raise ConfigError("-o is empty: give the output folder (-o . for the current one)")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"{out_dir}: output path is a file, not a folder; pick another -o")
+    outs = [out_dir / formats.META_JSON]
+    for split in formats.SPLITS:  # every layout's names: a run may also remove another layout's files
+        outs += [out_dir / formats.bin_name(split), out_dir / formats.doc_index_name(split),
+                 out_dir / layouts.megatron_index_name(split)]
+    subdirs = [out_dir / layouts.LLMC_DIR] + ([out_dir / formats.SHARDS_DIR] if sharded else [])
+    ins = [s.path for s in sources if s.path is not None] + ([tokenizer_file] if tokenizer_file else [])
+    formats.refuse_overwrite(outs + subdirs, ins)
+    for sub in subdirs:  # an input inside OUT_DIR/llmc or OUT_DIR/shards could be overwritten or removed
+        prefix = os.path.realpath(sub) + os.sep
+        for i in ins:
+            if os.path.realpath(i).startswith(prefix):
+                raise ConfigError(f"{i}: is inside {sub}, which this run writes: pick another -o")
+    return out_dir
+
+
+MAX_WORKERS = 1024  # --workers: processes started at once
+
+
 def check_options(split: str, errors: str, val_fraction: float, workers: int | None) -> None:
     """ConfigError for option values no engine can use (before anything is read or written)."""
     if split not in SPLIT_METHODS:
@@ -491,6 +520,8 @@ def check_options(split: str, errors: str, val_fraction: float, workers: int | N
         raise ConfigError(f"--val-fraction {val_fraction} must be in [0, 1)")
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers {workers} must be at least 1")
+    if workers is not None and workers > MAX_WORKERS:  # each is a process: bounded before any is started
+        raise ConfigError(f"--workers {workers}: at most {MAX_WORKERS} encoder processes")
 
 
 

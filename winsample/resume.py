@@ -60,14 +60,17 @@ def write_journal(work: Path, params: dict, sources, done: int, writers: dict, s
 def read_journal(work: Path, params: dict, sources) -> dict:
     """The journal if it applies to this run (inputs and parameters unchanged), else ``Stale``."""
     path = work / formats.PARTIAL_JOURNAL
+    if not os.path.lexists(path):
+        raise Stale("no checkpoint in " + str(work))
     try:
-        j = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise Stale("no checkpoint in " + str(work)) from None
-    except (OSError, ValueError) as e:
-        raise Stale(f"{path}: unreadable checkpoint: {e}") from None
+        j = formats.load_json(path, "a checkpoint journal")
+    except formats.WinsampleError as e:
+        raise Stale(f"unreadable checkpoint: {e}") from None
     if not isinstance(j, dict) or j.get("format") != JOURNAL_FORMAT or j.get("version") != JOURNAL_VERSION:
         raise Stale(f"{path}: not a checkpoint this winsample writes")
+    problem = _malformed(j)
+    if problem:
+        raise Stale(f"{path}: malformed checkpoint ({problem})")
     if j.get("params") != params:
         changed = sorted(k for k in set(params) | set(j.get("params") or {}) if (j.get("params") or {}).get(k) != params.get(k))
         raise Stale(f"options changed since the checkpoint ({', '.join(changed)})")
@@ -78,6 +81,40 @@ def read_journal(work: Path, params: dict, sources) -> dict:
         if rec != input_key(src):
             raise Stale(f"{src.label}: changed since the checkpoint (path, size or mtime)")
     return j
+
+
+WRITER_NAMES = ("train", "val", "all")  # the files a checkpoint may describe (all: --split tail)
+_STATE = {"bytes": int, "documents": int, "checksum": str, "starts_checksum": str}
+STAT_KEYS = ("documents", "documents_skipped_empty", "unsplittable_runs", "replaced_characters")
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _malformed(j: dict) -> str | None:
+    """What is wrong with a journal's fields (every one is untrusted: a tampered journal must
+    never put a wrong count into meta.json or cut a file at a position that is not a token)."""
+    writers = j.get("writers")
+    if not isinstance(writers, dict) or not writers or not set(writers) <= set(WRITER_NAMES):
+        return "writers must name train/val or all"
+    for name, st in writers.items():
+        if not isinstance(st, dict):
+            return f"writers.{name} is not an object"
+        for key, typ in _STATE.items():
+            v = st.get(key)
+            if not (_count(v) if typ is int else isinstance(v, str)):
+                return f"writers.{name}.{key} is {v!r}"
+        mt = st.get("max_token")
+        if mt is not None and not (isinstance(mt, int) and not isinstance(mt, bool) and mt >= -1):  # -1: no id yet
+            return f"writers.{name}.max_token is {st['max_token']!r}"
+    stats = j.get("stats")
+    if not isinstance(stats, dict) or set(stats) != set(STAT_KEYS) or not all(_count(v) for v in stats.values()):
+        return "stats are not the counts a run keeps"
+    inputs = j.get("inputs")
+    if not isinstance(inputs, list) or not all(isinstance(r, dict) for r in inputs):
+        return "inputs is not a list of files"
+    return None
 
 
 __all__ = ["CHECKPOINT_SECONDS", "Stale", "read_journal", "write_journal", "resumable", "input_key"]

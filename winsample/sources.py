@@ -20,6 +20,7 @@ import json
 import os
 import stat
 import sys
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,7 @@ class Source:
 
 
 def _kind_of(name: str, fmt: str) -> tuple[str, bool]:
+    name = name.lower()  # B.TXT, c.JSONL, d.Jsonl.GZ: suffixes in any case
     gz = name.endswith(".gz")
     base = name[:-3] if gz else name
     if fmt != "auto":
@@ -78,8 +80,41 @@ def _kind_of(name: str, fmt: str) -> tuple[str, bool]:
 
 
 def _folder_matches(name: str) -> bool:
+    name = name.lower()
     base = name[:-3] if name.endswith(".gz") else name
     return base.endswith(FOLDER_SUFFIXES)
+
+
+def _walk(top: Path) -> list[Path]:
+    """Files under ``top`` whose names match, depth first, without recursion (a folder nested
+    thousands deep is fine) and without following symlinked folders (a loop is harmless).
+
+    A subfolder that cannot be listed is an InputError (exit 2): skipping it would silently
+    leave its documents out of the corpus. Names starting with ``.`` are skipped."""
+    found: list[Path] = []
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError as e:
+            raise InputError(f"{folder}: cannot read folder: {e.strerror}; fix its permissions or leave it out") from None
+        for e in entries:
+            if e.name.startswith("."):
+                continue
+            try:
+                is_dir = e.is_dir(follow_symlinks=False)
+                linked_dir = not is_dir and e.is_symlink() and e.is_dir()
+            except OSError:
+                is_dir = linked_dir = False
+            if linked_dir:  # symlinked folders are not followed
+                continue
+            if is_dir:
+                stack.append(Path(e.path))
+            elif _folder_matches(e.name):
+                found.append(Path(e.path))
+    return found
 
 
 def resolve_inputs(args: list[str], fmt: str = "auto") -> list[Source]:
@@ -96,10 +131,7 @@ def resolve_inputs(args: list[str], fmt: str = "auto") -> list[Source]:
             continue
         p = Path(arg)
         if p.is_dir():
-            found = []
-            for root, dirs, files in os.walk(p):
-                dirs[:] = [d for d in dirs if not d.startswith(".")]
-                found += [Path(root) / f for f in files if not f.startswith(".") and _folder_matches(f)]
+            found = _walk(p)
             if not found:
                 raise InputError(
                     f"{arg}: folder has no {'/'.join(FOLDER_SUFFIXES)} files (or .gz forms) to encode"
@@ -148,7 +180,7 @@ class _Reader:
     def read(self, n: int = READ_BYTES) -> bytes:
         try:
             data = self.stream.read(n)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:
             if self.src.gz:
                 raise DataError(f"{self.src.label}: broken gzip data near byte {self.offset} of the decompressed data: {e}") from None
             raise InputError(f"{self.src.label}: cannot read: {e}") from None
@@ -263,6 +295,8 @@ def _jsonl_docs(reader: _Reader, errors: str, field: str) -> Iterator[tuple[str,
                 raise DataError(f"{where}: not valid JSON (column {e.colno}): {e.msg}") from None
             except RecursionError:  # Python's parser recurses per level of nesting
                 raise DataError(f"{where}: JSON nested too deeply to read") from None
+            except ValueError as e:  # an integer of more than 4300 digits
+                raise DataError(f"{where}: JSON value cannot be read: {e}") from None
             if not isinstance(obj, dict):
                 raise DataError(f"{where}: a JSONL line must be an object with a {field!r} field, got {type(obj).__name__}")
             if field not in obj:
@@ -296,8 +330,26 @@ def _parquet_docs(src: Source, field: str, progress) -> Iterator[tuple[str, str]
     if not (pa.types.is_string(typ) or pa.types.is_large_string(typ)):
         raise DataError(f"{src.label}: column {field!r} has type {typ}, not string")
     row = 0
-    for batch in pf.iter_batches(columns=[field], batch_size=1024):
-        for text in batch.column(0).to_pylist():
+    batches = pf.iter_batches(columns=[field], batch_size=1024)
+    while True:
+        batch = None
+        try:  # a corrupt page, or a string column holding bytes that are not UTF-8
+            batch = next(batches, None)
+            texts = None if batch is None else batch.column(0).to_pylist()
+        except (OSError, pa.ArrowException, UnicodeDecodeError, ValueError) as e:
+            where = f"row {row} or after"
+            if isinstance(e, UnicodeDecodeError) and batch is not None:
+                col = batch.column(0)
+                for i in range(len(col)):
+                    try:
+                        col[i].as_py()
+                    except UnicodeDecodeError:
+                        where = f"row {row + i}: column {field!r} is not UTF-8"
+                        break
+            raise DataError(f"{src.label}: {where}: unreadable Parquet data: {e}") from None
+        if texts is None:
+            break
+        for text in texts:
             if text is None:
                 raise DataError(f"{src.label}: row {row}: {field!r} is null")
             yield f"{src.label}:row {row}", text

@@ -24,6 +24,8 @@ import binascii
 import functools
 import gzip
 import hashlib
+import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -76,7 +78,18 @@ def parse_ranks(data: bytes, where: str) -> dict[bytes, int]:
 def _read_ranks_file(path: str | Path) -> bytes:
     path = Path(path)
     try:
-        data = path.read_bytes()
+        # O_NONBLOCK and a regular-file check before reading: a FIFO or device must not block
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InputError(f"{path}: not a regular file; expected a tokenizer file")
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb") as f:
+                fd = None
+                data = f.read()
+        finally:
+            if fd is not None:
+                os.close(fd)
     except FileNotFoundError:
         raise InputError(f"{path}: no such tokenizer file") from None
     except OSError as e:

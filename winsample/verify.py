@@ -5,7 +5,7 @@ The library never prints. Every problem in the data becomes a ``Check`` with sta
 file, a --plan or --meta that does not exist) raises ``InputError`` (exit 2).
 
 Check names (stable; scripts match on them): dtype_divisible, min_length, vocab_range, meta,
-plan_bounds, order, duplicates, coverage, split_leakage, alignment, decode.
+plan_bounds, order, duplicates, coverage, split_leakage, alignment, materialized, decode.
 
 Each token file is read once, in ``formats.CHUNK_BYTES`` pieces over a read-only memmap:
 that one pass computes the max id, the out-of-range count and first position, the xxh3-128
@@ -40,6 +40,7 @@ CHECK_NAMES = (
     "coverage",
     "split_leakage",
     "alignment",
+    "materialized",
     "decode",
     "megatron_index",
     "llmc_shards",
@@ -413,6 +414,7 @@ def verify(
     encoding: str | None = None,
     max_shingles: int = MAX_SHINGLES,
     progress: Progress | None = None,
+    writes: Sequence[str | Path] = (),
 ) -> Report:
     """Run every check that applies to ``path`` (a data folder or one .bin) and ``plans``.
 
@@ -424,8 +426,16 @@ def verify(
     path = Path(path)
     if not path.exists() and foreign is None and not formats.is_logical(path, meta_path):
         raise InputError(f"{path}: no such file or folder")
+    if writes:  # --plot PNG: never one of the files checked
+        ins = formats.dataset_files(path, meta_path)
+        for p in plans:
+            ins += [Path(p), formats.plan_sidecar(p), formats.materialized_path(p)]
+        formats.refuse_overwrite(writes, ins)
     if T is not None and T < 1:
         raise InputError(f"-T {T}: the window length must be at least 1 token")
+    for name, v in (("--min-coverage", min_coverage), ("--max-leakage", max_leakage)):
+        if not 0 <= v <= 1:  # NaN too: it would make the check pass whatever the data
+            raise InputError(f"{name} {v}: must be a share in [0, 1]")
     for p in plans:
         if not Path(p).exists():
             raise InputError(f"{p}: no such plan file")
@@ -532,7 +542,7 @@ def verify(
         if t.path not in sizes:  # an llm.c stream: checked below
             continue
         s = scans[t.path]
-        _check_dtype(report, s)
+        _check_dtype(report, s, guessed=meta is None)
         if s.n == 0 and not s.stray and t.entry is not None and t.entry.tokens == 0 and meta.fraction_of(t.split) == 0:
             report.add("min_length", s.label, "skip", f"empty by design: meta.json's split fraction for {t.split} is 0", tokens=0)
         else:
@@ -834,8 +844,32 @@ def _shard_doc_problems(scan: FileScan, entry: formats.SplitEntry, where: str) -
     return out
 
 
-def _check_dtype(report: Report, s: FileScan) -> None:
+WIDE_SAMPLE = 1 << 20  # tokens looked at to tell uint32 ids read as uint16
+WIDE_MIN = 64  # fewer tokens than this: too few to tell
+
+
+def wider_ids_share(tokens: np.ndarray) -> float | None:
+    """For a file read as uint16 without meta.json: the share of its odd uint16 halves that are
+    0 when its even halves mostly are not (uint32 ids < 65536 read as uint16 look like
+    ``id, 0, id, 0``: plausible ids, every second one GPT-2's "!"). None when it does not look so."""
+    t = np.asarray(tokens[: min(len(tokens), WIDE_SAMPLE)])
+    if len(t) < WIDE_MIN or t.dtype.itemsize != 2:
+        return None
+    odd, even = float(np.mean(t[1::2] == 0)), float(np.mean(t[0::2] == 0))
+    return odd if odd >= 0.9 and even <= 0.5 else None
+
+
+def _check_dtype(report: Report, s: FileScan, guessed: bool = False) -> None:
     item = np.dtype(s.dtype).itemsize
+    share = wider_ids_share(s.tokens()) if guessed and not s.stray and s.n else None
+    if share is not None:
+        report.add(
+            "dtype_divisible", s.label, "fail",
+            f"read as {s.dtype} (no meta.json), but {share:.0%} of its odd uint16 halves are 0: these look like uint32"
+            " ids read as uint16; pass --meta with dtype uint32 (or re-encode, which writes meta.json)",
+            bytes=s.size, itemsize=item, stray_bytes=0, tokens=s.n, zero_high_halves=share,
+        )
+        return
     if s.stray:
         report.add(
             "dtype_divisible", s.label, "fail",
@@ -1077,6 +1111,7 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
         problems.append(f"sidecar dtype {src.dtype!r} but {scan.label} is read as {scan.dtype}")
     if span is None or span < 1:
         problems.append(f"sidecar params.span is {params.get('span')!r}, not a positive integer")
+    problems += _param_problems(params, side, rows, span, pT, targets_flag)
     nwin = _int(side.stats, "windows")
     if nwin is not None and nwin != len(rows):
         problems.append(f"sidecar stats.windows {nwin} but the plan has {len(rows)} rows")
@@ -1116,7 +1151,7 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
 
     # order
     if params.get("shuffle"):
-        report.add("order", label, "skip", "plan is shuffled (params.shuffle): any order is fine")
+        _check_shuffle(report, label, rows, params)
     else:
         dec = np.flatnonzero(np.diff(start) < 0)
         if len(dec):
@@ -1154,7 +1189,133 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
     _check_coverage(report, label, start, end, n, side, min_coverage, got.coverage if got.n == n else None, docs)
     plan = _Plan(label, rows, side, scan)
     _check_alignment(report, plan, pT, span, targets_flag)
+    _check_materialized(report, plan_path, label, rows, side, scan, span)
     return plan
+
+
+def _shard_problem(params: dict, side, nrows: int) -> str | None:
+    """Why a sidecar's claim to be one rank's shard does not hold (None: it does). A shard's
+    coverage is not checked alone, so the claim must be consistent: shard r of K of a plan of W
+    rows (``plan_stats.windows``) holds exactly the rows r, r + K, …"""
+    k, r = params.get("shards"), params.get("shard")
+    if k is None:
+        return None if r is None else f"params.shard is {r!r} but params.shards is null"
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        return f"params.shards is {k!r}, not a positive integer"
+    if k == 1:
+        return None if r in (None, 0) else f"params.shard {r!r} of 1"
+    if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < k:
+        return f"params.shard is {r!r}, not in [0, {k})"
+    whole = _int(side.plan_stats or {}, "windows")
+    if whole is None or whole < 0:
+        return f"a shard of {k} without plan_stats.windows (the whole plan's count)"
+    expect = len(range(r, whole, k))
+    if nrows != expect:
+        return f"shard {r} of {k} of a {whole}-window plan holds {expect} rows, this one {nrows}"
+    return None
+
+
+def _param_problems(params: dict, side, rows, span, T, targets_flag) -> list[str]:
+    """Sidecar parameters that do not fit each other or the rows: a sidecar may not switch a
+    check off by claiming what is not so (no targets, a shard, a shuffle)."""
+    out = []
+    if not isinstance(targets_flag, bool):
+        out.append(f"params.targets is {targets_flag!r}, not true/false")
+    elif T is not None and span is not None and span != T + int(targets_flag):
+        out.append(f"params.span {span} but T {T} with targets {str(targets_flag).lower()} spans {T + int(targets_flag)}")
+    elif T is None and params.get("T") is not None:
+        out.append(f"params.T is {params.get('T')!r}, not an integer")
+    why = _shard_problem(params, side, len(rows))
+    if why:
+        out.append(why)
+    sh = params.get("shuffle")
+    if sh is not None and not isinstance(sh, bool):
+        out.append(f"params.shuffle is {sh!r}, not true/false")
+    return out
+
+
+def _check_shuffle(report, label, rows, params) -> None:
+    """A shuffled plan must be the seed's permutation of its rows in start order (what
+    ``windows --shuffle`` writes), so a sidecar saying ``shuffle`` cannot hide rows out of order."""
+    from .windows import shuffle_rows
+
+    seed, epoch, k = params.get("seed"), params.get("epoch"), params.get("shards")
+    ok_int = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0  # noqa: E731
+    if not ok_int(seed) or not ok_int(epoch):
+        report.add("order", label, "fail", f"params.shuffle without a usable seed/epoch ({seed!r}, {epoch!r}): cannot tell a shuffle from disorder")
+        return
+    if isinstance(k, int) and k > 1:
+        report.add("order", label, "skip", f"one of {k} shards of a shuffled plan: its order is checked with the others' rows")
+        return
+    o = np.lexsort((rows["length"], rows["start"]))
+    if np.array_equal(shuffle_rows(rows[o], seed, epoch), rows):
+        report.add("order", label, "pass", f"rows are the (seed {seed}, epoch {epoch}) permutation of the start order")
+    else:
+        report.add("order", label, "fail", f"params.shuffle, but the rows are not the (seed {seed}, epoch {epoch}) permutation"
+                   " of the plan in start order: the plan was reordered or edited")
+
+
+MATERIALIZED_CELLS = 1 << 22  # ids of PLAN.tokens.npy compared per step: ~32 MB of int64 indexes
+
+
+def _check_materialized(report, plan_path: Path, label, rows, side, scan, span) -> None:
+    """PLAN.tokens.npy, when the sidecar names it or it lies beside the plan, must hold exactly
+    the plan's windows: shape (rows, span), the token file's dtype, row i = tokens[start:start +
+    length] then ``pad_id``. A training run reading it never sees the .bin, so nothing else
+    would notice it belongs to another plan (two runs racing) or was edited."""
+    mat = side.materialized
+    path = formats.materialized_path(plan_path)
+    if mat is None and not path.exists():
+        return
+    name = mat.get("file") if isinstance(mat, dict) else None
+    if mat is not None and (not isinstance(mat, dict) or name != path.name):
+        report.add("materialized", label, "fail", f"sidecar materialized is {mat!r}: expected an object naming {path.name!r}")
+        return
+    if mat is None:
+        report.add("materialized", path.name, "fail", f"{path.name} lies beside the plan but its sidecar does not describe it")
+        return
+    pad = mat.get("pad_id")
+    if span is None or not isinstance(pad, int) or isinstance(pad, bool):
+        report.add("materialized", path.name, "fail", f"sidecar materialized.pad_id {pad!r} / params.span {span!r}: cannot check it")
+        return
+    try:
+        with formats.open_regular(path, "materialized windows (.npy)") as f:
+            shape, fortran, dtype, offset = formats.npy_header(f, path, "materialized windows (.npy)")
+    except formats.WinsampleError as e:
+        report.add("materialized", path.name, "fail", str(e))
+        return
+    want = (len(rows), span)
+    if tuple(shape) != want or fortran or np.dtype(dtype) != np.dtype(scan.dtype) or mat.get("shape") != list(want):
+        report.add("materialized", path.name, "fail", f"shape {tuple(shape)} of {dtype}{' (Fortran order)' if fortran else ''},"
+                   f" sidecar says {mat.get('shape')!r}; the plan needs {want} of {np.dtype(scan.dtype)}")
+        return
+    if not len(rows) or not span:
+        report.add("materialized", path.name, "pass", "empty, as the plan")
+        return
+    arr = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=want)
+    tokens = scan.tokens()
+    n = len(tokens)
+    step_rows = max(1, MATERIALIZED_CELLS // span)
+    step_cols = min(span, MATERIALIZED_CELLS)
+    differs = np.zeros(len(rows), bool)
+    for lo in range(0, len(rows), step_rows):
+        r = rows[lo : lo + step_rows]
+        for c0 in range(0, span, step_cols):
+            cols = np.arange(c0, min(span, c0 + step_cols), dtype=np.int64)
+            idx = np.clip(r["start"].astype(np.int64)[:, None] + cols, 0, max(n - 1, 0))
+            expect = np.asarray(tokens[idx]) if n else np.zeros(idx.shape, dtype)
+            expect = np.where(cols < r["length"].astype(np.int64)[:, None], expect, pad)
+            differs[lo : lo + len(r)] |= np.any(np.asarray(arr[lo : lo + len(r), c0 : c0 + len(cols)]) != expect, axis=1)
+    bad = int(np.count_nonzero(differs))
+    first = int(np.argmax(differs)) if bad else None
+    del arr
+    if bad:
+        report.add("materialized", path.name, "fail", f"{bad} of {len(rows)} rows differ from the plan's windows of {scan.label};"
+                   f" first: row {first} (start {int(rows['start'][first])}): it belongs to another plan or was edited",
+                   rows=len(rows), differing=bad)
+    else:
+        report.add("materialized", path.name, "pass", f"{len(rows)} rows equal the plan's windows of {scan.label} (pad {pad})",
+                   rows=len(rows), differing=0)
 
 
 def _same_dtype(a, b) -> bool | None:
@@ -1203,7 +1364,8 @@ def _check_coverage(report, label, start, end, n, side, min_coverage, c=None, ta
         return
     c = c or coverage_stats(start, end, n)
     k = _int(side.params, "shards")
-    if k is not None and k > 1:  # one rank's share of a sharded plan covers about 1/K by design
+    if k is not None and k > 1 and _shard_problem(side.params, side, len(start)) is None:
+        # one rank's share of a sharded plan covers about 1/K by design (the claim is checked)
         report.add("coverage", label, "skip", f"shard of a plan split over {k} ranks: alone it covers {c['covered'] / n:.2%}"
                    f" of {n} tokens; check the unsharded plan for coverage", covered_tokens=c["covered"], shards=k)
         return

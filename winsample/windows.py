@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 from bisect import bisect_left, bisect_right
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,9 @@ TAILS = ("align", "drop", "short")
 SHORTS = ("keep", "drop")
 BOUNDARIES = ("none", "doc", "paragraph", "sentence")
 FORMATS = ("npy", "txt", "jsonl")
+MAX_T = (1 << 31) - 2  # span = T + 1 fits the plan's int32 length column
+MAX_POSITION = 1 << 62  # token positions (int64) with room for start + length
+MAX_SHARDS = 1 << 16  # --shards: one plan file each; more ranks than this is a typo
 MATERIALIZE_ROWS = 4096  # rows gathered per batch when materializing: memory ~ rows × span × 8 B
 
 
@@ -586,6 +590,16 @@ def check_options(o: Options) -> None:
         raise ConfigError("-T needs at least one value")
     for T in o.T:
         span_of(T, o.targets)
+        if T > MAX_T:  # a plan's length column is int32
+            raise ConfigError(f"-T {T} is larger than a plan can hold (at most {MAX_T:,} tokens per window)")
+    for name, v in (("--stride", o.stride), ("--offset", o.offset)):
+        if v is not None and abs(v) > MAX_POSITION:
+            raise ConfigError(f"{name} {v} is out of range (a token position is below 2**62)")
+    for name, v in (("--seed", o.seed), ("--epoch", o.epoch)):
+        if v is not None and not 0 <= v < 1 << 64:
+            raise ConfigError(f"{name} must be in [0, 2**64), got {v}")
+    if o.shards is not None and o.shards > MAX_SHARDS:
+        raise ConfigError(f"--shards {o.shards}: at most {MAX_SHARDS:,} plan files (one per rank)")
     if o.offset is not None and o.random_offset:
         raise ConfigError("--offset and --random-offset both set: give one")
     if o.offset is not None and o.offset < 0:
@@ -747,19 +761,45 @@ def run(bin_path, out: str, o: Options, meta_path=None, stream=None, progress=No
     """
     check_options(o)
     multi = len(o.T) > 1
+    if not out:
+        raise ConfigError("-o is empty: give the plan's file name, or - for --format txt|jsonl on stdout")
     if out == "-":
         if o.format == "npy":
             raise ConfigError("-o - streams text: use --format txt or jsonl, or give a file name for .npy")
     else:
         if out.endswith(("/", os.sep)):
             raise ConfigError(f"-o {out}: names a folder; give the plan's file name, e.g. {out}train.plan.npy")
+        formats.refuse_overwrite(written_paths(out, o), formats.dataset_files(bin_path, meta_path))
         for T in o.T:
             for p in output_paths(out, T, multi, o.shards):
                 _check_writable(p)
+    return _plan_and_write(bin_path, out, o, meta_path, stream, progress, multi)
+
+
+def written_paths(out: str, o: Options) -> list[Path]:
+    """Every file a run with ``-o out`` writes: plans, their sidecars and materialized windows."""
+    if o.format != "npy":
+        return [Path(out)]
+    paths = []
+    for T in o.T:
+        for p in output_paths(out, T, len(o.T) > 1, o.shards):
+            paths += [p, formats.plan_sidecar(p)] + ([formats.materialized_path(p)] if o.materialize else [])
+    return paths
+
+
+def _plan_and_write(bin_path, out: str, o: Options, meta_path, stream, progress, multi: bool) -> list[dict]:
     plans = build_plans(bin_path, o, meta_path, progress)
-    summaries = []
+    summaries: list[dict] = []
     # .npy plans: every file of this run is written into a staging folder beside the plan and
     # moved into place as one set (sidecars last), so a crash leaves the old set or the new one.
+    # Writers into one folder take turns (formats.locked_folder): two runs writing one plan at
+    # once each leave a complete set, never the plan of one with the tokens of the other.
+    with formats.locked_folder(Path(out).parent) if o.format == "npy" else nullcontext():
+        _write_all(plans, out, o, multi, stream, summaries)
+    return summaries
+
+
+def _write_all(plans, out: str, o: Options, multi: bool, stream, summaries: list) -> None:
     stage = None
     names: list[str] = []
     try:
@@ -767,15 +807,18 @@ def run(bin_path, out: str, o: Options, meta_path=None, stream=None, progress=No
             stage = formats.plan_staging_dir(out) if o.format == "npy" else None  # in the try: see encode
         except OSError as e:  # e.g. a folder that lists as writable but is not (/proc)
             raise InputError(f"{out}: cannot write beside it: {e.strerror or e}") from None
-        _write_plans(plans, out, o, multi, stream, stage, names, summaries)
-        if stage is not None:
-            names.sort(key=lambda n: n.endswith(".json"))  # sidecars last: a plan is current only with its sidecar
-            formats.commit_staged(stage, Path(out).parent, names)
+        try:
+            _write_plans(plans, out, o, multi, stream, stage, names, summaries)
+            if stage is not None:
+                names.sort(key=lambda n: n.endswith(".json"))  # sidecars last: a plan is current only with its sidecar
+                formats.commit_staged(stage, Path(out).parent, names)
+        except OSError as e:  # a full disk, a quota: name the file and say what happened
+            where = e.filename or out
+            raise InputError(f"{where}: cannot write: {formats.os_error_text(e)}; nothing was written") from None
     except BaseException:
         if o.format == "npy":
             formats.recover_plan(out)  # no COMMIT mark yet: drops the staging folder
         raise
-    return summaries
 
 
 def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names: list, summaries: list) -> None:
@@ -807,12 +850,14 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
                 side.plan_stats = stats
             if o.materialize:
                 mp = formats.materialized_path(p)
-                materialize(stage / mp.name, part, plan["tokens"], params["span"], pad_id, src.dtype)
+                with formats.naming(mp):
+                    materialize(stage / mp.name, part, plan["tokens"], params["span"], pad_id, src.dtype)
                 side.materialized = {"file": mp.name, "shape": [int(len(part)), params["span"]],
                                      "dtype": src.dtype, "pad_id": int(pad_id)}
                 summary["files"].append(str(mp))
                 names.append(mp.name)
-            formats.write_plan(stage / p.name, part, side)
+            with formats.naming(p):
+                formats.write_plan(stage / p.name, part, side)
             names += [p.name, formats.plan_sidecar(p).name]
             summary["files"].append(str(p))
         summaries.append(summary)
@@ -828,19 +873,23 @@ def _write_text(out: str, rows: np.ndarray, o: Options, plan: dict, stream) -> N
         enc = None
         if o.decode:
             enc = plan["enc"] or load_tokenizer(plan["src"], "--decode")
-        for row in rows:
+        for i, row in enumerate(rows):
             obj: dict[str, Any] = {"start": int(row["start"]), "length": int(row["length"]),
                                    "doc": int(row["doc"]), "fresh": int(row["fresh"])}
             if enc is not None:
                 s = obj["start"]
-                ids = np.asarray(plan["tokens"][s : s + obj["length"]]).tolist()
-                obj["text"] = enc.decode(ids)
+                ids = np.asarray(plan["tokens"][s : s + obj["length"]])
+                if len(ids) and int(ids.max()) >= enc.n_vocab:  # tiktoken raises KeyError on them
+                    j = int(np.argmax(ids >= enc.n_vocab))
+                    raise DataError(f"{plan['src'].path}: token {s + j}: id {int(ids[j])} is not in the tokenizer"
+                                    f" ({enc.name}, n_vocab {enc.n_vocab}); cannot --decode window {i}")
+                obj["text"] = enc.decode(ids.tolist())
             yield json.dumps(obj, ensure_ascii=False) + "\n"
 
     if out == "-":
         for chunk in lines():
             stream.write(chunk)
     else:
-        with formats.atomic_open(out, "w") as f:
+        with formats.naming(out), formats.atomic_open(out, "w") as f:
             for chunk in lines():
                 f.write(chunk)
