@@ -425,6 +425,15 @@ def bare_u32(tmp):
     return ["verify", p, "--show", "0"]
 
 
+def meta_edit(tmp, edit):
+    """The data folder with its meta.json edited by ``edit(dict)``: verify's argv."""
+    data = data_folder(tmp)
+    meta = json.loads((data / "meta.json").read_text())
+    edit(meta)
+    (data / "meta.json").write_text(json.dumps(meta))
+    return ["verify", data, "--show", "0"]
+
+
 def plan_txt(tmp):
     return tmp / "data" / "train.bin"
 
@@ -501,6 +510,19 @@ CLASS_KINDS = [
          ("params.span 65 but T 64 with targets false spans 64",)),
     Kind("bare-uint32-bin-read-as-uint16", lambda t: bare_u32(t), 1,
          ("dtype_divisible", "these look like uint32 ids read as uint16")),
+    # class 2/3 cases in meta.json and sidecar fields (validated by formats' typed schema, issue #13)
+    Kind("meta-split-file-escapes", lambda t: meta_edit(t, lambda m: m["splits"]["train"].update(file="../elsewhere/train.bin")), 1,
+         ("meta", "'../elsewhere/train.bin'",)),
+    Kind("meta-split-file-absolute", lambda t: meta_edit(t, lambda m: m["splits"]["val"].update(file="/etc/passwd")), 1,
+         ("meta", "'/etc/passwd'",)),
+    Kind("meta-doc-index-escapes", lambda t: meta_edit(t, lambda m: m["splits"]["train"].update(doc_index="../x.npy")), 1,
+         ("meta", "'../x.npy'",)),
+    Kind("meta-dtype-big-endian", lambda t: meta_edit(t, lambda m: m.update(dtype=">u2")), 1, ("meta", "'>u2'",)),
+    Kind("meta-version-negative", lambda t: meta_edit(t, lambda m: m.update(version=-5)), 1, ("meta", "version",)),
+    Kind("meta-version-bool", lambda t: meta_edit(t, lambda m: m.update(version=True)), 1, ("meta", "version",)),
+    Kind("meta-entry-removed-file-kept", lambda t: meta_edit(t, lambda m: m["splits"].pop("val")), 1, ("meta", "val.bin",)),
+    Kind("sidecar-materialized-escapes", lambda t: mat_plan(t, side_edit(lambda s: s["materialized"].update(file="../data/val.bin"))), 1,
+         ("plan.npy", "'../data/val.bin'",)),
     # --- 4: nothing hangs; special files refused before they are opened ---
     Kind("fifo-plan-verify", lambda t: on_data(lambda t: ["verify", t / "data", "--plan", fifo("p.npy")(t), "--show", "0"])(t), 2,
          ("p.npy: not a regular file (a FIFO",), isolate=True),
@@ -567,10 +589,10 @@ CLASS_KINDS = [
          extra=lambda t, r: (t / "data/train.bin.tmp").read_text() == "my notes"),
     Kind("meta-unreadable-exit-2", on_data(lambda t: ["verify", t / "data", "--show", "0"],
                                            edit=lambda t: ((t / "data/meta.json").unlink(), (t / "data/meta.json").mkdir())), 2,
-         ("meta.json: a folder; expected meta.json",)),
+         ("meta.json: a folder; expected meta",)),
     Kind("bin-unreadable-exit-2", on_data(lambda t: ["verify", t / "data", "--show", "0"],
                                           edit=lambda t: ((t / "data/train.bin").unlink(), (t / "data/train.bin").mkdir())), 2,
-         ("train.bin: not a regular file",)),
+         ("train.bin: is a folder",)),
 ]
 KINDS += CLASS_KINDS
 
@@ -804,7 +826,7 @@ def test_a_tampered_real_checkpoint_is_discarded_and_the_run_starts_over(tmp_pat
 
 
 def encode_mod_reopen(out, journal):
-    from winsample.encode import _SplitWriter as W
+    from winsample.pipeline import SplitWriter as W
 
     probe = W.__new__(W)  # only reopen's checks: the item size, before any file is touched
     probe.item, probe.path = 2, out / formats.PARTIAL_DIR / "train.bin"

@@ -1650,7 +1650,9 @@ def find_meta(path: str | Path) -> Path | None:
     """The meta.json of ``path``: inside it when it is a folder, else beside it; None if absent."""
     path = Path(path)
     mp = path / META_JSON if path.is_dir() else path.parent / META_JSON
-    return mp if mp.is_file() else None
+    # present but not a regular file (a FIFO, a folder): returned, so reading it fails (exit 2)
+    # instead of the data being checked as if it had no meta.json
+    return mp if os.path.lexists(mp) else None
 
 
 @dataclass
@@ -1794,7 +1796,7 @@ def _meta_arg(meta, path: Path) -> tuple[Meta | None, Path | None, bool]:
             raise InputError(f"{mp}: no such meta file")
         return load_meta(mp), mp, True
     mp = path.parent / META_JSON
-    if mp.is_file():
+    if os.path.lexists(mp):  # a FIFO or folder named meta.json fails to load (exit 2): never ignored
         return load_meta(mp), mp, False
     return None, None, False
 
