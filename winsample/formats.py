@@ -1163,7 +1163,7 @@ def load_json(path: str | Path, what: str) -> Any:
     except RecursionError:
         raise DataError(f"{path}: JSON nested too deeply to read: not {what}") from None
     except ValueError as e:  # e.g. an integer of more than 4300 digits
-        raise DataError(f"{path}: not readable JSON: {e}") from None
+        raise DataError(f"{path}: not readable JSON: {str(e).split('; use sys.')[0]}") from None
 
 
 

@@ -295,8 +295,8 @@ def _jsonl_docs(reader: _Reader, errors: str, field: str) -> Iterator[tuple[str,
                 raise DataError(f"{where}: not valid JSON (column {e.colno}): {e.msg}") from None
             except RecursionError:  # Python's parser recurses per level of nesting
                 raise DataError(f"{where}: JSON nested too deeply to read") from None
-            except ValueError as e:  # an integer of more than 4300 digits
-                raise DataError(f"{where}: JSON value cannot be read: {e}") from None
+            except ValueError as e:  # an integer of more than 4300 digits (Python's hint on how to lift it dropped)
+                raise DataError(f"{where}: JSON value cannot be read: {str(e).split('; use sys.')[0]}") from None
             if not isinstance(obj, dict):
                 raise DataError(f"{where}: a JSONL line must be an object with a {field!r} field, got {type(obj).__name__}")
             if field not in obj:
