@@ -832,3 +832,26 @@ def encode_mod_reopen(out, journal):
     probe.item, probe.path = 2, out / formats.PARTIAL_DIR / "train.bin"
     probe.f = probe._starts_f = open(os.devnull, "rb")
     probe.reopen(journal["writers"]["train"])
+
+
+_BLOCKED_CHILD = """
+import os, sys, threading, time
+from winsample import cli, windows
+r, w = os.pipe()
+threading.Thread(target=os.read, args=(r, 1)).start()  # a helper thread blocked in a read, not a daemon
+def slow(*a, **k):
+    print("running", flush=True)
+    time.sleep(60)
+windows.run = slow
+sys.argv = ["winsample", "windows", "x.bin", "-T", "8", "-o", "p.npy"]
+cli.entry()
+"""
+
+
+def test_a_signal_ends_the_process_even_with_a_helper_thread_blocked_in_a_read(tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", _BLOCKED_CHILD], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline() == b"running\n"
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=20)  # before cli.entry: "interrupted" printed, then waited for the thread forever
+    assert p.returncode == 143
+    assert one_error_line(err) == "error: interrupted by SIGTERM; nothing was written"
