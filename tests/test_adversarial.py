@@ -703,9 +703,26 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _encode_with_workers(tmp_path, kill_corpus):
+@pytest.fixture
+def reaped():
+    """Popen objects a test starts; killed at the end whatever happened (a hang must not outlive it)."""
+    started: list = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            for kid in _children(p.pid):
+                try:
+                    os.kill(kid, signal.SIGKILL)
+                except OSError:
+                    pass
+            p.kill()
+            p.wait()
+
+
+def _encode_with_workers(tmp_path, kill_corpus, reaped):
     out = tmp_path / "out"
     p = subprocess.Popen(encode_args(kill_corpus, out, 1, 2), stderr=subprocess.PIPE)
+    reaped.append(p)
     deadline = time.monotonic() + 30
     while len(_children(p.pid)) < 2 or not (out / formats.PARTIAL_DIR).exists():  # the pool is up and working
         assert p.poll() is None and time.monotonic() < deadline
@@ -716,8 +733,8 @@ def _encode_with_workers(tmp_path, kill_corpus):
 from .test_faults import kill_corpus  # noqa: E402,F401
 
 
-def test_a_killed_worker_fails_the_run_with_one_line_and_no_hang(tmp_path, kill_corpus):
-    p, out = _encode_with_workers(tmp_path, kill_corpus)
+def test_a_killed_worker_fails_the_run_with_one_line_and_no_hang(tmp_path, kill_corpus, reaped):
+    p, out = _encode_with_workers(tmp_path, kill_corpus, reaped)
     os.kill(_children(p.pid)[0], signal.SIGKILL)
     _, err = p.communicate(timeout=30)  # before the fix: waited forever for the task the worker held
     assert p.returncode == 2
@@ -726,16 +743,16 @@ def test_a_killed_worker_fails_the_run_with_one_line_and_no_hang(tmp_path, kill_
     assert test_faults.data_set(out) == {}
 
 
-def test_sighup_interrupts_like_sigterm_one_line_no_brokenpipe_from_workers(tmp_path, kill_corpus):
-    p, out = _encode_with_workers(tmp_path, kill_corpus)
+def test_sighup_interrupts_like_sigterm_one_line_no_brokenpipe_from_workers(tmp_path, kill_corpus, reaped):
+    p, out = _encode_with_workers(tmp_path, kill_corpus, reaped)
     p.send_signal(signal.SIGHUP)
     _, err = p.communicate(timeout=30)
     assert p.returncode == 128 + signal.SIGHUP
     assert "SIGHUP" in one_error_line(err) and b"BrokenPipeError" not in err
 
 
-def test_workers_end_quietly_when_the_main_process_is_killed(tmp_path, kill_corpus):
-    p, out = _encode_with_workers(tmp_path, kill_corpus)
+def test_workers_end_quietly_when_the_main_process_is_killed(tmp_path, kill_corpus, reaped):
+    p, out = _encode_with_workers(tmp_path, kill_corpus, reaped)
     kids = _children(p.pid)
     p.kill()
     _, err = p.communicate(timeout=30)  # the workers share the pipe: it closes only when they are gone too
@@ -848,8 +865,9 @@ cli.entry()
 """
 
 
-def test_a_signal_ends_the_process_even_with_a_helper_thread_blocked_in_a_read(tmp_path):
+def test_a_signal_ends_the_process_even_with_a_helper_thread_blocked_in_a_read(tmp_path, reaped):
     p = subprocess.Popen([sys.executable, "-c", _BLOCKED_CHILD], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reaped.append(p)
     assert p.stdout.readline() == b"running\n"
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=20)  # before cli.entry: "interrupted" printed, then waited for the thread forever
