@@ -79,7 +79,8 @@ def test_formats_and_tokenizer_sit_below_the_features():
     for low in ("formats", "tokenizer", "errors", "chunking"):
         assert not imports(low) & features, low
     assert imports("errors") == set()
-    assert imports("tokenizer") <= {"errors", "chunking"}
+    assert imports("tokenizer") <= {"errors", "chunking", "fastengine"}  # fastengine: the fast backend's engine
+    assert imports("fastengine") <= {"errors"}  # it knows gigatoken, not winsample's tokenizers
 
 
 def _calls(node: ast.AST):

@@ -88,7 +88,10 @@ def kill_corpus(tmp_path_factory):
 
 
 def encode_args(corpus, out, seed, workers=1, *extra):
-    return winsample("encode", corpus, "-o", out, "--seed", seed, "--val-fraction", 0.3, "--workers", workers, "-q", *extra)
+    # --backend reference: these runs must last long enough to be interrupted (the fast engine
+    # would finish first); every backend writes the same bytes, tested in test_backend.py
+    return winsample("encode", corpus, "-o", out, "--seed", seed, "--val-fraction", 0.3, "--workers", workers, "-q",
+                     "--backend", "reference", *extra)
 
 
 @pytest.fixture(scope="module")

@@ -88,6 +88,11 @@ def run(*args):
     return CliRunner().invoke(main, ["verify", *map(str, args)])
 
 
+# For files made here from slices of a tokenization or from made-up ids: they are not the
+# tokenization of their text, which retokenize rightly reports (its own tests: test_retokenize.py).
+NO_RETOKENIZE = "--retokenize-sample=0"
+
+
 def run_json(*args) -> tuple[int, dict]:
     r = run(*args, "--json")
     return r.exit_code, json.loads(r.stdout)
@@ -143,7 +148,7 @@ def test_golden_fixture_human_report_has_one_marked_line_per_check(golden):
     r = run(golden)
     assert r.exit_code == 0
     lines = [line for line in r.stdout.splitlines() if line and line[0] in "✓✗!·"]
-    assert len(lines) == 9  # 3 per file × 2, meta, split_leakage, decode
+    assert len(lines) == 11  # 3 per file × 2, meta, split_leakage, retokenize × 2, decode
     assert any(line.startswith("✓ meta") for line in lines)
     assert r.stdout.rstrip().splitlines()[-1].startswith("verify: ok")
     assert "\x1b[" not in r.stdout  # no colour when stdout is not a terminal
@@ -269,7 +274,7 @@ def test_a_sidecar_saying_shuffle_cannot_hide_rows_out_of_order(tmp_path):
 def test_leakage_between_different_plays_passes_with_the_exact_share(tmp_path, hamlet_ids, macbeth_ids):
     train, val = hamlet_ids[2000:22000], macbeth_ids[2000:7000]
     folder = make_folder(tmp_path / "d", train, val)
-    code, doc = run_json(folder)
+    code, doc = run_json(folder, NO_RETOKENIZE)
     leak = one(doc, "split_leakage")
     assert code == 0 and leak["status"] == "pass"
     assert leak["sample_rate"] == 1.0  # small files: every shingle, exact
@@ -342,7 +347,7 @@ def test_plan_made_for_another_file_fails_plan_bounds(tmp_path):
 def test_plan_from_folder_applies_to_the_file_its_sidecar_names(tmp_path, hamlet_ids):
     folder = make_folder(tmp_path / "d", hamlet_ids[:1000], hamlet_ids[5000:5400])
     good = make_plan(tmp_path / "val.npy", folder / "val.bin", [0, 50, 100, 150, 200, 250, 299], 101, T=100)
-    code, doc = run_json(folder, "--plan", good)
+    code, doc = run_json(folder, "--plan", good, NO_RETOKENIZE)
     assert code == 0 and one(doc, "plan_bounds")["detail"].endswith("made for val.bin")
     edit_sidecar(good, lambda side: side["source"].update(file="train.bin"))  # it lies about its source
     code, doc = run_json(folder, "--plan", good)
@@ -548,7 +553,7 @@ def test_single_bin_beside_its_meta_is_checked_against_its_own_split(golden):
 def test_quiet_report_lists_only_what_did_not_pass(tmp_path):
     p = tmp_path / "eight.bin"
     write_bin(p, range(8))
-    r = run(p, "-T", 8, "-q")
+    r = run(p, "-T", 8, "-q", NO_RETOKENIZE)
     marked = [line for line in r.stdout.splitlines() if line and line[0] in "✓✗!·"]
     assert r.exit_code == 1 and len(marked) == 1 and marked[0].startswith("✗ min_length")
     assert "──" not in r.stdout  # no decoded windows with -q

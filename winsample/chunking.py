@@ -29,7 +29,9 @@ import unicodedata
 
 # Candidates only; each is confirmed with _is_letter/_is_letter_or_digit. Python's [^\W_] is
 # str.isalnum(), a superset-ish of L|N that is fast to search; the confirmation is exact.
-_CANDIDATE = re.compile(r"(?<=[^\W_])(?=[\r\n])|(?<=[^\W_])(?= [^\W\d_])")
+# Each branch starts with the cut's own character, so the regex engine skips to the next \r, \n or
+# space at C speed before it tries the look-behind (3x the speed of leading with the look-behind).
+_CANDIDATE = re.compile(r"[\r\n](?<=[^\W_][\r\n])| (?<=[^\W_] )(?=[^\W\d_])")
 
 _OLD = unicodedata.ucd_3_2_0
 _CLASS_CACHE: dict[str, str] = {}
@@ -68,7 +70,7 @@ def last_safe_cut(text: str, lo: int, hi: int) -> int | None:
     """
     lo = max(lo, 1)
     hi = min(hi, len(text) - 2)  # a space at p needs text[p + 1]
-    window = 4096
+    window = 256  # ordinary text has a cut within a line or two of the end: look there first
     end = hi
     while end >= lo:
         start = max(lo, end - window)

@@ -158,9 +158,12 @@ def main():
               help="Comma list of layouts to write: nanogpt (train.bin, val.bin), megatron (+ train.idx, val.idx), llmc (llmc/train_000000.bin, … shards).")
 @click.option("--shard-tokens", type=click.IntRange(1, 2**31 - 1), default=100_000_000, show_default=True,
               help="--layout llmc: at most this many tokens per shard.")
+@click.option("--backend", type=click.Choice(["auto", "fast", "reference"]), default="auto", show_default=True,
+              help="Tokenizer engine: fast (gigatoken, pip install 'winsample[fast]'), reference (tiktoken), or auto: fast"
+                   " when it loads and passes a built-in self-check against the reference. Same ids either way.")
 @quiet_option
 @json_option
-def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, fmt, no_eot, dtype, errors, engine, address, shard_size, merge, resume, layout, shard_tokens, quiet, as_json):
+def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, fmt, no_eot, dtype, errors, engine, address, shard_size, merge, resume, layout, shard_tokens, backend, quiet, as_json):
     """Encode text files, folders or - (stdin) into OUT_DIR/train.bin, val.bin and meta.json.
 
     \b
@@ -185,7 +188,7 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
     kwargs = dict(
         encoding=encoding, tokenizer_file=tokenizer_file, pattern=pattern, val_fraction=val_fraction, split=split,
         seed=seed, workers=workers, text_field=text_field, fmt=fmt, eot=not no_eot, dtype=dtype, errors=errors,
-        progress=on_progress,
+        progress=on_progress, backend=backend, notice=lambda line: say(quiet, f"note: {line}"),
     )
     if engine == "ray":
         from .engine_ray import DEFAULT_SHARD_BYTES, encode_ray
@@ -376,20 +379,23 @@ def _verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
 @click.option("--meta", "meta_path", type=click.Path(path_type=str), default=None,
               help="meta.json to use for a single .bin (default: the one beside it).")
 @click.option("--encoding", default=None, help="Tokenizer when there is no meta.json (default gpt2).")
+@click.option("--retokenize-sample", type=click.IntRange(min=0), default=64, show_default=True,
+              help="Documents (at most 4 MB of their text) the retokenize check decodes and encodes again with the"
+                   " reference tokenizer; their ids must be its ids. 0 skips the check.")
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
 @click.option("--plot", "plot_png", type=click.Path(dir_okay=False, path_type=str), metavar="PNG", default=None,
               help="Also draw the first --plan's coverage picture into PNG (needs winsample[plot]).")
 @quiet_option
 @json_option
 @click.pass_context
-def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, encoding, strict, plot_png, quiet, as_json):
+def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, encoding, retokenize_sample, strict, plot_png, quiet, as_json):
     """Check token files and window plans; exit 0 if sound, 1 if a check fails, 2 if it cannot run.
 
     PATH is a data folder (train.bin, val.bin, meta.json, document indexes) or one .bin.
 
     \b
     Checks: dtype_divisible min_length vocab_range meta plan_bounds order duplicates
-            coverage split_leakage alignment materialized decode
+            coverage split_leakage alignment materialized decode retokenize
     \b
       winsample verify data/ --plan train.plan.npy
       winsample verify data/ --plan train.plan.npy --json -q > verify.json   # in CI
@@ -408,6 +414,7 @@ def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, enco
         report = run_verify(
             path, plans, T=T, min_coverage=min_coverage, max_leakage=max_leakage, show=show,
             meta_path=meta_path, encoding=encoding, progress=bar.update, writes=[plot_png] if plot_png else [],
+            retokenize_sample=retokenize_sample,
         )
     code = 0 if report.ok(strict) else 1
     drawn, plot_error = None, None

@@ -42,7 +42,7 @@ from .pipeline import (
     write_error, write_index,
 )
 from .sources import (
-    RangeFault, TextFile, iter_documents, range_error, read_text_range, replaced_count, resolve_inputs, text_pieces,
+    READ_BYTES, RangeFault, TextFile, iter_documents, range_error, read_text_range, replaced_count, resolve_inputs, text_pieces,
 )
 
 PIECE_CHARS = pipeline.PIECE_CHARS  # a big document is cut into pieces of about this many chars
@@ -212,6 +212,21 @@ class _Holder:
 
 # --- the run ------------------------------------------------------------------------------
 
+def _bound_malloc() -> None:
+    """Keep glibc from holding freed megabyte buffers (text batches, id arrays) on its heap.
+
+    By default glibc raises its mmap threshold to the largest block freed so far, so every
+    later 1 MiB batch comes from the heap, whose holes are kept: a worker's RSS then creeps up
+    with the corpus. A fixed threshold serves them by mmap, returned to the OS on free.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(-3, 128 << 10)  # M_MMAP_THRESHOLD (fixed: no dynamic raise)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
+
+
 def encode_corpus(
     inputs: Sequence[str],
     out_dir: str | Path,
@@ -232,11 +247,16 @@ def encode_corpus(
     resume_partial: bool = False,
     layout: Sequence[str] | str = layouts.DEFAULT_LAYOUTS,
     shard_tokens: int = layouts.DEFAULT_SHARD_TOKENS,
+    backend: str = "auto",
+    notice: Callable[[str], None] | None = None,
 ) -> dict:
     """Encode ``inputs`` (paths, folders, ``-``) into OUT_DIR as one atomic set; return the summary.
 
     Each document becomes ``encode_ordinary(text)`` (+ the EOT id unless ``eot=False``). The
     summary has ``train``/``val`` ``{tokens, documents}`` plus counts and timing.
+    ``backend`` (``tokenizer.with_backend``): ``auto``, ``fast`` or ``reference``; the ids are
+    the same whichever runs, and meta.json's ``backend`` says which did. ``notice(line)`` gets
+    the one line that says why ``auto`` fell back to the reference.
     ``progress(nbytes, ntokens, total=None)`` is called with increments of input bytes read and
     tokens written; the first call carries ``total`` (input bytes, None if unknown).
     Raises DataError (bad data), InputError / ConfigError (cannot do the job); on any error
@@ -259,12 +279,18 @@ def encode_corpus(
     """
     t0 = time.perf_counter()
     check_options(split, errors, val_fraction, workers)
+    _bound_malloc()
     enc = tokenizer.load(encoding, tokenizer_file, pattern)
     dtype = pipeline.resolve_dtype(enc, dtype)
     chosen = layouts.check_layouts(layout, dtype, enc.n_vocab, shard_tokens, enc.eot)
     sources = resolve_inputs(list(inputs), fmt)
     out_dir = pipeline.check_out_dir(out_dir, sources, tokenizer_file)
     workers = workers or os.cpu_count() or 1  # OUT_DIR is created by locked(), which removes it again on failure
+    enc, backend_entry = tokenizer.with_backend(enc, backend)
+    if notice is not None and backend_entry.get("note"):
+        notice(backend_entry.pop("note"))
+    if workers > 1 and enc.backend == "fast":
+        enc.release()  # each worker builds its own engine: forked workers must not carry this one
 
     describe = enc.describe()
     opts = dict(
@@ -289,6 +315,7 @@ def encode_corpus(
                 result = _run(sources, work, enc, opts, pool, workers, progress, start, params)
                 splits = {s: pipeline.split_entry(s, result["writers"][s]) for s in formats.SPLITS}
                 meta = pipeline.build_meta(sources, describe, opts, splits, result["stats"])
+                meta.extra["backend"] = backend_entry
                 for s in formats.SPLITS:
                     w = result["writers"][s]
                     size = w.path.stat().st_size
@@ -324,7 +351,7 @@ def encode_corpus(
         if pool is not None:
             _close_pool(pool)
 
-    extra = {"resumed": result["resumed"], "encoding": enc.name, "dtype": dtype, "layouts": list(chosen), "workers": workers}
+    extra = {"resumed": result["resumed"], "encoding": enc.name, "backend": backend_entry["name"], "dtype": dtype, "layouts": list(chosen), "workers": workers}
     return pipeline.summary(out_dir, meta, result["stats"], sources, time.perf_counter() - t0, extra)
 
 
@@ -587,7 +614,10 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0, tok: tok
                     if size >= TASK_CHARS:
                         yield items, texts, where0
                         items, texts, size, where0 = [], [], 0, where
-                if doc.oversized:  # a long run without safe cuts: count runs as the decoded path does
+                # A run the decoded path counts (a piece > LONG_RUN_CHARS chars, fed READ_BYTES at a
+                # time) needs more than LONG_RUN_CHARS - READ_BYTES - 2 chars without a safe cut, so a
+                # range at least that many bytes long: only then is the file read again to count.
+                if doc.oversized and doc.longest > LONG_RUN_CHARS - READ_BYTES - 8:
                     stats["unsplittable_runs"] += _unsplittable_runs(doc.src, cut)
                 val = rule.val_of_hash(h)
             elif isinstance(doc, str) and len(doc) <= PIECE_CHARS:  # a whole small document: no chunker

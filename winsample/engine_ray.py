@@ -204,10 +204,11 @@ _ENC: dict = {}
 
 
 def _encoding(job: dict):
-    key = (job["encoding"], job["tokenizer_file"], job["pattern"])
+    key = (job["encoding"], job["tokenizer_file"], job["pattern"], job.get("backend", "reference"))
     if key not in _ENC:
         _ENC.clear()
-        _ENC[key] = tokenizer.load(*key)
+        # the driver chose the backend (its self-check passed there); fast checks itself again here
+        _ENC[key] = tokenizer.with_backend(tokenizer.load(*key[:3]), key[3])[0]
     return _ENC[key]
 
 
@@ -442,6 +443,8 @@ def encode_ray(
     dtype: str | None = None,
     errors: str = "strict",
     progress=None,
+    backend: str = "auto",
+    notice=None,
 ) -> dict:
     """Encode ``inputs`` on Ray into a sharded dataset in OUT_DIR (or, ``merge``, an ordinary one).
 
@@ -458,6 +461,9 @@ def encode_ray(
     ray = import_ray()
     enc = tokenizer.load(encoding, tokenizer_file, pattern)
     dtype = pipeline.resolve_dtype(enc, dtype)
+    backend_entry = tokenizer.with_backend(enc, backend)[1]
+    if notice is not None and backend_entry.get("note"):
+        notice(backend_entry.pop("note"))
     sources = resolve_inputs(list(inputs), fmt)
     for s in sources:
         if s.path is None:
@@ -473,7 +479,7 @@ def encode_ray(
         out_dir=str(out_dir.resolve()), encoding=encoding, pattern=pattern, dtype=dtype, split=split,
         tokenizer_file=str(Path(tokenizer_file).resolve()) if tokenizer_file else None,
         fraction=val_fraction, seed=seed, eot=eot, eot_id=enc.eot, errors=errors,
-        text_field=text_field,
+        text_field=text_field, backend=backend_entry["name"],
     )
     opts = dict(split=split, fraction=val_fraction, seed=seed, eot=eot, dtype=dtype)
 
@@ -495,6 +501,7 @@ def encode_ray(
                 ray.shutdown()
         splits, stats = _finish(out_dir, metas, opts, sources, dtype)
         meta = pipeline.build_meta(sources, describe, opts, splits, stats)
+        meta.extra["backend"] = backend_entry
         keep = {formats.shard_meta_name(m.index) for m in metas}
         for m in metas:
             for e in m.splits.values():
@@ -523,7 +530,7 @@ def encode_ray(
 
 
 def _shard_key(job: dict, pieces: list) -> str:
-    keyed = {k: v for k, v in job.items() if k != "out_dir"}
+    keyed = {k: v for k, v in job.items() if k not in ("out_dir", "backend")}  # every backend writes the same bytes
     if job["split"] == "tail":  # tail shards do not depend on the fraction or seed: reusable
         keyed.pop("fraction"), keyed.pop("seed")
     return xxhash.xxh3_128_hexdigest(repr((sorted(keyed.items()), pieces)).encode())

@@ -245,6 +245,8 @@ def check_and_cast(ids: np.ndarray, dtype: str, n_vocab: int, where: str) -> np.
     ids = np.asarray(ids)
     if ids.size:
         limit = min(n_vocab, dtype_max(dtype) + 1)
+        if ids.dtype.kind == "u" and int(ids.max()) < limit:  # one pass: the usual case (encoders give uint32)
+            return ids.astype(dtype, copy=False)
         bad = (ids < 0) | (ids >= limit)
         if bad.any():
             i = int(np.argmax(bad))

@@ -402,9 +402,10 @@ class RangeFault(Exception):
     """
 
 
-def read_text_range(i: int, path: str, start: int, end: int, size: int, mtime_ns: int) -> str:
+def read_text_range(i: int, path: str, start: int, end: int, size: int, mtime_ns: int, as_bytes: bool = False) -> str | bytes:
     """Bytes ``[start, end)`` of a file, checked (size and mtime as when planned, no NUL) and
-    decoded as strict UTF-8; ``RangeFault(i, kind)`` otherwise."""
+    decoded as strict UTF-8 (``as_bytes``: checked to be UTF-8 and returned as they are, for an
+    encoder that takes UTF-8 itself); ``RangeFault(i, kind)`` otherwise."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -425,10 +426,13 @@ def read_text_range(i: int, path: str, start: int, end: int, size: int, mtime_ns
     data = parts[0] if len(parts) == 1 else b"".join(parts)
     if b"\0" in data:
         raise RangeFault(i, "bytes", size)
+    if as_bytes and data.isascii():  # ASCII is UTF-8: nothing to decode
+        return data
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise RangeFault(i, "bytes", size) from None
+    return data if as_bytes else text
 
 
 def _changed_error(label: str, before: int, now: int) -> DataError:
@@ -485,6 +489,7 @@ class TextFile:
         self.size = st.st_size
         src.mtime_ns = st.st_mtime_ns
         self.oversized = False  # a range longer than asked: no safe cut near its target
+        self.longest = 0  # bytes in the longest range given so far
 
     def ranges(self, piece_bytes: int, hasher=None, progress=None) -> Iterator[tuple]:
         """Range specs for ``read_text_range``, in order, each ``piece_bytes`` (+ a few) long or
@@ -500,6 +505,7 @@ class TextFile:
                 self._hash(hasher, buf, pos, end)
             if progress:
                 progress(end - pos)
+            self.longest = max(self.longest, end - pos)
             yield (self.index, path, pos, end, self.size, self.stat.st_mtime_ns)
             pos = end
 

@@ -116,6 +116,21 @@ def ranks_sha256(enc: tiktoken.Encoding) -> str:
     return h.hexdigest()
 
 
+def ranks_file_bytes(enc: tiktoken.Encoding) -> bytes:
+    """``enc``'s ranks written as a .tiktoken file (what ``ranks_sha256`` hashes)."""
+    b64 = base64.b64encode
+    return b"".join(b64(t) + b" %d\n" % r for t, r in sorted(enc._mergeable_ranks.items(), key=lambda kv: kv[1]))
+
+
+def _dist_version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "?"
+
+
 def _gpt2(ranks_data: bytes, name: str = "gpt2", expected_sha256: str = GPT2_RANKS_SHA256) -> tiktoken.Encoding:
     digest = hashlib.sha256(ranks_data).hexdigest()
     if digest != expected_sha256:
@@ -228,6 +243,10 @@ class Tokenizer:
     def describe(self) -> dict:
         raise NotImplementedError
 
+    def encode_utf8(self, data: bytes) -> np.ndarray:
+        """``encode`` of text given as valid UTF-8 bytes (an engine that reads UTF-8 skips the str)."""
+        return self.encode(data.decode("utf-8"))
+
     def decode(self, ids: Sequence[int]) -> str:
         """The text of ``ids``; bytes that are not UTF-8 (an id sequence cut mid-character) show as U+FFFD."""
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
@@ -250,6 +269,27 @@ class Tokenizer:
 
     def last_safe_cut_bytes(self, window: bytes, base: int = 0) -> int | None:
         return chunking.last_safe_cut_bytes(window, base)
+
+    # --- backends (``with_backend``) ---
+
+    backend: str = "reference"  # which engine encode() runs: "reference" or "fast"
+    exact_decode: bool = True  # decode_bytes(encode(t)) == t's UTF-8 for every text t (verify's retokenize needs it)
+
+    def engine(self) -> str:
+        """The library (and version) behind ``encode``, for meta.json's ``backend`` entry."""
+        return type(self).__name__
+
+    def fast_engine(self):
+        """A ``fastengine.Engine`` that encodes like this tokenizer; ConfigError when there is none."""
+        raise ConfigError(f"the fast backend has no engine for the {self.family} family")
+
+    def special_texts(self) -> list[str]:
+        """The texts of this family's special tokens (each must encode as ordinary text)."""
+        return []
+
+    def reference(self) -> Tokenizer:
+        """The tokenizer whose ids are the truth (itself, unless a fast backend wraps it)."""
+        return self
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} n_vocab={self.n_vocab}>"
@@ -296,6 +336,23 @@ class TiktokenTokenizer(Tokenizer):
         if self._file is not None:
             entry.update(file=self._file, pattern=self._pattern)
         return entry
+
+    def engine(self) -> str:
+        return f"tiktoken {_dist_version('tiktoken')}"
+
+    def fast_engine(self):
+        from . import fastengine
+
+        pattern = {v: k for k, v in PATTERNS.items()}.get(self.encoding._pat_str)
+        name, file, _ = self._options
+        if file is None and name in ("gpt2", "r50k_base"):
+            data = bundled_gpt2_ranks()  # the bytes whose sha256 was checked when this tokenizer loaded
+        else:  # the ranks as loaded (a file re-read now could have changed meanwhile)
+            data = ranks_file_bytes(self.encoding)
+        return fastengine.tiktoken_engine(data, pattern)
+
+    def special_texts(self) -> list[str]:
+        return sorted(self.encoding._special_tokens)
 
     def __reduce__(self):
         return (load, self._options)
@@ -368,6 +425,122 @@ def resolve(encoding: str | None = None, entry: Mapping | None = None, folder: s
             f" recorded {str(entry['ranks_sha256'])[:12]}…; pass --encoding NAME"
         )
     return tok
+
+
+# --- backends: the reference library, or the fast engine once it proves it agrees -------------
+
+BACKENDS = ("auto", "fast", "reference")
+
+
+class FastTokenizer(Tokenizer):
+    """``ref`` with ``encode`` run by the fast engine; everything else (identity, decoding,
+    safe cuts, meta entry) is ``ref``'s. Text the engine cannot take (lone surrogates) is
+    encoded by ``ref``. Pickles as ``ref`` plus the engine's recipe, not its caches."""
+
+    backend = "fast"
+
+    def __init__(self, ref: Tokenizer, engine):
+        self._ref, self._engine = ref, engine
+        self.family, self.name, self.n_vocab, self.eot, self.bos = ref.family, ref.name, ref.n_vocab, ref.eot, ref.bos
+        self.exact_decode = ref.exact_decode
+
+    def encode(self, text: str) -> np.ndarray:
+        try:
+            return self._engine.encode(text)
+        except TypeError:  # a str with lone surrogates: not UTF-8, the engine cannot see it
+            return self._ref.encode(text)
+
+    def encode_utf8(self, data: bytes) -> np.ndarray:
+        return self._engine.encode(data)  # valid UTF-8 has no surrogates: no fallback needed
+
+    def engine(self) -> str:
+        from . import fastengine
+
+        return fastengine.version() or fastengine.ENGINE
+
+    def reference(self) -> Tokenizer:
+        return self._ref
+
+    def release(self) -> None:
+        """Free the engine's memory until the next ``encode`` (a parent whose workers encode)."""
+        self._engine.release()
+
+    def decode_bytes(self, ids):
+        return self._ref.decode_bytes(ids)
+
+    def decode(self, ids):
+        return self._ref.decode(ids)
+
+    def token_bytes(self, token):
+        return self._ref.token_bytes(token)
+
+    def vocab_bytes(self):
+        return self._ref.vocab_bytes()
+
+    @property
+    def sha256(self) -> str:
+        return self._ref.sha256
+
+    def describe(self) -> dict:
+        return self._ref.describe()
+
+    def special_texts(self):
+        return self._ref.special_texts()
+
+    def last_safe_cut(self, text, lo, hi):
+        return self._ref.last_safe_cut(text, lo, hi)
+
+    def iter_safe_cuts(self, text, pos=0):
+        return self._ref.iter_safe_cuts(text, pos)
+
+    def last_safe_cut_bytes(self, window, base=0):
+        return self._ref.last_safe_cut_bytes(window, base)
+
+    def __reduce__(self):  # a worker (forkserver, spawn, Ray) rebuilds the engine and checks it again
+        return (_fast_checked, (self._ref,))
+
+
+def with_backend(tok: Tokenizer, backend: str = "auto") -> tuple[Tokenizer, dict]:
+    """``tok`` set to encode with ``backend``; returns (tokenizer, meta.json's ``backend`` entry).
+
+    - ``reference``: ``tok`` itself (tiktoken, tokenizers, sentencepiece).
+    - ``fast``: the fast engine; ConfigError when it is not installed, cannot load this
+      tokenizer, or disagrees with the reference on the built-in self-check (wrong ids are
+      never written, even when asked for).
+    - ``auto``: fast when it loads *and* passes the self-check, else the reference; the entry's
+      ``note`` then says why in one line (for stderr).
+
+    The entry: ``{"name": "fast"|"reference", "engine": "<library> <version>"}`` (+ ``note``).
+    """
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    ref = tok.reference()
+    if backend == "reference":
+        return ref, {"name": "reference", "engine": ref.engine()}
+    try:
+        fast = _fast_checked(ref)
+    except ConfigError as e:
+        if backend == "fast":
+            raise
+        return ref, {"name": "reference", "engine": ref.engine(), "note": f"--backend auto: using the reference {ref.engine()}: {e}"}
+    return fast, {"name": "fast", "engine": fast.engine()}
+
+
+_CHECKED: dict[int, FastTokenizer] = {}  # id(reference) → its checked fast tokenizer (refs are cached by load)
+
+
+def _fast_checked(ref: Tokenizer) -> FastTokenizer:
+    """The fast tokenizer for ``ref`` once its engine loads and passes the self-check."""
+    if id(ref) in _CHECKED and _CHECKED[id(ref)].reference() is ref:
+        return _CHECKED[id(ref)]
+    from . import fastengine
+
+    fast = FastTokenizer(ref, ref.fast_engine())
+    problem = fastengine.self_check(ref.encode, fast._engine.encode, tuple(ref.special_texts()), utf8=True)
+    if problem is not None:
+        raise ConfigError(f"the fast engine disagrees with the reference {ref.engine()} {problem}")
+    _CHECKED[id(ref)] = fast
+    return fast
 
 
 # --- compatibility: the tiktoken-level helpers tests and benchmarks use -----------------------

@@ -5,7 +5,8 @@ The library never prints. Every problem in the data becomes a ``Check`` with sta
 file, a --plan or --meta that does not exist) raises ``InputError`` (exit 2).
 
 Check names (stable; scripts match on them): dtype_divisible, min_length, vocab_range, meta,
-plan_bounds, order, duplicates, coverage, split_leakage, alignment, materialized, decode.
+plan_bounds, order, duplicates, coverage, split_leakage, alignment, materialized, decode, retokenize
+(``retokenize.py``: a seeded sample of documents re-encoded with the reference tokenizer).
 
 Each token file is read once, in ``formats.CHUNK_BYTES`` pieces over a read-only memmap:
 that one pass computes the max id, the out-of-range count and first position, the xxh3-128
@@ -25,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import formats, layouts, tokenizer
+from . import formats, layouts, retokenize, tokenizer
 from .boundaries import sorted_unique
 from .errors import DataError, InputError, WinsampleError
 
@@ -42,6 +43,7 @@ CHECK_NAMES = (
     "alignment",
     "materialized",
     "decode",
+    "retokenize",
     "megatron_index",
     "llmc_shards",
     "llmc_documents",
@@ -415,11 +417,13 @@ def verify(
     max_shingles: int = MAX_SHINGLES,
     progress: Progress | None = None,
     writes: Sequence[str | Path] = (),
+    retokenize_sample: int = retokenize.DEFAULT_DOCS,
 ) -> Report:
     """Run every check that applies to ``path`` (a data folder or one .bin) and ``plans``.
 
     ``T``: model input length for min_length (tokens). ``encoding``: tokenizer for vocab_range
-    and decode when no meta.json says otherwise (default gpt2). Returns a Report; raises
+    and decode when no meta.json says otherwise (default gpt2). ``retokenize_sample``: documents
+    the retokenize check re-encodes with the reference (0: skip it). Returns a Report; raises
     InputError only when something named cannot be read at all.
     """
     foreign = layouts.foreign_layout(path, meta_path)
@@ -524,6 +528,8 @@ def verify(
             continue
         _require_file(t.path)
         sizes[t.path] = t.path.stat().st_size // np.dtype(dtype).itemsize
+    # retokenize reads its sample and re-encodes it (tiktoken releases the GIL) during the scans
+    retok = _start_retokenize(targets, sizes, meta, folder, dtype, enc, enc_error, retokenize_sample)
     bits = sampling_bits(sum(sizes.values()), max_shingles) if leak else None
     # the plans' own work (read, coverage union) needs no token: a helper thread does it during the scans
     plan_pool = ThreadPoolExecutor(1)
@@ -620,9 +626,49 @@ def verify(
         if got is not None and first_plan is None:
             first_plan = got
 
+    _finish_retokenize(report, retok)
     # decode
     _decode(report, first_plan, targets, scans, enc, enc_error, T, show)
     return report
+
+
+def _start_retokenize(targets, sizes, meta, folder, dtype, enc, enc_error, docs: int):
+    """A future of the retokenize outcomes (``retokenize.check``) for the whole-token files of
+    ``targets``, or a (status, detail) pair when the check cannot run at all."""
+    if enc is None:
+        return ("skip", f"the tokenizer does not load: {enc_error}")
+    units = []
+    tail = meta is not None and (meta.split or {}).get("method") == "tail"
+    eot_appended = bool(meta.eot_appended) if meta is not None and meta.eot_appended is not None else meta is not None
+    for t in targets:
+        src = t.src
+        if t.path not in sizes or src is None or src.sharded or src.layout is not None:
+            continue  # llm.c streams and shard sets are not sampled (yet)
+        if src.stray or src.n == 0:
+            continue  # dtype_divisible / min_length say why
+        try:
+            starts = src.doc_starts()
+        except (WinsampleError, OSError):
+            starts = None  # the meta check names a broken index; documents then split at EOT
+        units.append(retokenize.Unit(t.label, src.tokens, starts, eot_appended and starts is not None, enc.eot,
+                                     partial_first=tail and t.split == "val", partial_last=tail and t.split == "train",
+                                     recorded=meta is not None))
+    if not units:
+        return None
+    pool = ThreadPoolExecutor(1)
+    fut = pool.submit(retokenize.check, enc, units, docs)
+    pool.shutdown(wait=False)
+    return fut
+
+
+def _finish_retokenize(report: Report, retok) -> None:
+    if retok is None:
+        return
+    if isinstance(retok, tuple):
+        report.add("retokenize", "", *retok)
+        return
+    for o in retok.result():
+        report.add("retokenize", o.label, o.status, o.detail, documents=o.documents, bytes=o.bytes, mismatches=o.mismatches)
 
 
 # --- foreign layouts ---------------------------------------------------------------------

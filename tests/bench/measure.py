@@ -46,6 +46,48 @@ def run_child(argv: list[str], env: dict | None = None) -> Run:
     return Run(parsed.get("seconds", wall), usage.ru_maxrss * 1024, parsed)
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (Linux /proc; just ``pid`` elsewhere)."""
+    out, i = [pid], 0
+    while i < len(out):
+        p = out[i]
+        i += 1
+        try:
+            for t in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    out += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def run_tree(argv: list[str], env: dict | None = None, every: float = 0.01) -> Run:
+    """``run_child``, with ``peak_rss`` the peak of the RSS *summed* over the process and all its
+    descendants (sampled every ``every`` s from /proc; shared pages count in each process)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, sum(_rss(p) for p in _tree(proc.pid)))
+        time.sleep(every)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv} exited {proc.returncode}: {err.decode(errors='replace')[-2000:]}")
+    return Run(wall, peak, {})
+
+
 def median_run(argv: list[str], repeats: int, env: dict | None = None) -> Run:
     runs = [run_child(argv, env) for _ in range(repeats)]
     t = statistics.median(r.seconds for r in runs)
@@ -53,13 +95,15 @@ def median_run(argv: list[str], repeats: int, env: dict | None = None) -> Run:
     return Run(t, int(rss), runs[-1].out)
 
 
-def interleaved_runs(cmds: dict[str, list[str]], repeats: int, env: dict | None = None) -> dict[str, Run]:
+def interleaved_runs(cmds: dict[str, list[str]], repeats: int, env: dict | None = None, runner=None) -> dict[str, Run]:
     """``median_run`` of each command, their runs taken in turn (A B C A B C …), so a machine that
-    speeds up or slows down during the bench moves every compared figure alike."""
+    speeds up or slows down during the bench moves every compared figure alike. ``runner``:
+    ``run_child`` (default) or ``run_tree``."""
+    runner = runner or run_child
     runs: dict[str, list[Run]] = {name: [] for name in cmds}
     for _ in range(repeats):
         for name, argv in cmds.items():
-            runs[name].append(run_child(argv, env))
+            runs[name].append(runner(argv, env))
     return {name: Run(statistics.median(r.seconds for r in rs), int(statistics.median(r.peak_rss for r in rs)), rs[-1].out)
             for name, rs in runs.items()}
 

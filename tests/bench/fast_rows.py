@@ -1,0 +1,158 @@
+"""Benchmark rows for the fast backend (``encode --backend auto``), wired into run.py.
+
+Inputs, gpt2 ranks:
+
+- *real unique text*: every UTF-8 source, header and documentation file under this machine's
+  Python and ``/usr`` (``.py .pyi .c .h .hpp .md .rst .txt .html .js .pm .pl .vim``), each
+  distinct file once (deduplicated by sha256), concatenated in path order up to the size: a
+  stand-in for a code/web corpus that an engine's cache cannot memorise;
+- *English prose*: the shipped plays, repeated (the only prose that ships; repetition flatters
+  a caching engine, which is why the unique text is the main case).
+
+Every command runs in a fresh process and is timed by the wall clock, interpreter start-up and
+tokenizer loading included, on both sides. Peak RSS here is the *whole tree's*: the parent and
+its workers summed (``measure.run_tree``), shared pages counted in each. Rows have the shape of
+``row()`` in run.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+from measure import interleaved_runs, mb, run_tree
+from run import REPO, WORK, WS, row, text_file
+
+TEXT_EXTS = (".py", ".pyi", ".c", ".h", ".hpp", ".md", ".rst", ".txt", ".html", ".js", ".pm", ".pl", ".vim")
+
+BARE = """
+import sys, numpy as np
+from gigatoken.gigatoken_rs import BPETokenizer   # the fast library, used by hand
+tok = BPETokenizer.from_tiktoken(sys.argv[1], "gpt2", None)
+with open(sys.argv[2], encoding="utf-8") as f:
+    text = f.read()
+tok.encode(text).astype(np.uint16).tofile(sys.argv[3])
+"""
+
+
+def _roots() -> list[Path]:
+    roots = [Path(sys.base_prefix) / "lib", Path(sys.prefix) / "lib", Path("/usr/lib"), Path("/usr/include"), Path("/usr/share")]
+    seen, out = set(), []
+    for r in roots:
+        r = r.resolve()
+        if r.is_dir() and r not in seen:
+            seen.add(r)
+            out.append(r)
+    return out
+
+
+def unique_text(size: int) -> tuple[Path, int]:
+    """(a file of ``size`` bytes of distinct real text files, how many files went in)."""
+    path = WORK / f"unique-{size // 10**6}MB.txt"
+    count_path = path.with_suffix(".count")
+    if path.exists() and path.stat().st_size == size and count_path.exists():
+        return path, int(count_path.read_text())
+    seen: set[bytes] = set()
+    left, files = size, 0
+    with open(path, "wb") as out:
+        for root in _roots():
+            for d, dirs, names in os.walk(root):
+                dirs.sort()
+                for name in sorted(names):
+                    if left <= 0:
+                        break
+                    p = os.path.join(d, name)
+                    if not name.endswith(TEXT_EXTS) or os.path.islink(p):
+                        continue
+                    try:
+                        data = open(p, "rb").read()
+                    except OSError:
+                        continue
+                    if len(data) < 256 or b"\0" in data:
+                        continue
+                    h = hashlib.sha256(data).digest()
+                    if h in seen:
+                        continue
+                    try:
+                        data.decode("utf-8")
+                    except UnicodeDecodeError:
+                        continue
+                    seen.add(h)
+                    piece = (data + b"\n\n")[:left]
+                    piece = piece.decode("utf-8", errors="ignore").encode("utf-8")  # a whole last character
+                    out.write(piece)
+                    left -= len(piece)
+                    files += 1
+                if left <= 0:
+                    break
+            if left <= 0:
+                break
+    if left > 0:
+        raise RuntimeError(f"only {(size - left) / 1e6:.0f} MB of distinct text files on this machine, {size / 1e6:.0f} MB wanted")
+    # the last character may have been dropped: pad with newlines to the exact size
+    with open(path, "ab") as out:
+        out.write(b"\n" * (size - path.stat().st_size))
+    count_path.write_text(str(files))
+    return path, files
+
+
+def ranks_file() -> Path:
+    path = WORK / "gpt2.tiktoken"
+    if not path.exists():
+        path.write_bytes(gzip.decompress((REPO / "winsample" / "assets" / "gpt2.tiktoken.gz").read_bytes()))
+    return path
+
+
+def _checksums(folder: Path) -> dict:
+    meta = json.loads((folder / "meta.json").read_text())
+    return {s: e["checksum"] for s, e in meta["splits"].items()}
+
+
+def _rows_for(kind: str, src: Path, repeats: int) -> tuple[list[dict], object]:
+    size_mb = src.stat().st_size // 10**6
+    out = WORK / f"fast-{kind}"
+    out.mkdir(parents=True, exist_ok=True)
+    enc = lambda name, *extra: WS + ["encode", str(src), "-o", str(out / name), "--split", "tail", "-q", *extra]  # noqa: E731
+    runs = interleaved_runs({
+        "reference": enc("reference", "--workers", "2", "--backend", "reference"),
+        "auto2": enc("auto2", "--workers", "2"),
+        "auto1": enc("auto1", "--workers", "1"),
+        "bare": [sys.executable, "-c", BARE, str(ranks_file()), str(src), str(out / "bare.bin")],
+    }, repeats, runner=run_tree)
+    same = _checksums(out / "auto2") == _checksums(out / "reference") == _checksums(out / "auto1")
+    backend = json.loads((out / "auto2" / "meta.json").read_text())["backend"]
+    ref, a2, a1, bare = runs["reference"], runs["auto2"], runs["auto1"], runs["bare"]
+    tp = lambda r: f"{src.stat().st_size / r.seconds / 1e6:.0f} MB/s"  # noqa: E731
+    rows = [
+        row(f"{kind} {size_mb} MB: default encode (backend {backend['name']}, {backend['engine']}) byte-identical to"
+            " --backend reference and to --workers 1", "yes" if same else "NO", "", "", "identical", same),
+        row(f"{kind} {size_mb} MB: default encode --workers 2 vs --backend reference --workers 2 (speed)",
+            tp(a2), tp(ref), f"{ref.seconds / a2.seconds:.1f}×", "≥ 6×", ref.seconds / a2.seconds >= 6,
+            mb(a2.peak_rss), mb(ref.peak_rss)),
+        row(f"{kind} {size_mb} MB: default encode --workers 2 vs the bare fast library by hand in one process"
+            " (read, encode, tofile)", tp(a2), tp(bare), f"{bare.seconds / a2.seconds:.2f}×", "≥ 0.6×",
+            bare.seconds / a2.seconds >= 0.6, mb(a2.peak_rss), mb(bare.peak_rss)),
+        row(f"{kind} {size_mb} MB: fast backend --workers 2 vs --workers 1", tp(a2), tp(a1),
+            f"{a1.seconds / a2.seconds:.2f}×", "≥ 1.7×", a1.seconds / a2.seconds >= 1.7, mb(a2.peak_rss), mb(a1.peak_rss)),
+    ]
+    return rows, a2
+
+
+def bench_fast(small_mb: int, size_mb: int, repeats: int) -> list[dict]:
+    """The ratio rows at ``size_mb`` (large enough that the ~0.5 s of start-up, tokenizer loading
+    and self-check do not decide them), and the whole-tree RSS at ``small_mb`` against ``size_mb``."""
+    src, files = unique_text(size_mb * 10**6)
+    rows, big = _rows_for(f"unique text ({files:,} files)", src, repeats)
+    prose_rows, _ = _rows_for("English prose (the plays, repeated)", text_file(size_mb * 10**6), repeats)
+    rows += prose_rows
+    small_src, small_files = unique_text(small_mb * 10**6)
+    small = run_tree(WS + ["encode", str(small_src), "-o", str(WORK / "fast-small"), "--split", "tail", "--workers", "2", "-q"])
+    growth = big.peak_rss / small.peak_rss
+    rows.append(row(f"unique text: whole-tree peak RSS (parent + workers summed), default encode --workers 2, {size_mb} MB"
+                    f" ({files:,} files) vs {small_mb} MB ({small_files:,} files)", mb(big.peak_rss), mb(small.peak_rss),
+                    f"{growth:.2f}", "≤ 300 MB, ≤ 1.20", big.peak_rss <= 300e6 and small.peak_rss <= 300e6 and growth <= 1.2))
+    return rows

