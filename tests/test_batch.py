@@ -62,3 +62,13 @@ def test_get_batch_refuses_tokens_of_another_length(tmp_path):
     plan = winsample.read_plan(tmp_path / "p.npy")
     with pytest.raises(DataError, match="made for 100 tokens"):
         winsample.get_batch(plan, np.arange(60, dtype="<u2"), 4, 0)
+
+
+def test_get_batch_takes_the_plan_as_a_path_like_the_tokens(tmp_path):
+    """``get_batch("p.npy", "a.bin", …)``: the plan's path reads as ``read_plan`` reads it, as the
+    Loader takes it (it was an AttributeError: 'str' object has no attribute 'targets')."""
+    plan, path = _plan(tmp_path, 1000, "-T", 16)
+    a = winsample.get_batch(plan, path, 8, 3)
+    for given in (str(tmp_path / "p.npy"), tmp_path / "p.npy"):
+        b = winsample.get_batch(given, str(path), 8, 3)
+        assert (a[0] == b[0]).all() and (a[1] == b[1]).all()

@@ -54,13 +54,16 @@ def read_plan(path) -> Plan:
     return Plan(rows, side, Path(path))
 
 
-def get_batch(plan: Plan, tokens, batch_size: int, rng) -> tuple[np.ndarray, np.ndarray]:
+def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng) -> tuple[np.ndarray, np.ndarray]:
     """(x, y), int64 C-contiguous arrays of shape (batch_size, T), y = x shifted by one token.
 
     Windows are drawn uniformly, with replacement, from the plan's full windows by ``rng``
-    (a ``np.random.Generator`` or an int seed). ``tokens`` is the token array (a memmap of the
-    plan's .bin) or its path (opened by ``formats.open_split``); only the drawn windows are read.
+    (a ``np.random.Generator`` or an int seed). ``plan`` is a ``Plan`` or its path (``read_plan``);
+    ``tokens`` is the token array (a memmap of the plan's .bin) or its path (opened by
+    ``formats.open_split``); only the drawn windows are read.
     """
+    if isinstance(plan, (str, Path)):
+        plan = read_plan(plan)
     if not plan.targets:
         raise ConfigError("plan was made with --no-targets: a window has no next token for y; re-plan with targets")
     if isinstance(tokens, (str, Path)):
