@@ -33,3 +33,14 @@ def test_unknown_command_is_usage_error():
 def test_python_dash_m_runs():
     r = subprocess.run([sys.executable, "-m", "winsample", "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and __version__ in r.stdout
+
+
+def test_encode_dash_o_dash_is_a_usage_error_not_a_folder_named_dash(tmp_path, monkeypatch):
+    """``-o -`` means stdout elsewhere (``windows -o -``); encode writes a folder, so it refuses
+    (exit 2, nothing written) instead of creating a folder named '-' (it did, exit 0)."""
+    (tmp_path / "a.txt").write_text("some text\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, ["encode", "a.txt", "-o", "-", "--val-fraction", "0", "-q"])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert "-o -: encode writes a folder" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]

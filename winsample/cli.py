@@ -172,6 +172,9 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
     """
     from .encode import encode_corpus
 
+    if out_dir == "-":  # "-" is stdout for windows -o and the inputs; a data folder cannot stream
+        raise click.UsageError("-o -: encode writes a folder (train.bin, val.bin, meta.json), not stdout;"
+                               " give a folder (./- for one named '-')")
     bar = progress(quiet, unit="B", unit_scale=True, unit_divisor=1024, desc="encode")
     tokens = [0]
 
