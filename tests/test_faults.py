@@ -32,7 +32,7 @@ from .conftest import CORPUS
 
 KILLS = 20  # kill -9 moments for encode (the issue asks for >= 20)
 MATERIALIZE_KILLS = 5  # kill -9 moments for windows --materialize
-DATA_NAMES = ("train.bin", "val.bin", "train.docs.npy", "val.docs.npy", "meta.json")
+DATA_NAMES = ("train.bin", "val.bin", "train.docs.npy", "val.docs.npy", "train.prov.npy", "val.prov.npy", "meta.json")
 PARTS = 12  # input files of the kill corpus: ~10 MB, ~1 s to encode on one core
 
 
@@ -180,6 +180,7 @@ def plans(sets, tmp_path_factory):
     shutil.copy(sets["B_dir"] / "train.bin", root / "train.bin")
     shutil.copy(sets["B_dir"] / "meta.json", root / "meta.json")
     shutil.copy(sets["B_dir"] / "train.docs.npy", root / "train.docs.npy")
+    shutil.copy(sets["B_dir"] / "train.prov.npy", root / "train.prov.npy")  # meta.json lists it: part of the set
     out = {"root": root}
     (root / "p").mkdir()
     for name, T in (("old", 32), ("new", 64)):

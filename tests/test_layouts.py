@@ -219,7 +219,7 @@ def test_default_layout_is_nanogpt_only(tmp_path, corpus):
     out = tmp_path / "out"
     assert run("encode", path, "-o", out, "-q").exit_code == 0
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
-        "meta.json", "train.bin", "train.docs.npy", "val.bin", "val.docs.npy"]
+        "meta.json", "train.bin", "train.docs.npy", "train.prov.npy", "val.bin", "val.docs.npy", "val.prov.npy"]  # + provenance
     assert list(json.loads((out / "meta.json").read_text())["layouts"]) == ["nanogpt"]
 
 

@@ -64,7 +64,12 @@ def same_dataset(a: Path, b: Path) -> None:
     for s in formats.SPLITS:
         assert (a / formats.bin_name(s)).read_bytes() == (b / formats.bin_name(s)).read_bytes(), s
         assert (a / formats.doc_index_name(s)).read_bytes() == (b / formats.doc_index_name(s)).read_bytes(), s
+        for name in (formats.prov_name(s), formats.prov_ids_name(s)):  # provenance: the same bytes too
+            assert (a / name).is_file() == (b / name).is_file(), name
+            if (a / name).is_file():
+                assert (a / name).read_bytes() == (b / name).read_bytes(), name
     ma, mb = (json.loads((x / "meta.json").read_text()) for x in (a, b))
+    assert ma["provenance"] == mb["provenance"]
     assert ma["splits"] == mb["splits"]
     assert ma["inputs"] == mb["inputs"] and ma["tokenizer"] == mb["tokenizer"] and ma["split"] == mb["split"]
 
@@ -125,6 +130,36 @@ def test_jsonl_cut_at_lines_and_blank_big_file_match_local_engine(cluster, tmp_p
     same_dataset(tmp_path / "ray", tmp_path / "local")
     assert s["documents"] == loc["documents"] == 402  # 400 lines + 2 text files
     assert s["skipped_empty"] == loc["skipped_empty"] == 9  # 8 blank lines + the whitespace file
+
+
+@pytest.mark.parametrize("split", ["doc", "tail"])
+def test_provenance_of_jsonl_cut_across_shards_equals_local_engine_merged_or_not(cluster, tmp_path, split):
+    inputs = _mixed_inputs(tmp_path)
+    kw = dict(val_fraction=0.3, seed=2, split=split, id_field="id")
+    loc = tmp_path / "local"
+    local_encode(inputs, loc, **kw)
+    merged = ray_encode(inputs, tmp_path / "merged", merge=True, shard_size="16KB", **kw)
+    sharded = ray_encode(inputs, tmp_path / "sharded", shard_size="16KB", **kw)
+    assert merged["shards"] == sharded["shards"] >= 6  # a.jsonl alone is cut several times
+    same_dataset(tmp_path / "merged", loc)
+    for s in formats.SPLITS:  # unmerged: one provenance file per split all the same
+        for name in (formats.prov_name(s), formats.prov_ids_name(s)):
+            assert (tmp_path / "sharded" / name).read_bytes() == (loc / name).read_bytes(), name
+    # and the local engine's records are the JSONL's own lines (by hand), so the Ray ones are too
+    data = inputs[0].read_bytes()
+    want, pos = [], 0
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        if raw.strip() and json.loads(raw)["text"].strip():
+            want.append((pos, lineno, json.loads(raw)["id"]))
+        pos += len(raw) + 1
+    meta = json.loads((tmp_path / "sharded" / "meta.json").read_text())
+    got = set()
+    for s in formats.SPLITS:
+        p = formats.read_provenance(tmp_path / "sharded", meta, s)
+        got |= {(r["offset"], r["line"], r["id"]) for r in map(p.source, range(len(p))) if r["input"] == 0}
+    assert got == set(want)
+    res = CliRunner().invoke(main, ["verify", str(tmp_path / "sharded"), "--json", "-q", "--show", "0"])
+    assert [c["status"] for c in json.loads(res.stdout)["checks"] if c["name"] == "provenance"] == ["pass", "pass"]
 
 
 def test_windows_and_verify_read_unmerged_shards_as_one_stream(cluster, tmp_path):

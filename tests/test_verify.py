@@ -148,7 +148,7 @@ def test_golden_fixture_human_report_has_one_marked_line_per_check(golden):
     r = run(golden)
     assert r.exit_code == 0
     lines = [line for line in r.stdout.splitlines() if line and line[0] in "✓✗!·"]
-    assert len(lines) == 11  # 3 per file × 2, meta, split_leakage, retokenize × 2, decode
+    assert len(lines) == 12  # 3 per file × 2, meta, provenance (skipped: v1 has none), split_leakage, retokenize × 2, decode
     assert any(line.startswith("✓ meta") for line in lines)
     assert r.stdout.rstrip().splitlines()[-1].startswith("verify: ok")
     assert "\x1b[" not in r.stdout  # no colour when stdout is not a terminal

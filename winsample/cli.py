@@ -145,6 +145,7 @@ def main():
 @click.option("--seed", type=int, default=1337, show_default=True, help="Seed of the document hash (--split doc).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Encoder processes [default: CPU count]; 1 runs in-process.")
 @click.option("--text-field", default="text", show_default=True, help="JSONL field / Parquet column holding the text.")
+@click.option("--id-field", default=None, metavar="FIELD", help="JSONL field / Parquet column with each record's id (string or integer), kept in the provenance files.")
 @click.option("--format", "fmt", type=click.Choice(["auto", "text", "jsonl"]), default="auto", show_default=True, help="Input format; auto: by file extension (stdin: text).")
 @click.option("--no-eot", is_flag=True, help="Do not append <|endoftext|> after each document.")
 @click.option("--dtype", type=click.Choice(["uint16", "uint32"]), default=None, help="Token dtype [default: uint16, uint32 if the vocabulary needs it].")
@@ -163,12 +164,16 @@ def main():
                    " when it loads and passes a built-in self-check against the reference. Same ids either way.")
 @quiet_option
 @json_option
-def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, fmt, no_eot, dtype, errors, engine, address, shard_size, merge, resume, layout, shard_tokens, backend, quiet, as_json):
+def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, id_field, fmt, no_eot, dtype, errors, engine, address, shard_size, merge, resume, layout, shard_tokens, backend, quiet, as_json):
     """Encode text files, folders or - (stdin) into OUT_DIR/train.bin, val.bin and meta.json.
 
     \b
       winsample encode corpus/ -o data/
       winsample encode docs.jsonl --text-field body --split tail -o data/ --json
+      winsample encode sft.jsonl --id-field id -o data/    # windows trace back to record ids
+
+    Each document's source (input, byte offset, line, --id-field value) is kept in
+    OUT_DIR/*.prov.npy: `inspect PLAN --at K` and `windows --format jsonl` show it.
     """
     from .encode import encode_corpus
 
@@ -190,7 +195,7 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
 
     kwargs = dict(
         encoding=encoding, tokenizer_file=tokenizer_file, pattern=pattern, val_fraction=val_fraction, split=split,
-        seed=seed, workers=workers, text_field=text_field, fmt=fmt, eot=not no_eot, dtype=dtype, errors=errors,
+        seed=seed, workers=workers, text_field=text_field, id_field=id_field, fmt=fmt, eot=not no_eot, dtype=dtype, errors=errors,
         progress=on_progress, backend=backend, notice=lambda line: say(quiet, f"note: {line}"),
     )
     if engine == "ray":
@@ -348,6 +353,10 @@ def _verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
             head = f"── {w.file} [{w.start}, {w.start + w.length}) {w.length} tokens"
             if w.overlap:
                 head += f", first {w.overlap} shared with the previous window {OVERLAP_OPEN}…{OVERLAP_CLOSE}"
+            if w.source is not None:
+                from .provenance import source_text
+
+                head += f" · from {source_text(w.source)}"
             lines.append(paint(head, bold=True))
             rest = w.text[len(w.overlap_text):] if w.text.startswith(w.overlap_text) else w.text
             if w.overlap:

@@ -42,7 +42,7 @@ from .pipeline import (
     write_error, write_index,
 )
 from .sources import (
-    READ_BYTES, RangeFault, TextFile, iter_documents, range_error, read_text_range, replaced_count, resolve_inputs, text_pieces,
+    READ_BYTES, Origin, RangeFault, TextFile, iter_documents, range_error, read_text_range, replaced_count, resolve_inputs, text_pieces,
 )
 
 PIECE_CHARS = pipeline.PIECE_CHARS  # a big document is cut into pieces of about this many chars
@@ -249,11 +249,13 @@ def encode_corpus(
     shard_tokens: int = layouts.DEFAULT_SHARD_TOKENS,
     backend: str = "auto",
     notice: Callable[[str], None] | None = None,
+    id_field: str | None = None,
 ) -> dict:
     """Encode ``inputs`` (paths, folders, ``-``) into OUT_DIR as one atomic set; return the summary.
 
-    Each document becomes ``encode_ordinary(text)`` (+ the EOT id unless ``eot=False``). The
-    summary has ``train``/``val`` ``{tokens, documents}`` plus counts and timing.
+    Each document becomes ``encode_ordinary(text)`` (+ the EOT id unless ``eot=False``), and
+    its origin a provenance record (``formats``: input, byte offset, line, and the JSONL field /
+    Parquet column ``id_field`` when given: a string or integer, else DataError). The summary has ``train``/``val`` ``{tokens, documents}`` plus counts and timing.
     ``backend`` (``tokenizer.with_backend``): ``auto``, ``fast`` or ``reference``; the ids are
     the same whichever runs, and meta.json's ``backend`` says which did. ``notice(line)`` gets
     the one line that says why ``auto`` fell back to the reference.
@@ -295,7 +297,7 @@ def encode_corpus(
     describe = enc.describe()
     opts = dict(
         split=split, fraction=val_fraction, seed=seed, eot=eot, dtype=dtype, errors=errors,
-        text_field=text_field, eot_id=enc.eot,
+        text_field=text_field, eot_id=enc.eot, id_field=id_field,
     )
     if resume_partial and not resume.resumable(sources):
         raise ConfigError("--resume cannot continue reading stdin (-): encode a file instead")
@@ -314,7 +316,7 @@ def encode_corpus(
                 start = _open_partial(work, params, sources, resume_partial)
                 result = _run(sources, work, enc, opts, pool, workers, progress, start, params)
                 splits = {s: pipeline.split_entry(s, result["writers"][s]) for s in formats.SPLITS}
-                meta = pipeline.build_meta(sources, describe, opts, splits, result["stats"])
+                meta = pipeline.build_meta(sources, describe, opts, splits, result["stats"], provenance=result["provenance"])
                 meta.extra["backend"] = backend_entry
                 for s in formats.SPLITS:
                     w = result["writers"][s]
@@ -322,6 +324,12 @@ def encode_corpus(
                     if size != w.tokens * w.item:
                         raise DataError(f"{w.path}: wrote {size} bytes, expected {w.tokens} tokens × {w.item}")
                 names, remove = _write_layouts(work, out_dir, meta, chosen, opts, shard_tokens)
+                for s in formats.SPLITS:  # provenance describes documents, whatever the layouts
+                    names.append(formats.prov_name(s))
+                    if id_field is not None:
+                        names.append(formats.prov_ids_name(s))
+                    elif (out_dir / formats.prov_ids_name(s)).is_file():
+                        remove.append(formats.prov_ids_name(s))  # an earlier run's ids: not this set's
                 for name in names:
                     (stage / name).parent.mkdir(parents=True, exist_ok=True)
                     os.replace(work / name, stage / name)
@@ -509,7 +517,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
                     holder.add(piece, m)
             elif item[0] == "source":  # ("source", i, stats): input i is complete
                 checkpoint(item[1] + 1, item[2])
-            else:  # ("end", dest): the document is complete
+            else:  # ("end", dest, origin): the document is complete
                 dest = item[1]
                 if dest == "skip":
                     holder.flush_to(None)
@@ -519,6 +527,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
                         w = writers[dest]
                         w.start_doc()
                         holder.flush_to(w)
+                    w.add_origin(item[2])
                     if eot_ids is not None:
                         w.write(eot_ids, opts["eot_id"])
                 cur["writer"] = None
@@ -568,14 +577,18 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
 
     frac = opts["fraction"]
     if tail:
-        out = _finish_tail(stage, writers["all"], frac, dtype)
+        out, prov = _finish_tail(stage, writers["all"], frac, dtype, opts["id_field"])
         stats["tail_cut"] = out["train"].tokens
     else:
         out = writers
+        prov = {}
         for s in formats.SPLITS:
             write_index(stage, out[s].starts_path, stage / formats.doc_index_name(s), out[s].documents)
+            w = out[s].prov
+            with named(stage / formats.prov_name(s)):
+                prov[s] = formats.write_provenance(stage, s, [formats.prov_segment(w.rec_path, w.ids_path)], opts["id_field"])
     pipeline.check_outcome(sources, stats, out["train"].tokens, out["val"].tokens, frac, tail)
-    return {"writers": out, "stats": stats, "resumed": resumed}
+    return {"writers": out, "stats": stats, "resumed": resumed, "provenance": prov}
 
 
 def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0, tok: tokenizer.Tokenizer | None = None):
@@ -596,7 +609,7 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0, tok: tok
     where0 = None
     replaced_base, replaced_before = stats["replaced_characters"], replaced_count()
     try:
-        for where, doc in _documents(sources, first, opts, read_cb, tok):
+        for where, doc, origin in _documents(sources, first, opts, read_cb, tok):
             if where is None:  # input number `doc` is read to its end
                 stats["replaced_characters"] = replaced_base + replaced_count() - replaced_before
                 items.append(("source", doc, dict(stats)))
@@ -653,7 +666,7 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0, tok: tok
                 val = rule.val_of_hash(h)
             dest = rule.dest(has_text, val)
             stats["documents_skipped_empty"] += dest == "skip"
-            items.append(("end", dest))
+            items.append(("end", dest, origin))
             if size >= TASK_CHARS:
                 yield items, texts, where0
                 items, texts, size, where0 = [], [], 0, None
@@ -671,20 +684,22 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0, tok: tok
 
 
 def _documents(sources, first: int, opts: dict, read_cb, tok: tokenizer.Tokenizer | None = None):
-    """``iter_documents`` over ``sources[first:]``, with ``(None, i)`` after input i's last document;
-    a plain-text file that can be read as byte ranges comes as a ``TextFile`` instead."""
+    """(where, document, origin) of ``iter_documents`` over ``sources[first:]``, with
+    ``(None, i, None)`` after input i's last document; a plain-text file that can be read as
+    byte ranges comes as a ``TextFile`` instead (one document: offset 0, line 1)."""
     for i in range(first, len(sources)):
         tf = TextFile.open(sources[i], i, opts["errors"], RANGE_MIN_BYTES, tok.last_safe_cut_bytes if tok is not None else None)
         if tf is None:
-            yield from iter_documents([sources[i]], text_field=opts["text_field"], errors=opts["errors"], progress=read_cb)
+            yield from iter_documents([sources[i]], text_field=opts["text_field"], errors=opts["errors"], progress=read_cb,
+                                      id_field=opts["id_field"], origins=True, index=i)
         else:
             try:
-                yield sources[i].label, tf
+                yield sources[i].label, tf, Origin(i, 0, 1, None)
             except BaseException:
                 tf.abort()
                 raise
             tf.close()
-        yield None, i
+        yield None, i, None
 
 
 def _unsplittable_runs(src, cut=None) -> int:
@@ -704,7 +719,7 @@ class _Done:
         self.checksum, self.max_token, self.dtype = checksum, max_token, dtype
 
 
-def _finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str) -> dict:
+def _finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str, id_field: str | None = None) -> tuple[dict, dict]:
     """Cut the one stream at N - floor(N × fraction): train.bin keeps the head, val.bin gets the tail."""
     n = w.tokens
     cut = n - math.floor(n * fraction)
@@ -746,10 +761,18 @@ def _finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str) -> di
         chunks = _prepend(np.zeros(1, "<i8"), chunks)
     with named(stage / formats.doc_index_name("val")):
         formats.write_doc_index_stream(stage / formats.doc_index_name("val"), vcount, chunks)
+    # Provenance: train's are the first k records; val's the rest, after a copy of the record of
+    # the document the cut fell inside (its tail piece is val's first document).
+    rec, ids = w.prov.rec_path, w.prov.ids_path
+    val_segs = ([formats.prov_segment(rec, ids, k - 1, k)] if mid_doc else []) + [formats.prov_segment(rec, ids, k)]
+    prov = {}
+    for s, segs in (("train", [formats.prov_segment(rec, ids, 0, k)]), ("val", val_segs)):
+        with named(stage / formats.prov_name(s)):
+            prov[s] = formats.write_provenance(stage, s, segs, id_field)
     return {
         "train": _Done(train_path, item, cut, k, formats.format_checksum(th), tmax, dtype),
         "val": _Done(val_path, item, n - cut, vcount, formats.format_checksum(vh), vmax, dtype),
-    }
+    }, prov
 
 
 def _prepend(first, rest):

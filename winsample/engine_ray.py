@@ -277,24 +277,31 @@ class _RangeReader:
         self.f.close()
 
 
-def _documents(p: dict, start: int, end: int, job: dict):
-    """(where, document) for the documents of piece ``[start, end)`` of input ``p``.
+def _documents(p: dict, start: int, end: int, job: dict, lines: dict | None = None):
+    """(where, document, origin) for the documents of piece ``[start, end)`` of input ``p``.
 
     A document is a str (JSONL line, Parquet row) or an iterator of text pieces (a text file,
-    or the part of it in this piece).
+    or the part of it in this piece). In a JSONL piece that starts past byte 0, an origin's
+    line counts from the piece's first line (the driver adds the lines before it); its line
+    count goes to ``lines["lines"]``.
     """
     from . import sources
 
     _check_unchanged(p)
+    id_field = job.get("id_field")
     if start == 0 and end == p["size"]:
-        yield from sources.iter_documents([_source(p)], text_field=job["text_field"], errors=job["errors"])
+        yield from sources.iter_documents([_source(p)], text_field=job["text_field"], errors=job["errors"],
+                                          id_field=id_field, origins=True, index=p["index"])
         return
     reader = _RangeReader(p, start, end)
     try:
         if p["kind"] == "jsonl":
-            yield from sources._jsonl_docs(reader, job["errors"], job["text_field"])
+            for where, text, offset, line, doc_id in sources._jsonl_docs(reader, job["errors"], job["text_field"], id_field, start):
+                yield where, text, sources.Origin(p["index"], offset, line, doc_id)
+            if lines is not None:
+                lines["lines"] = reader.lines
         else:
-            yield reader.src.label, sources._text_chunks(reader, job["errors"])
+            yield reader.src.label, sources._text_chunks(reader, job["errors"]), sources.Origin(p["index"], 0, 1, None)
     finally:
         reader.close()
 
@@ -307,7 +314,13 @@ def _outputs_intact(out: Path, meta: formats.ShardMeta) -> bool:
                 return False
             if formats.checksum_file(path) != e.checksum or len(formats.read_doc_index(idx)) != e.documents:
                 return False
-        except (OSError, WinsampleError):
+            x = e.extra
+            rec, ids = out / x["prov"], out / x["prov_ids"]
+            if rec.stat().st_size != e.documents * formats.PROV_DTYPE.itemsize or ids.stat().st_size != x["prov_id_bytes"]:
+                return False
+            if formats.checksum_file(rec) != x["prov_checksum"] or formats.checksum_file(ids) != x["prov_ids_checksum"]:
+                return False
+        except (OSError, WinsampleError, KeyError, TypeError):
             return False
     return bool(meta.splits)
 
@@ -318,7 +331,7 @@ def shard_task(job: dict, shard: dict, *decisions) -> formats.ShardMeta:
     Documents go where ``pipeline.DocRule`` sends them, their ids from ``pipeline.encode_texts``
     into ``pipeline.SplitWriter``s: the local runner's steps, one shard at a time.
     """
-    from .sources import replaced_count
+    from .sources import Origin, replaced_count
 
     out = Path(job["out_dir"])
     idx = shard["index"]
@@ -339,6 +352,7 @@ def shard_task(job: dict, shard: dict, *decisions) -> formats.ShardMeta:
     continues = dict.fromkeys(writers, False)
     stats = pipeline.new_stats()
     replaced0 = replaced_count()
+    piece_lines: dict[int, dict] = {}  # piece number -> {"lines": n} for a JSONL piece read as a range
 
     def write_text(w, texts, where) -> None:
         chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS, enc.last_safe_cut)
@@ -356,7 +370,7 @@ def shard_task(job: dict, shard: dict, *decisions) -> formats.ShardMeta:
             w.write(rule.eot_ids, rule.eot_id)
 
     try:
-        for p, start, end, dec in shard["pieces"]:
+        for k, (p, start, end, dec) in enumerate(shard["pieces"]):
             first, last = start == 0, end == p["size"]
             if p["kind"] == "text" and not (first and last):  # a piece of a document cut across shards
                 val, has_text = decisions[dec]
@@ -369,16 +383,18 @@ def shard_task(job: dict, shard: dict, *decisions) -> formats.ShardMeta:
                 w = writers[dest]
                 if first:
                     w.start_doc()
+                    w.add_origin(Origin(p["index"], 0, 1, None))  # a text file is one document from byte 0
                 elif w.tokens == 0 and w.documents == 0:
                     continues[w.name] = True
-                for where, doc in _documents(p, start, end, job):
+                for where, doc, _origin in _documents(p, start, end, job):
                     write_text(w, doc, where)
                 if last:
                     end_doc(w)
                 continue
             if p["kind"] == "text":  # a whole text file: decide first (one extra read), then encode
                 val, has_text = decide_text(p, job)
-            for where, doc in _documents(p, start, end, job):
+            counted = piece_lines[k] = {}
+            for where, doc, origin in _documents(p, start, end, job, counted):
                 stats["documents"] += 1
                 if isinstance(doc, str):
                     has_text, val = rule.has_text(doc), rule.val_of_text(doc)
@@ -393,6 +409,7 @@ def shard_task(job: dict, shard: dict, *decisions) -> formats.ShardMeta:
                     continue
                 w = writers[dest]
                 w.start_doc()
+                w.add_origin(origin)
                 write_text(w, texts, where)
                 end_doc(w)
     finally:
@@ -408,12 +425,22 @@ def shard_task(job: dict, shard: dict, *decisions) -> formats.ShardMeta:
         docs = work / formats.doc_index_name(n)
         write_index(work, w.starts_path, docs, w.documents)
         e = pipeline.split_entry(n, w, file=formats.shard_bin_name(n, idx), doc_index=formats.shard_doc_index_name(n, idx))
+        # provenance records of the documents starting here (raw; the driver joins them)
+        prov = {"prov": formats.shard_prov_name(n, idx), "prov_ids": formats.shard_prov_ids_name(n, idx),
+                "prov_id_bytes": w.prov.id_bytes, "prov_checksum": formats.format_checksum(w.prov.rec_hasher),
+                "prov_ids_checksum": formats.format_checksum(w.prov.ids_hasher)}
         entries[n] = formats.ShardEntry(e.file, e.doc_index, e.tokens, e.bytes, e.documents, e.max_token, e.checksum,
-                                        continues[n])
+                                        continues[n], extra=prov)
         os.replace(w.path, out / e.file)
         os.replace(docs, out / e.doc_index)
-    meta = formats.ShardMeta(index=idx, key=shard["key"],
-                             inputs=[{"path": p["label"], "start": s, "end": e} for p, s, e, _ in shard["pieces"]],
+        os.replace(w.prov.rec_path, out / prov["prov"])
+        os.replace(w.prov.ids_path, out / prov["prov_ids"])
+    inputs = []
+    for k, (p, s, e, _) in enumerate(shard["pieces"]):
+        inputs.append({"path": p["label"], "start": s, "end": e})
+        if "lines" in piece_lines.get(k, {}):
+            inputs[-1]["lines"] = piece_lines[k]["lines"]
+    meta = formats.ShardMeta(index=idx, key=shard["key"], inputs=inputs,
                              input_bytes=sum(e - s for _, s, e, _ in shard["pieces"]), splits=entries, stats=stats)
     formats.write_shard_meta(meta_path, meta)
     shutil.rmtree(work, ignore_errors=True)
@@ -445,6 +472,7 @@ def encode_ray(
     progress=None,
     backend: str = "auto",
     notice=None,
+    id_field: str | None = None,
 ) -> dict:
     """Encode ``inputs`` on Ray into a sharded dataset in OUT_DIR (or, ``merge``, an ordinary one).
 
@@ -479,7 +507,7 @@ def encode_ray(
         out_dir=str(out_dir.resolve()), encoding=encoding, pattern=pattern, dtype=dtype, split=split,
         tokenizer_file=str(Path(tokenizer_file).resolve()) if tokenizer_file else None,
         fraction=val_fraction, seed=seed, eot=eot, eot_id=enc.eot, errors=errors,
-        text_field=text_field, backend=backend_entry["name"],
+        text_field=text_field, id_field=id_field, backend=backend_entry["name"],
     )
     opts = dict(split=split, fraction=val_fraction, seed=seed, eot=eot, dtype=dtype)
 
@@ -500,14 +528,15 @@ def encode_ray(
             if started:
                 ray.shutdown()
         splits, stats = _finish(out_dir, metas, opts, sources, dtype)
+        prov_segs = _prov_segments(out_dir, plan, metas, splits, sources, tail=split == "tail")
         meta = pipeline.build_meta(sources, describe, opts, splits, stats)
         meta.extra["backend"] = backend_entry
         keep = {formats.shard_meta_name(m.index) for m in metas}
         for m in metas:
             for e in m.splits.values():
-                keep |= {e.file, e.doc_index}
+                keep |= {e.file, e.doc_index, e.extra["prov"], e.extra["prov_ids"]}  # raw records: a rerun reuses the shard
         if merge:
-            _merge(out_dir, meta)
+            _merge(out_dir, meta, prov_segs, id_field)
             shutil.rmtree(out_dir / formats.SHARDS_DIR, ignore_errors=True)
         else:
             for s in splits.values():
@@ -517,6 +546,12 @@ def encode_ray(
                 "layout": formats.SHARD_LAYOUT, "version": 1, "count": len(metas), "shard_bytes": shard_bytes,
                 "shards": [{"index": m.index, "meta": formats.shard_meta_name(m.index), "inputs": m.inputs} for m in metas],
             }
+            # provenance is one file per split, as --merge and the local engine write it
+            meta.extra["provenance"] = formats.prov_meta(id_field, {
+                s: formats.write_provenance(out_dir, s, prov_segs[s], id_field) for s in formats.SPLITS})
+            if id_field is None:
+                for s in formats.SPLITS:
+                    (out_dir / formats.prov_ids_name(s)).unlink(missing_ok=True)
             formats.write_meta(out_dir / formats.META_JSON, meta)
             # the meta now describes the shards: files of an earlier merged or local set go
             for s in formats.SPLITS:
@@ -543,7 +578,7 @@ def _run_tasks(ray, job: dict, sources, plan, progress) -> list[dict]:
     for s in sources:
         st = os.stat(s.path)
         info.append({"label": s.label, "path": str(s.path.resolve()), "kind": s.kind, "gz": s.gz,
-                     "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+                     "size": st.st_size, "mtime_ns": st.st_mtime_ns, "index": len(info)})
     cut_files = {i for shard in plan for i, a, b in shard if sources[i].kind == "text" and not (a == 0 and b == info[i]["size"])}
     decision_refs = {i: decide.remote(info[i], job) for i in sorted(cut_files)}
     refs = {}
@@ -555,7 +590,8 @@ def _run_tasks(ray, job: dict, sources, plan, progress) -> list[dict]:
                 dec = len(args)
                 args.append(decision_refs[i])
             pieces.append((info[i], a, b, dec))
-        key = _shard_key(job, [(info[i]["path"], info[i]["size"], info[i]["mtime_ns"], a, b) for i, a, b in shard])
+        # the input's index is in the key: provenance records name inputs by index
+        key = _shard_key(job, [(info[i]["path"], info[i]["size"], info[i]["mtime_ns"], a, b, i) for i, a, b in shard])
         refs[task.remote(job, {"index": k, "pieces": pieces, "key": key}, *args)] = k
     if progress:
         progress(0, 0, sum(p["size"] for p in info))
@@ -647,11 +683,57 @@ def _cut_shard(out_dir: Path, idx: int, a: formats.ShardEntry, c: int, dtype: st
     return out[0], out[1]
 
 
-def _merge(out_dir: Path, meta: formats.Meta) -> None:
+def _prov_segments(out_dir: Path, plan, metas: list[dict], splits: dict, sources, tail: bool) -> dict:
+    """Each split's provenance as ``formats.prov_segment`` pieces of the shards' raw records.
+
+    A shard that starts inside a JSONL file counted lines from its first byte: the lines of the
+    earlier pieces of that file are added. With ``--split tail`` the one stream is cut where the
+    tokens were: train gets the first ``documents`` records, val the rest after a copy of the
+    record of the document the cut fell inside (as the local engine does).
+    """
+    seen: dict[int, int] = {}
+    names = ["all"] if tail else list(formats.SPLITS)
+    segs = {n: [] for n in names}
+    for shard, m in zip(plan, metas):
+        fix = None
+        for (i, a, _b), rec in zip(shard, m.inputs):
+            if a > 0 and sources[i].kind == "jsonl":
+                fix = (i, seen.get(i, 0))
+            seen[i] = seen.get(i, 0) + rec.get("lines", 0)
+        for n in names:
+            e = m.splits[n].extra
+            segs[n].append(formats.prov_segment(out_dir / e["prov"], out_dir / e["prov_ids"], line_fix=fix))
+    if not tail:
+        return segs
+    total = sum(s["hi"] - s["lo"] for s in segs["all"])
+    k = splits["train"].documents
+    mid = k + splits["val"].documents == total + 1
+    return {"train": _slice_segments(segs["all"], 0, k),
+            "val": _slice_segments(segs["all"], k - 1 if mid else k, total)}
+
+
+def _slice_segments(segs: list[dict], lo: int, hi: int) -> list[dict]:
+    """Records ``[lo, hi)`` of the concatenation of ``segs``, as segments."""
+    out, off = [], 0
+    for s in segs:
+        n = s["hi"] - s["lo"]
+        a, b = max(lo, off), min(hi, off + n)
+        if a < b:
+            out.append(formats.prov_segment(s["rec"], s["ids"], s["lo"] + a - off, s["lo"] + b - off, s["line_fix"]))
+        off += n
+    return out
+
+
+def _merge(out_dir: Path, meta: formats.Meta, prov_segs: dict, id_field: str | None) -> None:
     """Concatenate each split's shards into OUT_DIR/{split}.bin + doc index; commit with meta.json, as a set."""
     stage = formats.staging_dir(out_dir)
     try:
         names = []
+        prov = {}
+        for s in formats.SPLITS:
+            prov[s] = formats.write_provenance(stage, s, prov_segs[s], id_field)
+            names += [formats.prov_name(s)] + ([formats.prov_ids_name(s)] if id_field is not None else [])
+        meta.extra["provenance"] = formats.prov_meta(id_field, prov)
         for s in formats.SPLITS:
             entry = meta.splits[s]
             h = formats.new_hasher()

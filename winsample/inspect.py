@@ -6,7 +6,9 @@
   end exclusive), each decoded on its own so token boundaries show;
 - a data folder: the meta.json summary of every split;
 - a window plan (``*.npy`` with its ``.npy.json`` sidecar): parameters, counts and the rows
-  ``[at, at+count)`` in file order.
+  ``[at, at+count)`` in file order; when its data has provenance, each row also names the
+  document it starts in (``doc``), its token offset there (``doc_offset``) and that document's
+  ``source`` (input path, line, byte offset, id), shown as ``path:line id=…``.
 
 ``render_text`` turns that dict into the lines people read. Neither prints; nothing re-hashes
 a file (checksums are shown as recorded in meta.json / the sidecar).
@@ -19,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import formats, layouts, tokenizer
-from .errors import ConfigError, InputError
+from . import formats, layouts, provenance, tokenizer
+from .errors import ConfigError, InputError, WinsampleError
 
 DEFAULT_COUNT = 32  # tokens (or plan rows) shown: about one line of prose
 BOUNDARY = "│"  # drawn between two tokens' decoded pieces
@@ -159,6 +161,9 @@ def _meta_summary(meta: formats.Meta) -> dict:
     out = {k: v for k, v in out.items() if v is not None}
     out["inputs"] = len(meta.inputs or [])
     out["layouts"] = list(layouts.written(meta.to_json()))
+    prov = formats.prov_entries(meta)
+    if prov is not None:  # records per split and the id field (none before provenance existed)
+        out["provenance"] = {"id_field": prov[0], **{k: v.get("documents") for k, v in prov[1].items()}}
     return out
 
 
@@ -290,6 +295,18 @@ def inspect_plan(path: Path, at: int, count: int) -> dict:
     if recorded is not None and recorded != n:
         warnings.append(f"{path}: holds {n} windows but its sidecar records {recorded}; run `winsample verify`")
     shown = rows[at : at + count]
+    windows = [
+        {"row": at + k, "start": int(r["start"]), "length": int(r["length"]), "doc": int(r["doc"]), "fresh": int(r["fresh"])}
+        for k, r in enumerate(shown)
+    ]
+    try:
+        tracer = provenance.plan_tracer(path, side)
+    except WinsampleError as e:  # the data changed or its provenance is broken: show the plan anyway
+        tracer = None
+        warnings.append(f"no sources shown: {e}")
+    if tracer is not None:
+        for w in windows:  # "doc" becomes the document the window starts in, as windows --format jsonl says
+            w.update(tracer.window(w["start"]))
     return {
         "kind": "plan",
         "path": str(path),
@@ -303,10 +320,7 @@ def inspect_plan(path: Path, at: int, count: int) -> dict:
         "counts": counts,
         "exposure": exposure,
         "at": at,
-        "windows": [
-            {"row": at + k, "start": int(r["start"]), "length": int(r["length"]), "doc": int(r["doc"]), "fresh": int(r["fresh"])}
-            for k, r in enumerate(shown)
-        ],
+        "windows": windows,
         "warnings": warnings,
     }
 
@@ -356,7 +370,7 @@ def _kv_lines(d: dict, style, indent: int = 0) -> list[str]:
 
 
 def _meta_lines(report: dict, style) -> list[str]:
-    keys = ("meta", "winsample_version", "version", "dtype", "tokenizer", "eot_appended", "split", "inputs", "layouts")
+    keys = ("meta", "winsample_version", "version", "dtype", "tokenizer", "eot_appended", "split", "inputs", "layouts", "provenance")
     return _kv_lines({k: report[k] for k in keys if k in report}, style)
 
 
@@ -410,8 +424,12 @@ def _plan_lines(r: dict, style) -> list[str]:
                             for k, f in r["exposure"].items()}, style, indent=2)
     end = r["at"] + len(r["windows"])
     lines.append(style(f"windows [{r['at']}, {end}) of {r['counts']['windows']}", "head"))
-    header = f"{'row':>10} {'start':>14} {'length':>8} {'doc':>10} {'fresh':>8}"
+    traced = any("source" in w for w in r["windows"])
+    header = f"{'row':>10} {'start':>14} {'length':>8} {'doc':>10} {'fresh':>8}" + ("  source" if traced else "")
     lines.append(style(header, "key"))
     for w in r["windows"]:
-        lines.append(f"{w['row']:>10} {w['start']:>14} {w['length']:>8} {w['doc']:>10} {w['fresh']:>8}")
+        line = f"{w['row']:>10} {w['start']:>14} {w['length']:>8} {w['doc']:>10} {w['fresh']:>8}"
+        if "source" in w:
+            line += "  " + provenance.source_text(w["source"])
+        lines.append(line)
     return lines

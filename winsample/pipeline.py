@@ -150,6 +150,7 @@ class SplitWriter:
         self._starts_f = open(self.starts_path, "ab")
         self._starts = array("q")
         self.starts_hasher = formats.new_hasher()  # for --resume checkpoints
+        self.prov = formats.ProvenanceWriter(stage, name)  # where each document came from
         # --split tail: (byte position, hasher copy, max so far) every SNAPSHOT_BYTES, so the
         # train checksum at the cut needs at most SNAPSHOT_BYTES read back.
         self.tail_fraction = tail_fraction
@@ -160,6 +161,10 @@ class SplitWriter:
         self.documents += 1
         if len(self._starts) >= 1 << 16:
             self._flush_starts()
+
+    def add_origin(self, origin) -> None:
+        """Record where the document last started came from (a ``sources.Origin``)."""
+        self.prov.add(origin.input, origin.offset, origin.line, b"" if origin.id is None else formats.encode_id(origin.id))
 
     def _flush_starts(self) -> None:
         data = self._starts.tobytes()
@@ -218,6 +223,8 @@ class SplitWriter:
                 self.f.close()
             with named(self.starts_path):
                 self._starts_f.close()
+            with named(self.prov.rec_path):
+                self.prov.close()
 
     # --- checkpoints (--resume) ---
 
@@ -229,12 +236,15 @@ class SplitWriter:
             with named(path):
                 f.flush()
                 os.fsync(f.fileno())
+        with named(self.prov.rec_path):
+            prov = self.prov.checkpoint()
         return {
             "bytes": self.tokens_flushed * self.item,
             "checksum": formats.format_checksum(self.hasher),
             "documents": self.documents,
             "starts_checksum": formats.format_checksum(self.starts_hasher),
             "max_token": self.max_token,
+            "prov": prov,
         }
 
     def reopen(self, state: dict) -> None:
@@ -253,6 +263,12 @@ class SplitWriter:
             raise resume.Stale(f"{self.path}: bytes differ from the checkpoint")
         if formats.format_checksum(self.starts_hasher) != state["starts_checksum"]:
             raise resume.Stale(f"{self.starts_path}: bytes differ from the checkpoint")
+        try:
+            prov_ok = state["prov"]["records"] == docs and self.prov.reopen(state["prov"])
+        except OSError as e:
+            raise resume.Stale(f"{self.prov.rec_path}: {e.strerror or e}") from None
+        if not prov_ok:
+            raise resume.Stale(f"{self.prov.rec_path}: provenance records differ from the checkpoint")
         self.tokens_flushed = n // self.item
         self.documents = docs
         self.max_token = state["max_token"]
@@ -542,13 +558,15 @@ def split_entry(name: str, w, *, file: str | None = None, doc_index: str | None 
 
 
 def build_meta(sources, tokenizer_entry: dict, opts: dict, splits: dict[str, formats.SplitEntry], stats: dict,
-               sharded: dict | None = None) -> formats.Meta:
-    """meta.json of a run over ``sources`` with ``opts`` (split, fraction, seed, eot, dtype)."""
+               sharded: dict | None = None, provenance: dict | None = None) -> formats.Meta:
+    """meta.json of a run over ``sources`` with ``opts`` (split, fraction, seed, eot, dtype);
+    ``provenance``: each split's provenance entry (``formats.write_provenance``)."""
     return formats.Meta(
         dtype=opts["dtype"], tokenizer=tokenizer_entry, splits=splits, version=formats.FORMAT_VERSION,
         winsample_version=__version__, eot_appended=opts["eot"],
         split={"method": opts["split"], "fraction": opts["fraction"], "seed": opts["seed"]},
         inputs=[s.meta() for s in sources], stats=stats, sharded=sharded,
+        extra={} if provenance is None else {"provenance": formats.prov_meta(opts.get("id_field"), provenance)},
     )
 
 

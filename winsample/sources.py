@@ -7,6 +7,11 @@
   sorted path order; names starting with ``.`` (``.git``, editor files) are skipped;
 - ``-`` is stdin: one text document, or JSONL with ``fmt="jsonl"``.
 
+Each document can come with its ``Origin``: the input's index, the byte offset where the
+document starts in it (a JSONL record's line; 0 for a text file; in the decompressed stream of
+a ``.gz``), its 1-based line (a text file: 1; Parquet: the 1-based row) and the value of
+``id_field`` (a string or integer field / column; missing or any other type is bad input).
+
 Text is read in ``READ_BYTES`` pieces through an incremental UTF-8 decoder, so a document never
 has to fit in memory and an invalid byte is reported with its offset and line. A JSONL line is
 one document and is held in memory whole.
@@ -24,6 +29,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .chunking import last_safe_cut_bytes
 from .errors import ConfigError, DataError, InputError
@@ -49,6 +55,16 @@ def replaced_count() -> int:
     return _REPLACED[0]
 
 
+class Origin(NamedTuple):
+    """Where a document starts: ``input`` (index into the inputs), ``offset`` (bytes, in the
+    decompressed stream for .gz), ``line`` (1-based) and ``id`` (str, int or None)."""
+
+    input: int
+    offset: int
+    line: int
+    id: str | int | None = None
+
+
 @dataclass
 class Source:
     """One input to read. ``label`` is the path as the user wrote it (or as found in their folder)."""
@@ -60,10 +76,15 @@ class Source:
     size: int | None  # bytes on disk; None for stdin until read
     mtime_ns: int | None = None  # modification time when found (then when opened); None for stdin
 
+    decompressed: int | None = None  # .gz: bytes of the decompressed stream, once read whole
+
     def meta(self) -> dict:
         # A name that is not UTF-8 (surrogate-escaped by Python) shows its bytes as \xNN.
         label = self.label.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-        return {"path": label, "bytes": self.size or 0}
+        out = {"path": label, "bytes": self.size or 0}
+        if self.gz and self.decompressed is not None:  # the bound of a provenance offset in it
+            out["decompressed_bytes"] = self.decompressed
+        return out
 
 
 def _kind_of(name: str, fmt: str) -> tuple[str, bool]:
@@ -213,6 +234,8 @@ class _Reader:
                 f" ({self.stat.st_size} bytes before, {now.st_size} after); encode a stable copy"
             )
         self.src.size = self.stat.st_size
+        if self.src.gz:
+            self.src.decompressed = self.offset
 
     def abort(self) -> None:
         if self.raw is not None and self.src.path is not None:
@@ -260,8 +283,23 @@ def _text_chunks(reader: _Reader, errors: str) -> Iterator[str]:
             return
 
 
-def _jsonl_docs(reader: _Reader, errors: str, field: str) -> Iterator[tuple[str, str]]:
-    """(where, text) for each line of a JSONL source; blank lines are skipped."""
+def _scalar_id(where: str, obj: dict, id_field: str):
+    """``obj[id_field]`` if it is a string or integer, else DataError naming ``where``."""
+    if id_field not in obj:
+        keys = ", ".join(list(obj)[:5])
+        raise DataError(f"{where}: no field {id_field!r} for --id-field (fields: {keys or 'none'})")
+    value = obj[id_field]
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        kind = "null" if value is None else type(value).__name__
+        raise DataError(f"{where}: --id-field {id_field!r} is {kind}, not a string or integer")
+    return value
+
+
+def _jsonl_docs(reader, errors: str, field: str, id_field: str | None = None,
+                base: int = 0) -> Iterator[tuple[str, str, int, int, str | int | None]]:
+    """(where, text, offset, line, id) for each line of a JSONL source; blank lines are skipped
+    (but counted: ``line`` is the record's line in the file). ``offset`` is the line's first
+    byte, plus ``base``. When the source is read to its end, ``reader.lines`` is its line count."""
     label = reader.src.label
     dec_errors = _decode_errors(errors)
     carry = b""
@@ -306,12 +344,15 @@ def _jsonl_docs(reader: _Reader, errors: str, field: str) -> Iterator[tuple[str,
             if not isinstance(text, str):
                 kind = "null" if text is None else type(text).__name__
                 raise DataError(f"{where}: field {field!r} is {kind}, not a string")
-            yield where, text
+            doc_id = _scalar_id(where, obj, id_field) if id_field is not None else None
+            yield where, text, base + start, lineno, doc_id
         if not data:
+            reader.lines = lineno
             return
 
 
-def _parquet_docs(src: Source, field: str, progress) -> Iterator[tuple[str, str]]:
+def _parquet_docs(src: Source, field: str, progress, id_field: str | None = None) -> Iterator[tuple[str, str, int, object]]:
+    """(where, text, 1-based row, id) for each row of a Parquet source."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -329,30 +370,46 @@ def _parquet_docs(src: Source, field: str, progress) -> Iterator[tuple[str, str]
     typ = pf.schema_arrow.field(field).type
     if not (pa.types.is_string(typ) or pa.types.is_large_string(typ)):
         raise DataError(f"{src.label}: column {field!r} has type {typ}, not string")
+    columns = [field]
+    if id_field is not None:
+        if id_field not in names:
+            raise DataError(f"{src.label}: no column {id_field!r} for --id-field (columns: {', '.join(names[:8])})")
+        ityp = pf.schema_arrow.field(id_field).type
+        if not (pa.types.is_string(ityp) or pa.types.is_large_string(ityp) or pa.types.is_integer(ityp)):
+            raise DataError(f"{src.label}: --id-field column {id_field!r} has type {ityp}, not a string or integer")
+        if id_field != field:
+            columns.append(id_field)
     row = 0
-    batches = pf.iter_batches(columns=[field], batch_size=1024)
+    batches = pf.iter_batches(columns=columns, batch_size=1024)
     while True:
         batch = None
         try:  # a corrupt page, or a string column holding bytes that are not UTF-8
             batch = next(batches, None)
             texts = None if batch is None else batch.column(0).to_pylist()
+            ids = None if batch is None or id_field is None else batch.column(len(columns) - 1).to_pylist()
         except (OSError, pa.ArrowException, UnicodeDecodeError, ValueError) as e:
             where = f"row {row} or after"
             if isinstance(e, UnicodeDecodeError) and batch is not None:
-                col = batch.column(0)
-                for i in range(len(col)):
-                    try:
-                        col[i].as_py()
-                    except UnicodeDecodeError:
-                        where = f"row {row + i}: column {field!r} is not UTF-8"
-                        break
+                for c in range(len(columns)):
+                    col = batch.column(c)
+                    for i in range(len(col)):
+                        try:
+                            col[i].as_py()
+                        except UnicodeDecodeError:
+                            where = f"row {row + i}: column {columns[c]!r} is not UTF-8"
+                            break
+                    else:
+                        continue
+                    break
             raise DataError(f"{src.label}: {where}: unreadable Parquet data: {e}") from None
         if texts is None:
             break
-        for text in texts:
+        for text, doc_id in zip(texts, ids if ids is not None else [None] * len(texts)):
             if text is None:
                 raise DataError(f"{src.label}: row {row}: {field!r} is null")
-            yield f"{src.label}:row {row}", text
+            if id_field is not None and doc_id is None:
+                raise DataError(f"{src.label}: row {row}: --id-field {id_field!r} is null, not a string or integer")
+            yield f"{src.label}:row {row}", text, row + 1, doc_id
             row += 1
     if progress:
         progress(src.size or 0)
@@ -364,24 +421,30 @@ def iter_documents(
     text_field: str = "text",
     errors: str = "strict",
     progress: Callable[[int], None] | None = None,
-) -> Iterator[tuple[str, str | Iterator[str]]]:
+    id_field: str | None = None,
+    origins: bool = False,
+    index: int = 0,
+) -> Iterator[tuple]:
     """(where, document) for each document in input order: the whole text (JSONL, Parquet) or
     an iterator of its text pieces (a text file), which the caller must consume before asking
-    for the next document.
+    for the next document. With ``origins``: (where, document, Origin), the input index
+    counted from ``index`` for ``sources[0]``; ``id_field`` is read (and checked) per record.
     ``progress(nbytes)`` is called with bytes read from disk (compressed bytes for .gz).
     """
-    for src in sources:
+    for k, src in enumerate(sources):
+        i = index + k
         if src.kind == "parquet":
-            for where, text in _parquet_docs(src, text_field, progress):
-                yield where, text
+            for where, text, row, doc_id in _parquet_docs(src, text_field, progress, id_field):
+                yield (where, text, Origin(i, 0, row, doc_id)) if origins else (where, text)
             continue
         reader = _Reader(src, progress)
         try:
             if src.kind == "jsonl":
-                for where, text in _jsonl_docs(reader, errors, text_field):
-                    yield where, text
+                for where, text, offset, line, doc_id in _jsonl_docs(reader, errors, text_field, id_field):
+                    yield (where, text, Origin(i, offset, line, doc_id)) if origins else (where, text)
             else:
-                yield src.label, _text_chunks(reader, errors)
+                doc = _text_chunks(reader, errors)
+                yield (src.label, doc, Origin(i, 0, 1, None)) if origins else (src.label, doc)
         except BaseException:
             reader.abort()
             raise

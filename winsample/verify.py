@@ -5,7 +5,7 @@ The library never prints. Every problem in the data becomes a ``Check`` with sta
 file, a --plan or --meta that does not exist) raises ``InputError`` (exit 2).
 
 Check names (stable; scripts match on them): dtype_divisible, min_length, vocab_range, meta,
-plan_bounds, order, duplicates, coverage, split_leakage, alignment, materialized, decode, retokenize
+provenance, plan_bounds, order, duplicates, coverage, split_leakage, alignment, materialized, decode, retokenize
 (``retokenize.py``: a seeded sample of documents re-encoded with the reference tokenizer).
 
 Each token file is read once, in ``formats.CHUNK_BYTES`` pieces over a read-only memmap:
@@ -35,6 +35,7 @@ CHECK_NAMES = (
     "min_length",
     "vocab_range",
     "meta",
+    "provenance",
     "plan_bounds",
     "order",
     "duplicates",
@@ -88,9 +89,13 @@ class Window:
     text: str
     overlap: int = 0
     overlap_text: str = ""
+    source: dict | None = None  # where the document the window starts in came from (provenance)
 
     def to_dict(self) -> dict:
-        return {"file": self.file, "start": self.start, "length": self.length, "text": self.text, "overlap": self.overlap}
+        out = {"file": self.file, "start": self.start, "length": self.length, "text": self.text, "overlap": self.overlap}
+        if self.source is not None:
+            out["source"] = self.source
+        return out
 
 
 @dataclass
@@ -614,6 +619,10 @@ def verify(
     else:
         report.add("meta", path.name, "skip", f"no meta.json beside {path.name}: read as {dtype}, n_vocab {n_vocab} ({enc.name})")
 
+    # provenance: where each document came from (datasets written before it have none)
+    if meta is not None and meta_error is None:
+        _check_provenance(report, meta, meta_file, targets)
+
     # split leakage
     if leak:
         by_split = {t.split: scans[t.path] for t in targets}
@@ -1004,6 +1013,26 @@ def _check_meta(report, meta, meta_file, targets, scans, enc, enc_error, ranks_s
         what = (f"tokens, bytes, documents, checksums and tokenizer {meta.tokenizer_name!r} agree with the files" if targets
                 else f"tokenizer {meta.tokenizer_name!r} agrees; no .bin in this layout: the splits are checked through their llm.c shards")
         report.add("meta", label, "pass", what)
+
+
+def _check_provenance(report: Report, meta: formats.Meta, meta_file: Path, targets) -> None:
+    """One ``provenance`` line per split: its records against the document index and inputs."""
+    from .provenance import split_problems
+
+    if not isinstance(meta.extra.get("provenance"), dict):
+        report.add("provenance", meta_file.name, "skip", "no provenance recorded (a dataset written before winsample kept it)")
+        return
+    for t in targets:
+        if t.entry is None:
+            continue
+        label = formats.prov_name(t.split)
+        docs = t.entry.documents
+        problems = split_problems(meta_file.parent, meta, t.split, docs)
+        if problems:
+            report.add("provenance", label, "fail", f"{len(problems)} problem(s): " + "; ".join(problems), problems=problems)
+        else:
+            report.add("provenance", label, "pass", f"{docs} record(s), one per document of {t.label}: inputs, offsets, lines and ids sound",
+                       records=docs)
 
 
 def _doc_index_problems(p: Path, e: formats.SplitEntry, s: FileScan, where: str) -> list[str]:
@@ -1544,6 +1573,7 @@ def _decode(report, plan: _Plan | None, targets, scans, enc, enc_error, T, show)
     n = len(tokens)
     problems = 0
     prev_s = prev_e = None
+    tracer = _tracer_of(scan, targets)
     for s, L in zip(starts.tolist(), lengths.tolist()):
         s0, e0 = max(s, 0), min(s + L, n)
         ids = tokens[s0:e0].tolist() if e0 > s0 else []
@@ -1555,13 +1585,28 @@ def _decode(report, plan: _Plan | None, targets, scans, enc, enc_error, T, show)
             otext = _text(enc, ids[:ov])
         except Exception as e:  # ids outside the vocabulary: tiktoken raises
             text, otext, problems = f"<cannot decode: {type(e).__name__}>", "", problems + 1
-        report.windows.append(Window(scan.label, s, L, text, ov, otext))
+        source = tracer.document(int(tracer.doc_at(s0))) if tracer is not None and s0 < n else None
+        report.windows.append(Window(scan.label, s, L, text, ov, otext, source))
         prev_s, prev_e = s0, e0
     shown = len(report.windows)
     if problems:
         report.add("decode", label, "warn", f"{problems} of {shown} window(s) hold ids the tokenizer cannot decode")
     else:
         report.add("decode", label, "pass", f"{shown} window(s) decoded with {enc.name}", shown=shown)
+
+
+def _tracer_of(scan, targets):
+    """The provenance tracer of the file ``scan`` read, or None (none recorded, or unsound:
+    the ``provenance`` check reports that)."""
+    from .provenance import open_tracer
+
+    for t in targets:
+        if t.label == scan.label and t.entry is not None:
+            try:
+                return open_tracer(t.path)
+            except WinsampleError:
+                return None
+    return None
 
 
 def _text(enc, ids: list[int]) -> str:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from . import boundaries as bnd
-from . import formats, layouts
+from . import formats, layouts, provenance
 from .errors import ConfigError, DataError, InputError
 
 PLAN_DTYPE = formats.PLAN_DTYPE
@@ -722,7 +722,7 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
         if semantic:
             params["tail"] = "align"  # the last window of each document ends at its end
         results.append({"T": T, "rows": rows, "params": params, "stats": stats, "doc_starts": ds, "doc_ends": de})
-    return [dict(r, src=src, tokens=tokens, enc=enc) for r in results]
+    return [dict(r, src=src, tokens=tokens, enc=enc, meta_path=meta_path) for r in results]
 
 
 def source_entry(src: formats.OpenSplit, progress=None) -> formats.PlanSource:
@@ -873,18 +873,31 @@ def _write_text(out: str, rows: np.ndarray, o: Options, plan: dict, stream) -> N
         enc = None
         if o.decode:
             enc = plan["enc"] or load_tokenizer(plan["src"], "--decode")
-        for i, row in enumerate(rows):
-            obj: dict[str, Any] = {"start": int(row["start"]), "length": int(row["length"]),
-                                   "doc": int(row["doc"]), "fresh": int(row["fresh"])}
-            if enc is not None:
-                s = obj["start"]
-                ids = np.asarray(plan["tokens"][s : s + obj["length"]])
-                if len(ids) and int(ids.max()) >= enc.n_vocab:  # tiktoken raises KeyError on them
-                    j = int(np.argmax(ids >= enc.n_vocab))
-                    raise DataError(f"{plan['src'].path}: token {s + j}: id {int(ids[j])} is not in the tokenizer"
-                                    f" ({enc.name}, n_vocab {enc.n_vocab}); cannot --decode window {i}")
-                obj["text"] = enc.decode(ids.tolist())
-            yield json.dumps(obj, ensure_ascii=False) + "\n"
+        # With provenance, "doc" is the document the window starts in (a window planned across
+        # documents included) and "source" where that document came from.
+        tracer = provenance.tracer_for(plan["src"], plan.get("meta_path"))
+        for lo in range(0, len(rows), 65536):
+            batch = rows[lo : lo + 65536]
+            docs = tracer.doc_at(batch["start"]).tolist() if tracer is not None and len(batch) else None
+            for k, row in enumerate(batch):
+                i = lo + k
+                start = int(row["start"])
+                obj: dict[str, Any] = {"start": start, "length": int(row["length"]), "doc": int(row["doc"])}
+                if docs is not None:
+                    obj["doc"] = docs[k]
+                    obj["doc_offset"] = start - int(tracer.starts[docs[k]])  # tokens into the document
+                obj["fresh"] = int(row["fresh"])
+                if docs is not None:
+                    obj["source"] = tracer.document(docs[k])
+                if enc is not None:
+                    s = obj["start"]
+                    ids = np.asarray(plan["tokens"][s : s + obj["length"]])
+                    if len(ids) and int(ids.max()) >= enc.n_vocab:  # tiktoken raises KeyError on them
+                        j = int(np.argmax(ids >= enc.n_vocab))
+                        raise DataError(f"{plan['src'].path}: token {s + j}: id {int(ids[j])} is not in the tokenizer"
+                                        f" ({enc.name}, n_vocab {enc.n_vocab}); cannot --decode window {i}")
+                    obj["text"] = enc.decode(ids.tolist())
+                yield json.dumps(obj, ensure_ascii=False) + "\n"
 
     if out == "-":
         for chunk in lines():
