@@ -684,3 +684,15 @@ def test_a_one_token_window_in_a_targets_plan_fails_alignment(tmp_path):
     code, doc = run_json(p, "--plan", plan, "--min-coverage", 0)
     a = one(doc, "alignment")
     assert code == 1 and a["status"] == "fail" and "row 2 at start 39, length 1" in a["detail"]
+
+
+def test_a_long_window_is_shown_by_its_first_512_tokens_not_the_whole_file(tmp_path, ref_gpt2):
+    # 3000 tokens, -T 2000, no plan: verify shows windows of T tokens; the report decodes 512 of them.
+    ids = np.array([ref_gpt2.encode_ordinary(" word")[0]] * 3000, dtype="<u2")
+    (tmp_path / "t.bin").write_bytes(ids.tobytes())
+    r = CliRunner().invoke(main, ["verify", str(tmp_path / "t.bin"), "-T", "2000", "--show", "1", "--json"])
+    doc = json.loads(r.stdout)
+    (w,) = doc["windows"]
+    assert (w["length"], w["shown_tokens"], w["text"]) == (2000, 512, " word" * 512)
+    human = CliRunner().invoke(main, ["verify", str(tmp_path / "t.bin"), "-T", "2000", "--show", "1"])
+    assert " word" * 513 not in human.stdout and "1,488 more tokens not shown" in human.stdout

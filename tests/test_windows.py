@@ -354,6 +354,7 @@ def test_semantic_plan_invariants_and_edges(lengths, span, sdiv, offset, short, 
     ["-T", "8", "--random-offset"],
     ["-T", "8", "--stride", "20"],
     ["-T", "8", "--pack"],
+    ["-T", "8", "--epoch", "3"],  # --epoch without --random-offset or --shuffle would change nothing
     ["-T", "abc"],
 ])
 def test_bad_options_exit_2_and_write_nothing(tmp_path, args):

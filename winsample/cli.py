@@ -363,6 +363,8 @@ def _verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
                 lines.append(paint(OVERLAP_OPEN + w.overlap_text + OVERLAP_CLOSE, dim=True) + rest)
             else:
                 lines.append(w.text)
+            if w.shown is not None:
+                lines.append(paint(f"… ({w.length - w.shown:,} more tokens not shown)", dim=True))
     n = {s: sum(c.status == s for c in report.checks) for s in _MARK}
     counts = f"{n['pass']} passed, {n['fail']} failed, {n['warn']} warnings, {n['skip']} skipped"
     if report.ok(strict):

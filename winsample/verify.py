@@ -90,9 +90,11 @@ class Window:
     overlap: int = 0
     overlap_text: str = ""
     source: dict | None = None  # where the document the window starts in came from (provenance)
+    shown: int | None = None  # tokens decoded into ``text``: the first SHOW_TOKENS of a longer window
 
     def to_dict(self) -> dict:
-        out = {"file": self.file, "start": self.start, "length": self.length, "text": self.text, "overlap": self.overlap}
+        out = {"file": self.file, "start": self.start, "length": self.length, "text": self.text, "overlap": self.overlap,
+               "shown_tokens": self.length if self.shown is None else self.shown}
         if self.source is not None:
             out["source"] = self.source
         return out
@@ -1548,6 +1550,9 @@ def _check_alignment(report, plan: _Plan, T: int | None, span: int | None, targe
 # --- decode ------------------------------------------------------------------------------
 
 
+SHOW_TOKENS = 512  # tokens of each shown window that are decoded for the report
+
+
 def _decode(report, plan: _Plan | None, targets, scans, enc, enc_error, T, show) -> None:
     if show <= 0:
         report.add("decode", "", "skip", "--show 0")
@@ -1575,19 +1580,21 @@ def _decode(report, plan: _Plan | None, targets, scans, enc, enc_error, T, show)
     prev_s = prev_e = None
     tracer = _tracer_of(scan, targets)
     for s, L in zip(starts.tolist(), lengths.tolist()):
-        s0, e0 = max(s, 0), min(s + L, n)
+        # A person reads the first SHOW_TOKENS of each window: a long-context T must not print the file.
+        s0, end = max(s, 0), min(s + L, n)
+        e0 = min(end, s0 + SHOW_TOKENS)
         ids = tokens[s0:e0].tolist() if e0 > s0 else []
         ov = 0
         if prev_e is not None and prev_s <= s0 < prev_e:
-            ov = min(prev_e, e0) - s0
+            ov = min(prev_e, end) - s0
         try:
             text = _text(enc, ids)
             otext = _text(enc, ids[:ov])
         except Exception as e:  # ids outside the vocabulary: tiktoken raises
             text, otext, problems = f"<cannot decode: {type(e).__name__}>", "", problems + 1
         source = tracer.document(int(tracer.doc_at(s0))) if tracer is not None and s0 < n else None
-        report.windows.append(Window(scan.label, s, L, text, ov, otext, source))
-        prev_s, prev_e = s0, e0
+        report.windows.append(Window(scan.label, s, L, text, ov, otext, source, e0 - s0 if e0 < end else None))
+        prev_s, prev_e = s0, end
     shown = len(report.windows)
     if problems:
         report.add("decode", label, "warn", f"{problems} of {shown} window(s) hold ids the tokenizer cannot decode")

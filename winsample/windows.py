@@ -604,6 +604,9 @@ def check_options(o: Options) -> None:
         raise ConfigError("--offset and --random-offset both set: give one")
     if o.offset is not None and o.offset < 0:
         raise ConfigError(f"--offset must be >= 0, got {o.offset}")
+    if o.epoch is not None and not (o.random_offset or o.shuffle):
+        # Without them every epoch's plan is the same: a silently ignored --epoch hides a typo.
+        raise ConfigError("--epoch changes nothing without --random-offset or --shuffle: add one, or drop --epoch")
     if (o.random_offset or o.shuffle) and o.seed is None:
         raise ConfigError("--random-offset and --shuffle need --seed N (randomness only from an explicit seed)")
     if o.tail is not None and o.tail not in TAILS:
