@@ -135,7 +135,7 @@ def test_unknown_encoding_name():
 def test_tokenizer_interface_of_gpt2_matches_tiktoken(ref_gpt2):
     tok = tokenizer.load("gpt2")
     assert isinstance(tok, tokenizer.Tokenizer)
-    assert (tok.name, tok.family, tok.n_vocab, tok.eot, tok.bos) == ("gpt2", "tiktoken", 50257, 50256, None)
+    assert (tok.name, tok.family, tok.n_vocab, tok.eot, tok.bos) == ("gpt2", "tiktoken", 50257, 50256, 50256)  # --bos: <|endoftext|>
     for text in TEXTS:
         ids = tok.encode(text)
         assert ids.tolist() == ref_gpt2.encode_ordinary(text)

@@ -138,8 +138,8 @@ def main():
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(), help="Folder for train.bin, val.bin, meta.json (created if missing).")
 @click.option("--encoding", default="gpt2", show_default=True, help="tiktoken encoding name (gpt2 works offline).")
-@click.option("--tokenizer-file", type=click.Path(), help="A .tiktoken ranks file (optionally .gz) instead of --encoding.")
-@click.option("--pattern", type=click.Choice(["gpt2", "cl100k", "o200k"]), default="gpt2", show_default=True, help="Pre-tokenizer regex for --tokenizer-file.")
+@click.option("--tokenizer-file", type=click.Path(), help="Instead of --encoding: a Hugging Face tokenizer.json (or its folder, with tokenizer_config.json), a SentencePiece model, or a .tiktoken ranks file (optionally .gz); told apart by content.")
+@click.option("--pattern", type=click.Choice(["gpt2", "cl100k", "o200k"]), default="gpt2", show_default=True, help="Pre-tokenizer regex for a .tiktoken --tokenizer-file.")
 @click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True, help="Share of documents (or tokens, --split tail) for val.bin.")
 @click.option("--split", type=click.Choice(["doc", "tail"]), default="doc", show_default=True, help="doc: by a seeded hash of each document's text; tail: the last tokens.")
 @click.option("--seed", type=int, default=1337, show_default=True, help="Seed of the document hash (--split doc).")
@@ -147,7 +147,8 @@ def main():
 @click.option("--text-field", default="text", show_default=True, help="JSONL field / Parquet column holding the text.")
 @click.option("--id-field", default=None, metavar="FIELD", help="JSONL field / Parquet column with each record's id (string or integer), kept in the provenance files.")
 @click.option("--format", "fmt", type=click.Choice(["auto", "text", "jsonl"]), default="auto", show_default=True, help="Input format; auto: by file extension (stdin: text).")
-@click.option("--no-eot", is_flag=True, help="Do not append <|endoftext|> after each document.")
+@click.option("--no-eot", is_flag=True, help="Do not append the end-of-document id (<|endoftext|>, the tokenizer's EOS) after each document.")
+@click.option("--bos", is_flag=True, help="Put the beginning-of-document id (the tokenizer's BOS; <|endoftext|> for tiktoken) before each document.")
 @click.option("--dtype", type=click.Choice(["uint16", "uint32"]), default=None, help="Token dtype [default: uint16, uint32 if the vocabulary needs it].")
 @click.option("--errors", type=click.Choice(["strict", "replace"]), default="strict", show_default=True, help="Invalid UTF-8: fail, or replace with U+FFFD and count.")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="local: worker processes here; ray: tasks on a Ray cluster (pip install 'winsample[ray]').")
@@ -164,12 +165,13 @@ def main():
                    " when it loads and passes a built-in self-check against the reference. Same ids either way.")
 @quiet_option
 @json_option
-def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, id_field, fmt, no_eot, dtype, errors, engine, address, shard_size, merge, resume, layout, shard_tokens, backend, quiet, as_json):
+def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, id_field, fmt, no_eot, bos, dtype, errors, engine, address, shard_size, merge, resume, layout, shard_tokens, backend, quiet, as_json):
     """Encode text files, folders or - (stdin) into OUT_DIR/train.bin, val.bin and meta.json.
 
     \b
       winsample encode corpus/ -o data/
       winsample encode docs.jsonl --text-field body --split tail -o data/ --json
+      winsample encode corpus/ -o data/ --tokenizer-file llama3/ --bos
       winsample encode sft.jsonl --id-field id -o data/    # windows trace back to record ids
 
     Each document's source (input, byte offset, line, --id-field value) is kept in
@@ -196,7 +198,7 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
     kwargs = dict(
         encoding=encoding, tokenizer_file=tokenizer_file, pattern=pattern, val_fraction=val_fraction, split=split,
         seed=seed, workers=workers, text_field=text_field, id_field=id_field, fmt=fmt, eot=not no_eot, dtype=dtype, errors=errors,
-        progress=on_progress, backend=backend, notice=lambda line: say(quiet, f"note: {line}"),
+        progress=on_progress, backend=backend, notice=lambda line: say(quiet, f"note: {line}"), bos=bos,
     )
     if engine == "ray":
         from .engine_ray import DEFAULT_SHARD_BYTES, encode_ray
@@ -229,6 +231,9 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
         extra += f", resumed after {resumed['inputs']} input(s) ({resumed['tokens']:,} tokens reused)"
     if summary["unsplittable_runs"]:
         extra += f", {summary['unsplittable_runs']} long run(s) without a safe cut encoded whole"
+    if summary.get("whole_documents"):
+        extra += (f", {plural(summary['whole_documents'], 'long document')} encoded whole"
+                  " (the tokenizer has no safe-cut rule: one worker each)")
     say(
         quiet,
         f"encoded {plural(summary['documents'], 'document')}{extra}:"

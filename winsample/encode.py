@@ -250,6 +250,7 @@ def encode_corpus(
     backend: str = "auto",
     notice: Callable[[str], None] | None = None,
     id_field: str | None = None,
+    bos: bool = False,
 ) -> dict:
     """Encode ``inputs`` (paths, folders, ``-``) into OUT_DIR as one atomic set; return the summary.
 
@@ -285,6 +286,9 @@ def encode_corpus(
     enc = tokenizer.load(encoding, tokenizer_file, pattern)
     dtype = pipeline.resolve_dtype(enc, dtype)
     chosen = layouts.check_layouts(layout, dtype, enc.n_vocab, shard_tokens, enc.eot)
+    pipeline.check_edges(enc, eot, bos)
+    if layouts.LLMC in chosen and bos:  # llm.c shards mark every document start with the EOT themselves
+        raise ConfigError("--layout llmc starts each document with the end-of-document id itself: drop --bos")
     sources = resolve_inputs(list(inputs), fmt)
     out_dir = pipeline.check_out_dir(out_dir, sources, tokenizer_file)
     workers = workers or os.cpu_count() or 1  # OUT_DIR is created by locked(), which removes it again on failure
@@ -299,6 +303,8 @@ def encode_corpus(
         split=split, fraction=val_fraction, seed=seed, eot=eot, dtype=dtype, errors=errors,
         text_field=text_field, eot_id=enc.eot, id_field=id_field,
     )
+    if bos:  # only when asked: a checkpoint made before --bos existed stays comparable
+        opts.update(bos=True, bos_id=enc.bos)
     if resume_partial and not resume.resumable(sources):
         raise ConfigError("--resume cannot continue reading stdin (-): encode a file instead")
     # Everything that changes the output bytes: a checkpoint made with other values is not reused.
@@ -483,7 +489,8 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
     read_cb = (lambda n: progress(n, 0)) if progress else None
 
     holder = _Holder(stage, dtype)
-    eot_ids = DocRule.of(opts).eot_ids
+    rule = DocRule.of(opts)
+    eot_ids, bos_ids = rule.eot_ids, rule.bos_ids
     checkpoints = params is not None and resume.resumable(sources)
     last_checkpoint = [time.monotonic()]
 
@@ -496,7 +503,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
         last_checkpoint[0] = time.monotonic()
 
     # Consumer state: the document whose ids are arriving.
-    cur = {"writer": None}
+    cur = {"writer": None, "fresh": True}  # fresh: no piece of the document seen yet
 
     def consume(items: list, ids: np.ndarray, lengths: np.ndarray, maxes: np.ndarray) -> None:
         offsets = np.concatenate(([0], np.cumsum(lengths))).tolist()
@@ -507,6 +514,11 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
                 piece = ids[offsets[k] : offsets[k + 1]]
                 m = maxes[k]
                 k += 1
+                if cur["fresh"]:
+                    cur["fresh"] = False
+                    if bos_ids is not None:  # the document's first piece: BOS before it
+                        piece = np.concatenate((bos_ids, piece))
+                        m = max(m, rule.bos_id)
                 if item is not None and cur["writer"] is None:
                     cur["writer"] = writers[item]
                     cur["writer"].start_doc()
@@ -531,6 +543,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
                     if eot_ids is not None:
                         w.write(eot_ids, opts["eot_id"])
                 cur["writer"] = None
+                cur["fresh"] = True
         if progress:
             progress(0, int(lengths.sum()))
 
@@ -603,6 +616,9 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0, tok: tok
     cut = tok.last_safe_cut if tok is not None else None
     rule = DocRule.of(opts)
     early = rule.early
+    # A tokenizer with no safe-cut rule (SentencePiece, an unproven tokenizer.json): every
+    # document goes to one worker whole, and those longer than one piece are counted.
+    whole = tok is not None and not tok.can_cut
     items: list = []
     texts: list[str] = []
     size = 0
@@ -620,7 +636,9 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0, tok: tok
             if isinstance(doc, TextFile):  # a plain-text file: byte ranges, read and decoded by workers
                 h = rule.hasher()
                 has_text = True  # TextFile.open saw text in the file's first bytes
-                for spec in doc.ranges(PIECE_BYTES, h, read_cb):
+                if whole and doc.size > PIECE_BYTES:
+                    stats["whole_documents"] += 1
+                for spec in doc.ranges(max(doc.size, 1) if whole else PIECE_BYTES, h, read_cb):
                     items.append(early)
                     texts.append(spec)
                     size += spec[3] - spec[2]
@@ -633,7 +651,9 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0, tok: tok
                 if doc.oversized and doc.longest > LONG_RUN_CHARS - READ_BYTES - 8:
                     stats["unsplittable_runs"] += _unsplittable_runs(doc.src, cut)
                 val = rule.val_of_hash(h)
-            elif isinstance(doc, str) and len(doc) <= PIECE_CHARS:  # a whole small document: no chunker
+            elif isinstance(doc, str) and (len(doc) <= PIECE_CHARS or whole):  # small, or uncuttable: no chunker
+                if len(doc) > PIECE_CHARS:
+                    stats["whole_documents"] += 1
                 has_text = rule.has_text(doc)
                 if has_text:
                     items.append(early)
@@ -645,8 +665,23 @@ def _batches(sources, opts: dict, stats: dict, read_cb, first: int = 0, tok: tok
                 has_text = False
                 chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS, cut)
                 if isinstance(doc, str):  # a big JSONL/Parquet text: feed it in slices so it spreads over workers
-                    whole = doc
-                    doc = (whole[i : i + PIECE_CHARS] for i in range(0, len(whole), PIECE_CHARS))
+                    big = doc
+                    doc = (big[i : i + PIECE_CHARS] for i in range(0, len(big), PIECE_CHARS))
+                elif whole:  # the decoded pieces of a text file, joined: one document, one task
+                    parts = []
+                    for text in doc:
+                        rule.feed(h, text)
+                        parts.append(text)
+                    text = "".join(parts)
+                    del parts
+                    if len(text) > PIECE_CHARS:
+                        stats["whole_documents"] += 1
+                    has_text = rule.has_text(text)
+                    doc = iter(())
+                    if text:
+                        items.append(early if has_text else None)
+                        texts.append(text)
+                        size += len(text)
                 for text in doc:
                     rule.feed(h, text)
                     if not has_text and rule.has_text(text):

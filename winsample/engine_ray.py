@@ -252,7 +252,8 @@ def decide_text(p: dict, job: dict) -> tuple[bool, bool]:
 
 
 def _rule(job: dict) -> DocRule:
-    return DocRule(job["split"], job["fraction"], job["seed"], job["eot"], job["eot_id"], job["dtype"])
+    return DocRule(job["split"], job["fraction"], job["seed"], job["eot"], job["eot_id"], job["dtype"],
+                   job["bos_id"] if job.get("bos") else None)
 
 
 class _RangeReader:
@@ -369,6 +370,11 @@ def shard_task(job: dict, shard: dict, *decisions) -> formats.ShardMeta:
         if rule.eot_ids is not None:
             w.write(rule.eot_ids, rule.eot_id)
 
+    def start_doc(w) -> None:
+        w.start_doc()
+        if rule.bos_ids is not None:  # encode --bos
+            w.write(rule.bos_ids, rule.bos_id)
+
     try:
         for k, (p, start, end, dec) in enumerate(shard["pieces"]):
             first, last = start == 0, end == p["size"]
@@ -382,7 +388,7 @@ def shard_task(job: dict, shard: dict, *decisions) -> formats.ShardMeta:
                     continue
                 w = writers[dest]
                 if first:
-                    w.start_doc()
+                    start_doc(w)
                     w.add_origin(Origin(p["index"], 0, 1, None))  # a text file is one document from byte 0
                 elif w.tokens == 0 and w.documents == 0:
                     continues[w.name] = True
@@ -408,7 +414,7 @@ def shard_task(job: dict, shard: dict, *decisions) -> formats.ShardMeta:
                         pass
                     continue
                 w = writers[dest]
-                w.start_doc()
+                start_doc(w)
                 w.add_origin(origin)
                 write_text(w, texts, where)
                 end_doc(w)
@@ -473,6 +479,7 @@ def encode_ray(
     backend: str = "auto",
     notice=None,
     id_field: str | None = None,
+    bos: bool = False,
 ) -> dict:
     """Encode ``inputs`` on Ray into a sharded dataset in OUT_DIR (or, ``merge``, an ordinary one).
 
@@ -492,6 +499,7 @@ def encode_ray(
     backend_entry = tokenizer.with_backend(enc, backend)[1]
     if notice is not None and backend_entry.get("note"):
         notice(backend_entry.pop("note"))
+    pipeline.check_edges(enc, eot, bos)
     sources = resolve_inputs(list(inputs), fmt)
     for s in sources:
         if s.path is None:
@@ -509,7 +517,11 @@ def encode_ray(
         fraction=val_fraction, seed=seed, eot=eot, eot_id=enc.eot, errors=errors,
         text_field=text_field, id_field=id_field, backend=backend_entry["name"],
     )
-    opts = dict(split=split, fraction=val_fraction, seed=seed, eot=eot, dtype=dtype)
+    if bos:  # only when asked: shards made before --bos existed keep their keys
+        job.update(bos=True, bos_id=enc.bos)
+    if enc.family != "tiktoken":  # a changed tokenizer.json / .model at the same path must not reuse shards
+        job["tokenizer_sha256"] = enc.sha256
+    opts = dict(split=split, fraction=val_fraction, seed=seed, eot=eot, dtype=dtype, bos=bos)
 
     with pipeline.locked(out_dir):
         formats.recover(out_dir)

@@ -1002,7 +1002,7 @@ def _check_tokenizer(tok: Any, where: str) -> dict:
     if not _is_int(tok.get("n_vocab")):
         _bad(where, f"missing tokenizer.n_vocab (or not an integer: {tok.get('n_vocab')!r})")
     n = _get_int(tok, "n_vocab", where, "tokenizer", lo=1)
-    _get_int(tok, "eot", where, "tokenizer", lo=0, hi=n - 1, required=False)
+    _get_int(tok, "eot", where, "tokenizer", lo=0, hi=n - 1, required=False, nullable=True)  # null: none (--no-eot)
     _get_int(tok, "bos", where, "tokenizer", lo=0, hi=n - 1, required=False, nullable=True)
     for key in ("name", "ranks_sha256", "file", "pattern", "family"):
         _get_str(tok, key, where, "tokenizer", required=False)

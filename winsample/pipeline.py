@@ -42,7 +42,7 @@ PIECE_CHARS = 1 << 20  # a big document is cut into pieces of about this many ch
 LONG_RUN_CHARS = 16 << 20  # a piece longer than this had no safe cut: counted as unsplittable
 WRITE_BYTES = 1 << 20  # ids gathered per write+hash call
 SNAPSHOT_BYTES = 64 << 20  # --split tail: hash snapshots this far apart bound the re-read
-STATS = ("documents", "documents_skipped_empty", "unsplittable_runs", "replaced_characters")
+STATS = ("documents", "documents_skipped_empty", "unsplittable_runs", "replaced_characters", "whole_documents")
 
 
 # --- where a document goes ------------------------------------------------------------------
@@ -52,19 +52,23 @@ class DocRule:
     """The split rule, empty-document skip and EOT of one run (``split``, ``fraction``, ``seed``,
     ``eot``, ``eot_id``, ``dtype`` as encode's options)."""
 
-    def __init__(self, split: str, fraction: float, seed: int, eot: bool, eot_id: int, dtype: str):
+    def __init__(self, split: str, fraction: float, seed: int, eot: bool, eot_id: int | None, dtype: str,
+                 bos_id: int | None = None):
         self.tail = split == "tail"
         self.threshold = int(fraction * 2**64)  # doc split: hash < threshold → val
         self.prefix = f"{seed}\0".encode()
         self.hashing = not self.tail and self.threshold > 0
         self.eot_ids = np.array([eot_id], dtype=dtype) if eot else None
         self.eot_id = eot_id
+        self.bos_ids = np.array([bos_id], dtype=dtype) if bos_id is not None else None  # encode --bos
+        self.bos_id = bos_id
         # the writer a document goes to when that is known before its end (None: wait for its hash)
         self.early = "all" if self.tail else ("train" if self.threshold == 0 else None)
 
     @classmethod
     def of(cls, opts: dict) -> DocRule:
-        return cls(opts["split"], opts["fraction"], opts["seed"], opts["eot"], opts["eot_id"], opts["dtype"])
+        return cls(opts["split"], opts["fraction"], opts["seed"], opts["eot"], opts["eot_id"], opts["dtype"],
+                   opts["bos_id"] if opts.get("bos") else None)
 
     @property
     def writers(self) -> list[str]:
@@ -528,6 +532,26 @@ def check_out_dir(out_dir, sources, tokenizer_file=None, sharded: bool = False) 
 
 
 MAX_WORKERS = 1024  # --workers: processes started at once
+def check_edges(tok: tokenizer.Tokenizer, eot: bool, bos: bool) -> None:
+    """ConfigError, naming the option to change, when the tokenizer lacks the id a document edge needs."""
+    if eot and tok.eot is None:
+        raise ConfigError(
+            f"{tok.file_label()}: the tokenizer has no end-of-document token"
+            f" ({_no_token_reason(tok, 'eos')}): pass --no-eot to encode without one"
+        )
+    if bos and tok.bos is None:
+        raise ConfigError(
+            f"{tok.file_label()}: the tokenizer has no beginning-of-document token"
+            f" ({_no_token_reason(tok, 'bos')}): drop --bos"
+        )
+
+
+def _no_token_reason(tok: tokenizer.Tokenizer, which: str) -> str:
+    if tok.family == "hf":
+        return f"no tokenizer_config.json with a {which}_token beside its tokenizer.json"
+    if tok.family == "sentencepiece":
+        return f"the model's {which}_id is -1"
+    return "no <|endoftext|>"
 
 
 def check_options(split: str, errors: str, val_fraction: float, workers: int | None) -> None:
@@ -566,7 +590,8 @@ def build_meta(sources, tokenizer_entry: dict, opts: dict, splits: dict[str, for
         winsample_version=__version__, eot_appended=opts["eot"],
         split={"method": opts["split"], "fraction": opts["fraction"], "seed": opts["seed"]},
         inputs=[s.meta() for s in sources], stats=stats, sharded=sharded,
-        extra={} if provenance is None else {"provenance": formats.prov_meta(opts.get("id_field"), provenance)},
+        extra={"bos_prepended": bool(opts.get("bos")),
+               **({} if provenance is None else {"provenance": formats.prov_meta(opts.get("id_field"), provenance)})},
     )
 
 
@@ -599,6 +624,7 @@ def summary(out_dir, meta: formats.Meta, stats: dict, sources, seconds: float, e
         "skipped_empty": stats["documents_skipped_empty"],
         "replaced_characters": stats["replaced_characters"],
         "unsplittable_runs": stats["unsplittable_runs"],
+        "whole_documents": stats.get("whole_documents", 0),
         **extra,
         "input_bytes": in_bytes,
         "seconds": round(seconds, 3),

@@ -13,6 +13,13 @@ checked on every load against tiktoken's own expected hash; other tiktoken names
 tiktoken's cache; ``--tokenizer-file`` reads a ``.tiktoken`` ranks file. ``load_encoding()``
 still returns the plain ``tiktoken.Encoding`` for tests and benchmarks that want the raw object.
 
+``--tokenizer-file PATH`` is told apart by content, never by name (:func:`load_file`): a
+``.tiktoken`` ranks file (this module), a Hugging Face ``tokenizer.json`` or a folder holding one
+(``tokenizer_hf``, ids from the ``tokenizers`` library), or a SentencePiece model
+(``tokenizer_spm``, ids from the ``sentencepiece`` library). Those two modules are imported by
+this one only, and only when such a file is loaded; their libraries are the optional extras
+``winsample[hf]`` and ``winsample[sentencepiece]``.
+
 This module alone knows tokenizer families; it imports nothing of winsample but ``errors`` and
 ``chunking`` (the safe-cut rule of regex pre-tokenizers).
 """
@@ -26,6 +33,7 @@ import gzip
 import hashlib
 import os
 import stat
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -38,6 +46,7 @@ from . import chunking
 from .errors import ConfigError, DataError, InputError, WinsampleError
 
 DEFAULT_ENCODING = "gpt2"
+FAMILIES = ("tiktoken", "hf", "sentencepiece")  # meta.json's tokenizer.family (absent: tiktoken)
 GPT2_RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
 ENDOFTEXT = "<|endoftext|>"
 
@@ -69,9 +78,9 @@ def parse_ranks(data: bytes, where: str) -> dict[bytes, int]:
                 token, rank = line.split()
                 ranks[b64(token)] = int(rank)
     except (ValueError, binascii.Error):
-        raise DataError(f"{where}: not a .tiktoken ranks file (expected 'base64 rank' lines)") from None
+        raise ConfigError(f"{where}: not a .tiktoken ranks file (expected 'base64 rank' lines)") from None
     if not ranks:
-        raise DataError(f"{where}: empty ranks file")
+        raise ConfigError(f"{where}: empty ranks file")
     return ranks
 
 
@@ -98,7 +107,7 @@ def _read_ranks_file(path: str | Path) -> bytes:
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError) as e:
-            raise DataError(f"{path}: broken gzip: {e}") from None
+            raise ConfigError(f"{path}: broken gzip: {e}") from None
     return data
 
 
@@ -170,6 +179,7 @@ def load_encoding(
         if pattern not in PATTERNS:
             raise ConfigError(f"unknown pattern {pattern!r}: choose one of {', '.join(PATTERNS)}")
         ranks = parse_ranks(_read_ranks_file(tokenizer_file), str(tokenizer_file))
+        check_byte_coverage(ranks, str(tokenizer_file))
         return tiktoken.Encoding(
             name=Path(tokenizer_file).name.split(".")[0],
             pat_str=PATTERNS[pattern],
@@ -201,8 +211,12 @@ class Tokenizer:
       tiktoken (an entry without it is tiktoken, as every file before families existed).
     - ``name`` (str): the name meta.json records (``gpt2``, a file's stem, …).
     - ``n_vocab`` (int): ids are ``0 .. n_vocab - 1`` (special tokens included).
-    - ``eot`` (int): the end-of-document id ``encode`` appends after each document.
-    - ``bos`` (int or None): a beginning-of-document id, None when the family has none.
+    - ``eot`` (int or None): the end-of-document id ``encode`` appends after each document
+      (None when the tokenizer has none: a tokenizer.json without tokenizer_config.json).
+    - ``bos`` (int or None): the beginning-of-document id ``encode --bos`` puts before each
+      document, None when the tokenizer has none.
+    - ``can_cut`` (bool): False when the family has no safe-cut rule, so that a long document
+      is encoded whole (one task, memory growing with the document) and counted as such.
     - ``encode(text) -> np.ndarray`` (uint32): ids of *ordinary* text; a control-token
       lookalike in the text (``"<|endoftext|>"``) is encoded as the text it is, never as the id.
     - ``decode_bytes(ids) -> bytes`` and ``token_bytes(id) -> bytes`` (KeyError for an id
@@ -224,8 +238,13 @@ class Tokenizer:
     family: str = "tiktoken"
     name: str
     n_vocab: int
-    eot: int
+    eot: int | None
     bos: int | None = None
+    can_cut: bool = True
+
+    def file_label(self) -> str:
+        """How messages name this tokenizer: its file, else its name."""
+        return str(getattr(self, "path", None) or getattr(self, "_file", None) or self.name)
 
     def encode(self, text: str) -> np.ndarray:
         raise NotImplementedError
@@ -305,6 +324,7 @@ class TiktokenTokenizer(Tokenizer):
         self.name = name
         self.n_vocab = encoding.n_vocab
         self.eot = encoding.eot_token
+        self.bos = encoding.eot_token  # <|endoftext|> marks document starts too (llm.c, modded-nanogpt)
         self._options = options  # load()'s arguments: what a pickled copy reloads from
         self._file, self._pattern = file, pattern
 
@@ -362,10 +382,9 @@ class TiktokenTokenizer(Tokenizer):
 def load(name: str = DEFAULT_ENCODING, tokenizer_file: str | None = None, pattern: str = "gpt2") -> Tokenizer:
     """The tokenizer the encode options name: ``--encoding NAME``, or ``--tokenizer-file`` with
     ``--pattern`` (``load_encoding`` says which). ``describe()`` records ``tokenizer_file`` as given."""
-    enc = load_encoding(name, tokenizer_file, pattern)
-    if tokenizer_file is None:
-        return TiktokenTokenizer(enc, name, (name, None, pattern))
-    return TiktokenTokenizer(enc, enc.name, (name, str(tokenizer_file), pattern), str(tokenizer_file), pattern)
+    if tokenizer_file is not None:
+        return load_file(str(tokenizer_file), pattern)
+    return TiktokenTokenizer(load_encoding(name), name, (name, None, pattern))
 
 
 def tokenizer_path(file: str, folder: str | Path | None) -> Path:
@@ -382,9 +401,16 @@ def from_meta(entry: Mapping, folder: str | Path | None = None) -> Tokenizer:
     a relative ``file``). ConfigError / InputError / DataError when it cannot be loaded. The
     loaded tokenizer's identity is not compared with the entry's: ``matches`` does that."""
     family = entry.get("family", "tiktoken")
-    if family != "tiktoken":
+    if family not in FAMILIES:
         raise ConfigError(f"tokenizer family {family!r} is not known to this winsample")
     file = entry.get("file")
+    if family != "tiktoken":
+        if not file:
+            raise ConfigError(f"meta.json's {family} tokenizer names no file")
+        tok = load_file(str(tokenizer_path(file, folder)))
+        if tok.family != family:
+            raise ConfigError(f"{file}: a {tok.family} tokenizer now, not the {family} one meta.json recorded")
+        return tok
     if file:
         return load(entry.get("name", ""), str(tokenizer_path(file, folder)), entry.get("pattern") or "gpt2")
     name = entry.get("name") or DEFAULT_ENCODING
@@ -398,6 +424,14 @@ def mismatches(tok: Tokenizer, entry: Mapping) -> list[str]:
     """How ``tok`` disagrees with a meta.json ``tokenizer`` entry (identity, n_vocab, eot); [] when it agrees."""
     name = entry.get("name")
     out = []
+    if tok.family != "tiktoken":  # tokenizer.json / SentencePiece: the file's sha256 (and its config's)
+        for key, have in (("sha256", tok.sha256), ("config_sha256", getattr(tok, "config_sha256", None))):
+            if key in entry and entry[key] != have:
+                out.append(f"tokenizer.{key} {entry[key]} but {tok.file_label()} now has sha256 {have}")
+        for key, have in (("n_vocab", tok.n_vocab), ("eot", tok.eot), ("bos", tok.bos)):
+            if key in entry and entry[key] != have:
+                out.append(f"tokenizer.{key} {entry[key]} but {tok.file_label()} has {have}")
+        return out
     if entry.get("ranks_sha256") != tok.sha256:
         out.append(f"tokenizer.ranks_sha256 {entry.get('ranks_sha256')} but {name!r} loads ranks with sha256 {tok.sha256}")
     if entry.get("n_vocab") != tok.n_vocab:
@@ -419,6 +453,11 @@ def resolve(encoding: str | None = None, entry: Mapping | None = None, folder: s
         tok = from_meta(entry, folder)
     except WinsampleError as e:
         raise ConfigError(f"tokenizer {entry.get('name')!r} from meta.json does not load: {e}; pass --encoding NAME") from None
+    if entry.get("family", "tiktoken") != "tiktoken" and entry.get("sha256") != tok.sha256:
+        raise ConfigError(
+            f"tokenizer {entry.get('name')!r} from meta.json: {tok.file_label()} now has sha256 {tok.sha256[:12]}…,"
+            f" not the recorded {str(entry.get('sha256'))[:12]}…; pass --encoding NAME"
+        )
     if entry.get("ranks_sha256") and entry["ranks_sha256"] != tok.sha256:
         raise ConfigError(
             f"tokenizer {entry.get('name')!r} from meta.json loads ranks with sha256 {tok.sha256[:12]}…, not the"
@@ -541,6 +580,100 @@ def _fast_checked(ref: Tokenizer) -> FastTokenizer:
         raise ConfigError(f"the fast engine disagrees with the reference {ref.engine()} {problem}")
     _CHECKED[id(ref)] = fast
     return fast
+
+# --- tokenizer files: the family is told by content, never by name ----------------------------
+
+HF_JSON = "tokenizer.json"
+HF_CONFIG = "tokenizer_config.json"  # beside it: eos_token, bos_token
+SPM_NAMES = ("tokenizer.model", "spiece.model", "sentencepiece.model")
+_RANKS_LINE = re.compile(rb"[A-Za-z0-9+/]+={0,2} [0-9]+")
+
+
+def sniff(data: bytes) -> str:
+    """The family a tokenizer file's bytes are: 'hf' (JSON), 'sentencepiece' (a ModelProto),
+    'tiktoken' (``base64 rank`` lines), or '' (none of them)."""
+    from . import tokenizer_spm
+
+    head = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head[:1] in (b"{", b"["):
+        return "hf"
+    first = head.split(b"\n", 1)[0].rstrip(b"\r")
+    if _RANKS_LINE.fullmatch(first):
+        return "tiktoken"
+    if tokenizer_spm.looks_like_model(data):
+        return "sentencepiece"
+    return ""
+
+
+def check_byte_coverage(ranks: dict[bytes, int], where: str) -> None:
+    """ConfigError unless every one of the 256 single bytes has a rank: tiktoken's BPE starts
+    from single bytes and panics (in Rust, in a worker: a hang) on text holding a missing one."""
+    missing = [b for b in range(256) if bytes([b]) not in ranks]
+    if missing:
+        shown = ", ".join(f"0x{b:02x}" for b in missing[:4]) + (", …" if len(missing) > 4 else "")
+        raise ConfigError(
+            f"{where}: the ranks cover {256 - len(missing)} of the 256 single bytes (missing {shown}):"
+            " not a complete byte-level BPE vocabulary, tiktoken cannot encode text holding those bytes"
+        )
+
+
+def load_file(path: str, pattern: str = "gpt2") -> Tokenizer:
+    """The tokenizer in file or folder ``path``, its family told by content, not by name:
+
+    - a folder: its ``tokenizer.json`` (with ``tokenizer_config.json`` for EOS/BOS), else its
+      SentencePiece ``tokenizer.model``;
+    - a JSON file: a Hugging Face ``tokenizer.json`` (``tokenizer_hf``);
+    - a protobuf ModelProto: a SentencePiece model (``tokenizer_spm``);
+    - ``base64 rank`` lines (optionally gzipped): a ``.tiktoken`` ranks file, ``pattern`` its
+      pre-tokenizer.
+
+    ConfigError (exit 2) for a file that is none of them, truncated or malformed, or of a kind
+    winsample does not support; InputError when it cannot be read. Loaded once per process
+    while the files stay as they are (a changed file is read again).
+    """
+    return _load_file(str(path), pattern, _file_key(Path(path)))
+
+
+def _file_key(p: Path) -> tuple:
+    """What says a tokenizer file (or folder's files) is unchanged: size, mtime, inode of each."""
+    files = [p / n for n in (HF_JSON, HF_CONFIG, *SPM_NAMES)] if p.is_dir() else [p]
+    key = []
+    for f in files:
+        try:
+            st = f.stat()
+            key.append((f.name, st.st_size, st.st_mtime_ns, st.st_ino))
+        except OSError:
+            key.append((f.name, None))
+    return tuple(key)
+
+
+@functools.lru_cache(maxsize=16)
+def _load_file(path: str, pattern: str, key: tuple) -> Tokenizer:
+    p = Path(path)
+    json_path = p
+    if p.is_dir():
+        candidates = [p / HF_JSON] + [p / n for n in SPM_NAMES]
+        found = next((c for c in candidates if c.is_file()), None)
+        if found is None:
+            raise InputError(f"{p}: a folder without {HF_JSON} or tokenizer.model: point --tokenizer-file at the tokenizer file")
+        json_path = found
+    data = _read_ranks_file(json_path)  # reads, gunzips; InputError when unreadable
+    kind = sniff(data)
+    if kind == "hf":
+        from . import tokenizer_hf
+
+        return tokenizer_hf.load(p, json_path, data)
+    if kind == "sentencepiece":
+        from . import tokenizer_spm
+
+        return tokenizer_spm.SentencePieceTokenizer(p if not p.is_dir() else json_path, data)
+    if kind == "tiktoken":
+        enc = load_encoding(DEFAULT_ENCODING, str(p), pattern)
+        return TiktokenTokenizer(enc, enc.name, (DEFAULT_ENCODING, str(p), pattern), str(p), pattern)
+    raise ConfigError(
+        f"{json_path}: not a tokenizer file: neither a Hugging Face tokenizer.json, a SentencePiece"
+        " model nor a .tiktoken ranks file"
+    )
 
 
 # --- compatibility: the tiktoken-level helpers tests and benchmarks use -----------------------

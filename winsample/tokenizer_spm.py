@@ -1,0 +1,222 @@
+"""The SentencePiece family (``.model`` protobuf files), behind winsample's :class:`~winsample.tokenizer.Tokenizer`.
+
+Ids come from the ``sentencepiece`` library itself (the reference), called as ``encode(text)``:
+no BOS/EOS added by the library (winsample places them), and a control piece's text inside a
+document (``<s>``, ``</s>``, ``[INST]``) is encoded as the text it is, as SentencePiece always does.
+
+Supported models: ``BPE`` and ``Unigram`` (Llama-2, Mistral, Gemma, T5-style). ``WORD`` and
+``CHAR`` models are refused (rare, and not tested here).
+
+The end-of-document id is the model's ``eos_id``, the beginning-of-document id its ``bos_id``
+(None where the model sets them to -1).
+
+Token bytes: a byte piece ``<0x0A>`` is that byte, ``▁`` is a space, a control or unknown piece
+is its own text (``<s>``), any other piece is its UTF-8.
+
+Safe cuts: none. SentencePiece adds a dummy prefix ``▁`` to the start of every text it encodes
+(``add_dummy_prefix``, true in every current model), so a piece encoded on its own gains a token
+the whole document does not have: ``encode("a\\nb") = [▁a, <0x0A>, b]`` but
+``encode("\\nb")`` starts ``[▁, <0x0A>, …]``. A SentencePiece document is therefore always encoded
+whole, one document per task (the encode summary counts those longer than one piece).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ConfigError
+from .tokenizer import Tokenizer
+
+MODEL_TYPES = {1: "Unigram", 2: "BPE", 3: "Word", 4: "Char"}
+SUPPORTED_MODELS = ("BPE", "Unigram")
+
+
+def import_sentencepiece():
+    """The ``sentencepiece`` module, or ConfigError saying how to install it."""
+    try:
+        import sentencepiece
+    except ImportError:
+        raise ConfigError(
+            "a SentencePiece model needs the 'sentencepiece' package: pip install 'winsample[sentencepiece]'"
+        ) from None
+    return sentencepiece
+
+
+# --- a minimal protobuf reader: enough to recognise a ModelProto and read two of its fields --
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    """(value, next index) of the varint at ``data[i]``; ValueError past the end or over 10 bytes."""
+    value = shift = 0
+    for k in range(10):
+        if i >= len(data):
+            raise ValueError("truncated varint")
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, i
+        shift += 7
+    raise ValueError("varint too long")
+
+
+def _fields(data: bytes):
+    """(field number, wire type, value) of each top-level field; ValueError when malformed.
+
+    Length-delimited values are bytes, varints ints, fixed32/64 raw bytes.
+    """
+    i = 0
+    n = len(data)
+    while i < n:
+        key, i = _varint(data, i)
+        field, wire = key >> 3, key & 7
+        if field == 0:
+            raise ValueError("field number 0")
+        if wire == 0:
+            value, i = _varint(data, i)
+        elif wire == 1:
+            value, i = data[i : i + 8], i + 8
+        elif wire == 2:
+            length, i = _varint(data, i)
+            value, i = data[i : i + length], i + length
+        elif wire == 5:
+            value, i = data[i : i + 4], i + 4
+        else:
+            raise ValueError(f"wire type {wire}")
+        if i > n:
+            raise ValueError("truncated field")
+        yield field, wire, value
+
+
+def looks_like_model(data: bytes) -> bool:
+    """True when ``data`` starts like a SentencePiece ModelProto: its first field is a piece
+    (field 1, a message) whose own first field is the piece's text (field 1, a string)."""
+    try:
+        field, wire, value = next(_fields(data[:1 << 16]), (0, 0, b""))
+        if field != 1 or wire != 2 or not value:
+            return False
+        f2, w2, _ = next(_fields(value))
+        return f2 == 1 and w2 == 2
+    except (ValueError, StopIteration):
+        return False
+
+
+def model_info(data: bytes) -> dict:
+    """``{"model": "BPE" | "Unigram" | …, "pieces": count}`` read from the ModelProto; ValueError when malformed."""
+    pieces, model_type = 0, 1  # TrainerSpec.model_type defaults to UNIGRAM
+    for field, wire, value in _fields(data):
+        if field == 1 and wire == 2:
+            pieces += 1
+        elif field == 2 and wire == 2:  # trainer_spec
+            for f, w, v in _fields(value):
+                if f == 3 and w == 0:
+                    model_type = v
+    return {"model": MODEL_TYPES.get(model_type, f"type {model_type}"), "pieces": pieces}
+
+
+class SentencePieceTokenizer(Tokenizer):
+    """A SentencePiece model file behind winsample's interface."""
+
+    family = "sentencepiece"
+
+    def __init__(self, path: Path, data: bytes):
+        spm = import_sentencepiece()
+        self.path = Path(path)
+        self.name = self.path.name.split(".")[0] or self.path.name
+        self._sha256 = hashlib.sha256(data).hexdigest()
+        try:
+            info = model_info(data)
+        except ValueError as e:
+            raise ConfigError(f"{path}: a truncated or malformed SentencePiece model ({e})") from None
+        self.model_type = info["model"]
+        if info["pieces"] == 0:
+            raise ConfigError(f"{path}: a SentencePiece model with no pieces")
+        if self.model_type not in SUPPORTED_MODELS:
+            raise ConfigError(
+                f"{path}: a SentencePiece {self.model_type} model, which winsample does not support"
+                f" (supported: {', '.join(SUPPORTED_MODELS)})"
+            )
+        try:
+            sp = spm.SentencePieceProcessor(model_proto=data)
+        except (RuntimeError, OSError, ValueError) as e:
+            raise ConfigError(f"{path}: not a SentencePiece model the sentencepiece library can load: {_first_line(e)}") from None
+        self._sp = sp
+        self.n_vocab = sp.get_piece_size()
+        self.eot = sp.eos_id() if sp.eos_id() >= 0 else None
+        self.bos = sp.bos_id() if sp.bos_id() >= 0 else None
+        self.cut_rule = None
+        self.can_cut = False
+        self._table: list[bytes] | None = None
+        self._args = (str(path),)
+
+    def encode(self, text: str) -> np.ndarray:
+        try:
+            ids = self._sp.encode(text)
+        except (RuntimeError, TypeError, UnicodeEncodeError):  # lone surrogates: U+FFFD, as tiktoken does
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+            ids = self._sp.encode(text)
+        return np.array(ids, dtype=np.uint32)
+
+    def _piece_bytes(self, i: int) -> bytes:
+        sp = self._sp
+        piece = sp.id_to_piece(i)
+        if sp.is_byte(i):
+            return bytes([int(piece[3:5], 16)])
+        if sp.is_control(i) or sp.is_unknown(i):
+            return piece.encode("utf-8")
+        return piece.replace("\u2581", " ").encode("utf-8")
+
+    def vocab_bytes(self) -> list[bytes]:
+        if self._table is None:
+            self._table = [self._piece_bytes(i) for i in range(self.n_vocab)]
+        return self._table
+
+    def token_bytes(self, token: int) -> bytes:
+        if not 0 <= token < self.n_vocab:
+            raise KeyError(token)
+        return self.vocab_bytes()[token]
+
+    def decode_bytes(self, ids: Sequence[int]) -> bytes:
+        table = self.vocab_bytes()
+        n = len(table)
+        return b"".join(table[i] for i in map(int, ids) if 0 <= i < n)
+
+    @property
+    def sha256(self) -> str:
+        return self._sha256
+
+    def describe(self) -> dict:
+        return {
+            "family": self.family,
+            "name": self.name,
+            "file": str(self.path),
+            "sha256": self._sha256,
+            "model": self.model_type,
+            "n_vocab": self.n_vocab,
+            "eot": self.eot,
+            "bos": self.bos,
+            "cut_rule": None,
+        }
+
+    def last_safe_cut(self, text: str, lo: int, hi: int) -> int | None:
+        return None  # see the module docstring: the dummy prefix
+
+    def iter_safe_cuts(self, text: str, pos: int = 0):
+        return iter(())
+
+    def last_safe_cut_bytes(self, window: bytes, base: int = 0) -> int | None:
+        return None
+
+    def __reduce__(self):
+        from .tokenizer import load_file
+
+        return (load_file, self._args)
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip().splitlines()
+    return s[0] if s else type(e).__name__
