@@ -16,7 +16,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "winsample"
 MODULES = {p.stem: p for p in PACKAGE.glob("*.py")}
-JSON_READERS = {"formats", "sources", "resume"}
+JSON_READERS = {"formats", "sources", "resume", "tokenizer_hf"}  # tokenizer_hf: a tokenizer.json / tokenizer_config.json, not winsample metadata
 # keys only meta.json / a sidecar has ("shards" is left out: layouts.py's llm.c entries use it too)
 SCHEMA_KEYS = {"splits", "sharded", "doc_index", "ranks_sha256", "materialized", "eot_appended", "n_vocab",
                "plan_stats", "continues"}
@@ -79,8 +79,11 @@ def test_formats_and_tokenizer_sit_below_the_features():
     for low in ("formats", "tokenizer", "errors", "chunking"):
         assert not imports(low) & features, low
     assert imports("errors") == set()
-    assert imports("tokenizer") <= {"errors", "chunking", "fastengine"}  # fastengine: the fast backend's engine
+    families = {"tokenizer_base", "tokenizer_hf", "tokenizer_spm"}  # the Tokenizer interface and its families
+    assert imports("tokenizer") <= {"errors", "chunking", "fastengine"} | families  # fastengine: the fast backend's engine
     assert imports("fastengine") <= {"errors"}  # it knows gigatoken, not winsample's tokenizers
+    for f in families:
+        assert imports(f) <= {"errors", "chunking", "tokenizer_base"}, f
 
 
 def _calls(node: ast.AST):

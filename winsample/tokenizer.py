@@ -34,7 +34,7 @@ import hashlib
 import os
 import stat
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -44,6 +44,7 @@ from tiktoken_ext import openai_public
 
 from . import chunking
 from .errors import ConfigError, DataError, InputError, WinsampleError
+from .tokenizer_base import Tokenizer  # the interface (its own module, so the family modules need not import this one)
 
 DEFAULT_ENCODING = "gpt2"
 FAMILIES = ("tiktoken", "hf", "sentencepiece")  # meta.json's tokenizer.family (absent: tiktoken)
@@ -201,117 +202,6 @@ def load_encoding(
 
 
 # --- the interface ------------------------------------------------------------------------
-
-
-class Tokenizer:
-    """What winsample needs of a tokenizer. A family implements it and adds a branch to
-    :func:`from_meta` (and :func:`load` if options name it). An implementation provides:
-
-    - ``family`` (str): written to meta.json as ``tokenizer.family`` by families other than
-      tiktoken (an entry without it is tiktoken, as every file before families existed).
-    - ``name`` (str): the name meta.json records (``gpt2``, a file's stem, …).
-    - ``n_vocab`` (int): ids are ``0 .. n_vocab - 1`` (special tokens included).
-    - ``eot`` (int or None): the end-of-document id ``encode`` appends after each document
-      (None when the tokenizer has none: a tokenizer.json without tokenizer_config.json).
-    - ``bos`` (int or None): the beginning-of-document id ``encode --bos`` puts before each
-      document, None when the tokenizer has none.
-    - ``can_cut`` (bool): False when the family has no safe-cut rule, so that a long document
-      is encoded whole (one task, memory growing with the document) and counted as such.
-    - ``encode(text) -> np.ndarray`` (uint32): ids of *ordinary* text; a control-token
-      lookalike in the text (``"<|endoftext|>"``) is encoded as the text it is, never as the id.
-    - ``decode_bytes(ids) -> bytes`` and ``token_bytes(id) -> bytes`` (KeyError for an id
-      with no bytes); ``decode`` and ``vocab_bytes`` derive from them (override for speed).
-    - ``sha256`` (str): the identity recorded in meta.json (``ranks_sha256`` for tiktoken): the
-      sha256 of the vocabulary file as a file, so two tokenizers with equal ids have equal hashes.
-    - ``describe() -> dict``: the meta.json ``tokenizer`` entry; ``from_meta`` of it (with the
-      files it names still readable) loads an equal tokenizer.
-    - ``last_safe_cut(text, lo, hi)``, ``iter_safe_cuts(text, pos)`` and
-      ``last_safe_cut_bytes(window, base)``: positions where text may be cut so that
-      ``encode(a) + encode(b) == encode(a + b)``. The defaults are ``chunking``'s rule for regex
-      pre-tokenizers (tiktoken's gpt2/cl100k/o200k patterns); a family whose pre-tokenizer
-      differs overrides them (returning None / nothing is always correct: documents are then
-      encoded whole).
-    - pickling: a worker process (fork, forkserver, a Ray task) gets an equal tokenizer; the
-      tiktoken family pickles as its load options, so the ranks are re-read, not sent.
-    """
-
-    family: str = "tiktoken"
-    name: str
-    n_vocab: int
-    eot: int | None
-    bos: int | None = None
-    can_cut: bool = True
-
-    def file_label(self) -> str:
-        """How messages name this tokenizer: its file, else its name."""
-        return str(getattr(self, "path", None) or getattr(self, "_file", None) or self.name)
-
-    def encode(self, text: str) -> np.ndarray:
-        raise NotImplementedError
-
-    def decode_bytes(self, ids: Sequence[int]) -> bytes:
-        raise NotImplementedError
-
-    def token_bytes(self, token: int) -> bytes:
-        raise NotImplementedError
-
-    @property
-    def sha256(self) -> str:
-        raise NotImplementedError
-
-    def describe(self) -> dict:
-        raise NotImplementedError
-
-    def encode_utf8(self, data: bytes) -> np.ndarray:
-        """``encode`` of text given as valid UTF-8 bytes (an engine that reads UTF-8 skips the str)."""
-        return self.encode(data.decode("utf-8"))
-
-    def decode(self, ids: Sequence[int]) -> str:
-        """The text of ``ids``; bytes that are not UTF-8 (an id sequence cut mid-character) show as U+FFFD."""
-        return self.decode_bytes(ids).decode("utf-8", errors="replace")
-
-    def vocab_bytes(self) -> list[bytes]:
-        """Bytes of every id ``0 .. n_vocab - 1`` (``b""`` for an id with none)."""
-        out = []
-        for i in range(self.n_vocab):
-            try:
-                out.append(self.token_bytes(i))
-            except KeyError:
-                out.append(b"")
-        return out
-
-    def last_safe_cut(self, text: str, lo: int, hi: int) -> int | None:
-        return chunking.last_safe_cut(text, lo, hi)
-
-    def iter_safe_cuts(self, text: str, pos: int = 0) -> Iterator[int]:
-        return chunking.iter_safe_cuts(text, pos)
-
-    def last_safe_cut_bytes(self, window: bytes, base: int = 0) -> int | None:
-        return chunking.last_safe_cut_bytes(window, base)
-
-    # --- backends (``with_backend``) ---
-
-    backend: str = "reference"  # which engine encode() runs: "reference" or "fast"
-    exact_decode: bool = True  # decode_bytes(encode(t)) == t's UTF-8 for every text t (verify's retokenize needs it)
-
-    def engine(self) -> str:
-        """The library (and version) behind ``encode``, for meta.json's ``backend`` entry."""
-        return type(self).__name__
-
-    def fast_engine(self):
-        """A ``fastengine.Engine`` that encodes like this tokenizer; ConfigError when there is none."""
-        raise ConfigError(f"the fast backend has no engine for the {self.family} family")
-
-    def special_texts(self) -> list[str]:
-        """The texts of this family's special tokens (each must encode as ordinary text)."""
-        return []
-
-    def reference(self) -> Tokenizer:
-        """The tokenizer whose ids are the truth (itself, unless a fast backend wraps it)."""
-        return self
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} n_vocab={self.n_vocab}>"
 
 
 class TiktokenTokenizer(Tokenizer):

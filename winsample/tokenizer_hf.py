@@ -35,7 +35,7 @@ import numpy as np
 
 from . import chunking
 from .errors import ConfigError
-from .tokenizer import Tokenizer
+from .tokenizer_base import Tokenizer
 
 SUPPORTED_MODELS = ("BPE", "Unigram")
 _MODEL_KEY = re.compile(r'"model"\s*:\s*\{')
@@ -302,10 +302,8 @@ class HFTokenizer(Tokenizer):
     def last_safe_cut_bytes(self, window: bytes, base: int = 0) -> int | None:
         return chunking.last_safe_cut_bytes(window, base) if self.cut_rule else None
 
-    def __reduce__(self):  # a worker reloads the file (hash-checked by whoever compares describe())
-        from .tokenizer import load_file
-
-        return (load_file, self._args)
+    def __reduce__(self):  # a worker reloads the files
+        return (reload, (str(self.path), str(self.json_path)))
 
 
 def _spec_of(tok) -> dict:
@@ -330,6 +328,11 @@ def _spec_of(tok) -> dict:
 def _first_line(e: BaseException) -> str:
     s = str(e).strip().splitlines()
     return s[0] if s else type(e).__name__
+
+
+def reload(path: str, json_path: str) -> HFTokenizer:
+    """An equal HFTokenizer from the same files (what unpickling in a worker does)."""
+    return load(Path(path), Path(json_path), Path(json_path).read_bytes())
 
 
 def load(path: Path, json_path: Path, data: bytes) -> HFTokenizer:

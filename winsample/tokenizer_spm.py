@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ConfigError
-from .tokenizer import Tokenizer
+from .tokenizer_base import Tokenizer
 
 MODEL_TYPES = {1: "Unigram", 2: "BPE", 3: "Word", 4: "Char"}
 SUPPORTED_MODELS = ("BPE", "Unigram")
@@ -211,10 +211,13 @@ class SentencePieceTokenizer(Tokenizer):
     def last_safe_cut_bytes(self, window: bytes, base: int = 0) -> int | None:
         return None
 
-    def __reduce__(self):
-        from .tokenizer import load_file
+    def __reduce__(self):  # a worker reloads the file
+        return (reload, (str(self.path),))
 
-        return (load_file, self._args)
+
+def reload(path: str) -> SentencePieceTokenizer:
+    """An equal SentencePieceTokenizer from the same file (what unpickling in a worker does)."""
+    return SentencePieceTokenizer(Path(path), Path(path).read_bytes())
 
 
 def _first_line(e: BaseException) -> str:
