@@ -85,7 +85,7 @@ def read_journal(work: Path, params: dict, sources) -> dict:
 
 WRITER_NAMES = ("train", "val", "all")  # the files a checkpoint may describe (all: --split tail)
 _STATE = {"bytes": int, "documents": int, "checksum": str, "starts_checksum": str}
-STAT_KEYS = ("documents", "documents_skipped_empty", "unsplittable_runs", "replaced_characters")
+STAT_KEYS = ("documents", "documents_skipped_empty", "unsplittable_runs", "replaced_characters", "whole_documents")
 
 
 def _count(v) -> bool:
@@ -109,7 +109,7 @@ def _malformed(j: dict) -> str | None:
         if mt is not None and not (isinstance(mt, int) and not isinstance(mt, bool) and mt >= -1):  # -1: no id yet
             return f"writers.{name}.max_token is {st['max_token']!r}"
     stats = j.get("stats")
-    if not isinstance(stats, dict) or set(stats) != set(STAT_KEYS) or not all(_count(v) for v in stats.values()):
+    if not isinstance(stats, dict) or (set(stats) | {"whole_documents"}) != set(STAT_KEYS) or not all(_count(v) for v in stats.values()):
         return "stats are not the counts a run keeps"
     inputs = j.get("inputs")
     if not isinstance(inputs, list) or not all(isinstance(r, dict) for r in inputs):
