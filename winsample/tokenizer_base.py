@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from . import chunking
+from .errors import ConfigError
 
 
 class Tokenizer:

@@ -200,7 +200,9 @@ class HFTokenizer(Tokenizer):
         self.n_vocab = n
         self.cut_rule = _cut_rule(spec, self.model_type)
         self.can_cut = self.cut_rule is not None
+        # token bytes rebuild the text exactly only for byte-level files that do not normalise
         self._style = _token_style(spec)
+        self.exact_decode = self._style == "bytelevel" and not _types(spec.get("normalizer"))
         self._byte_fallback = bool((spec.get("model") or {}).get("byte_fallback"))
         self._added = {
             a["id"]: a["content"] for a in spec.get("added_tokens") or []

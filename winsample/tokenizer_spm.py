@@ -150,6 +150,7 @@ class SentencePieceTokenizer(Tokenizer):
         self.bos = sp.bos_id() if sp.bos_id() >= 0 else None
         self.cut_rule = None
         self.can_cut = False
+        self.exact_decode = False  # the dummy prefix ▁ reads back as a space, a literal ▁ too
         self._table: list[bytes] | None = None
         self._args = (str(path),)
 
