@@ -37,6 +37,7 @@ class Unit:
     partial_first: bool = False  # --split tail: val's first document is the tail of one cut in two
     partial_last: bool = False  # ... and train's last is its head (no EOT, cut at a token boundary)
     recorded: bool = True  # meta.json names the tokenizer; False: it is assumed, and a difference only warns
+    bos_prepended: bool = False  # encode --bos: each document's first id is the BOS, no text
 
 
 @dataclass
@@ -73,6 +74,8 @@ def _doc_ranges(u: Unit) -> np.ndarray:
         ends = np.append(starts[1:], n)
         if u.eot_appended:
             ends = ends - 1  # the EOT itself is no text; that it is there is checked below
+        if u.bos_prepended:
+            starts = np.minimum(starts + 1, ends)  # nor is the BOS
         return np.stack([starts, np.maximum(ends, starts)], axis=1)
     if u.eot is None:
         return np.array([[0, n]], dtype=np.int64)

@@ -663,7 +663,8 @@ def _start_retokenize(targets, sizes, meta, folder, dtype, enc, enc_error, docs:
             starts = None  # the meta check names a broken index; documents then split at EOT
         units.append(retokenize.Unit(t.label, src.tokens, starts, eot_appended and starts is not None, enc.eot,
                                      partial_first=tail and t.split == "val", partial_last=tail and t.split == "train",
-                                     recorded=meta is not None))
+                                     recorded=meta is not None,
+                                     bos_prepended=bool(meta is not None and meta.extra.get("bos_prepended"))))
     if not units:
         return None
     pool = ThreadPoolExecutor(1)
