@@ -349,6 +349,11 @@ def table(rows: list[dict]) -> str:
 
 # What we know about each row that can miss its bar (printed only when it does).
 WHY = {
+    "verify ": "verify now runs the retokenize check by default: 4 MB of sampled documents encoded again by the"
+    " reference tiktoken (~0.9 s on this machine, in a thread beside the scans, which take ~0.35 s for 1 GB);"
+    " the sample's default budget, not the scan, misses the bar (--retokenize-sample 0 gives the scan alone).",
+    "encode 100 MB --layout": "the llm.c shards come from a second pass over the split's token file (uint16, in"
+    " 1M-token pieces) and the .idx from the document starts; that pass and its buffers cost more than the bar.",
     "encode scaling, --backend reference --workers 2": "the row sits near its bar: the main process still finds cut points,"
     " receives the ids and writes and hashes the output (~0.6 s of CPU per 100 MB, against ~7.3 s in the"
     " workers), and on two cores that competes with the workers; other load on the machine tips it under.",
