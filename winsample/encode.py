@@ -38,7 +38,7 @@ from . import __version__, formats, layouts, pipeline, resume, tokenizer
 from .chunking import TextChunker
 from .errors import ConfigError, DataError, InputError, Interrupted, WinsampleError
 from .pipeline import (
-    ERROR_MODES, SPLIT_METHODS, DocRule, SplitWriter, check_options, encode_texts, locked, named, starts_chunks,
+    ERROR_MODES, SPLIT_METHODS, DocRule, SplitWriter, check_options, encode_texts, locked, starts_chunks,
     write_error, write_index,
 )
 from .sources import (
@@ -178,7 +178,7 @@ class _Holder:
         self.parts.append((ids, max_id))
         self.nbytes += ids.nbytes
         if self.nbytes > HOLD_BYTES:
-            with named(self.path):
+            with formats.naming(self.path):
                 if self.spill is None:
                     self.spill = open(self.path, "w+b")
                 for p, _ in self.parts:
@@ -339,7 +339,7 @@ def encode_corpus(
                 for name in names:
                     (stage / name).parent.mkdir(parents=True, exist_ok=True)
                     os.replace(work / name, stage / name)
-                with named(stage / formats.META_JSON):
+                with formats.naming(stage / formats.META_JSON):
                     formats.write_meta(stage / formats.META_JSON, meta)
                 formats.commit_staged(stage, out_dir, names + [formats.META_JSON], remove)
             except (KeyboardInterrupt, Interrupted) as e:
@@ -389,7 +389,7 @@ def _write_layouts(work: Path, out_dir: Path, meta: formats.Meta, chosen: tuple,
         entries = {}
         for s in formats.SPLITS:
             path = work / layouts.megatron_index_name(s)
-            with named(path):
+            with formats.naming(path):
                 e = layouts.write_megatron_index(path, _doc_starts(work, s), meta.splits[s].tokens, dtype)
             entries[s] = dict(e, data=formats.bin_name(s))
             names.append(layouts.megatron_index_name(s))
@@ -398,7 +398,7 @@ def _write_layouts(work: Path, out_dir: Path, meta: formats.Meta, chosen: tuple,
         entries = {}
         for s in formats.SPLITS:
             tokens = formats.open_tokens(work / formats.bin_name(s), dtype)
-            with named(work / layouts.LLMC_DIR):
+            with formats.naming(work / layouts.LLMC_DIR):
                 entries[s] = layouts.write_llmc_split(work, s, tokens, _doc_starts(work, s), opts["eot_id"], opts["eot"], shard_tokens)
             del tokens
             names += [sh["file"] for sh in entries[s]["shards"]]
@@ -498,7 +498,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
         if not checkpoints or time.monotonic() - last_checkpoint[0] < resume.CHECKPOINT_SECONDS:
             return
         states = {name: w.checkpoint() for name, w in writers.items()}
-        with named(stage / formats.PARTIAL_JOURNAL):
+        with formats.naming(stage / formats.PARTIAL_JOURNAL):
             resume.write_journal(stage, params, sources, done, states, snap)
         last_checkpoint[0] = time.monotonic()
 
@@ -598,7 +598,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
         for s in formats.SPLITS:
             write_index(stage, out[s].starts_path, stage / formats.doc_index_name(s), out[s].documents)
             w = out[s].prov
-            with named(stage / formats.prov_name(s)):
+            with formats.naming(stage / formats.prov_name(s)):
                 prov[s] = formats.write_provenance(stage, s, [formats.prov_segment(w.rec_path, w.ids_path)], opts["id_field"])
     pipeline.check_outcome(sources, stats, out["train"].tokens, out["val"].tokens, frac, tail)
     return {"writers": out, "stats": stats, "resumed": resumed, "provenance": prov}
@@ -763,7 +763,7 @@ def _finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str, id_fi
     # val.bin: copy the tail, hashing as it is written.
     val_path = stage / formats.bin_name("val")
     vh, vmax = formats.new_hasher(), -1
-    with named(val_path), open(all_path, "rb") as src, open(val_path, "wb") as dst:
+    with formats.naming(val_path), open(all_path, "rb") as src, open(val_path, "wb") as dst:
         src.seek(cut * item)
         while data := src.read(formats.CHUNK_BYTES):
             dst.write(data)
@@ -794,7 +794,7 @@ def _finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str, id_fi
     chunks = starts_chunks(w.starts_path, lo=k, shift=cut)
     if mid_doc:
         chunks = _prepend(np.zeros(1, "<i8"), chunks)
-    with named(stage / formats.doc_index_name("val")):
+    with formats.naming(stage / formats.doc_index_name("val")):
         formats.write_doc_index_stream(stage / formats.doc_index_name("val"), vcount, chunks)
     # Provenance: train's are the first k records; val's the rest, after a copy of the record of
     # the document the cut fell inside (its tail piece is val's first document).
@@ -802,7 +802,7 @@ def _finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str, id_fi
     val_segs = ([formats.prov_segment(rec, ids, k - 1, k)] if mid_doc else []) + [formats.prov_segment(rec, ids, k)]
     prov = {}
     for s, segs in (("train", [formats.prov_segment(rec, ids, 0, k)]), ("val", val_segs)):
-        with named(stage / formats.prov_name(s)):
+        with formats.naming(stage / formats.prov_name(s)):
             prov[s] = formats.write_provenance(stage, s, segs, id_field)
     return {
         "train": _Done(train_path, item, cut, k, formats.format_checksum(th), tmax, dtype),

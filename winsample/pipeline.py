@@ -172,7 +172,7 @@ class SplitWriter:
 
     def _flush_starts(self) -> None:
         data = self._starts.tobytes()
-        with named(self.starts_path):
+        with formats.naming(self.starts_path):
             self._starts_f.write(data)
         self.starts_hasher.update(data)
         del self._starts[:]
@@ -195,7 +195,7 @@ class SplitWriter:
             return
         # cast("B"): bytes.join copies a uint16/uint32 memoryview item by item (~40 MB/s), bytes at memcpy speed
         buf = self._pending[0].data if len(self._pending) == 1 else b"".join([p.data.cast("B") for p in self._pending])
-        with named(self.path):
+        with formats.naming(self.path):
             self.f.write(buf)
         self.hasher.update(buf)
         self.tokens_flushed += self._pending_bytes // self.item
@@ -223,11 +223,11 @@ class SplitWriter:
             self._flush()
             self._flush_starts()
         finally:
-            with named(self.path):
+            with formats.naming(self.path):
                 self.f.close()
-            with named(self.starts_path):
+            with formats.naming(self.starts_path):
                 self._starts_f.close()
-            with named(self.prov.rec_path):
+            with formats.naming(self.prov.rec_path):
                 self.prov.close()
 
     # --- checkpoints (--resume) ---
@@ -237,10 +237,10 @@ class SplitWriter:
         self._flush()
         self._flush_starts()
         for f, path in ((self.f, self.path), (self._starts_f, self.starts_path)):
-            with named(path):
+            with formats.naming(path):
                 f.flush()
                 os.fsync(f.fileno())
-        with named(self.prov.rec_path):
+        with formats.naming(self.prov.rec_path):
             prov = self.prov.checkpoint()
         return {
             "bytes": self.tokens_flushed * self.item,
@@ -325,7 +325,7 @@ def starts_chunks(raw: Path, lo: int = 0, hi: int | None = None, shift: int = 0,
 
 def write_index(stage: Path, raw: Path, path: Path, count: int, **kw) -> None:
     """Write the document index ``path`` from the raw int64 starts a SplitWriter recorded (``starts_chunks`` ``kw``)."""
-    with named(path):
+    with formats.naming(path):
         formats.write_doc_index_stream(path, count, starts_chunks(raw, **kw))
 
 
@@ -340,15 +340,6 @@ _NO_ROOM = {
 }
 
 
-@contextmanager
-def named(path: Path):
-    """Give an OSError raised while writing ``path`` that file's name (f.write errors carry none)."""
-    try:
-        yield
-    except OSError as e:
-        if e.filename is None:
-            raise OSError(e.errno, e.strerror or str(e), str(path)) from None
-        raise
 
 
 def write_error(out_dir: Path, e: OSError) -> InputError:

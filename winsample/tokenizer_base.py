@@ -30,8 +30,8 @@ class Tokenizer:
       is encoded whole (one task, memory growing with the document) and counted as such.
     - ``encode(text) -> np.ndarray`` (uint32): ids of *ordinary* text; a control-token
       lookalike in the text (``"<|endoftext|>"``) is encoded as the text it is, never as the id.
-    - ``decode_bytes(ids) -> bytes`` and ``token_bytes(id) -> bytes`` (KeyError for an id
-      with no bytes); ``decode`` and ``vocab_bytes`` derive from them (override for speed).
+    - ``token_bytes(id) -> bytes`` (KeyError for an id with no bytes); ``vocab_bytes``,
+      ``decode_bytes(ids) -> bytes`` and ``decode`` derive from it (override for speed).
     - ``sha256`` (str): the identity recorded in meta.json (``ranks_sha256`` for tiktoken): the
       sha256 of the vocabulary file as a file, so two tokenizers with equal ids have equal hashes.
     - ``describe() -> dict``: the meta.json ``tokenizer`` entry; ``from_meta`` of it (with the
@@ -61,7 +61,10 @@ class Tokenizer:
         raise NotImplementedError
 
     def decode_bytes(self, ids: Sequence[int]) -> bytes:
-        raise NotImplementedError
+        """The ids' bytes joined, from ``vocab_bytes``; ids outside it are dropped."""
+        table = self.vocab_bytes()
+        n = len(table)
+        return b"".join(table[i] for i in map(int, ids) if 0 <= i < n)
 
     def token_bytes(self, token: int) -> bytes:
         raise NotImplementedError

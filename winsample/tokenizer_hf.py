@@ -28,7 +28,6 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -267,11 +266,6 @@ class HFTokenizer(Tokenizer):
         if not 0 <= token < len(table) or token in self._holes:
             raise KeyError(token)
         return table[token]
-
-    def decode_bytes(self, ids: Sequence[int]) -> bytes:
-        table = self.vocab_bytes()
-        n = len(table)
-        return b"".join(table[i] for i in map(int, ids) if 0 <= i < n)
 
     # --- identity ---------------------------------------------------------------------------
 

@@ -23,7 +23,6 @@ whole, one document per task (the encode summary counts those longer than one pi
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -180,11 +179,6 @@ class SentencePieceTokenizer(Tokenizer):
         if not 0 <= token < self.n_vocab:
             raise KeyError(token)
         return self.vocab_bytes()[token]
-
-    def decode_bytes(self, ids: Sequence[int]) -> bytes:
-        table = self.vocab_bytes()
-        n = len(table)
-        return b"".join(table[i] for i in map(int, ids) if 0 <= i < n)
 
     @property
     def sha256(self) -> str:
