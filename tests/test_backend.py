@@ -287,3 +287,66 @@ def test_fast_engine_equals_tiktoken_on_random_text(engines, family, parts):
     eng = engines[f"{family}-engine"]
     text = "".join(parts)
     assert eng.encode(text).tolist() == ref.encode(text).tolist()
+
+
+def test_fast_backend_encodes_on_threads_of_one_process(tmp_path, monkeypatch, ref_gpt2):
+    """--workers 2 with the fast engine starts no worker process (its batch call releases the
+    GIL), and the bytes are tiktoken's."""
+    import multiprocessing.process
+
+    def no_processes(*a, **k):
+        raise AssertionError("a worker process was started")
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", no_processes)
+    text = (CORPUS / "hamlet.txt").read_text(encoding="utf-8")
+    summary = encode_corpus([str(CORPUS / "hamlet.txt")], tmp_path / "out", workers=2, split="tail", val_fraction=0)
+    assert summary["backend"] == "fast" and summary["workers"] == 2
+    assert np.fromfile(tmp_path / "out" / "train.bin", "<u2").tolist() == ref_gpt2.encode_ordinary(text) + [EOT]
+
+
+def test_encode_many_on_several_threads_at_once_gives_tiktokens_ids(ref_gpt2):
+    from concurrent.futures import ThreadPoolExecutor
+
+    fast, _ = tokenizer.with_backend(tokenizer.load("gpt2"), "fast")
+    text = (CORPUS / "hamlet.txt").read_text(encoding="utf-8")
+    batches = [[text[i : i + 3000].encode(), text[i + 3000 : i + 9000]] for i in range(0, 120_000, 9000)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(fast.encode_many, batches))
+    for batch, (ids, lengths) in zip(batches, got):
+        want = [ref_gpt2.encode_ordinary(t if isinstance(t, str) else t.decode()) for t in batch]
+        assert lengths.tolist() == [len(w) for w in want]
+        assert ids.tolist() == [i for w in want for i in w]
+
+
+class BatchOnlyBug:
+    """An engine whose single-text encode is right but whose batch call (the threads') is not."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def encode(self, text):
+        return self.real.encode(text)
+
+    def encode_batch_padded(self, pieces, options, parallel):
+        rows, counts = self.real.encode_batch_padded(pieces, options, parallel=parallel)
+        rows = rows.copy()
+        rows[:, 0] = (rows[:, 0] + 1) % 50000
+        return rows, counts
+
+
+def test_the_self_check_also_checks_the_batch_call_the_threads_make(tmp_path, monkeypatch, ref_gpt2):
+    real = tokenizer.TiktokenTokenizer.fast_engine
+
+    def fast_engine(self):
+        eng = real(self)
+        build = eng._build
+        eng._build = lambda: BatchOnlyBug(build())
+        return eng
+
+    monkeypatch.setattr(tokenizer.TiktokenTokenizer, "fast_engine", fast_engine)
+    src = write_docs(tmp_path / "docs", {"a.txt": "some words\n"})
+    r = encode_cli(src, "-o", tmp_path / "out", "--workers", 2, "--val-fraction", "0")
+    assert r.exit_code == 0, r.output
+    assert "given as UTF-8 bytes" in r.stderr and "using the reference tiktoken" in r.stderr
+    assert json.loads((tmp_path / "out" / "meta.json").read_text())["backend"]["name"] == "reference"
+    assert np.fromfile(tmp_path / "out" / "train.bin", "<u2").tolist() == ref_gpt2.encode_ordinary("some words\n") + [EOT]

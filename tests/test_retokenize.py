@@ -185,3 +185,19 @@ def test_the_sample_is_seeded_and_bounded(tmp_path):
     b = retokenize.check(tok, [unit], docs=3, max_bytes=50_000)[0]
     assert a == b and a.status == "pass"
     assert a.documents <= 3 and a.bytes <= 50_000
+
+
+def test_retokenize_bytes_bounds_the_text_encoded_again(tmp_path):
+    """The CLI's text budget is shared by the splits: each gets at most half of it (and the
+    default, 512 kB, is what the check encodes when nothing is given)."""
+    out = tmp_path / "data"
+    encode_corpus([str(CORPUS)], out, workers=1)
+    r = CliRunner().invoke(main, ["verify", str(out), "--json", "--retokenize-bytes", "10000"])
+    assert r.exit_code == 0, r.stderr
+    rk = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "retokenize"]
+    assert [c["status"] for c in rk] == ["pass", "pass"]
+    assert all(0 < c["bytes"] <= 5000 for c in rk), rk
+    assert retokenize.DEFAULT_BYTES == 512_000
+    r = CliRunner().invoke(main, ["verify", str(out), "--json"])
+    rk = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "retokenize"]
+    assert sum(c["bytes"] for c in rk) <= 512_000 and all(c["bytes"] > 5000 for c in rk), rk

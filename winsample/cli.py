@@ -399,15 +399,18 @@ def _verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
               help="meta.json to use for a single .bin (default: the one beside it).")
 @click.option("--encoding", default=None, help="Tokenizer when there is no meta.json (default gpt2).")
 @click.option("--retokenize-sample", type=click.IntRange(min=0), default=64, show_default=True,
-              help="Documents (at most 4 MB of their text) the retokenize check decodes and encodes again with the"
-                   " reference tokenizer; their ids must be its ids. 0 skips the check.")
+              help="Documents the retokenize check decodes and encodes again with the reference tokenizer;"
+                   " their ids must be its ids. 0 skips the check.")
+@click.option("--retokenize-bytes", type=click.IntRange(min=1), default=512_000, show_default=True,
+              help="At most this many bytes of the sampled documents' text are encoded again (a longer"
+                   " document is checked on a window of it).")
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
 @click.option("--plot", "plot_png", type=click.Path(dir_okay=False, path_type=str), metavar="PNG", default=None,
               help="Also draw the first --plan's coverage picture into PNG (needs winsample[plot]).")
 @quiet_option
 @json_option
 @click.pass_context
-def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, encoding, retokenize_sample, strict, plot_png, quiet, as_json):
+def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, encoding, retokenize_sample, retokenize_bytes, strict, plot_png, quiet, as_json):
     """Check token files and window plans; exit 0 if sound, 1 if a check fails, 2 if it cannot run.
 
     PATH is a data folder (train.bin, val.bin, meta.json, document indexes) or one .bin.
@@ -434,6 +437,7 @@ def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, enco
             path, plans, T=T, min_coverage=min_coverage, max_leakage=max_leakage, show=show,
             meta_path=meta_path, encoding=encoding, progress=bar.update, writes=[plot_png] if plot_png else [],
             retokenize_sample=retokenize_sample,
+            retokenize_bytes=retokenize_bytes,
         )
     code = 0 if report.ok(strict) else 1
     drawn, plot_error = None, None

@@ -31,11 +31,15 @@ REBUILD_BYTES = 64 << 20  # text encoded between two fresh engines: bounds gigat
 try:  # optional: every caller checks version() first
     import gigatoken as _gt  # noqa: F401
     from gigatoken.gigatoken_rs import BPETokenizer as _BPETokenizer
+    from gigatoken.gigatoken_rs import PadTruncate as _PadTruncate
 except ImportError as e:  # not installed, or a wheel that does not load on this platform
     _BPETokenizer = None
     _IMPORT_ERROR = f"{type(e).__name__}: {e}"
 else:
     _IMPORT_ERROR = None
+    # encode_batch_padded's options for ids as they are: no padding, no truncation, nothing added
+    _NO_PADDING = _PadTruncate(0, max_length=None, pad_to_max_length=False, truncate=False, pad_left=False,
+                               truncate_left=False, prefix=[], suffix=[])
 
 
 def version() -> str | None:
@@ -80,6 +84,32 @@ class Engine:
             self.builds += 1
         self._since += len(text)
         return self._obj.encode(text)
+
+    def encode_many(self, pieces: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """Ids of each UTF-8 ``pieces[k]`` concatenated (uint32), and each one's count (int64).
+
+        gigatoken's ``encode_batch_padded``, one piece a call (a 1-row matrix: no padding), on
+        this thread (``parallel=False``: never its global thread pool). Unlike ``encode`` it
+        releases the GIL, so encoder threads run side by side in one process; unlike
+        ``encode_batch`` it builds no awkward array (~0.6 ms of Python a call).
+        """
+        if self._obj is None or self._since >= self._rebuild_bytes:
+            self.release()
+            self._obj = self._build()
+            self.builds += 1
+        self._since += sum(map(len, pieces))
+        parts, lengths = [], np.zeros(len(pieces), np.int64)
+        for k, piece in enumerate(pieces):
+            rows, counts = self._obj.encode_batch_padded([piece], _NO_PADDING, parallel=False)
+            parts.append(rows[0, : counts[0]])
+            lengths[k] = counts[0]
+        if len(parts) == 1:
+            return parts[0], lengths
+        return (np.concatenate(parts) if parts else np.zeros(0, np.uint32)), lengths
+
+    def fresh(self) -> Engine:
+        """An engine with the same recipe and no object yet (one per encoder thread)."""
+        return Engine(self._build, self._rebuild_bytes)
 
     def release(self) -> None:
         """Drop the gigatoken object and its cache, and hand the freed memory back to the OS."""

@@ -114,19 +114,15 @@ def encode_texts(tok: tokenizer.Tokenizer, dtype: str, texts: Sequence[str], whe
     An entry of ``texts`` may be a byte-range spec of a file (``sources.read_text_range``'s
     arguments): it is read and decoded here (``RangeFault`` if it cannot be).
     """
-    parts = []
     utf8 = tok.backend == "fast"  # the fast engine reads UTF-8 bytes: no str to build and convert back
-    for t in texts:
-        if isinstance(t, tuple):
-            parts.append(tok.encode_utf8(read_text_range(*t, as_bytes=True)) if utf8 else tok.encode(read_text_range(*t)))
-        else:
-            parts.append(tok.encode(t))
-    lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
-    ids = np.concatenate(parts) if parts else np.zeros(0, np.uint32)
+    ids, lengths = tok.encode_many([
+        (read_text_range(*t, as_bytes=utf8) if isinstance(t, tuple) else t) for t in texts
+    ])
     if lengths.all():
         maxes = np.maximum.reduceat(ids, np.cumsum(lengths) - lengths) if len(ids) else np.zeros(0, np.int64)
     else:  # reduceat misreads empty segments
-        maxes = np.array([int(p.max()) if len(p) else -1 for p in parts], dtype=np.int64)
+        ends = np.cumsum(lengths)
+        maxes = np.array([int(ids[e - n : e].max()) if n else -1 for e, n in zip(ends.tolist(), lengths.tolist())], dtype=np.int64)
     return formats.check_and_cast(ids, dtype, tok.n_vocab, where), lengths, maxes.astype(np.int64)
 
 

@@ -32,8 +32,9 @@ import functools
 import gzip
 import hashlib
 import os
-import stat
 import re
+import stat
+import threading
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -372,6 +373,8 @@ class FastTokenizer(Tokenizer):
         self._ref, self._engine = ref, engine
         self.family, self.name, self.n_vocab, self.eot, self.bos = ref.family, ref.name, ref.n_vocab, ref.eot, ref.bos
         self.exact_decode = ref.exact_decode
+        self._local = threading.local()  # encode_many: one engine per thread (a gigatoken object is not shared)
+        self._main = threading.get_ident()
 
     def encode(self, text: str) -> np.ndarray:
         try:
@@ -382,6 +385,23 @@ class FastTokenizer(Tokenizer):
     def encode_utf8(self, data: bytes) -> np.ndarray:
         return self._engine.encode(data)  # valid UTF-8 has no surrogates: no fallback needed
 
+    def encode_many(self, texts):
+        """The base contract, in one engine call that releases the GIL (encoder threads, see
+        ``encode``'s thread runner); a str with lone surrogates goes to the reference alone."""
+        try:
+            pieces = [t if isinstance(t, bytes) else t.encode("utf-8") for t in texts]
+        except UnicodeEncodeError:
+            return super().encode_many(texts)
+        return self._thread_engine().encode_many(pieces)
+
+    def _thread_engine(self):
+        if threading.get_ident() == self._main:
+            return self._engine
+        engine = getattr(self._local, "engine", None)
+        if engine is None:
+            engine = self._local.engine = self._engine.fresh()
+        return engine
+
     def engine(self) -> str:
         from . import fastengine
 
@@ -391,8 +411,8 @@ class FastTokenizer(Tokenizer):
         return self._ref
 
     def release(self) -> None:
-        """Free the engine's memory until the next ``encode`` (a parent whose workers encode)."""
-        self._engine.release()
+        """Free this thread's engine memory until the next ``encode`` (a parent whose workers encode)."""
+        self._thread_engine().release()
 
     def decode_bytes(self, ids):
         return self._ref.decode_bytes(ids)
@@ -465,7 +485,12 @@ def _fast_checked(ref: Tokenizer) -> FastTokenizer:
     from . import fastengine
 
     fast = FastTokenizer(ref, ref.fast_engine())
-    problem = fastengine.self_check(ref.encode, fast._engine.encode, tuple(ref.special_texts()), utf8=True)
+    # A str goes through the engine's encode, UTF-8 bytes through encode_many (the batch call
+    # the encoder threads make): both paths are checked.
+    def engine_encode(t):
+        return fast._engine.encode(t) if isinstance(t, str) else fast._engine.encode_many([t])[0]
+
+    problem = fastengine.self_check(ref.encode, engine_encode, tuple(ref.special_texts()), utf8=True)
     if problem is not None:
         raise ConfigError(f"the fast engine disagrees with the reference {ref.engine()} {problem}")
     _CHECKED[id(ref)] = fast

@@ -80,6 +80,13 @@ class Tokenizer:
         """``encode`` of text given as valid UTF-8 bytes (an engine that reads UTF-8 skips the str)."""
         return self.encode(data.decode("utf-8"))
 
+    def encode_many(self, texts: Sequence[str | bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """``encode`` of each text (a ``bytes`` entry: valid UTF-8, as ``encode_utf8``), the ids
+        concatenated (uint32) and each text's id count (int64)."""
+        parts = [self.encode_utf8(t) if isinstance(t, bytes) else self.encode(t) for t in texts]
+        lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+        return (np.concatenate(parts) if parts else np.zeros(0, np.uint32)), lengths
+
     def decode(self, ids: Sequence[int]) -> str:
         """The text of ``ids``; bytes that are not UTF-8 (an id sequence cut mid-character) show as U+FFFD."""
         return self.decode_bytes(ids).decode("utf-8", errors="replace")

@@ -425,12 +425,13 @@ def verify(
     progress: Progress | None = None,
     writes: Sequence[str | Path] = (),
     retokenize_sample: int = retokenize.DEFAULT_DOCS,
+    retokenize_bytes: int = retokenize.DEFAULT_BYTES,
 ) -> Report:
     """Run every check that applies to ``path`` (a data folder or one .bin) and ``plans``.
 
     ``T``: model input length for min_length (tokens). ``encoding``: tokenizer for vocab_range
     and decode when no meta.json says otherwise (default gpt2). ``retokenize_sample``: documents
-    the retokenize check re-encodes with the reference (0: skip it). Returns a Report; raises
+    the retokenize check re-encodes with the reference (0: skip it), at most ``retokenize_bytes`` of their text. Returns a Report; raises
     InputError only when something named cannot be read at all.
     """
     foreign = layouts.foreign_layout(path, meta_path)
@@ -536,7 +537,7 @@ def verify(
         _require_file(t.path)
         sizes[t.path] = t.path.stat().st_size // np.dtype(dtype).itemsize
     # retokenize reads its sample and re-encodes it (tiktoken releases the GIL) during the scans
-    retok = _start_retokenize(targets, sizes, meta, folder, dtype, enc, enc_error, retokenize_sample)
+    retok = _start_retokenize(targets, sizes, meta, folder, dtype, enc, enc_error, retokenize_sample, retokenize_bytes)
     bits = sampling_bits(sum(sizes.values()), max_shingles) if leak else None
     # the plans' own work (read, coverage union) needs no token: a helper thread does it during the scans
     plan_pool = ThreadPoolExecutor(1)
@@ -643,7 +644,7 @@ def verify(
     return report
 
 
-def _start_retokenize(targets, sizes, meta, folder, dtype, enc, enc_error, docs: int):
+def _start_retokenize(targets, sizes, meta, folder, dtype, enc, enc_error, docs: int, max_bytes: int = retokenize.DEFAULT_BYTES):
     """A future of the retokenize outcomes (``retokenize.check``) for the whole-token files of
     ``targets``, or a (status, detail) pair when the check cannot run at all."""
     if enc is None:
@@ -668,7 +669,7 @@ def _start_retokenize(targets, sizes, meta, folder, dtype, enc, enc_error, docs:
     if not units:
         return None
     pool = ThreadPoolExecutor(1)
-    fut = pool.submit(retokenize.check, enc, units, docs)
+    fut = pool.submit(retokenize.check, enc, units, docs, max_bytes)
     pool.shutdown(wait=False)
     return fut
 
