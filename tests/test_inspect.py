@@ -314,3 +314,20 @@ def test_colour_on_a_pseudo_terminal_and_none_with_no_color(golden):
         assert p.returncode == 0
     assert "\x1b[" in outs["tty"] and "Hello" in outs["tty"]
     assert "\x1b[" not in outs["no_color"] and "Hello│ world│<|endoftext|>" in outs["no_color"]
+
+
+def test_a_folder_shows_whether_each_document_starts_with_bos_and_which_backend_wrote_it(tmp_path):
+    from winsample.encode import encode_corpus
+
+    from .conftest import CORPUS
+
+    for bos in (False, True):
+        out = tmp_path / f"bos{bos}"
+        encode_corpus([str(CORPUS / "hamlet.txt")], out, bos=bos, backend="reference", split="tail")
+        r = CliRunner().invoke(main, ["inspect", str(out), "--json"])
+        assert r.exit_code == 0, r.stderr
+        meta = json.loads(r.stdout)
+        assert meta.get("bos_prepended", False) is bos
+        assert meta["backend"]["name"] == "reference"
+        text = CliRunner().invoke(main, ["inspect", str(out)]).stdout
+        assert ("bos_prepended" in text) is bos and "backend" in text

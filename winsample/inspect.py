@@ -159,6 +159,10 @@ def _meta_summary(meta: formats.Meta) -> dict:
     out = {"winsample_version": meta.winsample_version, "version": meta.version, "dtype": meta.dtype,
            "tokenizer": meta.tokenizer, "eot_appended": meta.eot_appended, "split": meta.split}
     out = {k: v for k, v in out.items() if v is not None}
+    if meta.extra.get("bos_prepended"):  # encode --bos: each document's first id is the BOS (verify and windows count it)
+        out["bos_prepended"] = True
+    if meta.extra.get("backend"):
+        out["backend"] = meta.extra["backend"]
     out["inputs"] = len(meta.inputs or [])
     out["layouts"] = list(layouts.written(meta.to_json()))
     prov = formats.prov_entries(meta)
@@ -370,7 +374,8 @@ def _kv_lines(d: dict, style, indent: int = 0) -> list[str]:
 
 
 def _meta_lines(report: dict, style) -> list[str]:
-    keys = ("meta", "winsample_version", "version", "dtype", "tokenizer", "eot_appended", "split", "inputs", "layouts", "provenance")
+    keys = ("meta", "winsample_version", "version", "dtype", "tokenizer", "backend", "eot_appended", "bos_prepended", "split",
+            "inputs", "layouts", "provenance")
     return _kv_lines({k: report[k] for k in keys if k in report}, style)
 
 
