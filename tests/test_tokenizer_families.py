@@ -549,3 +549,17 @@ def test_llmc_layout_refuses_bos_since_its_shards_start_documents_themselves(tmp
     r = cli("encode", src, "-o", tmp_path / "out", "--tokenizer-file", mistral_v1, "--layout", "llmc", "--bos")
     assert r.exit_code == 2 and "drop --bos" in r.stderr and r.stderr.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_pattern_with_a_family_tokenizer_is_refused_not_ignored(tmp_path, mistral_v1):
+    """--pattern is the pre-tokenizer of a .tiktoken file; a SentencePiece model has its own, so
+    naming one there (or with --encoding) would be silently ignored: exit 2, nothing written."""
+    src = tmp_path / "a.txt"
+    src.write_text("Some words.\n", encoding="utf-8")
+    r = CliRunner().invoke(main, ["encode", str(src), "-o", str(tmp_path / "o1"), "--tokenizer-file", str(mistral_v1),
+                                  "--pattern", "cl100k", "--split", "tail", "-q"])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert "carries its own pre-tokenizer: drop --pattern cl100k" in r.stderr and r.stderr.count("\n") == 1
+    r = CliRunner().invoke(main, ["encode", str(src), "-o", str(tmp_path / "o2"), "--pattern", "o200k", "--split", "tail", "-q"])
+    assert r.exit_code == 2 and "--encoding gpt2 has its own: drop --pattern" in r.stderr
+    assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()

@@ -256,7 +256,7 @@ def encode_corpus(
     *,
     encoding: str = "gpt2",
     tokenizer_file: str | None = None,
-    pattern: str = "gpt2",
+    pattern: str | None = None,
     val_fraction: float = 0.1,
     split: str = "doc",
     seed: int = 1337,
@@ -305,7 +305,8 @@ def encode_corpus(
     """
     t0 = time.perf_counter()
     check_options(split, errors, val_fraction, workers)
-    enc = tokenizer.load(encoding, tokenizer_file, pattern)
+    enc = tokenizer.load(encoding, tokenizer_file, pattern or "gpt2")
+    pipeline.check_pattern(enc, tokenizer_file, pattern)
     dtype = pipeline.resolve_dtype(enc, dtype)
     chosen = layouts.check_layouts(layout, dtype, enc.n_vocab, shard_tokens, enc.eot)
     pipeline.check_edges(enc, eot, bos)

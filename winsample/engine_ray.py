@@ -52,7 +52,7 @@ import xxhash
 from . import formats, pipeline, tokenizer
 from .chunking import TextChunker, iter_safe_cuts
 from .errors import ConfigError, DataError, InputError, WinsampleError
-from .pipeline import LONG_RUN_CHARS, PIECE_CHARS, DocRule, SplitWriter, encode_texts, write_index
+from .pipeline import LONG_RUN_CHARS, PIECE_CHARS, DocRule, SplitWriter, check_pattern, encode_texts, write_index
 
 DEFAULT_SHARD_BYTES = 256 << 20  # 256 MiB of input per task: ~20 s of tiktoken per core, few files per TB
 SEARCH_BYTES = 1 << 20  # bytes read per step when looking for a cut point
@@ -465,7 +465,7 @@ def encode_ray(
     merge: bool = False,
     encoding: str = "gpt2",
     tokenizer_file: str | None = None,
-    pattern: str = "gpt2",
+    pattern: str | None = None,
     val_fraction: float = 0.1,
     split: str = "doc",
     seed: int = 1337,
@@ -494,7 +494,9 @@ def encode_ray(
     pipeline.check_options(split, errors, val_fraction, workers)
     shard_bytes = parse_size(shard_size)
     ray = import_ray()
-    enc = tokenizer.load(encoding, tokenizer_file, pattern)
+    enc = tokenizer.load(encoding, tokenizer_file, pattern or "gpt2")
+    check_pattern(enc, tokenizer_file, pattern)
+    pattern = pattern or "gpt2"
     dtype = pipeline.resolve_dtype(enc, dtype)
     backend_entry = tokenizer.with_backend(enc, backend)[1]
     if notice is not None and backend_entry.get("note"):

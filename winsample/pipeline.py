@@ -533,6 +533,17 @@ def check_edges(tok: tokenizer.Tokenizer, eot: bool, bos: bool) -> None:
         )
 
 
+def check_pattern(tok: tokenizer.Tokenizer, tokenizer_file, pattern: str | None) -> None:
+    """ConfigError when ``--pattern`` was given where it cannot apply (it would be ignored):
+    without a ``--tokenizer-file``, or with a tokenizer file that is not a ``.tiktoken`` one."""
+    if pattern is None:
+        return
+    if tokenizer_file is None:
+        raise ConfigError(f"--pattern {pattern} names the pre-tokenizer of a .tiktoken --tokenizer-file; --encoding {tok.name} has its own: drop --pattern")
+    if tok.family != "tiktoken":
+        raise ConfigError(f"{tokenizer_file}: a {tok.family} tokenizer carries its own pre-tokenizer: drop --pattern {pattern}")
+
+
 def _no_token_reason(tok: tokenizer.Tokenizer, which: str) -> str:
     if tok.family == "hf":
         return f"no tokenizer_config.json with a {which}_token beside its tokenizer.json"
