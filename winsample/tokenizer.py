@@ -233,10 +233,13 @@ class TiktokenTokenizer(Tokenizer):
         return self.encoding.decode_single_token_bytes(token)
 
     def vocab_bytes(self) -> list[bytes]:
-        try:  # one tiktoken call
-            return self.encoding.decode_tokens_bytes(list(range(self.n_vocab)))
-        except KeyError:  # some vocabularies have holes: one id at a time
-            return super().vocab_bytes()
+        """Built once per tokenizer (~0.08 s for GPT-2's 50,257 ids); the list is shared: do not change it."""
+        if getattr(self, "_vocab", None) is None:
+            try:  # one tiktoken call
+                self._vocab = self.encoding.decode_tokens_bytes(list(range(self.n_vocab)))
+            except KeyError:  # some vocabularies have holes: one id at a time
+                self._vocab = super().vocab_bytes()
+        return self._vocab
 
     @functools.cached_property
     def sha256(self) -> str:
