@@ -36,11 +36,41 @@ def blocks(doc: str) -> list[tuple[str, int, str, str]]:
     return out
 
 
-def run_block(lang: str, code: str, where: str, cwd: Path) -> None:
+def shown_outputs(doc: str) -> dict[int, tuple[int, str]]:
+    """{line of a tested ```sh block: (line, text) of the ```text block right after it}: the
+    output the doc shows for that block (only blank lines between the two)."""
+    text = (REPO / doc).read_text(encoding="utf-8")
+    found = list(FENCE.finditer(text))
+    out = {}
+    for a, b in zip(found, found[1:]):
+        before = text[: a.start()].rstrip("\n").rsplit("\n", 1)[-1].strip()
+        if a.group(1) == "sh" and before == "<!-- test -->" and b.group(1) == "text" and not text[a.end() : b.start()].strip():
+            out[text.count("\n", 0, a.start()) + 1] = (text.count("\n", 0, b.start()) + 1, b.group(2))
+    return out
+
+
+SPEED = re.compile(r"[0-9.]+ MB/s")  # a throughput differs from run to run
+
+
+def check_shown(printed: str, shown: str, where: str) -> None:
+    """The shown output is what the block printed (stdout, then stderr, as a terminal shows a
+    block's summary lines): its lines, as a run of the real lines, trailing spaces and speeds
+    aside. The doc may show only part of a long output."""
+    def lines(t: str) -> list[str]:
+        return [SPEED.sub("# MB/s", line.rstrip()) for line in t.rstrip("\n").split("\n")]
+
+    want, got = lines(shown), lines(printed)
+    if not any(got[i : i + len(want)] == want for i in range(len(got) - len(want) + 1)):
+        raise AssertionError(f"{where}: the ```text block after it is not what it prints\n--- shown\n{shown}--- printed\n{printed[-3000:]}")
+
+
+def run_block(lang: str, code: str, where: str, cwd: Path, shown: str | None = None) -> None:
     if lang == "sh":
         env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", NO_COLOR="1")
         r = subprocess.run(["bash", "-e", "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, f"{where} exited {r.returncode}\n--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}"
+        if shown is not None:
+            check_shown(r.stdout + r.stderr, shown, where)
     elif lang == "python":
         old = os.getcwd()
         os.chdir(cwd)
@@ -71,8 +101,9 @@ def test_marked_blocks_run_in_order(doc, tmp_path):
     copy_corpus(tmp_path / "corpus")
     tested = [b for b in blocks(doc) if b[0] == "test"]
     assert len(tested) >= 5, f"{doc}: expected runnable examples marked <!-- test -->"
+    shown = shown_outputs(doc)
     for _, line, lang, code in tested:
-        run_block(lang, code, f"{doc}:{line}", tmp_path)
+        run_block(lang, code, f"{doc}:{line}", tmp_path, shown.get(line, (0, None))[1])
 
 
 @pytest.mark.parametrize("doc", DOCS)
@@ -102,3 +133,12 @@ def test_the_corpus_copy_is_newer_than_the_checkout(tmp_path):
     before = time.time()
     copy_corpus(tmp_path / "corpus", src)
     assert all(before - 1 <= p.stat().st_mtime <= time.time() + 1 for p in (tmp_path / "corpus").iterdir())
+
+
+def test_a_shown_output_must_be_a_run_of_what_the_block_printed():
+    check_shown("encoded 8 documents, 1.83 MB/s\nline two\nline three  \n", "line two\nline three\n", "x")
+    check_shown("encoded 8 documents, 9.99 MB/s\n", "encoded 8 documents, 1.83 MB/s\n", "x")  # speeds vary
+    for wrong in ("line three\nline two\n", "line two\nline 3\n", "encoded 9 documents, 1.83 MB/s\n"):
+        with pytest.raises(AssertionError, match="is not what it prints"):
+            check_shown("encoded 8 documents, 1.83 MB/s\nline two\nline three\n", wrong, "x")
+    assert shown_outputs("docs/guide.md"), "the guide shows outputs: they must be checked"
