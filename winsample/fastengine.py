@@ -223,3 +223,151 @@ def _compare(text: str, want: list[int], fast, given) -> str | None:
 
 def _show(text: str) -> str:
     return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
+# --- the tokenizer.json and SentencePiece families --------------------------------------------
+
+
+def _load_hf_json():
+    """gigatoken's ``load_hf_json``; ConfigError when gigatoken is missing or has none."""
+    if _BPETokenizer is None:
+        raise ConfigError(f"the fast backend is not available: {missing_reason()}")
+    try:
+        from gigatoken.gigatoken_rs import load_hf_json
+    except ImportError as e:
+        raise ConfigError(f"the fast backend cannot load tokenizer.json files: {e}") from None
+    return load_hf_json
+
+
+def _load(load_hf_json, json_text: str, what: str):
+    try:
+        return load_hf_json(json_text)
+    except BaseException as e:  # gigatoken raises ValueError/RuntimeError, a pyo3 panic is BaseException
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ConfigError(f"the fast backend cannot load this {what}: {first}") from None
+
+
+def hf_json_without_specials(json_text: str) -> str:
+    """``json_text`` (a tokenizer.json) with its *special* added tokens removed, the others kept.
+
+    The reference encodes a special token's text inside a document as ordinary text
+    (``encode_special_tokens = True``), while gigatoken would give it its id; without the
+    entry, gigatoken sees ordinary text too. Non-special added tokens (DeepSeek's ``<think>``)
+    keep their ids, as the reference gives them.
+    """
+    import json
+
+    # Only the added_tokens array is parsed and rewritten (a tokenizer.json is mostly its
+    # vocabulary and merges: parsing it all costs ~0.4 s for a 130k vocabulary).
+    key = '"added_tokens":'
+    i = json_text.find(key)
+    if i > 0:
+        try:  # the key is top-level when the text before it, closed, is a JSON object
+            json.loads(json_text[:i] + '"_": 0}')
+            added, end = json.JSONDecoder().raw_decode(json_text, i + len(key))
+        except ValueError:
+            added = None
+        if isinstance(added, list):
+            kept = [a for a in added if not (isinstance(a, dict) and a.get("special"))]
+            return json_text[: i + len(key)] + json.dumps(kept, ensure_ascii=False) + json_text[end:]
+    spec = json.loads(json_text)  # another layout: the whole file
+    spec["added_tokens"] = [a for a in spec.get("added_tokens") or [] if not a.get("special")]
+    return json.dumps(spec, ensure_ascii=False)
+
+
+def _first_then_fresh(first, build):
+    """A build function whose first call returns ``first`` (already built, to check that it
+    loads) and every later call a fresh ``build()``."""
+    held = [first]
+
+    def once():
+        return held.pop() if held else build()
+
+    return once
+
+
+def hf_engine(json_text: str, rebuild_bytes: int | None = None) -> Engine:
+    """An engine for a Hugging Face tokenizer.json (its text, as the reference library loaded
+    it), with special added tokens encoded as text (``hf_json_without_specials``).
+
+    ConfigError when gigatoken is missing or cannot load the file (a model kind it lacks).
+    Agreement with the reference is the self-check's to prove, not this function's.
+    """
+    load_hf_json = _load_hf_json()
+    prepared = hf_json_without_specials(json_text)
+    first = _load(load_hf_json, prepared, "tokenizer.json")  # fails here, not in a worker's first encode
+    return Engine(_first_then_fresh(first, lambda: load_hf_json(prepared)), rebuild_bytes)
+
+
+class _DummyPrefix:
+    """A gigatoken object whose tokenizer.json has no ``Prepend("▁")`` step, encoding
+    ``" " + text`` instead (the space becomes the ``▁``): sentencepiece's dummy prefix put
+    before the whole text, once, where gigatoken's Prepend step would put one before each
+    piece between user-defined tokens (``"x[REF]y"`` must give ``▁x [REF] y``, not ``▁y``).
+    The empty text stays empty, as in sentencepiece. Same ``encode`` / ``encode_batch``."""
+
+    def __init__(self, obj):
+        self._obj = obj
+
+    @staticmethod
+    def _prefixed(text):
+        if not text:
+            return text
+        return (b" " + text) if isinstance(text, (bytes, bytearray, memoryview)) else " " + text
+
+    def encode(self, text):
+        return self._obj.encode(self._prefixed(text))
+
+    def encode_batch(self, texts, **kw):
+        return self._obj.encode_batch([self._prefixed(t) for t in texts], **kw)
+
+    def __getattr__(self, name):  # decode, vocab_size, …: the underlying object's
+        return getattr(self._obj, name)
+
+
+def spm_tokenizer_json(model_bytes: bytes) -> tuple[str, bool]:
+    """(the tokenizer.json gigatoken loads for a SentencePiece ``.model``, whether the caller
+    must put the dummy prefix before the text itself: ``_DummyPrefix``).
+
+    gigatoken's own conversion (``gigatoken.Tokenizer.from_sentencepiece``), then: control
+    pieces (``<s>``, ``[INST]``) removed from its added tokens, so that their text in a
+    document stays text as sentencepiece keeps it; user-defined pieces kept (sentencepiece
+    matches them in the text). A model with user-defined pieces and the dummy prefix gets
+    its Prepend step dropped for ``_DummyPrefix``. ConfigError for a model the conversion
+    does not take (Unigram, no byte fallback, …).
+    """
+    import json
+
+    try:
+        from gigatoken._load.sentencepiece import sentencepiece_to_tokenizer_json
+    except ImportError as e:
+        raise ConfigError(f"the fast backend cannot convert SentencePiece models: {e}") from None
+    try:
+        spec = json.loads(sentencepiece_to_tokenizer_json(model_bytes))
+    except (ValueError, KeyError, AssertionError, IndexError, UnicodeDecodeError) as e:
+        raise ConfigError(f"the fast backend cannot take this SentencePiece model: {e}") from None
+    spec["added_tokens"] = [a for a in spec["added_tokens"] if not a.get("special")]
+    steps = spec["normalizer"]["normalizers"]
+    prepend = [s for s in steps if s.get("type") == "Prepend"]
+    own_prefix = False
+    if spec["added_tokens"] and prepend:
+        if any(s.get("type") == "Strip" for s in steps):
+            # remove_extra_whitespaces would strip the leading space that stands for the prefix
+            raise ConfigError("the fast backend cannot take a SentencePiece model with user-defined pieces and"
+                              " remove_extra_whitespaces (its dummy prefix would differ from sentencepiece's)")
+        spec["normalizer"]["normalizers"] = [s for s in steps if s.get("type") != "Prepend"]
+        own_prefix = True
+    return json.dumps(spec, ensure_ascii=False), own_prefix
+
+
+def spm_engine(model_bytes: bytes, rebuild_bytes: int | None = None) -> Engine:
+    """An engine for a SentencePiece ``.model`` (its bytes, as the reference library loaded
+    them): gigatoken on ``spm_tokenizer_json``'s conversion, converted once. ConfigError when
+    gigatoken is missing or cannot take the model; agreement is the self-check's to prove."""
+    load_hf_json = _load_hf_json()
+    prepared, own_prefix = spm_tokenizer_json(model_bytes)
+    wrap = _DummyPrefix if own_prefix else (lambda obj: obj)
+    first = wrap(_load(load_hf_json, prepared, "SentencePiece model"))
+    return Engine(_first_then_fresh(first, lambda: wrap(load_hf_json(prepared))), rebuild_bytes)

@@ -378,6 +378,10 @@ class FastTokenizer(Tokenizer):
         self.exact_decode = ref.exact_decode
         self._local = threading.local()  # encode_many: one engine per thread (a gigatoken object is not shared)
         self._main = threading.get_ident()
+        self.can_cut = ref.can_cut  # SentencePiece and unproven tokenizer.json files: documents encoded whole
+
+    def file_label(self) -> str:
+        return self._ref.file_label()
 
     def encode(self, text: str) -> np.ndarray:
         try:

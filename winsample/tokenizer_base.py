@@ -124,7 +124,9 @@ class Tokenizer:
         raise ConfigError(f"the fast backend has no engine for the {self.family} family")
 
     def special_texts(self) -> list[str]:
-        """The texts of this family's special tokens (each must encode as ordinary text)."""
+        """Texts the fast engine's self-check must also see for this tokenizer: its special
+        tokens' texts (each must encode as ordinary text), and whatever else the family's
+        engine could get wrong (added tokens, the family's own markers), alone and in context."""
         return []
 
     def reference(self) -> Tokenizer:
@@ -133,3 +135,11 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} n_vocab={self.n_vocab}>"
+
+
+def texts_in_context(texts) -> list[str]:
+    """Each text alone, and once more in one line that holds it between letters, between
+    spaces, twice in a row and after a whitespace run and line breaks: where an engine's
+    matching of added tokens can part from the reference's (a self-check's extra texts, see
+    ``Tokenizer.special_texts``)."""
+    return [x for t in sorted(set(texts)) for x in (t, f"a{t}b {t} {t}{t}\n x  {t}\n\n{t}")]

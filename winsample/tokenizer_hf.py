@@ -34,7 +34,7 @@ import numpy as np
 
 from . import chunking
 from .errors import ConfigError
-from .tokenizer_base import Tokenizer
+from .tokenizer_base import Tokenizer, texts_in_context
 
 SUPPORTED_MODELS = ("BPE", "Unigram")
 _MODEL_KEY = re.compile(r'"model"\s*:\s*\{')
@@ -266,6 +266,21 @@ class HFTokenizer(Tokenizer):
         if not 0 <= token < len(table) or token in self._holes:
             raise KeyError(token)
         return table[token]
+
+    # --- the fast backend (``tokenizer.with_backend``) -------------------------------------------
+
+    def fast_engine(self):
+        """gigatoken on this tokenizer.json as the reference library loaded it (its own
+        serialisation: no second read of a file that may have changed), special added tokens
+        encoded as text (``fastengine.hf_engine``); ConfigError when gigatoken cannot load it."""
+        from . import fastengine
+
+        return fastengine.hf_engine(self._tok.to_str())
+
+    def special_texts(self) -> list[str]:
+        """Every added token's text, alone and in context (the self-check's extra texts):
+        special ones must stay text, non-special ones get their ids, as the reference does."""
+        return texts_in_context(self._added.values())
 
     # --- identity ---------------------------------------------------------------------------
 

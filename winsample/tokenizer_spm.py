@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ConfigError
-from .tokenizer_base import Tokenizer
+from .tokenizer_base import Tokenizer, texts_in_context
 
 MODEL_TYPES = {1: "Unigram", 2: "BPE", 3: "Word", 4: "Char"}
 SUPPORTED_MODELS = ("BPE", "Unigram")
@@ -117,6 +117,25 @@ def model_info(data: bytes) -> dict:
     return {"model": MODEL_TYPES.get(model_type, f"type {model_type}"), "pieces": pieces}
 
 
+PIECE_NORMAL, PIECE_UNKNOWN, PIECE_CONTROL, PIECE_USER_DEFINED, PIECE_UNUSED, PIECE_BYTE = 1, 2, 3, 4, 5, 6
+
+
+def piece_types(data: bytes) -> list[tuple[str, int]]:
+    """(text, type) of every piece of a ModelProto, in id order (``PIECE_*`` types; a piece
+    without a type is normal). ValueError when malformed."""
+    out = []
+    for field, wire, value in _fields(data):
+        if field == 1 and wire == 2:
+            text, kind = b"", PIECE_NORMAL
+            for f, w, v in _fields(value):
+                if f == 1 and w == 2:
+                    text = v
+                elif f == 3 and w == 0:
+                    kind = v
+            out.append((text.decode("utf-8", "replace"), kind))
+    return out
+
+
 class SentencePieceTokenizer(Tokenizer):
     """A SentencePiece model file behind winsample's interface."""
 
@@ -180,6 +199,27 @@ class SentencePieceTokenizer(Tokenizer):
             raise KeyError(token)
         return self.vocab_bytes()[token]
 
+    # --- the fast backend (``tokenizer.with_backend``) -------------------------------------------
+
+    def fast_engine(self):
+        """gigatoken on this model as the reference library loaded it (its serialised proto),
+        converted as ``gigatoken.Tokenizer.from_sentencepiece`` does, control pieces kept as text
+        (``fastengine.spm_engine``); ConfigError when gigatoken cannot take the model (Unigram,
+        no byte fallback, …)."""
+        from . import fastengine
+
+        return fastengine.spm_engine(self._sp.serialized_model_proto())
+
+    def special_texts(self) -> list[str]:
+        """The self-check's extra texts for SentencePiece: every control, unknown and
+        user-defined piece's text and a sample of byte pieces' (``<0x0A>`` as text), alone and
+        in context, and the family's own hazards (the dummy prefix, ``▁``, leading and repeated
+        whitespace, characters only byte fallback can encode, text a normaliser rewrites)."""
+        types = piece_types(self._sp.serialized_model_proto())
+        pieces = [p for p, t in types if t in (PIECE_UNKNOWN, PIECE_CONTROL, PIECE_USER_DEFINED)]
+        pieces += [p for p, t in types if t == PIECE_BYTE][::37]
+        return texts_in_context(pieces) + list(SPM_SELF_CHECK_TEXTS)
+
     @property
     def sha256(self) -> str:
         return self._sha256
@@ -208,6 +248,19 @@ class SentencePieceTokenizer(Tokenizer):
 
     def __reduce__(self):  # a worker reloads the file
         return (reload, (str(self.path),))
+
+
+# Where a SentencePiece engine may part from sentencepiece: the dummy prefix (texts that start
+# with spaces, a ▁, a line break, or are only whitespace), ▁ in the text, whitespace runs,
+# characters no piece holds (byte fallback: rare CJK, control characters, emoji, private use),
+# and text an NFKC-style normaliser rewrites (ligatures, full-width, circled digits).
+SPM_SELF_CHECK_TEXTS = (
+    "", " ", "  ", "\n", " \n ", "\t", "a", " a", "  a", "   a  b   ", "a ", "a  ", "\na", "\n\na\n\n",
+    "\u2581", "\u2581\u2581", "\u2581a", "a\u2581b", " \u2581 ", "\u2581 \u2581", "x\u2581\u2581\u2581y",
+    "\x00", "\x01\x02\x7f", "a\x00b", "\u0000\u001f", "\ue000\uf8ff", "\U000f0000", "\U0001f9ff\U0001fa70",
+    "𠀀𪚥𫝆", "龘靐齉", "ꙮ ᚠᛇᚻ ⵣ", "ﬁﬂ ＡＢＣ１２３ ①② ㍿ ℌ", "Ａ　Ｂ", "ｶﾀｶﾅ", "x\u00a0y", "\u3000\u3000a",
+    "<0x0A>", "<0x00>", "<unk>", "<s></s><s>", "[INST] hi [/INST]", "<pad>", "<mask>",
+)
 
 
 def reload(path: str) -> SentencePieceTokenizer:
