@@ -269,6 +269,15 @@ class HFTokenizer(Tokenizer):
 
     # --- the fast backend (``tokenizer.with_backend``) -------------------------------------------
 
+    def engine(self) -> str:
+        """The reference library and its version (meta.json's ``backend.engine``)."""
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return f"tokenizers {version('tokenizers')}"
+        except PackageNotFoundError:
+            return "tokenizers"
+
     def fast_engine(self):
         """gigatoken on this tokenizer.json as the reference library loaded it (its own
         serialisation: no second read of a file that may have changed), special added tokens

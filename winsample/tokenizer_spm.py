@@ -201,6 +201,15 @@ class SentencePieceTokenizer(Tokenizer):
 
     # --- the fast backend (``tokenizer.with_backend``) -------------------------------------------
 
+    def engine(self) -> str:
+        """The reference library and its version (meta.json's ``backend.engine``)."""
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return f"sentencepiece {version('sentencepiece')}"
+        except PackageNotFoundError:
+            return "sentencepiece"
+
     def fast_engine(self):
         """gigatoken on this model as the reference library loaded it (its serialised proto),
         converted as ``gigatoken.Tokenizer.from_sentencepiece`` does, control pieces kept as text
