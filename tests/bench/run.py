@@ -367,6 +367,15 @@ WHY = {
     " cores with both workers. Other load on the machine moves these rows most.",
     "English prose": "as for the unique text; on prose the engine is faster still (~3x), so the fixed start-up and"
     " the main process weigh more.",
+    "DeepSeek tokenizer.json": "row 4 (tests/bench/fast_rows.py bench_families): the reference tokenizers runs at"
+    " ~1 MB/s per core, so the input is kept to 24 MB for the group to fit its time; at that size the fast run is"
+    " mostly fixed start-up (~3 s: the reference loaded for the self-check, gigatoken's load of the 4 MB"
+    " tokenizer.json ~0.6 s in the parent and again in each forked worker, the self-check with the 1,283 added"
+    " tokens' texts), against ~0.3 s of encoding. The engine itself encodes ~30x faster than tokenizers per core.",
+    "Mistral v1 SentencePiece": "row 4: gigatoken's SentencePiece engine merges across whole documents without"
+    " pre-splitting, and on this code-heavy text it encodes ~15 MB/s per core against sentencepiece's ~2.7 MB/s"
+    " (~5.7x at best); the fixed start-up (model conversion ~0.4 s, load, self-check, a build per worker) takes"
+    " the rest.",
     "encode 300 MB: --engine ray": "Ray runs its tasks as fast as the local pool runs its workers;"
     " what it adds is about 1 s per run (import ray ~0.35 s, leaving the cluster 0–0.3 s, the --merge"
     " copy ~0.2 s, a last task on one core) and, on a loaded machine, noise on top.",
@@ -382,7 +391,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes, one repeat: checks the harness runs")
     ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
-    ap.add_argument("--only", default="encode,fast,layouts,windows,verify,loader,ray", help="comma list of groups to run")
+    ap.add_argument("--only", default="encode,fast,families,layouts,windows,verify,loader,ray", help="comma list of groups to run")
     ap.add_argument("--make-tokens", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.make_tokens:
@@ -399,13 +408,15 @@ def main():
     compileall.compile_dir(str(REPO / "winsample"), quiet=1)
     if args.quick:
         REPEATS = 1
-        sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7, ray=(5, 15), fast=(5, 20))
+        sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7, ray=(5, 15), fast=(5, 20), families=(2, 2))
     else:
-        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, ray=(100, 300), fast=(100, 400))
+        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, ray=(100, 300), fast=(100, 400), families=(24, 24))
     rows = []
     t0 = time.time()
     for name, fn in (("encode", lambda: bench_encode(sizes["enc"], sizes["big"])),
                      ("fast", lambda: __import__("fast_rows").bench_fast(*sizes["fast"], repeats=REPEATS)),
+                     ("families", lambda: __import__("fast_rows").bench_families(
+                         dict(zip(("DeepSeek tokenizer.json", "Mistral v1 SentencePiece"), sizes["families"])), repeats=REPEATS)),
                      ("layouts", lambda: bench_layouts(sizes["big"] // 4)),
                      ("windows", lambda: bench_windows(sizes["tokens"], sizes["plain"])),
                      ("verify", lambda: bench_verify(sizes["tokens"])),
@@ -439,7 +450,8 @@ def main():
         " `np.array(ids, dtype=np.uint16).tofile`); single-process `encode_ordinary` over the same"
         " text (encoding time only); the source article's plain-Python `SlidingWindowSampler`;"
         " a chunked `np.max` pass over the same memmap as the floor for reading a token file;"
-        " for the fast backend rows (`tests/bench/fast_rows.py`), `--backend reference` (tiktoken) and the bare"
+        " for the fast backend rows (`tests/bench/fast_rows.py`), `--backend reference` (tiktoken; for the"
+        " DeepSeek tokenizer.json and Mistral SentencePiece rows, tokenizers and sentencepiece) and the bare"
         " fast library by hand (gigatoken: read the file, `encode`, `tofile`, in one process). Those rows time"
         " whole commands (interpreter start and tokenizer loading included, on both sides) and their peak RSS"
         " is the whole process tree's, parent and workers summed.\n",
