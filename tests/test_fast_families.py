@@ -309,3 +309,54 @@ def test_a_sentencepiece_model_the_engine_cannot_take_falls_back_saying_why(tmp_
     tok, entry = tokenizer.with_backend(ref, "auto")
     assert tok is ref and entry["name"] == "reference" and why in entry["note"]
     assert entry["note"].startswith(f"--backend auto: using the reference sentencepiece {spm.__version__}: the fast backend")
+
+
+def test_a_unigram_tokenizer_json_falls_back_saying_why(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.train_from_iterator([(CORPUS / "hamlet.txt").read_text(encoding="utf-8")[:30_000]],
+                            trainers.UnigramTrainer(vocab_size=300, show_progress=False, unk_token="<unk>", special_tokens=["<unk>"]))
+    tok.save(str(tmp_path / "tokenizer.json"))
+    ref = tokenizer.load_file(str(tmp_path / "tokenizer.json"))
+    tok2, entry = tokenizer.with_backend(ref, "auto")
+    assert tok2 is ref and entry["name"] == "reference"
+    assert "the fast backend cannot load this tokenizer.json" in entry["note"] and "Unigram" in entry["note"]
+    with pytest.raises(ConfigError, match="cannot load this tokenizer.json"):
+        tokenizer.with_backend(ref, "fast")
+
+
+# --- a SentencePiece-style tokenizer.json (▁ and <0xNN> byte fallback, as Llama-2 / Mistral convert) -----
+
+
+def test_sentencepiece_style_tokenizer_json_fast_equals_tokenizers(tmp_path, files):
+    """Mistral v3's real vocabulary as a tokenizer.json (gigatoken's own conversion, user-defined
+    pieces included): the reference is then ``tokenizers`` on that file, and gigatoken's byte-fallback
+    engine must write its bytes."""
+    from gigatoken._load.sentencepiece import sentencepiece_to_tokenizer_json
+
+    d = tmp_path / "tok"
+    d.mkdir()
+    (d / "tokenizer.json").write_text(sentencepiece_to_tokenizer_json(files["mistral-v3"].read_bytes()), encoding="utf-8")
+    (d / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>", "bos_token": "<s>"}))
+    src = tmp_path / "docs"
+    src.mkdir()
+    for name, data in corpus_docs().items():
+        if name.startswith(("hamlet", "y_", "z_")):
+            (src / name).write_bytes(data)
+    got = {}
+    for backend in ("fast", "reference"):
+        r = encode_cli(src, "-o", tmp_path / backend, "--tokenizer-file", d, "--backend", backend, "--workers", 2,
+                       "--split", "tail", "--val-fraction", "0.2", "--errors", "replace", "-q")
+        assert r.exit_code == 0, r.output
+        got[backend] = outputs(tmp_path / backend)
+    assert json.loads((tmp_path / "fast" / "meta.json").read_text())["backend"]["name"] == "fast"
+    assert got["fast"] == got["reference"]
+    ref = Reference(d)
+    want = []
+    for name in sorted(p.name for p in src.iterdir()):
+        want += ref.encode((src / name).read_bytes().decode("utf-8", errors="replace")) + [ref.eos]
+    meta = json.loads((tmp_path / "fast" / "meta.json").read_text())
+    ids = np.concatenate([np.fromfile(tmp_path / "fast" / f"{s}.bin", meta["dtype"]) for s in ("train", "val")])
+    assert ids.tolist() == want
