@@ -16,7 +16,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "winsample"
 MODULES = {p.stem: p for p in PACKAGE.glob("*.py")}
-JSON_READERS = {"formats", "sources", "resume", "tokenizer_hf"}  # tokenizer_hf: a tokenizer.json / tokenizer_config.json, not winsample metadata
+JSON_READERS = {"formats", "sources", "resume", "tokenizer_hf", "fastengine"}  # tokenizer_hf: a tokenizer.json / tokenizer_config.json, not winsample metadata; fastengine: the tokenizer.json it hands gigatoken
 # keys only meta.json / a sidecar has ("shards" is left out: layouts.py's llm.c entries use it too)
 SCHEMA_KEYS = {"splits", "sharded", "doc_index", "ranks_sha256", "materialized", "eot_appended", "n_vocab",
                "plan_stats", "continues"}
