@@ -175,6 +175,9 @@ def test_engine_encode_and_encode_batch_give_the_reference_ids(files, refs, fami
         batch = obj.encode_batch(data, parallel=False)
         assert [[int(i) for i in row] for row in batch] == want
     assert obj.encode(b"").dtype == np.uint32
+    # what the encoder threads call: Engine.encode_many (gigatoken's encode_batch_padded, one text a call)
+    ids, lengths = ref_tok.fast_engine().encode_many([t.encode("utf-8") for t in texts])
+    assert lengths.tolist() == [len(w) for w in want] and ids.tolist() == [i for w in want for i in w]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -249,6 +252,11 @@ class ControlBug:
         import awkward as ak
 
         return ak.Array([self._one(t).tolist() for t in texts])
+
+    def encode_batch_padded(self, texts, options, parallel=False):
+        (text,) = texts
+        ids = self._one(text)
+        return ids[None, :], np.array([len(ids)])
 
 
 @pytest.fixture

@@ -319,7 +319,7 @@ def encode_corpus(
     if notice is not None and backend_entry.get("note"):
         notice(backend_entry.pop("note"))
     if workers > 1 and enc.backend == "fast":
-        enc.release()  # each encoder thread builds its own engine
+        enc.hand_over()  # the first encoder thread takes the checked engine; the others build their own
     _bound_malloc(threads=enc.backend == "fast")
 
     describe = enc.describe()

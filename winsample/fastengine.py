@@ -306,7 +306,8 @@ class _DummyPrefix:
     ``" " + text`` instead (the space becomes the ``▁``): sentencepiece's dummy prefix put
     before the whole text, once, where gigatoken's Prepend step would put one before each
     piece between user-defined tokens (``"x[REF]y"`` must give ``▁x [REF] y``, not ``▁y``).
-    The empty text stays empty, as in sentencepiece. Same ``encode`` / ``encode_batch``."""
+    The empty text stays empty, as in sentencepiece. Same ``encode`` / ``encode_batch`` /
+    ``encode_batch_padded``."""
 
     def __init__(self, obj):
         self._obj = obj
@@ -323,7 +324,10 @@ class _DummyPrefix:
     def encode_batch(self, texts, **kw):
         return self._obj.encode_batch([self._prefixed(t) for t in texts], **kw)
 
-    def __getattr__(self, name):  # decode, vocab_size, …: the underlying object's
+    def encode_batch_padded(self, texts, options, **kw):  # Engine.encode_many's call
+        return self._obj.encode_batch_padded([self._prefixed(t) for t in texts], options, **kw)
+
+    def __getattr__(self, name):  # decode, vocab_size, …: the underlying object's (never an encode)
         return getattr(self._obj, name)
 
 

@@ -378,6 +378,7 @@ class FastTokenizer(Tokenizer):
         self.exact_decode = ref.exact_decode
         self._local = threading.local()  # encode_many: one engine per thread (a gigatoken object is not shared)
         self._main = threading.get_ident()
+        self._spare: list = []  # hand_over(): an engine an encoder thread takes before building its own
         self.can_cut = ref.can_cut  # SentencePiece and unproven tokenizer.json files: documents encoded whole
 
     def file_label(self) -> str:
@@ -406,8 +407,18 @@ class FastTokenizer(Tokenizer):
             return self._engine
         engine = getattr(self._local, "engine", None)
         if engine is None:
-            engine = self._local.engine = self._engine.fresh()
+            try:  # the engine the main thread built and checked, when handed over (list.pop is atomic)
+                engine = self._spare.pop()
+            except IndexError:
+                engine = self._engine.fresh()
+            self._local.engine = engine
         return engine
+
+    def hand_over(self) -> None:
+        """Give the main thread's engine (built for the self-check) to the first encoder thread
+        that needs one, instead of building it again there (a big tokenizer.json: ~0.7 s)."""
+        self._spare.append(self._engine)
+        self._engine = self._engine.fresh()
 
     def engine(self) -> str:
         from . import fastengine
