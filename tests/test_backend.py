@@ -327,6 +327,9 @@ class BatchOnlyBug:
     def encode(self, text):
         return self.real.encode(text)
 
+    def encode_batch(self, pieces, parallel):
+        return self.real.encode_batch(pieces, parallel=parallel)
+
     def encode_batch_padded(self, pieces, options, parallel):
         rows, counts = self.real.encode_batch_padded(pieces, options, parallel=parallel)
         rows = rows.copy()
@@ -347,6 +350,37 @@ def test_the_self_check_also_checks_the_batch_call_the_threads_make(tmp_path, mo
     src = write_docs(tmp_path / "docs", {"a.txt": "some words\n"})
     r = encode_cli(src, "-o", tmp_path / "out", "--workers", 2, "--val-fraction", "0")
     assert r.exit_code == 0, r.output
-    assert "given as UTF-8 bytes" in r.stderr and "using the reference tiktoken" in r.stderr
+    assert "in a batch call of several texts" in r.stderr and "using the reference tiktoken" in r.stderr
     assert json.loads((tmp_path / "out" / "meta.json").read_text())["backend"]["name"] == "reference"
     assert np.fromfile(tmp_path / "out" / "train.bin", "<u2").tolist() == ref_gpt2.encode_ordinary("some words\n") + [EOT]
+
+
+class ManyTextsBug(BatchOnlyBug):
+    """Right for one text a call (encode, encode_batch_padded); wrong when a call holds several."""
+
+    def encode_batch_padded(self, pieces, options, parallel):
+        return self.real.encode_batch_padded(pieces, options, parallel=parallel)
+
+    def encode_batch(self, pieces, parallel):
+        import awkward as ak
+
+        rows = [self.real.encode(p).tolist() for p in pieces]
+        rows[-1] = rows[-1][:-1]  # the last text of a batch loses its last id
+        return ak.Array(rows)
+
+
+def test_the_self_check_also_checks_a_batch_of_several_texts(tmp_path, monkeypatch, ref_gpt2):
+    real = tokenizer.TiktokenTokenizer.fast_engine
+
+    def fast_engine(self):
+        eng = real(self)
+        build = eng._build
+        eng._build = lambda: ManyTextsBug(build())
+        return eng
+
+    monkeypatch.setattr(tokenizer.TiktokenTokenizer, "fast_engine", fast_engine)
+    src = write_docs(tmp_path / "docs", {"a.txt": "some words\n"})
+    r = encode_cli(src, "-o", tmp_path / "out", "--workers", 2, "--val-fraction", "0")
+    assert r.exit_code == 0, r.output
+    assert "in a batch call of several texts" in r.stderr and "using the reference tiktoken" in r.stderr
+    assert json.loads((tmp_path / "out" / "meta.json").read_text())["backend"]["name"] == "reference"

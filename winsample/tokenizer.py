@@ -503,12 +503,10 @@ def _fast_checked(ref: Tokenizer) -> FastTokenizer:
     from . import fastengine
 
     fast = FastTokenizer(ref, ref.fast_engine())
-    # A str goes through the engine's encode, UTF-8 bytes through encode_many (the batch call
-    # the encoder threads make): both paths are checked.
-    def engine_encode(t):
-        return fast._engine.encode(t) if isinstance(t, str) else fast._engine.encode_many([t])[0]
-
-    problem = fastengine.self_check(ref.encode, engine_encode, tuple(ref.special_texts()), utf8=True)
+    # A str and UTF-8 bytes through the engine's encode, then all the texts at once through the
+    # batch calls the encoder threads make (encode_many): every path is checked.
+    problem = fastengine.self_check(ref.encode, fast._engine.encode, tuple(ref.special_texts()), utf8=True,
+                                    batches=fast._engine.encode_rows)
     if problem is not None:
         raise ConfigError(f"the fast engine disagrees with the reference {ref.engine()} {problem}")
     _CHECKED[id(ref)] = fast

@@ -349,36 +349,45 @@ def table(rows: list[dict]) -> str:
 
 # What we know about each row that can miss its bar (printed only when it does).
 WHY = {
-    "verify ": "verify now runs the retokenize check by default: 4 MB of sampled documents encoded again by the"
-    " reference tiktoken (~0.9 s on this machine, in a thread beside the scans, which take ~0.35 s for 1 GB);"
-    " the sample's default budget, not the scan, misses the bar (--retokenize-sample 0 gives the scan alone).",
+    "verify ": "the scans (range, dtype, leakage shingles), the checksum pass over the memmap's pages and the plan"
+    " checks run beside each other on the 2 cores, and the retokenize check (512 kB of sampled documents"
+    " encoded again by tiktoken, ~0.1 s) beside them; the chunked np.max floor reads the same warm pages at"
+    " ~10 GB/s. --retokenize-sample 0 leaves the scans alone.",
     "encode 100 MB --layout": "the llm.c shards come from a second pass over the split's token file (uint16, in"
-    " 1M-token pieces) and the .idx from the document starts; that pass and its buffers cost more than the bar.",
+    " 1M-token pieces) and the .idx from the document starts; with the fast engine the encode itself takes"
+    " ~2 s, so that pass (and fsyncing twice the bytes) weighs more than the bar allows.",
     "encode scaling, --backend reference --workers 2": "the row sits near its bar: the main process still finds cut points,"
     " receives the ids and writes and hashes the output (~0.6 s of CPU per 100 MB, against ~7.3 s in the"
     " workers), and on two cores that competes with the workers; other load on the machine tips it under.",
     "windows --boundaries paragraph": "the scan and the placement run in the optional C module"
-    " winsample._fast (SSE2 == tests, 64 tokens a step, on two threads); without it (no C compiler at"
-    " install, or WINSAMPLE_PURE=1) the numpy paths run at about 0.11 of the floor. Check"
+    " winsample._fast (SSE2 == tests, 64 tokens a step, on two threads); the floor is np.max over warm pages,"
+    " which read ~9.7 GB/s in this run (7.2 in the last). Without the C module (no C compiler at"
+    " install, or WINSAMPLE_PURE=1) the numpy paths run at about 0.06 of the floor. Check"
     " `python -c 'import winsample._fast'`.",
-    "unique text": "fast backend rows: a run pays ~0.5 s of fixed start-up (interpreter, the reference's ranks,"
-    " the engine built and self-checked, workers forked, each building its engine), the bare library ~0.3 s; and on"
-    " 2 cores the main process (reading, cutting at safe points, receiving the ids, writing and hashing) shares the"
-    " cores with both workers. Other load on the machine moves these rows most.",
-    "English prose": "as for the unique text; on prose the engine is faster still (~3x), so the fixed start-up and"
-    " the main process weigh more.",
+    "unique text": "fast backend rows: one process, --workers encoder threads (gigatoken's batch call releases"
+    " the GIL). A run pays ~1 s of fixed start-up that no thread shares (interpreter and numpy; the reference"
+    " tiktoken for the self-check; awkward, which gigatoken's batch calls import, ~0.25 s and ~50 MB; the"
+    " self-check; one engine built per thread), and each engine is rebuilt after 64 MiB of text (~0.1 s plus a"
+    " cold cache) to bound its cache: so --workers 2 over --workers 1 stays well under 2x on 2 cores. Peak"
+    " RSS: ~140 MB of libraries and the reference, 28 MB per engine, and each engine's pre-token cache"
+    " (up to ~40 MB before its rebuild); at 100 MB each thread sees 50 MB, short of the rebuild bound, so"
+    " the 400 MB run peaks higher. Rebuilding more often would flatten it at the cost of the speed rows.",
+    "English prose": "as for the unique text; on prose the engine is faster still, so the fixed start-up"
+    " weighs more.",
     "DeepSeek tokenizer.json": "row 4 (tests/bench/fast_rows.py bench_families): the reference tokenizers runs at"
     " ~1 MB/s per core, so the input is kept to 24 MB for the group to fit its time; at that size the fast run is"
-    " mostly fixed start-up (~3 s: the reference loaded for the self-check, gigatoken's load of the 4 MB"
-    " tokenizer.json ~0.6 s in the parent and again in each forked worker, the self-check with the 1,283 added"
-    " tokens' texts), against ~0.3 s of encoding. The engine itself encodes ~30x faster than tokenizers per core.",
+    " mostly fixed start-up (~2 s: the reference loaded for the self-check ~0.6 s, gigatoken's load of the 4 MB"
+    " tokenizer.json, the self-check with the 1,283 added tokens' texts, a second engine for the second"
+    " thread), against ~1 s of encoding. The engine itself encodes ~30x faster than tokenizers per core.",
     "Mistral v1 SentencePiece": "row 4: gigatoken's SentencePiece engine merges across whole documents without"
-    " pre-splitting, and on this code-heavy text it encodes ~15 MB/s per core against sentencepiece's ~2.7 MB/s"
-    " (~5.7x at best); the fixed start-up (model conversion ~0.4 s, load, self-check, a build per worker) takes"
-    " the rest.",
-    "encode 300 MB: --engine ray": "Ray runs its tasks as fast as the local pool runs its workers;"
-    " what it adds is about 1 s per run (import ray ~0.35 s, leaving the cluster 0–0.3 s, the --merge"
-    " copy ~0.2 s, a last task on one core) and, on a loaded machine, noise on top.",
+    " pre-splitting; on this code-heavy text its GIL-releasing batch call runs ~20 MB/s per core against"
+    " sentencepiece's ~2.7 MB/s, and the start-up (gigatoken's model conversion in Python ~1.1 s, the"
+    " pieces' types read for the self-check ~0.5 s, the self-check) is paid in every run.",
+    "encode 300 MB: --engine ray": "the local runner now encodes on threads of one process with the fast"
+    " engine (nothing pickled, ~2.8 s for 300 MB), while each Ray task is a worker process that imports"
+    " winsample, loads and self-checks its engine and writes a shard, and --merge copies the shards: about"
+    " 1–3 s of fixed cost per run (import ray ~0.35 s, leaving the cluster 0–0.3 s) that the local run no"
+    " longer hides. Ray is for inputs larger than one machine encodes quickly.",
 }
 
 
@@ -393,9 +402,13 @@ def main():
     ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
     ap.add_argument("--only", default="encode,fast,families,layouts,windows,verify,loader,ray", help="comma list of groups to run")
     ap.add_argument("--make-tokens", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--render", action="store_true", help="write the report again from the last run's figures (build/bench/results.json)")
     args = ap.parse_args()
     if args.make_tokens:
         return _make_token_file(args.make_tokens)
+    if args.render:
+        last = json.load(open(WORK / "results.json"))
+        return report(last["rows"], last["seconds"], last["date"], last["quick"], args.out)
     # This process stays small (stdlib only, no big buffers): Linux carries a process's peak RSS
     # across fork/exec into the child's ru_maxrss, so a big parent would inflate every child's figure.
     global REPEATS
@@ -426,14 +439,18 @@ def main():
             continue
         print(f"[bench] {name} …", file=sys.stderr, flush=True)
         rows += fn()
+    report(rows, time.time() - t0, datetime.date.today().isoformat(), args.quick, args.out)
+
+
+def report(rows: list[dict], seconds: float, date: str, quick: bool, out: str) -> None:
+    """Write docs/performance.md from the rows of one run (and keep them in results.json)."""
     text = table(rows)
     print(text)
     m = machine()
     missed = [r["case"] for r in rows if not r["meets_bar"]]
     doc = [
         "# Performance\n",
-        f"Measured by `make bench` on {datetime.date.today().isoformat()}"
-        f" in {time.time() - t0:.0f} s{' (--quick sizes)' if args.quick else ''}.\n",
+        f"Measured by `make bench` on {date} in {seconds:.0f} s{' (--quick sizes)' if quick else ''}.\n",
         f"Machine: {m['cores']} cores, {m['cpu']}; Python {m['python']}, numpy {m['numpy']},"
         f" tiktoken {m['tiktoken']}; {m['platform']}.\n",
         "Each figure is the median of "
@@ -456,9 +473,9 @@ def main():
         " whole commands (interpreter start and tokenizer loading included, on both sides) and their peak RSS"
         " is the whole process tree's, parent and workers summed.\n",
     ]
-    Path(args.out).write_text("\n".join(doc), encoding="utf-8")
-    json.dump(rows, open(WORK / "results.json", "w"), indent=2)
-    print(f"\nwritten to {args.out}", file=sys.stderr)
+    Path(out).write_text("\n".join(doc), encoding="utf-8")
+    json.dump({"rows": rows, "seconds": seconds, "date": date, "quick": quick}, open(WORK / "results.json", "w"), indent=2)
+    print(f"\nwritten to {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":
