@@ -364,7 +364,9 @@ WHY = {
     " which read ~9.7 GB/s in this run (7.2 in the last). Without the C module (no C compiler at"
     " install, or WINSAMPLE_PURE=1) the numpy paths run at about 0.06 of the floor. Check"
     " `python -c 'import winsample._fast'`.",
-    "unique text": "fast backend rows: one process, --workers encoder threads (gigatoken's batch call releases"
+    "unique text": "the speed row sits at its bar (an earlier full run of this code on the same day measured"
+    " 6.2x: 67 against 11 MB/s; the machine drifts by a few percent between runs). Fast backend rows: one"
+    " process, --workers encoder threads (gigatoken's batch call releases"
     " the GIL). A run pays ~1 s of fixed start-up that no thread shares (interpreter and numpy; the reference"
     " tiktoken for the self-check; awkward, which gigatoken's batch calls import, ~0.25 s and ~50 MB; the"
     " self-check; one engine built per thread), and each engine is rebuilt after 64 MiB of text (~0.1 s plus a"
