@@ -19,9 +19,19 @@ def install() -> None:
 
     def shard_task(job, shard, *decisions):
         path = os.environ.get(FAULT_ENV)
-        if path and Path(path).is_file() and Path(path).read_text().strip() == str(shard["index"]):
-            Path(path).unlink()
-            os._exit(1)
+        if path:
+            # Workers run shards at once: the file may vanish between any two steps (another
+            # worker's retry took it), which must never fail that worker's own shard.
+            try:
+                due = Path(path).read_text().strip() == str(shard["index"])
+            except OSError:
+                due = False
+            if due:
+                try:
+                    Path(path).unlink()
+                except FileNotFoundError:  # another attempt of this shard died first: run it
+                    return real(job, shard, *decisions)
+                os._exit(1)
         return real(job, shard, *decisions)
 
     engine_ray.shard_task = shard_task
