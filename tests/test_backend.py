@@ -127,17 +127,22 @@ class LookalikeBug:
         return self.real.encode(text)
 
 
-@pytest.fixture
-def buggy_engine(monkeypatch):
+def plant(monkeypatch, bug) -> None:
+    """Make the tiktoken family's fast engine wrap each gigatoken object it builds in ``bug``."""
     real = tokenizer.TiktokenTokenizer.fast_engine
 
     def fast_engine(self):
         eng = real(self)
         build = eng._build
-        eng._build = lambda: LookalikeBug(build())
+        eng._build = lambda: bug(build())
         return eng
 
     monkeypatch.setattr(tokenizer.TiktokenTokenizer, "fast_engine", fast_engine)
+
+
+@pytest.fixture
+def buggy_engine(monkeypatch):
+    plant(monkeypatch, LookalikeBug)
 
 
 def test_auto_falls_back_to_the_reference_when_the_self_check_disagrees(tmp_path, buggy_engine, ref_gpt2):
@@ -338,15 +343,7 @@ class BatchOnlyBug:
 
 
 def test_the_self_check_also_checks_the_batch_call_the_threads_make(tmp_path, monkeypatch, ref_gpt2):
-    real = tokenizer.TiktokenTokenizer.fast_engine
-
-    def fast_engine(self):
-        eng = real(self)
-        build = eng._build
-        eng._build = lambda: BatchOnlyBug(build())
-        return eng
-
-    monkeypatch.setattr(tokenizer.TiktokenTokenizer, "fast_engine", fast_engine)
+    plant(monkeypatch, BatchOnlyBug)
     src = write_docs(tmp_path / "docs", {"a.txt": "some words\n"})
     r = encode_cli(src, "-o", tmp_path / "out", "--workers", 2, "--val-fraction", "0")
     assert r.exit_code == 0, r.output
@@ -370,15 +367,7 @@ class ManyTextsBug(BatchOnlyBug):
 
 
 def test_the_self_check_also_checks_a_batch_of_several_texts(tmp_path, monkeypatch, ref_gpt2):
-    real = tokenizer.TiktokenTokenizer.fast_engine
-
-    def fast_engine(self):
-        eng = real(self)
-        build = eng._build
-        eng._build = lambda: ManyTextsBug(build())
-        return eng
-
-    monkeypatch.setattr(tokenizer.TiktokenTokenizer, "fast_engine", fast_engine)
+    plant(monkeypatch, ManyTextsBug)
     src = write_docs(tmp_path / "docs", {"a.txt": "some words\n"})
     r = encode_cli(src, "-o", tmp_path / "out", "--workers", 2, "--val-fraction", "0")
     assert r.exit_code == 0, r.output

@@ -77,13 +77,17 @@ class Engine:
         self._since = 0
         self.builds = 0
 
-    def encode(self, text: str) -> np.ndarray:
+    def _ready(self, size: int):
+        """The gigatoken object, built on first use and again after ``rebuild_bytes``; counts ``size``."""
         if self._obj is None or self._since >= self._rebuild_bytes:
             self.release()
             self._obj = self._build()
             self.builds += 1
-        self._since += len(text)
-        return self._obj.encode(text)
+        self._since += size
+        return self._obj
+
+    def encode(self, text: str) -> np.ndarray:
+        return self._ready(len(text)).encode(text)
 
     def encode_many(self, pieces: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """Ids of each UTF-8 ``pieces[k]`` concatenated (uint32), and each one's count (int64).
@@ -94,27 +98,20 @@ class Engine:
         array to build); several: ``encode_batch``'s flat ids and offsets (its batch path has a
         fixed cost per call, ~5 ms for a SentencePiece model, paid once for all of them).
         """
-        if self._obj is None or self._since >= self._rebuild_bytes:
-            self.release()
-            self._obj = self._build()
-            self.builds += 1
-        self._since += sum(map(len, pieces))
+        obj = self._ready(sum(map(len, pieces)))
         if len(pieces) == 1:
-            rows, counts = self._obj.encode_batch_padded(pieces, _NO_PADDING, parallel=False)
+            rows, counts = obj.encode_batch_padded(pieces, _NO_PADDING, parallel=False)
             return rows[0, : counts[0]], np.asarray(counts[:1], np.int64)
         if not pieces:
             return np.zeros(0, np.uint32), np.zeros(0, np.int64)
-        rows = self._obj.encode_batch(pieces, parallel=False).layout  # awkward: flat ids + offsets
+        rows = obj.encode_batch(pieces, parallel=False).layout  # awkward: flat ids + offsets
         offsets = np.asarray(rows.offsets.data)
         return np.asarray(rows.content.data)[offsets[0] : offsets[-1]], np.diff(offsets).astype(np.int64)
 
     def encode_rows(self, pieces: list[bytes]) -> list[list[np.ndarray]]:
         """Each piece's ids through both batch calls ``encode_many`` makes, each call over all the
         pieces (the self-check's ``batches``): [padded rows, encode_batch rows]."""
-        if self._obj is None:
-            self._obj = self._build()
-            self.builds += 1
-        rows, counts = self._obj.encode_batch_padded(pieces, _NO_PADDING, parallel=False)
+        rows, counts = self._ready(0).encode_batch_padded(pieces, _NO_PADDING, parallel=False)
         padded = [rows[k, : counts[k]] for k in range(len(pieces))]
         ids, lengths = self.encode_many(pieces)
         ends = np.cumsum(lengths)

@@ -45,7 +45,7 @@ from tiktoken_ext import openai_public
 
 from . import chunking
 from .errors import ConfigError, DataError, InputError, WinsampleError
-from .tokenizer_base import Tokenizer  # the interface (its own module, so the family modules need not import this one)
+from .tokenizer_base import Tokenizer, dist_version  # the interface (its own module, so the family modules need not import this one)
 
 DEFAULT_ENCODING = "gpt2"
 FAMILIES = ("tiktoken", "hf", "sentencepiece")  # meta.json's tokenizer.family (absent: tiktoken)
@@ -131,15 +131,6 @@ def ranks_file_bytes(enc: tiktoken.Encoding) -> bytes:
     """``enc``'s ranks written as a .tiktoken file (what ``ranks_sha256`` hashes)."""
     b64 = base64.b64encode
     return b"".join(b64(t) + b" %d\n" % r for t, r in sorted(enc._mergeable_ranks.items(), key=lambda kv: kv[1]))
-
-
-def _dist_version(dist: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return "?"
 
 
 def _gpt2(ranks_data: bytes, name: str = "gpt2", expected_sha256: str = GPT2_RANKS_SHA256) -> tiktoken.Encoding:
@@ -252,7 +243,7 @@ class TiktokenTokenizer(Tokenizer):
         return entry
 
     def engine(self) -> str:
-        return f"tiktoken {_dist_version('tiktoken')}"
+        return f"tiktoken {dist_version('tiktoken')}"
 
     def fast_engine(self):
         from . import fastengine
@@ -427,10 +418,6 @@ class FastTokenizer(Tokenizer):
 
     def reference(self) -> Tokenizer:
         return self._ref
-
-    def release(self) -> None:
-        """Free this thread's engine memory until the next ``encode`` (a parent whose workers encode)."""
-        self._thread_engine().release()
 
     def decode_bytes(self, ids):
         return self._ref.decode_bytes(ids)

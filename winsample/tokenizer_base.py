@@ -143,3 +143,13 @@ def texts_in_context(texts) -> list[str]:
     tokens can part from the reference's (a self-check's extra texts, see
     ``Tokenizer.special_texts``)."""
     return [x for t in sorted(set(texts)) for x in (t, f"a{t}b {t}{t}\n  {t}")]
+
+
+def dist_version(dist: str) -> str:
+    """The installed version of distribution ``dist`` ("?" when it has no metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "?"

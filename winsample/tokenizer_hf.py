@@ -34,7 +34,7 @@ import numpy as np
 
 from . import chunking
 from .errors import ConfigError
-from .tokenizer_base import Tokenizer, texts_in_context
+from .tokenizer_base import Tokenizer, dist_version, texts_in_context
 
 SUPPORTED_MODELS = ("BPE", "Unigram")
 _MODEL_KEY = re.compile(r'"model"\s*:\s*\{')
@@ -271,12 +271,7 @@ class HFTokenizer(Tokenizer):
 
     def engine(self) -> str:
         """The reference library and its version (meta.json's ``backend.engine``)."""
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return f"tokenizers {version('tokenizers')}"
-        except PackageNotFoundError:
-            return "tokenizers"
+        return f"tokenizers {dist_version('tokenizers')}"
 
     def fast_engine(self):
         """gigatoken on this tokenizer.json as the reference library loaded it (its own

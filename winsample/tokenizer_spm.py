@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ConfigError
-from .tokenizer_base import Tokenizer, texts_in_context
+from .tokenizer_base import Tokenizer, dist_version, texts_in_context
 
 MODEL_TYPES = {1: "Unigram", 2: "BPE", 3: "Word", 4: "Char"}
 SUPPORTED_MODELS = ("BPE", "Unigram")
@@ -203,12 +203,7 @@ class SentencePieceTokenizer(Tokenizer):
 
     def engine(self) -> str:
         """The reference library and its version (meta.json's ``backend.engine``)."""
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return f"sentencepiece {version('sentencepiece')}"
-        except PackageNotFoundError:
-            return "sentencepiece"
+        return f"sentencepiece {dist_version('sentencepiece')}"
 
     def fast_engine(self):
         """gigatoken on this model as the reference library loaded it (its serialised proto),
