@@ -9,6 +9,8 @@ from __future__ import annotations
 import gzip
 import json
 import pickle
+import subprocess
+import sys
 from importlib import resources
 
 import numpy as np
@@ -323,6 +325,44 @@ def test_encode_many_on_several_threads_at_once_gives_tiktokens_ids(ref_gpt2):
         assert ids.tolist() == [i for w in want for i in w]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 3 << 20), max_size=60))
+def test_padded_groups_cover_every_piece_once_and_bound_the_padding(sizes):
+    groups = fastengine.padded_groups(sizes)
+    assert sorted(i for g in groups for i in g) == list(range(len(sizes)))
+    for g in groups:  # a matrix of len(g) rows, each as wide as the largest piece
+        widest = max(sizes[i] for i in g)
+        assert len(g) == 1 or len(g) * widest <= 2 * sum(sizes[i] for i in g) + (64 << 10)
+
+
+def test_encode_many_of_pieces_of_very_different_sizes_gives_tiktokens_ids(ref_gpt2):
+    fast, _ = tokenizer.with_backend(tokenizer.load("gpt2"), "fast")
+    text = (CORPUS / "hamlet.txt").read_text(encoding="utf-8")
+    sizes = [0, 5, 200_000, 1, 0, 40_000, 700, 150_000, 3, 9000] * 3
+    pieces, pos = [], 0
+    for n in sizes:
+        pieces.append(text[pos : pos + n].encode())
+        pos = (pos + n) % 100_000
+    assert len(fastengine.padded_groups([len(p) for p in pieces])) > 1  # several calls, reassembled in order
+    ids, lengths = fast.encode_many(pieces)
+    want = [ref_gpt2.encode_ordinary(p.decode()) for p in pieces]
+    assert lengths.tolist() == [len(w) for w in want]
+    assert ids.tolist() == [i for w in want for i in w]
+
+
+def test_a_fast_encode_never_imports_awkward(tmp_path):
+    # gigatoken imports awkward (~0.5 s, ~50 MB) when its batch calls get a list: start-up paid by every run
+    script = (
+        "import sys; from winsample.encode import encode_corpus\n"
+        f"s = encode_corpus([{str(CORPUS / 'hamlet.txt')!r}], {str(tmp_path / 'out')!r}, workers=2, split='tail')\n"
+        "assert s['backend'] == 'fast', s['backend']\n"
+        "print('awkward' in sys.modules)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
+
+
 class BatchOnlyBug:
     """An engine whose single-text encode is right but whose batch call (the threads') is not."""
 
@@ -331,9 +371,6 @@ class BatchOnlyBug:
 
     def encode(self, text):
         return self.real.encode(text)
-
-    def encode_batch(self, pieces, parallel):
-        return self.real.encode_batch(pieces, parallel=parallel)
 
     def encode_batch_padded(self, pieces, options, parallel):
         rows, counts = self.real.encode_batch_padded(pieces, options, parallel=parallel)
@@ -353,17 +390,14 @@ def test_the_self_check_also_checks_the_batch_call_the_threads_make(tmp_path, mo
 
 
 class ManyTextsBug(BatchOnlyBug):
-    """Right for one text a call (encode, encode_batch_padded); wrong when a call holds several."""
+    """Right for one text a call (encode, a one-row batch); wrong when a call holds several."""
 
     def encode_batch_padded(self, pieces, options, parallel):
-        return self.real.encode_batch_padded(pieces, options, parallel=parallel)
-
-    def encode_batch(self, pieces, parallel):
-        import awkward as ak
-
-        rows = [self.real.encode(p).tolist() for p in pieces]
-        rows[-1] = rows[-1][:-1]  # the last text of a batch loses its last id
-        return ak.Array(rows)
+        rows, counts = self.real.encode_batch_padded(pieces, options, parallel=parallel)
+        if len(pieces) > 1:
+            counts = counts.copy()
+            counts[-1] -= 1  # the last text of a batch loses its last id
+        return rows, counts
 
 
 def test_the_self_check_also_checks_a_batch_of_several_texts(tmp_path, monkeypatch, ref_gpt2):

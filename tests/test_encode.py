@@ -672,6 +672,7 @@ def test_interrupt_with_a_checkpoint_keeps_the_new_folder_and_partial(tmp_path, 
     from winsample.errors import Interrupted
 
     monkeypatch.setattr(resume, "CHECKPOINT_SECONDS", 0)  # a checkpoint at every input's end
+    monkeypatch.setattr(encode_mod, "CHECKPOINT_IN_BACKGROUND", False)  # ... recorded before the run goes on
     src = write_tree(tmp_path / "in", _many_docs(30))
     out = tmp_path / "out" / "sub"
     journal = out / formats.PARTIAL_DIR / formats.PARTIAL_JOURNAL
@@ -686,6 +687,30 @@ def test_interrupt_with_a_checkpoint_keeps_the_new_folder_and_partial(tmp_path, 
     assert journal.is_file()  # kept for --resume, and with it the folder
     s = encode_corpus([str(src)], out, workers=1, resume_partial=True)
     assert s["resumed"]["inputs"] >= 1
+
+
+def test_a_checkpoint_that_cannot_be_synced_in_the_background_fails_the_run_naming_the_file(tmp_path, monkeypatch):
+    import errno
+
+    from winsample import resume
+    from winsample.errors import InputError
+
+    monkeypatch.setattr(resume, "CHECKPOINT_SECONDS", 0)
+    real_fsync, synced = os.fsync, []
+
+    def fsync(fd):
+        name = os.readlink(f"/proc/self/fd/{fd}")
+        synced.append(name)
+        if name.endswith("train.bin"):
+            raise OSError(errno.EIO, "Input/output error")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    src = write_tree(tmp_path / "in", _many_docs(30))
+    with pytest.raises(InputError, match=r"Input/output error while writing train\.bin"):
+        encode_corpus([str(src)], tmp_path / "out", workers=1)
+    assert any(n.endswith("train.bin") for n in synced)  # a checkpoint did try to sync it
+    assert not (tmp_path / "out").exists()  # nothing half-written is left
 
 
 def test_interrupt_before_any_checkpoint_leaves_no_new_folder(tmp_path):

@@ -175,7 +175,7 @@ def test_engine_encode_and_encode_batch_give_the_reference_ids(files, refs, fami
         batch = obj.encode_batch(data, parallel=False)
         assert [[int(i) for i in row] for row in batch] == want
     assert obj.encode(b"").dtype == np.uint32
-    # what the encoder threads call: Engine.encode_many (gigatoken's encode_batch_padded, one text a call)
+    # what the encoder threads call: Engine.encode_many (gigatoken's encode_batch_padded, texts grouped by size)
     ids, lengths = ref_tok.fast_engine().encode_many([t.encode("utf-8") for t in texts])
     assert lengths.tolist() == [len(w) for w in want] and ids.tolist() == [i for w in want for i in w]
 
@@ -247,11 +247,6 @@ class ControlBug:
 
     def encode(self, text):
         return self._one(text)
-
-    def encode_batch(self, texts, parallel=False):
-        import awkward as ak
-
-        return ak.Array([self._one(t).tolist() for t in texts])
 
     def encode_batch_padded(self, texts, options, parallel=False):
         rows = [self._one(t) for t in texts]

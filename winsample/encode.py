@@ -55,6 +55,7 @@ TASK_CHARS = 1 << 20  # text per batch sent to a worker: amortises IPC, keeps la
 PIECE_BYTES = 1 << 20  # a plain-text file is sent to workers as byte ranges of about this size
 RANGE_MIN_BYTES = 64 << 10  # smaller plain-text files are read and decoded here and sent as text
 INFLIGHT_PER_WORKER = 4  # batches in flight per worker process: covers the main process's stalls, still bounded
+CHECKPOINT_IN_BACKGROUND = True  # tests that stop a run right after a checkpoint turn this off
 INFLIGHT_PER_THREAD = 2  # per encoder thread (the fast engine): no pipe to cover, less memory held
 HOLD_BYTES = 32 << 20  # a document's ids beyond this wait in a spill file, not in memory
 
@@ -494,6 +495,46 @@ def _resume_writers(stage: Path, opts: dict, start: dict) -> tuple[dict, dict, d
     return writers, stats, ({"inputs": 0, "discarded": note} if note else None)
 
 
+class _Checkpointer:
+    """Makes a checkpoint durable off the main thread, so that encoding goes on meanwhile:
+    fsyncs the files it covers, then records it (``start``; no record: a write-back only).
+    One at a time: ``busy`` while syncing (the caller skips that one). ``wait`` joins it and
+    raises what it raised."""
+
+    def __init__(self):
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def busy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, to_sync: list, record: Callable[[], None] | None) -> None:
+        self.wait()
+
+        def run() -> None:
+            try:
+                for fd, path in to_sync:
+                    with formats.naming(path):
+                        os.fsync(fd)
+                if record is not None:
+                    record()
+            except BaseException as e:  # noqa: BLE001 -- handed to the main thread by wait()
+                self._error = e
+
+        self._thread = threading.Thread(target=run, name="winsample-checkpoint", daemon=True)
+        self._thread.start()
+        if not CHECKPOINT_IN_BACKGROUND:
+            self.wait()
+
+    def wait(self, raising: bool = True) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None and raising:
+            raise error
+
+
 def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, start=None, params=None) -> dict:
     """Read, encode and write everything into ``stage``; return writers and stats.
 
@@ -518,12 +559,30 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
     checkpoints = params is not None and resume.resumable(sources)
     last_checkpoint = [time.monotonic()]
 
+    syncer = _Checkpointer()
+
     def checkpoint(done: int, snap: dict) -> None:
-        if not checkpoints or time.monotonic() - last_checkpoint[0] < resume.CHECKPOINT_SECONDS:
+        if not checkpoints or time.monotonic() - last_checkpoint[0] < resume.CHECKPOINT_SECONDS or syncer.busy():
             return
-        states = {name: w.checkpoint() for name, w in writers.items()}
-        with formats.naming(stage / formats.PARTIAL_JOURNAL):
-            resume.write_journal(stage, params, sources, done, states, snap)
+        to_sync: list = []
+        states = {name: w.checkpoint(to_sync) for name, w in writers.items()}
+
+        def record() -> None:
+            with formats.naming(stage / formats.PARTIAL_JOURNAL):
+                resume.write_journal(stage, params, sources, done, states, snap)
+
+        syncer.start(to_sync, record)
+        last_checkpoint[0] = time.monotonic()
+
+    def write_back() -> None:
+        # Inside a long input too, what is written goes to disk in the background, so that
+        # the final fsync before the commit has little left to wait for.
+        if time.monotonic() - last_checkpoint[0] < resume.CHECKPOINT_SECONDS or syncer.busy():
+            return
+        to_sync: list = []
+        for w in writers.values():
+            w.checkpoint(to_sync)
+        syncer.start(to_sync, None)
         last_checkpoint[0] = time.monotonic()
 
     # Consumer state: the document whose ids are arriving.
@@ -577,6 +636,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
         except RangeFault as f:  # a byte range of a text file: the exact error reading it gives
             raise range_error(sources[f.args[0]], f.args[1], f.args[2]) from None
         consume(items, *out)
+        write_back()
 
     inflight: deque = deque()
     per = INFLIGHT_PER_THREAD if enc.backend == "fast" else INFLIGHT_PER_WORKER
@@ -608,7 +668,9 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
         while inflight:
             items0, fut = inflight.popleft()
             result(items0, lambda: _pool_get(pool, fut))
+        syncer.wait()
     finally:
+        syncer.wait(raising=False)  # before the files close: their descriptors are being synced
         holder.close()
         for w in writers.values():
             w.close()

@@ -31,15 +31,25 @@ REBUILD_BYTES = 64 << 20  # text encoded between two fresh engines: bounds gigat
 try:  # optional: every caller checks version() first
     import gigatoken as _gt  # noqa: F401
     from gigatoken.gigatoken_rs import BPETokenizer as _BPETokenizer
+    from gigatoken.gigatoken_rs import BytesSource as _BytesSource
     from gigatoken.gigatoken_rs import PadTruncate as _PadTruncate
+    from gigatoken.gigatoken_rs import SentencePieceTokenizer as _SentencePieceTokenizer
 except ImportError as e:  # not installed, or a wheel that does not load on this platform
     _BPETokenizer = None
+    _NATIVE = ()
     _IMPORT_ERROR = f"{type(e).__name__}: {e}"
 else:
     _IMPORT_ERROR = None
     # encode_batch_padded's options for ids as they are: no padding, no truncation, nothing added
     _NO_PADDING = _PadTruncate(0, max_length=None, pad_to_max_length=False, truncate=False, pad_left=False,
                                truncate_left=False, prefix=[], suffix=[])
+    _NATIVE = (_BPETokenizer, _SentencePieceTokenizer)
+
+# A padded batch call holds at most PAD_WASTE times its pieces' bytes, plus PAD_SLACK, in its
+# matrix (a token is at least a byte, give or take the dummy prefix): pieces of very different
+# sizes go to separate calls (encode_many).
+PAD_WASTE = 2
+PAD_SLACK = 64 << 10
 
 
 def version() -> str | None:
@@ -92,30 +102,35 @@ class Engine:
     def encode_many(self, pieces: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """Ids of each UTF-8 ``pieces[k]`` concatenated (uint32), and each one's count (int64).
 
-        One gigatoken batch call on this thread (``parallel=False``: never its global thread
-        pool), which, unlike ``encode``, releases the GIL: encoder threads run side by side in
-        one process. One piece: ``encode_batch_padded`` (a 1-row matrix, no padding, no awkward
-        array to build); several: ``encode_batch``'s flat ids and offsets (its batch path has a
-        fixed cost per call, ~5 ms for a SentencePiece model, paid once for all of them).
+        gigatoken's ``encode_batch_padded`` on this thread (``parallel=False``: never its global
+        thread pool), which, unlike ``encode``, releases the GIL: encoder threads run side by side
+        in one process. Several pieces share a call (a SentencePiece batch call has a fixed cost,
+        ~3 ms), grouped by size so that padding stays bounded (``padded_groups``).
         """
         obj = self._ready(sum(map(len, pieces)))
         if len(pieces) == 1:
-            rows, counts = obj.encode_batch_padded(pieces, _NO_PADDING, parallel=False)
+            rows, counts = _padded(obj, pieces)
             return rows[0, : counts[0]], np.asarray(counts[:1], np.int64)
-        if not pieces:
+        out: list = [None] * len(pieces)
+        for group in padded_groups([len(p) for p in pieces]):
+            rows, counts = _padded(obj, [pieces[i] for i in group])
+            for k, i in enumerate(group):
+                out[i] = rows[k, : counts[k]]
+        if not out:
             return np.zeros(0, np.uint32), np.zeros(0, np.int64)
-        rows = obj.encode_batch(pieces, parallel=False).layout  # awkward: flat ids + offsets
-        offsets = np.asarray(rows.offsets.data)
-        return np.asarray(rows.content.data)[offsets[0] : offsets[-1]], np.diff(offsets).astype(np.int64)
+        return np.concatenate(out), np.array([len(o) for o in out], np.int64)
 
     def encode_rows(self, pieces: list[bytes]) -> list[list[np.ndarray]]:
-        """Each piece's ids through both batch calls ``encode_many`` makes, each call over all the
-        pieces (the self-check's ``batches``): [padded rows, encode_batch rows]."""
-        rows, counts = self._ready(0).encode_batch_padded(pieces, _NO_PADDING, parallel=False)
-        padded = [rows[k, : counts[k]] for k in range(len(pieces))]
+        """Each piece's ids through the batch calls ``encode_many`` makes (the self-check's
+        ``batches``): [all pieces in one padded call, ``encode_many``'s grouped calls, one piece
+        a call for the first 16]."""
+        rows, counts = _padded(self._ready(0), pieces)
+        together = [rows[k, : counts[k]] for k in range(len(pieces))]
         ids, lengths = self.encode_many(pieces)
         ends = np.cumsum(lengths)
-        return [padded, [ids[e - n : e] for e, n in zip(ends.tolist(), lengths.tolist())]]
+        grouped = [ids[e - n : e] for e, n in zip(ends.tolist(), lengths.tolist())]
+        alone = [self.encode_many([p])[0] for p in pieces[:16]]
+        return [together, grouped, alone]
 
     def fresh(self) -> Engine:
         """An engine with the same recipe and no object yet (one per encoder thread)."""
@@ -130,6 +145,31 @@ class Engine:
 
     def __getstate__(self):  # a pickled engine (forkserver, spawn, Ray) starts without the object
         return {**self.__dict__, "_obj": None, "_since": 0}
+
+
+def padded_groups(sizes: list[int]) -> list[list[int]]:
+    """The indices of ``sizes`` (bytes) in groups for padded batch calls: by size, a group
+    closed before ``count × largest`` would pass ``PAD_WASTE × its bytes + PAD_SLACK``."""
+    groups: list[list[int]] = []
+    group: list[int] = []
+    total = 0
+    for i in sorted(range(len(sizes)), key=sizes.__getitem__):
+        n = sizes[i]
+        if group and (len(group) + 1) * n > PAD_WASTE * (total + n) + PAD_SLACK:
+            groups.append(group)
+            group, total = [], 0
+        group.append(i)
+        total += n
+    return groups + [group] if group else groups
+
+
+def _padded(obj, pieces: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, counts): ``obj.encode_batch_padded`` of ``pieces`` on this thread, no padding asked.
+    A gigatoken object gets them as a ``BytesSource``: given a list, gigatoken imports awkward
+    (~0.5 s and ~50 MB) only to ask whether it is an awkward array."""
+    if isinstance(obj, _NATIVE):
+        return obj.encode_batch_padded(_BytesSource([bytes(p) for p in pieces]), _NO_PADDING, parallel=False)
+    return obj.encode_batch_padded(pieces, _NO_PADDING, parallel=False)
 
 
 def _trim() -> None:
@@ -209,9 +249,9 @@ def self_check(reference: Callable[[str], object], fast: Callable[[str], object]
     ``utf8``, ``fast(text.encode())`` too: the engine is also fed UTF-8 bytes), else the first
     difference in one line (the text, the first differing position and both ids).
 
-    ``batches(pieces)``: the engine's batch calls, each over all the texts' UTF-8 at once (a
-    list of results, each a list of id sequences, one per text): every row must be the text's
-    ids too. Once for all texts, because a batch call has a fixed cost (~3 ms for SentencePiece).
+    ``batches(pieces)``: the engine's batch calls over the texts' UTF-8 (a list of results, each
+    a list of id sequences for the texts in order, all or the first few): every row must be its
+    text's ids too. Few calls, because a batch call has a fixed cost (~3 ms for SentencePiece).
     """
     texts = (*SELF_CHECK_TEXTS, *extra, *_mixes())
     wants = []
@@ -335,7 +375,7 @@ class _DummyPrefix:
     before the whole text, once, where gigatoken's Prepend step would put one before each
     piece between user-defined tokens (``"x[REF]y"`` must give ``▁x [REF] y``, not ``▁y``).
     The empty text stays empty, as in sentencepiece. Same ``encode`` / ``encode_batch`` /
-    ``encode_batch_padded``."""
+    ``encode_batch_padded`` (the latter with no padding asked, as ``_padded`` calls it)."""
 
     def __init__(self, obj):
         self._obj = obj
@@ -352,8 +392,8 @@ class _DummyPrefix:
     def encode_batch(self, texts, **kw):
         return self._obj.encode_batch([self._prefixed(t) for t in texts], **kw)
 
-    def encode_batch_padded(self, texts, options, **kw):  # Engine.encode_many's call
-        return self._obj.encode_batch_padded([self._prefixed(t) for t in texts], options, **kw)
+    def encode_batch_padded(self, texts, options, **kw):  # Engine.encode_many's call (via _padded)
+        return _padded(self._obj, [self._prefixed(t) for t in texts])
 
     def __getattr__(self, name):  # decode, vocab_size, …: the underlying object's (never an encode)
         return getattr(self._obj, name)

@@ -1997,11 +1997,12 @@ class ProvenanceWriter:
             self._rec.close()
             self._ids.close()
 
-    def checkpoint(self) -> dict:
+    def checkpoint(self, files: list) -> dict:
+        """Flush; append the files (file, path) a durable checkpoint must fsync to ``files``."""
         self.flush()
-        for f in (self._rec, self._ids):
+        for f, path in ((self._rec, self.rec_path), (self._ids, self.ids_path)):
             f.flush()
-            os.fsync(f.fileno())
+            files.append((f, path))
         return {"records": self.count, "id_bytes": self.id_bytes,
                 "checksum": format_checksum(self.rec_hasher), "ids_checksum": format_checksum(self.ids_hasher)}
 

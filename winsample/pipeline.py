@@ -228,16 +228,24 @@ class SplitWriter:
 
     # --- checkpoints (--resume) ---
 
-    def checkpoint(self) -> dict:
-        """Flush and fsync everything written; the state ``reopen`` needs to continue from here."""
+    def checkpoint(self, to_sync: list | None = None) -> dict:
+        """Flush and fsync everything written; the state ``reopen`` needs to continue from here.
+        With ``to_sync``, its files' ``(fd, path)`` are appended there instead of fsynced (the
+        caller fsyncs them, before it records the state)."""
         self._flush()
         self._flush_starts()
-        for f, path in ((self.f, self.path), (self._starts_f, self.starts_path)):
+        files = [(self.f, self.path), (self._starts_f, self.starts_path)]
+        for f, path in files:
             with formats.naming(path):
                 f.flush()
-                os.fsync(f.fileno())
         with formats.naming(self.prov.rec_path):
-            prov = self.prov.checkpoint()
+            prov = self.prov.checkpoint(files)
+        for f, path in files:
+            if to_sync is not None:
+                to_sync.append((f.fileno(), path))
+            else:
+                with formats.naming(path):
+                    os.fsync(f.fileno())
         return {
             "bytes": self.tokens_flushed * self.item,
             "checksum": formats.format_checksum(self.hasher),
