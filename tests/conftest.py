@@ -21,6 +21,14 @@ GPT2_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
 CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache(tmp_path_factory):
+    """Converted models go to a folder of this run's, not the user's ~/.cache (children inherit it)."""
+    import os
+
+    os.environ["WINSAMPLE_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+
+
 @pytest.fixture(scope="session")
 def gpt2_ranks_file(tmp_path_factory) -> Path:
     """The bundled ranks, decompressed to a plain .tiktoken file."""

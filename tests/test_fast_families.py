@@ -201,6 +201,29 @@ def test_dummy_prefix_is_put_before_the_text_once_where_user_defined_pieces_exis
     assert sp.encode("x[REFERENCE_DOC_19]y", out_type=str) == ["▁x", "[REFERENCE_DOC_19]", "y"]
 
 
+def test_a_sentencepiece_conversion_is_kept_once_and_reused(files, tmp_path, monkeypatch):
+    monkeypatch.setenv("WINSAMPLE_CACHE_DIR", str(tmp_path / "cache"))
+    model = files["mistral-v3"].read_bytes()
+    first = fastengine.cached_spm_tokenizer_json(model)
+    assert first == fastengine.spm_tokenizer_json(model)
+    [kept] = (tmp_path / "cache").glob("spm-*.json")
+
+    def no_conversion(data):
+        raise AssertionError("converted again")
+
+    with monkeypatch.context() as m:
+        m.setattr(fastengine, "spm_tokenizer_json", no_conversion)
+        assert fastengine.cached_spm_tokenizer_json(model) == first  # read back, not converted
+        with pytest.raises(AssertionError, match="converted again"):  # another model: its own entry
+            fastengine.cached_spm_tokenizer_json(files["mistral-v1"].read_bytes())
+    kept.write_text('{"stamp": ')  # damaged: converted again, and kept again
+    assert fastengine.cached_spm_tokenizer_json(model) == first
+    held = json.loads(kept.read_text())
+    assert held["stamp"]["engine"] == fastengine.version() and held["tokenizer_json"] == first[0]
+    monkeypatch.setenv("WINSAMPLE_CACHE_DIR", "/proc/no-such-cache")  # cannot be written: converts
+    assert fastengine.cached_spm_tokenizer_json(model) == first
+
+
 # --- the self-check catches gigatoken's real disagreement -----------------------------------------
 
 

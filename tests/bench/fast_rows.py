@@ -38,6 +38,31 @@ with open(sys.argv[2], encoding="utf-8") as f:
 tok.encode(text).astype(np.uint16).tofile(sys.argv[3])
 """
 
+# The same library on N threads, each with its own tokenizer, over the file's 1 MiB pieces (cut
+# after a newline: ids may differ from a whole-file encode, the time is what counts): how far
+# this machine lets two threads of the engine itself go beyond one.
+BARE_THREADS = """
+import sys, threading, numpy as np
+from gigatoken.gigatoken_rs import BPETokenizer, BytesSource, PadTruncate
+ranks, src, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data = open(src, "rb").read()
+pieces, pos = [], 0
+while pos < len(data):
+    end = data.find(b"\\n", pos + (1 << 20))
+    end = len(data) if end < 0 else end + 1
+    pieces.append(data[pos:end])
+    pos = end
+out = [None] * len(pieces)
+def work(k):
+    tok = BPETokenizer.from_tiktoken(ranks, "gpt2", None)
+    for i in range(k, len(pieces), n):
+        rows, counts = tok.encode_batch_padded(BytesSource([pieces[i]]), PadTruncate(0), parallel=False)
+        out[i] = rows[0, : counts[0]].astype(np.uint16)
+threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+"""
+
 
 def _roots() -> list[Path]:
     roots = [Path(sys.base_prefix) / "lib", Path(sys.prefix) / "lib", Path("/usr/lib"), Path("/usr/include"), Path("/usr/share")]
@@ -122,6 +147,8 @@ def _rows_for(kind: str, src: Path, repeats: int) -> tuple[list[dict], object]:
         "auto2": enc("auto2", "--workers", "2"),
         "auto1": enc("auto1", "--workers", "1"),
         "bare": [sys.executable, "-c", BARE, str(ranks_file()), str(src), str(out / "bare.bin")],
+        "bare1": [sys.executable, "-c", BARE_THREADS, str(ranks_file()), str(src), "1"],
+        "bare2": [sys.executable, "-c", BARE_THREADS, str(ranks_file()), str(src), "2"],
     }, repeats, runner=run_tree)
     same = _checksums(out / "auto2") == _checksums(out / "reference") == _checksums(out / "auto1")
     backend = json.loads((out / "auto2" / "meta.json").read_text())["backend"]
@@ -138,6 +165,10 @@ def _rows_for(kind: str, src: Path, repeats: int) -> tuple[list[dict], object]:
             bare.seconds / a2.seconds >= 0.6, mb(a2.peak_rss), mb(bare.peak_rss)),
         row(f"{kind} {size_mb} MB: fast backend --workers 2 vs --workers 1", tp(a2), tp(a1),
             f"{a1.seconds / a2.seconds:.2f}×", "≥ 1.7×", a1.seconds / a2.seconds >= 1.7, mb(a2.peak_rss), mb(a1.peak_rss)),
+        row(f"{kind} {size_mb} MB: the bare fast library itself on 2 threads vs 1 thread (1 MiB pieces; this"
+            " machine's ceiling for the row above)", tp(runs["bare2"]), tp(runs["bare1"]),
+            f"{runs['bare1'].seconds / runs['bare2'].seconds:.2f}×", "report", True,
+            mb(runs["bare2"].peak_rss), mb(runs["bare1"].peak_rss)),
     ]
     return rows, a2
 
@@ -184,12 +215,12 @@ def family_tokenizers() -> dict[str, Path]:
     return {"DeepSeek tokenizer.json": d, "Mistral v1 SentencePiece": _package_dir("mistral_common") / "data" / "tokenizer.model.v1"}
 
 
-def unique_jsonl(size: int, min_doc: int = 32 << 10, max_doc: int = 256 << 10) -> tuple[Path, int]:
-    """(``unique_text(size)`` as JSONL documents, how many): cut at a blank line once a document
-    holds ``min_doc`` bytes (at a line's end past ``max_doc``). Documents, because a SentencePiece
-    document is encoded whole (no safe cuts), so one 20 MB text would be one task on one core."""
-    src, _ = unique_text(size)
-    path = WORK / f"unique-{size // 10**6}MB.jsonl"
+def jsonl_documents(src: Path, min_doc: int = 32 << 10, max_doc: int = 256 << 10) -> tuple[Path, int]:
+    """(``src``'s text as JSONL documents beside it, how many): cut at a blank line once a
+    document holds ``min_doc`` bytes (at a line's end past ``max_doc``). Documents, because a
+    SentencePiece document is encoded whole (no safe cuts), so one 80 MB text would be one task
+    on one core."""
+    path = src.with_suffix(".jsonl")
     count_path = path.with_suffix(".jsonl.count")
     if path.exists() and count_path.exists() and path.stat().st_mtime >= src.stat().st_mtime:
         return path, int(count_path.read_text())
@@ -214,34 +245,62 @@ def unique_jsonl(size: int, min_doc: int = 32 << 10, max_doc: int = 256 << 10) -
     return path, docs
 
 
+# The bare fast library by hand for a tokenizer.json or a SentencePiece model: read the JSONL,
+# encode each document, write the ids; one process (gigatoken's encode holds the GIL).
+BARE_FAMILY = """
+import json, sys, numpy as np
+import gigatoken
+kind, tok_path, src, out = sys.argv[1:5]
+tok = gigatoken.Tokenizer.from_sentencepiece(tok_path) if kind == "sentencepiece" else gigatoken.Tokenizer(tok_path)
+with open(src, encoding="utf-8") as f:
+    ids = [tok.encode(json.loads(line)["text"]) for line in f]
+np.concatenate(ids).astype(np.uint32).tofile(out)
+"""
+
+
 def bench_families(sizes_mb: dict[str, int], repeats: int) -> list[dict]:
-    """Issue #15's row 4: for DeepSeek's tokenizer.json and Mistral's v1 SentencePiece model, the
-    default encode --workers 2 against --backend reference --workers 2 (``tokenizers`` /
-    ``sentencepiece``) on real unique text as JSONL documents: byte-identity, speed, whole-tree
-    peak RSS. ``sizes_mb``: the input's size for each (the references run at ~1–3 MB/s per core,
-    so each gets the size that keeps its runs short)."""
+    """Issue #15's row 4: rows 1 to 3 for DeepSeek's tokenizer.json and Mistral's v1
+    SentencePiece model, on real unique text (``sizes_mb["unique"]``) and the plays
+    (``sizes_mb["prose"]``), as JSONL documents: byte-identity with --backend reference
+    (``tokenizers`` / ``sentencepiece``, ~1–3 MB/s per core) and --workers 1, speed against it,
+    against the bare library by hand, and --workers 2 against --workers 1."""
     rows = []
+    inputs = {"unique text": jsonl_documents(unique_text(sizes_mb["unique"] * 10**6)[0]),
+              "English prose (the plays, repeated)": jsonl_documents(text_file(sizes_mb["prose"] * 10**6))}
     for label, tok in family_tokenizers().items():
-        size_mb = sizes_mb[label]
-        src, docs = unique_jsonl(size_mb * 10**6)
         kind = label.split()[0].lower()
-        out = WORK / f"families-{kind}"
-        out.mkdir(parents=True, exist_ok=True)
-        enc = lambda name, *extra: WS + ["encode", str(src), "-o", str(out / name), "--tokenizer-file", str(tok),  # noqa: E731
-                                         "--split", "tail", "--workers", "2", "-q", *extra]
-        runs = interleaved_runs({"reference": enc("reference", "--backend", "reference"), "auto": enc("auto")},
-                                repeats, runner=run_tree)
-        ref, auto = runs["reference"], runs["auto"]
-        same = _checksums(out / "auto") == _checksums(out / "reference")
-        backend = json.loads((out / "auto" / "meta.json").read_text())["backend"]
-        ref_engine = json.loads((out / "reference" / "meta.json").read_text())["backend"]["engine"]
-        tp = lambda r: f"{src.stat().st_size / r.seconds / 1e6:.1f} MB/s"  # noqa: E731
-        case = f"{label}, unique text {size_mb} MB ({docs:,} JSONL documents)"
-        rows += [
-            row(f"{case}: default encode (backend {backend['name']}, {backend['engine']}) byte-identical to"
-                f" --backend reference ({ref_engine})", "yes" if same else "NO", "", "", "identical", same),
-            row(f"{case}: default encode --workers 2 vs --backend reference --workers 2 (speed)", tp(auto), tp(ref),
-                f"{ref.seconds / auto.seconds:.1f}×", "≥ 6×", backend["name"] == "fast" and ref.seconds / auto.seconds >= 6,
-                mb(auto.peak_rss), mb(ref.peak_rss)),
-        ]
+        for text_kind, (src, docs) in inputs.items():
+            size_mb = src.stat().st_size // 10**6
+            out = WORK / f"families-{kind}-{text_kind.split()[0].lower()}"
+            out.mkdir(parents=True, exist_ok=True)
+            enc = lambda name, *extra: WS + ["encode", str(src), "-o", str(out / name), "--tokenizer-file", str(tok),  # noqa: E731,B023
+                                             "--split", "tail", "-q", *extra]
+            bare_tok = tok / "tokenizer.json" if tok.is_dir() else tok
+            runs = interleaved_runs({
+                "reference": enc("reference", "--workers", "2", "--backend", "reference"),
+                "auto2": enc("auto2", "--workers", "2"),
+                "auto1": enc("auto1", "--workers", "1"),
+                "bare": [sys.executable, "-c", BARE_FAMILY, "tokenizer.json" if tok.is_dir() else "sentencepiece",
+                         str(bare_tok), str(src), str(out / "bare.bin")],
+            }, repeats, runner=run_tree)
+            ref, a2, a1, bare = runs["reference"], runs["auto2"], runs["auto1"], runs["bare"]
+            same = _checksums(out / "auto2") == _checksums(out / "reference") == _checksums(out / "auto1")
+            backend = json.loads((out / "auto2" / "meta.json").read_text())["backend"]
+            ref_engine = json.loads((out / "reference" / "meta.json").read_text())["backend"]["engine"]
+            tp = lambda r: f"{src.stat().st_size / r.seconds / 1e6:.1f} MB/s"  # noqa: E731,B023
+            fast = backend["name"] == "fast"
+            case = f"{label}, {text_kind} {size_mb} MB ({docs:,} JSONL documents)"
+            rows += [
+                row(f"{case}: default encode (backend {backend['name']}, {backend['engine']}) byte-identical to"
+                    f" --backend reference ({ref_engine}) and to --workers 1", "yes" if same else "NO", "", "", "identical", same),
+                row(f"{case}: default encode --workers 2 vs --backend reference --workers 2 (speed)", tp(a2), tp(ref),
+                    f"{ref.seconds / a2.seconds:.1f}×", "≥ 6×", fast and ref.seconds / a2.seconds >= 6,
+                    mb(a2.peak_rss), mb(ref.peak_rss)),
+                row(f"{case}: default encode --workers 2 vs the bare fast library by hand in one process"
+                    " (read, encode each document, tofile)", tp(a2), tp(bare), f"{bare.seconds / a2.seconds:.2f}×", "≥ 0.6×",
+                    fast and bare.seconds / a2.seconds >= 0.6, mb(a2.peak_rss), mb(bare.peak_rss)),
+                row(f"{case}: fast backend --workers 2 vs --workers 1", tp(a2), tp(a1),
+                    f"{a1.seconds / a2.seconds:.2f}×", "≥ 1.7×", fast and a1.seconds / a2.seconds >= 1.7,
+                    mb(a2.peak_rss), mb(a1.peak_rss)),
+            ]
     return rows

@@ -423,15 +423,14 @@ def main():
     compileall.compile_dir(str(REPO / "winsample"), quiet=1)
     if args.quick:
         REPEATS = 1
-        sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7, ray=(5, 15), fast=(5, 20), families=(2, 2))
+        sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7, ray=(5, 15), fast=(5, 20), families=dict(unique=2, prose=2))
     else:
-        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, ray=(100, 300), fast=(100, 400), families=(24, 24))
+        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, ray=(100, 300), fast=(100, 400), families=dict(unique=80, prose=24))
     rows = []
     t0 = time.time()
     for name, fn in (("encode", lambda: bench_encode(sizes["enc"], sizes["big"])),
                      ("fast", lambda: __import__("fast_rows").bench_fast(*sizes["fast"], repeats=REPEATS)),
-                     ("families", lambda: __import__("fast_rows").bench_families(
-                         dict(zip(("DeepSeek tokenizer.json", "Mistral v1 SentencePiece"), sizes["families"])), repeats=REPEATS)),
+                     ("families", lambda: __import__("fast_rows").bench_families(sizes["families"], repeats=REPEATS)),
                      ("layouts", lambda: bench_layouts(sizes["big"] // 4)),
                      ("windows", lambda: bench_windows(sizes["tokens"], sizes["plain"])),
                      ("verify", lambda: bench_verify(sizes["tokens"])),
