@@ -163,6 +163,26 @@ def test_vocab_bytes_lists_every_id():
     assert len(vb) == 50257 and vb[31373] == b"hello" and vb[50256] == b"<|endoftext|>"
 
 
+def _tiktokens_bytes(enc, n):
+    out = []
+    for i in range(n):
+        try:
+            out.append(enc.decode_single_token_bytes(i))
+        except KeyError:  # a hole in the vocabulary
+            out.append(b"")
+    return out
+
+
+def test_vocab_bytes_are_tiktokens_own_for_every_id_holes_included(ref_gpt2, ref_cl100k, cl100k_ranks_file):
+    assert tokenizer.load("gpt2").vocab_bytes() == _tiktokens_bytes(ref_gpt2, 50257)
+    cl = tokenizer.load("cl100k_base", str(cl100k_ranks_file), "cl100k")
+    assert cl.vocab_bytes() == _tiktokens_bytes(cl.encoding, cl.n_vocab)
+    # tiktoken's own cl100k_base: its ids have holes between the special tokens
+    holey = tokenizer.TiktokenTokenizer(ref_cl100k, "cl100k_base", ())
+    want = _tiktokens_bytes(ref_cl100k, ref_cl100k.n_vocab)
+    assert b"" in want[100256:] and holey.vocab_bytes() == want
+
+
 def test_describe_and_from_meta_round_trip(gpt2_ranks_file):
     tok = tokenizer.load("gpt2")
     assert tok.describe() == {"name": "gpt2", "ranks_sha256": tokenizer.GPT2_RANKS_SHA256, "n_vocab": 50257, "eot": 50256}

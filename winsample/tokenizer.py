@@ -224,12 +224,19 @@ class TiktokenTokenizer(Tokenizer):
         return self.encoding.decode_single_token_bytes(token)
 
     def vocab_bytes(self) -> list[bytes]:
-        """Built once per tokenizer (~0.08 s for GPT-2's 50,257 ids); the list is shared: do not change it."""
+        """Built once per tokenizer, from the ranks tiktoken decodes with (~5 ms for GPT-2's
+        50,257 ids; asking tiktoken for each takes ~0.07 s); the list is shared: do not change it."""
         if getattr(self, "_vocab", None) is None:
-            try:  # one tiktoken call
-                self._vocab = self.encoding.decode_tokens_bytes(list(range(self.n_vocab)))
-            except KeyError:  # some vocabularies have holes: one id at a time
-                self._vocab = super().vocab_bytes()
+            enc = self.encoding
+            table: list = [None] * self.n_vocab
+            for token, rank in enc._mergeable_ranks.items():
+                if rank < len(table):
+                    table[rank] = token
+            for text, rank in enc._special_tokens.items():
+                if rank < len(table):
+                    table[rank] = text.encode("utf-8")
+            # some vocabularies have holes: those ids one at a time, as tiktoken answers them
+            self._vocab = table if None not in table else super().vocab_bytes()
         return self._vocab
 
     @functools.cached_property
