@@ -349,10 +349,11 @@ def table(rows: list[dict]) -> str:
 
 # What we know about each row that can miss its bar (printed only when it does).
 WHY = {
-    "verify ": "the scans (range, dtype, leakage shingles), the checksum pass over the memmap's pages and the plan"
-    " checks run beside each other on the 2 cores, and the retokenize check (512 kB of sampled documents"
-    " encoded again by tiktoken, ~0.1 s) beside them; the chunked np.max floor reads the same warm pages at"
-    " ~10 GB/s. --retokenize-sample 0 leaves the scans alone.",
+    "verify ": "the checksum (xxh3-128, sequential: ~0.12 s of one core for 1 GB, page faults included) and the"
+    " range scan run on the 2 cores beside the plan's checks (reading 976k windows, their coverage union: ~0.1 s"
+    " of CPU) and the retokenize check (512 kB of sampled documents decoded and encoded again by tiktoken:"
+    " ~0.15 s of CPU): about 0.5 s of CPU in all, against np.max alone over the same pages. Without the plan and"
+    " with --retokenize-sample 0 it runs at ~0.7 of the floor.",
     "encode 100 MB --layout": "the llm.c shards come from a second pass over the split's token file (uint16, in"
     " 1M-token pieces) and the .idx from the document starts; with the fast engine the encode itself takes"
     " ~2 s, so that pass (and fsyncing twice the bytes) weighs more than the bar allows.",
@@ -364,27 +365,30 @@ WHY = {
     " which read ~9.7 GB/s in this run (7.2 in the last). Without the C module (no C compiler at"
     " install, or WINSAMPLE_PURE=1) the numpy paths run at about 0.06 of the floor. Check"
     " `python -c 'import winsample._fast'`.",
-    "unique text": "the speed row sits at its bar (an earlier full run of this code on the same day measured"
-    " 6.2x: 67 against 11 MB/s; the machine drifts by a few percent between runs). Fast backend rows: one"
-    " process, --workers encoder threads (gigatoken's batch call releases"
-    " the GIL). A run pays ~1 s of fixed start-up that no thread shares (interpreter and numpy; the reference"
-    " tiktoken for the self-check; awkward, which gigatoken's batch calls import, ~0.25 s and ~50 MB; the"
-    " self-check; one engine built per thread), and each engine is rebuilt after 64 MiB of text (~0.1 s plus a"
-    " cold cache) to bound its cache: so --workers 2 over --workers 1 stays well under 2x on 2 cores. Peak"
-    " RSS: ~140 MB of libraries and the reference, 28 MB per engine, and each engine's pre-token cache"
-    " (up to ~40 MB before its rebuild); at 100 MB each thread sees 50 MB, short of the rebuild bound, so"
-    " the 400 MB run peaks higher. Rebuilding more often would flatten it at the cost of the speed rows.",
-    "English prose": "as for the unique text; on prose the engine is faster still, so the fixed start-up"
-    " weighs more.",
-    "DeepSeek tokenizer.json": "row 4 (tests/bench/fast_rows.py bench_families): the reference tokenizers runs at"
-    " ~1 MB/s per core, so the input is kept to 24 MB for the group to fit its time; at that size the fast run is"
-    " mostly fixed start-up (~2 s: the reference loaded for the self-check ~0.6 s, gigatoken's load of the 4 MB"
-    " tokenizer.json, the self-check with the 1,283 added tokens' texts, a second engine for the second"
-    " thread), against ~1 s of encoding. The engine itself encodes ~30x faster than tokenizers per core.",
-    "Mistral v1 SentencePiece": "row 4: gigatoken's SentencePiece engine merges across whole documents without"
-    " pre-splitting; on this code-heavy text its GIL-releasing batch call runs ~20 MB/s per core against"
-    " sentencepiece's ~2.7 MB/s, and the start-up (gigatoken's model conversion in Python ~1.1 s, the"
-    " pieces' types read for the self-check ~0.5 s, the self-check) is paid in every run.",
+    "unique text": "fast backend rows: one process, --workers encoder threads (gigatoken's batch call releases the"
+    " GIL). --workers 2 over --workers 1: the row beside it runs the bare library itself on 2 threads against 1,"
+    " with nothing of winsample's, and gets about the same ratio: two threads of this engine share the machine's"
+    " caches and memory bandwidth (one 2-core VM), and each thread's engine warms its own pre-token cache. On top"
+    " of that, ~0.5 s of start-up is serial (interpreter, numpy, the reference tiktoken and the engine for the"
+    " self-check), and every engine build or rebuild (~0.11 s, one per 64 MiB of text per thread, to bound its"
+    " cache) holds the GIL, so every thread waits for it. Peak RSS: ~95 MB of interpreter, libraries and the"
+    " reference, ~32 MB per engine, and each engine's pre-token cache, up to ~40 MB before its rebuild. At 100 MB"
+    " each thread sees 50 MB, short of the rebuild bound, so the 400 MB run peaks higher (still under 300 MB):"
+    " a 32 MiB bound flattens it (measured: 237 MB at 400 MB, against 207 at 100 MB) but costs ~20% of the speed rows (each rebuild"
+    " restarts a cold cache), so the bound stays at 64 MiB.",
+    "English prose": "as for the unique text.",
+    "DeepSeek tokenizer.json": "row 4 (tests/bench/fast_rows.py bench_families): the engine encodes this text at"
+    " ~70 MB/s per core, over 50x tokenizers, so a run is mostly fixed cost: the reference tokenizers loaded for the"
+    " self-check (~0.55 s), gigatoken's load of the 4 MB tokenizer.json (~0.55 s, holding the GIL: nothing else"
+    " runs meanwhile), the self-check with the 1,283 added tokens' texts alone and in context (~0.6 s), a"
+    " second engine for the second thread (~0.55 s, the GIL held again), and the JSONL parsed on the main"
+    " thread. That fixed cost is why --workers 2 gains little over --workers 1, and why the bare library"
+    " by hand (one load, no check) is close.",
+    "Mistral v1 SentencePiece": "row 4: gigatoken's SentencePiece engine merges across whole documents (no"
+    " pre-split; a SentencePiece document has no safe cut, so it is encoded whole); on these texts it encodes"
+    " ~15 MB/s per core against sentencepiece's ~2.3 MB/s, about 6x per core, and the main thread's JSONL"
+    " parsing and writing share the 2 cores: the 6x bar is out of reach of this engine here. Its model"
+    " conversion (~1.3 s in Python) is kept in the cache folder after the first run, so later runs skip it.",
     "encode 300 MB: --engine ray": "the local runner now encodes on threads of one process with the fast"
     " engine (nothing pickled, ~2.8 s for 300 MB), while each Ray task is a worker process that imports"
     " winsample, loads and self-checks its engine and writes a shard, and --merge copies the shards: about"
@@ -425,7 +429,7 @@ def main():
         REPEATS = 1
         sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7, ray=(5, 15), fast=(5, 20), families=dict(unique=2, prose=2))
     else:
-        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, ray=(100, 300), fast=(100, 400), families=dict(unique=80, prose=24))
+        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, ray=(100, 300), fast=(100, 400), families=dict(unique=80, prose=80))
     rows = []
     t0 = time.time()
     for name, fn in (("encode", lambda: bench_encode(sizes["enc"], sizes["big"])),
