@@ -201,6 +201,19 @@ def test_dummy_prefix_is_put_before_the_text_once_where_user_defined_pieces_exis
     assert sp.encode("x[REFERENCE_DOC_19]y", out_type=str) == ["▁x", "[REFERENCE_DOC_19]", "y"]
 
 
+def test_special_added_tokens_are_removed_and_the_rest_of_the_file_kept_verbatim(files):
+    text = (files["deepseek"] / "tokenizer.json").read_text(encoding="utf-8")
+    out = fastengine.hf_json_without_specials(text)
+    want = json.loads(text)
+    want["added_tokens"] = [a for a in want["added_tokens"] if not a.get("special")]
+    assert json.loads(out) == want and len(want["added_tokens"]) < len(json.loads(text)["added_tokens"])
+    # only the added_tokens array was rewritten: the 5 MB vocabulary and merges were never parsed
+    rest = text[text.index('"normalizer"'):]
+    assert out.endswith(rest)
+    spaced = text.replace('"added_tokens": [', '"added_tokens":\n  \t [', 1)  # any whitespace before the array
+    assert fastengine.hf_json_without_specials(spaced).endswith(rest)
+
+
 def test_a_sentencepiece_conversion_is_kept_once_and_reused(files, tmp_path, monkeypatch):
     monkeypatch.setenv("WINSAMPLE_CACHE_DIR", str(tmp_path / "cache"))
     model = files["mistral-v3"].read_bytes()
