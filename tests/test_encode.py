@@ -689,6 +689,21 @@ def test_interrupt_with_a_checkpoint_keeps_the_new_folder_and_partial(tmp_path, 
     assert s["resumed"]["inputs"] >= 1
 
 
+def test_write_backs_inside_long_inputs_never_cost_an_inputs_checkpoint(tmp_path, monkeypatch):
+    from winsample import resume
+
+    monkeypatch.setattr(resume, "CHECKPOINT_SECONDS", 0)  # a checkpoint due at every input's end
+    monkeypatch.setattr(encode_mod, "WRITE_BACK_SECONDS", 0)  # and a write-back after every batch
+    monkeypatch.setattr(encode_mod, "TASK_CHARS", 3000)  # each input spans several batches
+    recorded, real = [], resume.write_journal
+    monkeypatch.setattr(resume, "write_journal", lambda work, params, sources, done, *a: (recorded.append(done),
+                                                                                            real(work, params, sources, done, *a)))
+    docs = {f"d{i:02d}.txt": f"Input {i} has many words in it. " * 400 for i in range(12)}
+    src = write_tree(tmp_path / "in", docs)
+    encode_corpus([str(src)], tmp_path / "out", workers=1, split="tail")
+    assert recorded == list(range(1, 13))  # every input's end recorded, in order, in the background
+
+
 def test_a_checkpoint_that_cannot_be_synced_in_the_background_fails_the_run_naming_the_file(tmp_path, monkeypatch):
     import errno
 

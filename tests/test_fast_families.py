@@ -233,6 +233,9 @@ def test_a_sentencepiece_conversion_is_kept_once_and_reused(files, tmp_path, mon
     assert fastengine.cached_spm_tokenizer_json(model) == first
     held = json.loads(kept.read_text())
     assert held["stamp"]["engine"] == fastengine.version() and held["tokenizer_json"] == first[0]
+    kept.write_text(json.dumps({**held, "tokenizer_json": "{}"}))  # planted, right stamp...
+    kept.chmod(0o666)  # ... in a file others could have written: not trusted
+    assert fastengine.cached_spm_tokenizer_json(model) == first
     monkeypatch.setenv("WINSAMPLE_CACHE_DIR", "/proc/no-such-cache")  # cannot be written: converts
     assert fastengine.cached_spm_tokenizer_json(model) == first
 

@@ -56,6 +56,7 @@ PIECE_BYTES = 1 << 20  # a plain-text file is sent to workers as byte ranges of 
 RANGE_MIN_BYTES = 64 << 10  # smaller plain-text files are read and decoded here and sent as text
 INFLIGHT_PER_WORKER = 4  # batches in flight per worker process: covers the main process's stalls, still bounded
 CHECKPOINT_IN_BACKGROUND = True  # tests that stop a run right after a checkpoint turn this off
+WRITE_BACK_SECONDS = 1.0  # how often what is written is synced inside a long input (no checkpoint)
 INFLIGHT_PER_THREAD = 2  # per encoder thread (the fast engine): no pipe to cover, less memory held
 HOLD_BYTES = 32 << 20  # a document's ids beyond this wait in a spill file, not in memory
 
@@ -509,17 +510,25 @@ class _Checkpointer:
         return self._thread is not None and self._thread.is_alive()
 
     def start(self, to_sync: list, record: Callable[[], None] | None) -> None:
+        """Sync ``to_sync`` ((fd, path) pairs), then call ``record``, after the previous one ends.
+        The helper syncs its own duplicates of the descriptors: should the run close its files
+        while the helper still works (a second interrupt during the final wait), a number
+        reused by another file is never synced in their place."""
         self.wait()
+        fds = [(os.dup(fd), path) for fd, path in to_sync]
 
         def run() -> None:
             try:
-                for fd, path in to_sync:
+                for fd, path in fds:
                     with formats.naming(path):
                         os.fsync(fd)
                 if record is not None:
                     record()
             except BaseException as e:  # noqa: BLE001 -- handed to the main thread by wait()
                 self._error = e
+            finally:
+                for fd, _ in fds:
+                    os.close(fd)
 
         self._thread = threading.Thread(target=run, name="winsample-checkpoint", daemon=True)
         self._thread.start()
@@ -560,30 +569,31 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
     last_checkpoint = [time.monotonic()]
 
     syncer = _Checkpointer()
+    last_sync = [time.monotonic()]
 
-    def checkpoint(done: int, snap: dict) -> None:
-        if not checkpoints or time.monotonic() - last_checkpoint[0] < resume.CHECKPOINT_SECONDS or syncer.busy():
+    def sync(done: int | None = None, snap: dict | None = None) -> None:
+        """With ``done``: a checkpoint (inputs ``[:done]`` complete, ``snap`` their stats), made
+        at most every CHECKPOINT_SECONDS, waiting for a write-back still syncing rather than
+        skipping. Without: a write-back (sync what is written, record nothing), at most every
+        WRITE_BACK_SECONDS and only when the helper is idle: inside a long input too, so that
+        the final fsync before the commit has little left to wait for."""
+        now = time.monotonic()
+        if done is not None:
+            if not checkpoints or now - last_checkpoint[0] < resume.CHECKPOINT_SECONDS:
+                return
+        elif now - last_sync[0] < WRITE_BACK_SECONDS or syncer.busy():
             return
         to_sync: list = []
         states = {name: w.checkpoint(to_sync) for name, w in writers.items()}
+        record = None
+        if done is not None:
+            def record() -> None:
+                with formats.naming(stage / formats.PARTIAL_JOURNAL):
+                    resume.write_journal(stage, params, sources, done, states, snap)
 
-        def record() -> None:
-            with formats.naming(stage / formats.PARTIAL_JOURNAL):
-                resume.write_journal(stage, params, sources, done, states, snap)
-
+            last_checkpoint[0] = now
         syncer.start(to_sync, record)
-        last_checkpoint[0] = time.monotonic()
-
-    def write_back() -> None:
-        # Inside a long input too, what is written goes to disk in the background, so that
-        # the final fsync before the commit has little left to wait for.
-        if time.monotonic() - last_checkpoint[0] < resume.CHECKPOINT_SECONDS or syncer.busy():
-            return
-        to_sync: list = []
-        for w in writers.values():
-            w.checkpoint(to_sync)
-        syncer.start(to_sync, None)
-        last_checkpoint[0] = time.monotonic()
+        last_sync[0] = now
 
     # Consumer state: the document whose ids are arriving.
     cur = {"writer": None, "fresh": True}  # fresh: no piece of the document seen yet
@@ -611,7 +621,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
                 else:
                     holder.add(piece, m)
             elif item[0] == "source":  # ("source", i, stats): input i is complete
-                checkpoint(item[1] + 1, item[2])
+                sync(item[1] + 1, item[2])
             else:  # ("end", dest, origin): the document is complete
                 dest = item[1]
                 if dest == "skip":
@@ -636,7 +646,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
         except RangeFault as f:  # a byte range of a text file: the exact error reading it gives
             raise range_error(sources[f.args[0]], f.args[1], f.args[2]) from None
         consume(items, *out)
-        write_back()
+        sync()
 
     inflight: deque = deque()
     per = INFLIGHT_PER_THREAD if enc.backend == "fast" else INFLIGHT_PER_WORKER

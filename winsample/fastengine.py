@@ -468,16 +468,17 @@ def cached_spm_tokenizer_json(model_bytes: bytes) -> tuple[str, bool]:
 
     key = hashlib.sha256(model_bytes).hexdigest()
     path = cache_dir() / f"spm-{key[:32]}.json"
-    stamp = {"sha256": key, "engine": version(), "winsample": __version__}
+    stamp = {"sha256": key, "engine": _engine_stamp(), "winsample": __version__, "format": SPM_CACHE_FORMAT}
     try:
-        held = json.loads(path.read_text(encoding="utf-8"))
-        if held.get("stamp") == stamp and isinstance(held.get("tokenizer_json"), str):
-            return held["tokenizer_json"], bool(held.get("own_prefix"))
+        if _owned(path):  # another user's entry (a shared cache folder) is never trusted
+            held = json.loads(path.read_text(encoding="utf-8"))
+            if held.get("stamp") == stamp and isinstance(held.get("tokenizer_json"), str):
+                return held["tokenizer_json"], bool(held.get("own_prefix"))
     except (OSError, ValueError, AttributeError):
         pass
     prepared, own_prefix = spm_tokenizer_json(model_bytes)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".spm-", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -486,9 +487,29 @@ def cached_spm_tokenizer_json(model_bytes: bytes) -> tuple[str, bool]:
         except BaseException:
             os.unlink(tmp)
             raise
-    except OSError:
-        pass  # a read-only or full home: convert again next time
+    except (OSError, ValueError):
+        pass  # a read-only or full home, text JSON cannot write: convert again next time
     return prepared, own_prefix
+
+
+SPM_CACHE_FORMAT = 1  # raise when spm_tokenizer_json's output changes: older entries are converted again
+
+
+def _engine_stamp() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return f"{ENGINE} {dist_version('gigatoken')}"
+    except PackageNotFoundError:
+        return f"{ENGINE} {getattr(_gt, '__file__', '')}"
+
+
+def _owned(path: Path) -> bool:
+    """True when ``path`` is a file of this user's that no other user could have written."""
+    st = path.stat()
+    mine = not hasattr(os, "getuid") or st.st_uid == os.getuid()
+    return mine and not st.st_mode & 0o022
 
 
 def spm_engine(model_bytes: bytes, rebuild_bytes: int | None = None) -> Engine:

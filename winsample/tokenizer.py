@@ -233,10 +233,14 @@ class TiktokenTokenizer(Tokenizer):
                 if rank < len(table):
                     table[rank] = token
             for text, rank in enc._special_tokens.items():
-                if rank < len(table):
+                if rank < len(table) and table[rank] is None:  # tiktoken decodes a shared id as the ranks' bytes
                     table[rank] = text.encode("utf-8")
-            # some vocabularies have holes: those ids one at a time, as tiktoken answers them
-            self._vocab = table if None not in table else super().vocab_bytes()
+            for i in (i for i, b in enumerate(table) if b is None):  # holes: as tiktoken answers them
+                try:
+                    table[i] = self.token_bytes(i)
+                except KeyError:
+                    table[i] = b""
+            self._vocab = table
         return self._vocab
 
     @functools.cached_property
