@@ -376,14 +376,18 @@ WHY = {
     " each thread sees 50 MB, short of the rebuild bound, so the 400 MB run peaks higher (still under 300 MB):"
     " a 32 MiB bound flattens it (measured: 237 MB at 400 MB, against 207 at 100 MB) but costs ~20% of the speed rows (each rebuild"
     " restarts a cold cache), so the bound stays at 64 MiB.",
-    "English prose": "as for the unique text.",
+    "English prose": "as for the unique text; and on the plays, repeated, the engine's cache holds nearly every"
+    " word, so each thread encodes ~170 MB/s: faster than the main thread reads, finds cuts, writes and hashes"
+    " alongside it. With two threads the main thread is the bottleneck and the threads' hand-offs add GIL"
+    " waits, so --workers 2 is no faster than --workers 1 (the bare library's own two threads gain little more"
+    " here, in the row beside it).",
     "DeepSeek tokenizer.json": "row 4 (tests/bench/fast_rows.py bench_families): the engine encodes this text at"
     " ~70 MB/s per core, over 50x tokenizers, so a run is mostly fixed cost: the reference tokenizers loaded for the"
     " self-check (~0.55 s), gigatoken's load of the 4 MB tokenizer.json (~0.55 s, holding the GIL: nothing else"
     " runs meanwhile), the self-check with the 1,283 added tokens' texts alone and in context (~0.6 s), a"
     " second engine for the second thread (~0.55 s, the GIL held again), and the JSONL parsed on the main"
     " thread. That fixed cost is why --workers 2 gains little over --workers 1, and why the bare library"
-    " by hand (one load, no check) is close.",
+    " by hand (one load, no check, nothing written but the ids) comes out near or above 0.6x of ours.",
     "Mistral v1 SentencePiece": "row 4: gigatoken's SentencePiece engine merges across whole documents (no"
     " pre-split; a SentencePiece document has no safe cut, so it is encoded whole); on these texts it encodes"
     " ~15 MB/s per core against sentencepiece's ~2.3 MB/s, about 6x per core, and the main thread's JSONL"
@@ -474,7 +478,9 @@ def report(rows: list[dict], seconds: float, date: str, quick: bool, out: str) -
         " a chunked `np.max` pass over the same memmap as the floor for reading a token file;"
         " for the fast backend rows (`tests/bench/fast_rows.py`), `--backend reference` (tiktoken; for the"
         " DeepSeek tokenizer.json and Mistral SentencePiece rows, tokenizers and sentencepiece) and the bare"
-        " fast library by hand (gigatoken: read the file, `encode`, `tofile`, in one process). Those rows time"
+        " fast library by hand (gigatoken: read the file, `encode`, `tofile`, in one process; for the JSONL"
+        " rows, `encode` of each document), and the same library on 1 and on 2 threads over the file's 1 MiB"
+        " pieces, one tokenizer per thread (the machine's own ceiling for two threads). Those rows time"
         " whole commands (interpreter start and tokenizer loading included, on both sides) and their peak RSS"
         " is the whole process tree's, parent and workers summed.\n",
     ]
