@@ -458,7 +458,7 @@ def cache_dir() -> Path:
 
 def cached_spm_tokenizer_json(model_bytes: bytes) -> tuple[str, bool]:
     """``spm_tokenizer_json``, kept in ``cache_dir()`` under the model's sha256 and the versions
-    of gigatoken and winsample: the conversion runs in Python (~1.3 s for a 32k model), paid
+    of gigatoken and winsample: the conversion runs in Python (~0.5 s for a 32k model), paid
     once per model. A cache that cannot be read or written is passed by (the conversion runs);
     what is read is checked like anything the engine does, by the self-check."""
     import hashlib

@@ -392,7 +392,7 @@ WHY = {
     " pre-split; a SentencePiece document has no safe cut, so it is encoded whole); on these texts it encodes"
     " ~15 MB/s per core against sentencepiece's ~2.3 MB/s, about 6x per core, and the main thread's JSONL"
     " parsing and writing share the 2 cores: the 6x bar is out of reach of this engine here. Its model"
-    " conversion (~1.3 s in Python) is kept in the cache folder after the first run, so later runs skip it.",
+    " conversion (~0.5 s in Python) is kept in the cache folder after the first run, so later runs skip it.",
     "encode 300 MB: --engine ray": "the local runner now encodes on threads of one process with the fast"
     " engine (nothing pickled, ~2.8 s for 300 MB), while each Ray task is a worker process that imports"
     " winsample, loads and self-checks its engine and writes a shard, and --merge copies the shards: about"
