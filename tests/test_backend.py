@@ -379,16 +379,6 @@ class BatchOnlyBug:
         return rows, counts
 
 
-def test_the_self_check_also_checks_the_batch_call_the_threads_make(tmp_path, monkeypatch, ref_gpt2):
-    plant(monkeypatch, BatchOnlyBug)
-    src = write_docs(tmp_path / "docs", {"a.txt": "some words\n"})
-    r = encode_cli(src, "-o", tmp_path / "out", "--workers", 2, "--val-fraction", "0")
-    assert r.exit_code == 0, r.output
-    assert "in a batch call of several texts" in r.stderr and "using the reference tiktoken" in r.stderr
-    assert json.loads((tmp_path / "out" / "meta.json").read_text())["backend"]["name"] == "reference"
-    assert np.fromfile(tmp_path / "out" / "train.bin", "<u2").tolist() == ref_gpt2.encode_ordinary("some words\n") + [EOT]
-
-
 class ManyTextsBug(BatchOnlyBug):
     """Right for one text a call (encode, a one-row batch); wrong when a call holds several."""
 
@@ -400,10 +390,12 @@ class ManyTextsBug(BatchOnlyBug):
         return rows, counts
 
 
-def test_the_self_check_also_checks_a_batch_of_several_texts(tmp_path, monkeypatch, ref_gpt2):
-    plant(monkeypatch, ManyTextsBug)
+@pytest.mark.parametrize("bug", [BatchOnlyBug, ManyTextsBug])
+def test_the_self_check_also_checks_the_batch_calls_the_threads_make(tmp_path, monkeypatch, ref_gpt2, bug):
+    plant(monkeypatch, bug)
     src = write_docs(tmp_path / "docs", {"a.txt": "some words\n"})
     r = encode_cli(src, "-o", tmp_path / "out", "--workers", 2, "--val-fraction", "0")
     assert r.exit_code == 0, r.output
     assert "in a batch call of several texts" in r.stderr and "using the reference tiktoken" in r.stderr
     assert json.loads((tmp_path / "out" / "meta.json").read_text())["backend"]["name"] == "reference"
+    assert np.fromfile(tmp_path / "out" / "train.bin", "<u2").tolist() == ref_gpt2.encode_ordinary("some words\n") + [EOT]

@@ -499,8 +499,8 @@ def _resume_writers(stage: Path, opts: dict, start: dict) -> tuple[dict, dict, d
 class _Checkpointer:
     """Makes a checkpoint durable off the main thread, so that encoding goes on meanwhile:
     fsyncs the files it covers, then records it (``start``; no record: a write-back only).
-    One at a time: ``busy`` while syncing (the caller skips that one). ``wait`` joins it and
-    raises what it raised."""
+    One at a time: ``start`` waits for the previous one; ``busy`` while syncing (a write-back
+    is then skipped). ``wait`` joins it and raises what it raised."""
 
     def __init__(self):
         self._thread: threading.Thread | None = None

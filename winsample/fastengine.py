@@ -468,7 +468,7 @@ def cached_spm_tokenizer_json(model_bytes: bytes) -> tuple[str, bool]:
 
     key = hashlib.sha256(model_bytes).hexdigest()
     path = cache_dir() / f"spm-{key[:32]}.json"
-    stamp = {"sha256": key, "engine": _engine_stamp(), "winsample": __version__, "format": SPM_CACHE_FORMAT}
+    stamp = {"sha256": key, "engine": version(), "winsample": __version__, "format": SPM_CACHE_FORMAT}
     try:
         if _owned(path):  # another user's entry (a shared cache folder) is never trusted
             held = json.loads(path.read_text(encoding="utf-8"))
@@ -493,16 +493,6 @@ def cached_spm_tokenizer_json(model_bytes: bytes) -> tuple[str, bool]:
 
 
 SPM_CACHE_FORMAT = 1  # raise when spm_tokenizer_json's output changes: older entries are converted again
-
-
-def _engine_stamp() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
-    try:
-        return f"{ENGINE} {dist_version('gigatoken')}"
-    except PackageNotFoundError:
-        return f"{ENGINE} {getattr(_gt, '__file__', '')}"
 
 
 def _owned(path: Path) -> bool:

@@ -228,10 +228,10 @@ class SplitWriter:
 
     # --- checkpoints (--resume) ---
 
-    def checkpoint(self, to_sync: list | None = None) -> dict:
-        """Flush and fsync everything written; the state ``reopen`` needs to continue from here.
-        With ``to_sync``, its files' ``(fd, path)`` are appended there instead of fsynced (the
-        caller fsyncs them, before it records the state)."""
+    def checkpoint(self, to_sync: list) -> dict:
+        """Flush everything written and append each file's ``(fd, path)`` to ``to_sync``: the
+        caller fsyncs them before it records the state; the state ``reopen`` needs to continue
+        from here."""
         self._flush()
         self._flush_starts()
         files = [(self.f, self.path), (self._starts_f, self.starts_path)]
@@ -240,12 +240,7 @@ class SplitWriter:
                 f.flush()
         with formats.naming(self.prov.rec_path):
             prov = self.prov.checkpoint(files)
-        for f, path in files:
-            if to_sync is not None:
-                to_sync.append((f.fileno(), path))
-            else:
-                with formats.naming(path):
-                    os.fsync(f.fileno())
+        to_sync += [(f.fileno(), path) for f, path in files]
         return {
             "bytes": self.tokens_flushed * self.item,
             "checksum": formats.format_checksum(self.hasher),
