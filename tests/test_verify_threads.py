@@ -55,10 +55,15 @@ def test_coverage_of_start_ordered_windows_skips_the_sort_with_the_same_figures(
     assert got["covered"] == int(mask.sum())
 
 
-def test_ids_out_of_range_found_by_the_helper_thread_in_file_order(tmp_path, monkeypatch):
+@pytest.mark.parametrize("shingles", [None, 0])
+def test_ids_out_of_range_found_in_file_order_across_pieces(tmp_path, monkeypatch, shingles):
+    """Without shingles one thread hashes and scans SCAN_PIECE pieces; with them a helper thread
+    scans CHUNK_BYTES chunks: both find the first bad id and count every one."""
     ids = np.zeros(3000, dtype=np.int64)
     ids[[1500, 2999]] = 60000
     write_bin(tmp_path / "x.bin", ids)
     monkeypatch.setattr(formats, "CHUNK_BYTES", 2 * 100)
-    scan = verify.scan_file(tmp_path / "x.bin", "<u2", 50257)
+    monkeypatch.setattr(verify, "SCAN_PIECE", 2 * 100)
+    scan = verify.scan_file(tmp_path / "x.bin", "<u2", 50257, shingle_bits=shingles)
     assert (scan.first_bad, scan.first_bad_id, scan.bad_count, scan.max_id) == (1500, 60000, 2, 60000)
+    assert scan.checksum == formats.checksum_file(tmp_path / "x.bin")

@@ -61,7 +61,7 @@ def check(tok, units: list[Unit], docs: int = DEFAULT_DOCS, max_bytes: int = DEF
     if not tok.exact_decode:
         why = f"the {tok.family} tokenizer {tok.name!r} does not decode exactly (a normalizer changes the text), so its ids cannot be re-derived from their text"
         return [Outcome(u.label, "skip", why) for u in units]
-    lens = np.fromiter((len(b) for b in tok.vocab_bytes()), dtype=np.int64, count=tok.n_vocab)
+    lens = np.fromiter(map(len, tok.vocab_bytes()), dtype=np.int64, count=tok.n_vocab)  # bytes per id
     per_docs = max(1, docs // len(units))
     per_bytes = max(MIN_WINDOW_BYTES, max_bytes // len(units))
     return [_check_unit(tok, u, lens, per_docs, per_bytes) for u in units]
@@ -91,7 +91,11 @@ def _check_unit(tok, u: Unit, lens: np.ndarray, docs: int, max_bytes: int) -> Ou
     if len(u.tokens) == 0:
         return Outcome(u.label, "skip", "no tokens")
     ranges = _doc_ranges(u)
-    if u.starts is not None and u.eot_appended and u.eot is not None and len(u.starts):
+    ends_eot = u.starts is not None and u.eot_appended and u.eot is not None and len(u.starts)
+    if ends_eot and u.partial_last:
+        ranges[-1, 1] = len(u.tokens)  # the head of a cut document: no EOT to leave out
+    outcome = _sample(tok, u, ranges, lens, docs, max_bytes)
+    if ends_eot:  # after the sample: verify's scan, running beside this, has paged most of the file in by then
         last = np.append(np.asarray(u.starts, dtype=np.int64)[1:], len(u.tokens)) - 1  # each document's last token
         bad = np.flatnonzero(np.asarray(u.tokens)[last] != u.eot)
         if u.partial_last:
@@ -100,8 +104,11 @@ def _check_unit(tok, u: Unit, lens: np.ndarray, docs: int, max_bytes: int) -> Ou
             d = int(bad[0])
             return Outcome(u.label, "fail", f"{u.label}: document {d} does not end with the EOT id {u.eot} (token {int(last[d])} is"
                                             f" {int(u.tokens[last[d]])}), though meta.json says EOT is appended")
-        if u.partial_last:
-            ranges[-1, 1] = len(u.tokens)  # the head of a cut document: no EOT to leave out
+    return outcome
+
+
+def _sample(tok, u: Unit, ranges: np.ndarray, lens: np.ndarray, docs: int, max_bytes: int) -> Outcome:
+    """The sampled documents of ``ranges`` (D, 2) re-encoded and compared."""
     rng = np.random.default_rng(SEED)
     chosen = np.sort(rng.choice(len(ranges), size=min(docs, len(ranges)), replace=False))
     left = max_bytes

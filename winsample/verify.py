@@ -8,9 +8,11 @@ Check names (stable; scripts match on them): dtype_divisible, min_length, vocab_
 provenance, plan_bounds, order, duplicates, coverage, split_leakage, alignment, materialized, decode, retokenize
 (``retokenize.py``: a seeded sample of documents re-encoded with the reference tokenizer).
 
-Each token file is read once, in ``formats.CHUNK_BYTES`` pieces over a read-only memmap:
-that one pass computes the max id, the out-of-range count and first position, the xxh3-128
-checksum and (for a train/val pair) the k-token shingle hashes used by split_leakage.
+Each token file is read once, in pieces over a read-only memmap (shared with the checks that
+read it later, so no page is faulted in twice): that one pass computes the max id, the
+out-of-range count and first position, the xxh3-128 checksum and (for a train/val pair) the
+k-token shingle hashes used by split_leakage. A plan's own figures (bounds, order, coverage)
+come from one pass over its rows in blocks, on a helper thread during the scans.
 Units: positions, starts and lengths are in tokens; ends are exclusive.
 """
 
@@ -183,8 +185,12 @@ def scan_file(
     shingle_bits: int | None = None,
     progress: Progress | None = None,
     offset: int = 0,
+    tokens: np.ndarray | None = None,
 ) -> FileScan:
     """One pass over ``path``: range figures, checksum and (if ``shingle_bits`` is set) shingles.
+
+    ``tokens``: a read-only map of the same ids that other checks already read (the dataset's
+    ``OpenSplit.tokens``): the scan pages it in, so they fault no page twice.
 
     InputError if the file is missing, not a file or unreadable. A size that is not a multiple
     of the item size is recorded (``stray``) and only the checksum is computed.
@@ -202,28 +208,41 @@ def scan_file(
     if scan.stray:
         scan.checksum = formats.checksum_file(path, progress)
         return scan
+    if tokens is not None and len(tokens) == scan.n and tokens.dtype == np.dtype(dtype):
+        scan._map = tokens
     tokens = scan.tokens()
     hasher = formats.new_hasher()
     hasher.update(head)  # the checksum is the whole file's (an llm.c shard: header included)
     shingler = _Shingler(SHINGLE_K, shingle_bits) if shingle_bits is not None else None
     chunk_tokens = formats.CHUNK_BYTES // item
     ranges = _RangeScan(n_vocab, shingler)
-    # The checksum is sequential; the range figures and shingles are not tied to it. So one
-    # helper thread takes those, chunk by chunk in file order, while this thread hashes the same
-    # chunk: xxhash and numpy release the GIL, and each page is faulted in once, by whichever
-    # thread touches it first. At most _AHEAD chunks are queued (they are memmap views: no copies).
-    pending: deque = deque()
     try:
-        with ThreadPoolExecutor(1) as pool:
-            for lo, chunk in formats.iter_chunks(tokens, chunk_tokens):
-                pending.append(pool.submit(ranges.feed, lo, chunk))
+        if shingler is None:
+            # One thread: each piece is hashed, then scanned for the range figures while it is
+            # still in this core's cache. A second thread would fault the same pages in beside
+            # this one (the two contend) and spend about as much CPU again: CPU that the plan
+            # checks and retokenize, which verify runs beside the scan, need more.
+            for lo, chunk in formats.iter_chunks(tokens, SCAN_PIECE // item):
                 hasher.update(chunk)
-                while len(pending) > _AHEAD:
-                    pending.popleft().result()
+                ranges.feed(lo, chunk)
                 if progress:
                     progress(chunk.nbytes)
-            while pending:
-                pending.popleft().result()
+        else:
+            # Shingles cost more than the hash: a helper thread takes the range figures and
+            # shingles, chunk by chunk in file order, while this thread hashes the same chunk
+            # (xxhash and numpy release the GIL). At most _AHEAD chunks are queued (memmap
+            # views: no copies).
+            pending: deque = deque()
+            with ThreadPoolExecutor(1) as pool:
+                for lo, chunk in formats.iter_chunks(tokens, chunk_tokens):
+                    pending.append(pool.submit(ranges.feed, lo, chunk))
+                    hasher.update(chunk)
+                    while len(pending) > _AHEAD:
+                        pending.popleft().result()
+                    if progress:
+                        progress(chunk.nbytes)
+                while pending:
+                    pending.popleft().result()
     except OSError as e:  # e.g. an I/O error while paging the memmap in
         raise InputError(f"{path}: cannot read: {e}") from None
     scan.bad_count, scan.first_bad, scan.first_bad_id = ranges.bad_count, ranges.first_bad, ranges.first_bad_id
@@ -236,6 +255,7 @@ def scan_file(
 
 
 _AHEAD = 2  # chunks the range/shingle thread may lag behind the hashing thread
+SCAN_PIECE = 4 << 20  # bytes hashed then range-scanned at a time without shingles: stays in cache
 
 
 class _RangeScan:
@@ -549,7 +569,8 @@ def verify(
         if t.src.sharded:
             scans[t.path] = scan_logical(t.src, n_vocab, label=t.label, shingle_bits=want, progress=progress)
             continue
-        scans[t.path] = scan_file(t.path, dtype, n_vocab, label=t.label, shingle_bits=want, progress=progress)
+        shared = t.src.tokens if t.src is not None and t.src.layout is None and not t.src.stray else None
+        scans[t.path] = scan_file(t.path, dtype, n_vocab, label=t.label, shingle_bits=want, progress=progress, tokens=shared)
 
     # per file
     for t in targets:
@@ -1122,13 +1143,12 @@ def _plan_file(side: formats.PlanSidecar, path: Path, folder) -> Path | None:
 
 @dataclass
 class _Prepared:
-    """What a plan gives without its token file: rows, sidecar, int64 columns, coverage for N."""
+    """What a plan gives without its token file: rows, sidecar, and its figures for N tokens."""
 
     rows: np.ndarray
     side: formats.PlanSidecar
     n: int | None = None
-    cols: tuple | None = None  # (start, length, end), int64
-    coverage: dict | None = None
+    figures: PlanFigures | None = None
 
 
 def _prepare_plan(plan_path: Path, path: Path, folder, sizes: dict) -> _Prepared | DataError:
@@ -1140,12 +1160,142 @@ def _prepare_plan(plan_path: Path, path: Path, folder, sizes: dict) -> _Prepared
     fp = _plan_file(side, path, folder)
     n = sizes.get(fp) if fp is not None else None
     if n is not None:
-        start = rows["start"].astype(np.int64)
-        length = rows["length"].astype(np.int64)
-        prep.n, prep.cols = n, (start, length, start + length)
-        if n:
-            prep.coverage = coverage_stats(start, start + length, n)
+        prep.n, prep.figures = n, plan_figures(rows, n, _int(side.params, "span"))
     return prep
+
+
+PLAN_BLOCK = 1 << 14  # plan rows per step of plan_figures: its ~10 work arrays stay in cache
+
+
+@dataclass
+class PlanFigures:
+    """What the plan checks need from the rows and N alone. Rows are plan row indexes."""
+
+    bad: int = 0  # rows out of bounds: start < 0, length < 1, start + length > N, length > span
+    first_bad: int | None = None
+    decreases: int = 0  # rows whose start is below the previous row's
+    first_decrease: int | None = None
+    increasing: bool = True  # starts strictly increase, so no two rows are the same window
+    docs: int | None = None  # distinct values of the doc column; None: the column is not sorted
+    coverage: dict | None = None  # coverage_stats' figures plus covered_shifted; None: rows not in start order
+
+
+class _Work:
+    """Work arrays of one block, allocated once: a fresh temporary per step would cost a page
+    fault per 4 kB each time (the allocator hands big blocks back to the system when freed)."""
+
+    def __init__(self, m: int):
+        self.i = [np.empty(m, np.int64) for _ in range(10)]
+        self.b = [np.empty(m, bool) for _ in range(2)]
+
+    def take(self, k: int):
+        return [a[:k] for a in self.i], [a[:k] for a in self.b]
+
+
+def _count_first(mask: np.ndarray, at: int) -> tuple[int, int | None]:
+    """(true entries, index of the first plus ``at``, or None)."""
+    k = int(np.count_nonzero(mask))
+    return k, (at + int(np.argmax(mask)) if k else None)
+
+
+def plan_figures(rows: np.ndarray, n: int, span: int | None, block: int = PLAN_BLOCK) -> PlanFigures:
+    """One pass over ``rows`` in blocks of ``block`` rows, memory flat in the plan's size.
+    Coverage is found here only for rows in start order (what ``windows`` writes without
+    --shuffle); else ``coverage`` is None."""
+    f = PlanFigures()
+    cov = _CoverageRun(n)
+    work = _Work(min(block, len(rows)))
+    prev_start = prev_doc = None
+    docs, docs_sorted = 0, True
+    for lo in range(0, len(rows), block):
+        r = rows[lo : lo + block]
+        (start, length, end, tmp, *cov_work), (bad, flag) = work.take(len(r))  # cov_work: 6 arrays
+        start[...] = r["start"]
+        length[...] = r["length"]
+        np.less(start, 0, out=bad)
+        bad |= np.less(length, 1, out=flag)
+        bad |= np.greater(start, np.subtract(n, length, out=tmp), out=flag)  # not end > n: start + length can wrap int64
+        if span is not None:
+            bad |= np.greater(length, span, out=flag)
+        k, first = _count_first(bad, lo)
+        f.bad += k
+        f.first_bad = f.first_bad if f.first_bad is not None else first
+        # each row against the one before it (the plan's first row has none)
+        edge = prev_start is not None and int(start[0]) < prev_start
+        k, first = _count_first(np.less(start[1:], start[:-1], out=flag[1:]), lo + 1)
+        if f.first_decrease is None:
+            f.first_decrease = lo if edge else first
+        f.decreases += k + edge
+        f.increasing = f.increasing and (prev_start is None or int(start[0]) > prev_start) and bool(
+            np.greater(start[1:], start[:-1], out=flag[1:]).all())
+        prev_start = int(start[-1])
+        if f.decreases == 0:
+            cov.feed(start, np.add(start, length, out=end), cov_work)
+        if docs_sorted:
+            doc = r["doc"]
+            if (prev_doc is not None and int(doc[0]) < prev_doc) or np.less(doc[1:], doc[:-1], out=flag[1:]).any():
+                docs_sorted = False
+            else:
+                docs += int(np.count_nonzero(np.not_equal(doc[1:], doc[:-1], out=flag[1:]))) + (prev_doc != int(doc[0]))
+                prev_doc = int(doc[-1])
+    f.docs = docs if docs_sorted else None
+    f.coverage = cov.result() if f.decreases == 0 else None
+    return f
+
+
+class _CoverageRun:
+    """``coverage_stats`` fed windows in start order, a block at a time; ``covered_shifted``
+    also counts the union of [start + 1, end), the tokens that are some window's target."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.reach = 0  # how far the windows so far cover (exclusive end)
+        self.head: int | None = None  # first covered token
+        self.covered = self.shifted = self.window_tokens = self.segments = 0
+        self.best_gap, self.gap_start = None, 0
+
+    def feed(self, start: np.ndarray, end: np.ndarray, work: list[np.ndarray]) -> None:
+        """``start``/``end``: int64, end exclusive, read only; ``work``: 6 scratch arrays of their length."""
+        n = self.n
+        s, e, s1, before, reach, new = work
+        np.clip(start, 0, n, out=s)
+        np.clip(end, 0, n, out=e)
+        np.clip(np.add(start, 1, out=s1), 0, n, out=s1)
+        self.window_tokens += int(np.subtract(e, s, out=new).sum())
+        keep = e > s
+        if not keep.all():  # empty windows (past N, or length < 1) add nothing
+            s, e, s1 = s[keep], e[keep], s1[keep]
+            before, reach, new = before[: len(s)], reach[: len(s)], new[: len(s)]
+        if not len(s):
+            return
+        np.maximum.accumulate(e, out=reach)
+        np.maximum(reach, self.reach, out=reach)
+        before[0] = self.reach  # before[i]: how far the windows before i reach
+        before[1:] = reach[:-1]
+        # window i adds max(0, e_i - max(s_i, before_i)) new tokens
+        self.covered += int(np.maximum(np.subtract(e, np.maximum(s, before, out=new), out=new), 0, out=new).sum())
+        self.shifted += int(np.maximum(np.subtract(e, np.maximum(s1, before, out=s1), out=s1), 0, out=s1).sum())
+        gaps = np.subtract(s, before, out=new)  # uncovered tokens right before each window (if > 0)
+        first = 0
+        if self.head is None:
+            self.head, first = int(s[0]), 1  # the first window's gap is the head, not between segments
+        self.segments += int(np.count_nonzero(gaps[first:] > 0))
+        i = int(np.argmax(gaps))
+        if self.best_gap is None or gaps[i] > self.best_gap:  # the first largest, as np.argmax over all
+            self.best_gap, self.gap_start = int(gaps[i]), int(before[i])
+        self.reach = int(reach[-1])
+
+    def result(self) -> dict:
+        n = self.n
+        if self.head is None:
+            return {"covered": 0, "gap_start": 0, "gap_length": n, "tail": n, "head": n, "segments": 0,
+                    "window_tokens": self.window_tokens, "covered_shifted": 0}
+        tail = n - self.reach
+        gap_start, gap_len = self.gap_start, max(self.best_gap, 0)
+        if tail > gap_len:
+            gap_start, gap_len = self.reach, tail
+        return {"covered": self.covered, "gap_start": gap_start, "gap_length": gap_len, "tail": tail, "head": self.head,
+                "segments": 1 + self.segments, "window_tokens": self.window_tokens, "covered_shifted": self.shifted}
 
 
 def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, min_coverage, prepared=None) -> _Plan | None:
@@ -1194,28 +1344,21 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
     nwin = _int(side.stats, "windows")
     if nwin is not None and nwin != len(rows):
         problems.append(f"sidecar stats.windows {nwin} but the plan has {len(rows)} rows")
-    if got.cols is not None and got.n == n:
-        start, length, end = got.cols
-    else:
-        start = rows["start"].astype(np.int64)
-        length = rows["length"].astype(np.int64)
-        end = start + length
-    bad = (start < 0) | (length < 1) | (start > n - length)  # not end > n: start + length can wrap int64
-    if span is not None:
-        bad |= length > span
-    nbad = int(np.count_nonzero(bad))
+    fig = got.figures if got.figures is not None and got.n == n else plan_figures(rows, n, span)
+    nbad = fig.bad
     if nbad:
-        i = int(np.argmax(bad))
+        i = fig.first_bad
+        si, li = int(rows["start"][i]), int(rows["length"][i])
         why = []
-        if start[i] < 0:
+        if si < 0:
             why.append("start < 0")
-        if length[i] < 1:
+        if li < 1:
             why.append("length < 1")
-        if end[i] > n:
-            why.append(f"end {end[i]} > N = {n}")
-        if span is not None and length[i] > span:
+        if si + li > n:
+            why.append(f"end {si + li} > N = {n}")
+        if span is not None and li > span:
             why.append(f"length > span {span}")
-        problems.append(f"{nbad} window(s) out of bounds; first: row {i} [{start[i]}, {end[i]}) ({', '.join(why)})")
+        problems.append(f"{nbad} window(s) out of bounds; first: row {i} [{si}, {si + li}) ({', '.join(why)})")
     figs = {"windows": len(rows), "tokens": n, "span": span, "bad_windows": nbad}
     if problems:
         report.add("plan_bounds", label, "fail", "; ".join(problems), **figs)
@@ -1231,28 +1374,28 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
     # order
     if params.get("shuffle"):
         _check_shuffle(report, label, rows, params)
+    elif fig.decreases:
+        i = fig.first_decrease
+        report.add(
+            "order", label, "fail",
+            f"{fig.decreases} place(s) where start decreases; first: row {i} starts at {int(rows['start'][i])} after"
+            f" {int(rows['start'][i - 1])} (and the sidecar does not say shuffle)",
+            decreases=fig.decreases, first_row=i,
+        )
     else:
-        dec = np.flatnonzero(np.diff(start) < 0)
-        if len(dec):
-            i = int(dec[0]) + 1
-            report.add(
-                "order", label, "fail",
-                f"{len(dec)} place(s) where start decreases; first: row {i} starts at {start[i]} after {start[i - 1]}"
-                " (and the sidecar does not say shuffle)",
-                decreases=len(dec), first_row=i,
-            )
-        else:
-            report.add("order", label, "pass", "starts never decrease")
+        report.add("order", label, "pass", "starts never decrease")
 
     # duplicates
-    if len(rows) > 1 and (start[1:] > start[:-1]).all():  # strictly increasing starts: none repeats
-        same, dups = None, 0
-    elif len(rows) > 1:
+    start = end = None  # whole-plan columns: only for plans out of start order or with repeats
+    if len(rows) > 1 and not fig.increasing:
+        start = rows["start"].astype(np.int64)
+        length = rows["length"].astype(np.int64)
+        end = start + length
         o = np.lexsort((length, start))
         same = (np.diff(start[o]) == 0) & (np.diff(length[o]) == 0)
         dups = int(np.count_nonzero(same))
     else:
-        same, dups = None, 0
+        dups = 0  # strictly increasing starts: none repeats
     if dups:
         j = int(o[int(np.argmax(same)) + 1])
         report.add(
@@ -1264,8 +1407,18 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
 
     # With targets a window's first token is input only: the first token of each covered run and
     # of each document can never be a y; more such tokens mean stride > T skipped labels.
-    docs = len(sorted_unique(np.sort(rows["doc"]))) if targets_flag and len(rows) else 0
-    _check_coverage(report, label, start, end, n, side, min_coverage, got.coverage if got.n == n else None, docs)
+    docs = 0
+    if targets_flag and len(rows):
+        docs = fig.docs if fig.docs is not None else len(sorted_unique(np.sort(rows["doc"])))
+    c = fig.coverage
+    if c is None and n:  # rows out of start order: the whole-plan path sorts them
+        if start is None:
+            start = rows["start"].astype(np.int64)
+            end = start + rows["length"].astype(np.int64)
+        c = coverage_stats(start, end, n)
+        if targets_flag and docs:
+            c["covered_shifted"] = coverage_stats(start + 1, end, n)["covered"]
+    _check_coverage(report, label, len(rows), n, side, min_coverage, c, docs)
     plan = _Plan(label, rows, side, scan)
     _check_alignment(report, plan, pT, span, targets_flag)
     _check_materialized(report, plan_path, label, rows, side, scan, span)
@@ -1412,11 +1565,12 @@ def coverage_stats(start: np.ndarray, end: np.ndarray, n: int) -> dict:
     """
     s = np.clip(start, 0, n)
     e = np.clip(end, 0, n)
+    window_tokens = int((e - s).sum())  # tokens in windows, counted once per window
     keep = e > s
     if not keep.all():
         s, e = s[keep], e[keep]
     if len(s) == 0:
-        return {"covered": 0, "gap_start": 0, "gap_length": n, "tail": n, "head": n, "segments": 0}
+        return {"covered": 0, "gap_start": 0, "gap_length": n, "tail": n, "head": n, "segments": 0, "window_tokens": window_tokens}
     if not (s[1:] >= s[:-1]).all():  # plans are usually in start order already: skip the sort
         o = np.argsort(s, kind="stable")
         s, e = s[o], e[o]
@@ -1433,22 +1587,22 @@ def coverage_stats(start: np.ndarray, end: np.ndarray, n: int) -> dict:
         gap_start, gap_len = int(reach[-1]), tail
     segments = 1 + int(np.count_nonzero(gaps[1:] > 0))  # maximal runs of covered tokens
     return {"covered": covered, "gap_start": gap_start, "gap_length": gap_len, "tail": tail, "head": int(s[0]),
-            "segments": segments}
+            "segments": segments, "window_tokens": window_tokens}
 
 
-def _check_coverage(report, label, start, end, n, side, min_coverage, c=None, target_docs: int = 0) -> None:
-    """``target_docs`` > 0 for a targets plan: the number of documents it has windows in."""
+def _check_coverage(report, label, nrows: int, n, side, min_coverage, c: dict | None, target_docs: int = 0) -> None:
+    """``nrows``: the plan's rows; ``c``: their ``coverage_stats`` (with ``covered_shifted`` when ``target_docs``);
+    ``target_docs`` > 0 for a targets plan: the number of documents it has windows in."""
     if n == 0:
         report.add("coverage", label, "skip", "empty file: nothing to cover")
         return
-    c = c or coverage_stats(start, end, n)
     k = _int(side.params, "shards")
-    if k is not None and k > 1 and _shard_problem(side.params, side, len(start)) is None:
+    if k is not None and k > 1 and _shard_problem(side.params, side, nrows) is None:
         # one rank's share of a sharded plan covers about 1/K by design (the claim is checked)
         report.add("coverage", label, "skip", f"shard of a plan split over {k} ranks: alone it covers {c['covered'] / n:.2%}"
                    f" of {n} tokens; check the unsharded plan for coverage", covered_tokens=c["covered"], shards=k)
         return
-    total_len = int(np.clip(end, 0, n).sum() - np.clip(start, 0, n).sum()) if len(start) else 0
+    total_len = c["window_tokens"]
     share = c["covered"] / n
     overlap = 1 - c["covered"] / total_len if total_len else 0.0
     depth = total_len / n
@@ -1466,7 +1620,7 @@ def _check_coverage(report, label, start, end, n, side, min_coverage, c=None, ta
         report.add("coverage", label, "fail", detail, **figs)
         return
     if target_docs:
-        never = c["covered"] - coverage_stats(start + 1, end, n)["covered"]  # in a window, never a y
+        never = c["covered"] - c["covered_shifted"]  # in a window, never a y
         bound = c.get("segments", 1) + target_docs - 1
         figs["never_target_tokens"] = never
         if never > bound:
@@ -1512,21 +1666,33 @@ def _check_alignment(report, plan: _Plan, T: int | None, span: int | None, targe
     tokens = np.asarray(plan.scan.tokens())  # a plain view: no memmap wrapping per slice
     n = len(tokens)
     pick = sorted_unique(np.linspace(0, len(rows) - 1, min(len(rows), ALIGN_SAMPLE)).round().astype(np.int64))
-    bad = []
-    for r in pick:  # ≤ ALIGN_SAMPLE windows: a bounded loop, like a training loop's batch
+    why: dict[int, tuple[int, str]] = {}  # sampled row -> (start, what is wrong)
+    starts = rows["start"][pick].astype(np.int64)
+    lengths = rows["length"][pick].astype(np.int64)
+    full = (lengths >= T + 1) & (starts >= 0) & (starts <= n - T - 1)
+    if full.any():  # the usual window, all at once: x and y stacked as get_batch stacks them
+        fs = starts[full]
+        x = np.stack([tokens[s : s + T] for s in fs.tolist()]).astype(np.int64)
+        y = np.stack([tokens[s + 1 : s + 1 + T] for s in fs.tolist()]).astype(np.int64)
+        # independent index arithmetic: position of x[j] is s + j, of y[j] is s + j + 1
+        idx = fs[:, None] + np.arange(T, dtype=np.int64)
+        ok = (x == np.take(tokens, idx)).all(1) & (y == np.take(tokens, idx + 1)).all(1) & (x[:, 1:] == y[:, :-1]).all(1)
+        for r, s in zip(pick[full][~ok].tolist(), fs[~ok].tolist()):
+            why[r] = (s, "y is not x shifted by one token")
+    for r in pick[~full].tolist():  # short windows and windows past the end: one at a time
         s, L = int(rows["start"][r]), int(rows["length"][r])
         Tw = T if L >= T + 1 else L - 1  # a short window trains on L - 1 pairs
         if s < 0 or Tw < 1:
-            bad.append((int(r), s, f"start {s} / length {L} gives no (x, y) pair"))
+            why[r] = (s, f"start {s} / length {L} gives no (x, y) pair")
             continue
         x, y = training_pair(tokens, s, Tw)
         if len(x) != Tw or len(y) != Tw:
-            bad.append((int(r), s, f"x has {len(x)} tokens, y has {len(y)}, T = {Tw} (last legal start is N - T - 1 = {n - Tw - 1})"))
+            why[r] = (s, f"x has {len(x)} tokens, y has {len(y)}, T = {Tw} (last legal start is N - T - 1 = {n - Tw - 1})")
             continue
-        # independent index arithmetic: position of x[j] is s + j, of y[j] is s + j + 1
         idx = s + np.arange(Tw, dtype=np.int64)
         if not (np.array_equal(x, np.take(tokens, idx)) and np.array_equal(y, np.take(tokens, idx + 1)) and np.array_equal(x[1:], y[:-1])):
-            bad.append((int(r), s, "y is not x shifted by one token"))
+            why[r] = (s, "y is not x shifted by one token")
+    bad = [(r, *why[r]) for r in sorted(why)]
     if bad:
         r, s, why = bad[0]
         report.add(
