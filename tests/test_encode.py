@@ -609,14 +609,46 @@ def test_json_summary_on_stdout_and_summary_line_on_stderr(tmp_path):
     assert r.exit_code == 0 and r.stderr == "" and r.stdout == ""
 
 
+# --- a split that must leave train or val empty -----------------------------------------------------
+
+
+def test_one_text_file_with_split_doc_is_refused_before_it_is_read(tmp_path):
+    src = tmp_path / "book.txt"
+    src.write_bytes(b"a whole book, then \x00 a NUL that reading it would report")  # exit 1 if it were read
+    r = cli([src, "-o", tmp_path / "out"])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "book.txt: one text input is one document" in r.stderr and "--split tail" in r.stderr
+    assert not (tmp_path / "out").exists()
+    src.write_text("a whole book.\n" * 50)
+    for extra in (["--split", "tail"], ["--val-fraction", "0"]):  # the two ways out it names
+        r = cli([src, "-o", tmp_path / "out", *extra])
+        assert r.exit_code == 0, r.stderr
+
+
+def test_two_text_files_are_not_refused_before_reading(tmp_path):
+    write_tree(tmp_path / "in", {f"{i}.txt": f"document {i} " * 20 for i in range(40)})
+    r = cli([tmp_path / "in", "-o", tmp_path / "out", "--workers", "1"])
+    assert r.exit_code == 0, r.stderr  # 40 documents: the split sends some to val (hash of each text)
+
+
+def test_one_jsonl_document_fails_after_reading_with_the_split_named(tmp_path):
+    src = tmp_path / "one.jsonl"
+    src.write_text('{"text": "the only document"}\n')
+    r = cli([src, "-o", tmp_path / "out", "--workers", "1"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1
+    assert "the split leaves" in r.stderr and "(1 document(s), --val-fraction 0.1)" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
 # --- a failed run into a new folder leaves no folder behind ----------------------------------------
 
 # (file name, content, extra options, exit code). Each fails for a reason stated beside it.
 FAILING_RUNS = {
     # "hi" is 1 token + EOT = 2 tokens; --split tail gives val floor(2 × 0.1) = 0 of them.
     "empty-val-split": ("one.txt", b"hi", ["--split", "tail", "--val-fraction", "0.1"], 2),
-    "binary-file": ("bin.txt", b"text then \x00 NUL", [], 1),
-    "invalid-utf8": ("bad.txt", b"caf\xc3\n", [], 1),
+    # one text file is one document: --val-fraction 0, or --split doc would refuse it before reading
+    "binary-file": ("bin.txt", b"text then \x00 NUL", ["--val-fraction", "0"], 1),
+    "invalid-utf8": ("bad.txt", b"caf\xc3\n", ["--val-fraction", "0"], 1),
     "bad-jsonl-line": ("j.jsonl", b'{"text": "ok"}\n{"text": oops}\n', [], 1),
     "missing-input": (None, None, [], 2),
 }
@@ -662,7 +694,7 @@ def test_failed_run_keeps_a_new_folder_someone_put_a_file_in(tmp_path):
 
     (tmp_path / "bin.txt").write_bytes(b"text then \x00 NUL")
     with pytest.raises(Exception) as e:
-        encode_corpus([str(tmp_path / "bin.txt")], out, workers=1, progress=drop_a_file)
+        encode_corpus([str(tmp_path / "bin.txt")], out, workers=1, progress=drop_a_file, val_fraction=0)
     assert e.value.exit_code == 1
     assert (out / "notes.txt").read_text() == "mine"  # never rmtree'd; the folder stays with it
 

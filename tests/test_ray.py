@@ -224,7 +224,9 @@ def test_bad_utf8_in_a_cut_file_fails_the_job_naming_the_file(cluster, tmp_path,
     bad.parent.mkdir()
     text = CORPUS.joinpath("tempest.txt").read_bytes()
     bad.write_bytes(text + b"\xff\xfe" + text)
-    res = CliRunner().invoke(main, ["encode", str(bad), "-o", str(tmp_path / "o"), "--engine", "ray",
+    good = tmp_path / "in" / "good.txt"  # two documents: --split doc refuses a lone text file before reading it
+    good.write_bytes(text)
+    res = CliRunner().invoke(main, ["encode", str(good), str(bad), "-o", str(tmp_path / "o"), "--engine", "ray",
                                     "--shard-size", SMALL, "--split", split, "-q"])
     assert res.exit_code == 1
     lines = res.stderr.strip().splitlines()

@@ -141,7 +141,7 @@ def main():
 @click.option("--tokenizer-file", type=click.Path(), help="Instead of --encoding: a Hugging Face tokenizer.json (or its folder, with tokenizer_config.json), a SentencePiece model, or a .tiktoken ranks file (optionally .gz); told apart by content.")
 @click.option("--pattern", type=click.Choice(["gpt2", "cl100k", "o200k"]), default=None, help="Pre-tokenizer regex for a .tiktoken --tokenizer-file (default gpt2); a tokenizer.json or SentencePiece file has its own.")
 @click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True, help="Share of documents (or tokens, --split tail) for val.bin.")
-@click.option("--split", type=click.Choice(["doc", "tail"]), default="doc", show_default=True, help="doc: by a seeded hash of each document's text; tail: the last tokens.")
+@click.option("--split", type=click.Choice(["doc", "tail"]), default="doc", show_default=True, help="doc: by a seeded hash of each document's text (a lone text file is refused: one split would be empty); tail: the last tokens.")
 @click.option("--seed", type=int, default=1337, show_default=True, help="Seed of the document hash (--split doc).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Encoder processes [default: CPU count]; 1 runs in-process.")
 @click.option("--text-field", default="text", show_default=True, help="JSONL field / Parquet column holding the text.")

@@ -333,6 +333,7 @@ def encode_corpus(
         opts.update(bos=True, bos_id=enc.bos)
     if resume_partial and not resume.resumable(sources):
         raise ConfigError("--resume cannot continue reading stdin (-): encode a file instead")
+    pipeline.check_split_possible(sources, split, val_fraction)  # the last check before reading: it hides no other
     # Everything that changes the output bytes: a checkpoint made with other values is not reused.
     params = dict(opts, format=fmt, tokenizer=describe, winsample_version=__version__)
     # The pool starts before the lock and the staging files exist, so forked workers hold neither.

@@ -507,6 +507,7 @@ def encode_ray(
         if s.path is None:
             raise ConfigError("--engine ray reads inputs from files every node can see, not stdin: save it to a file first")
     out_dir = pipeline.check_out_dir(out_dir, sources, tokenizer_file, sharded=True)
+    pipeline.check_split_possible(sources, split, val_fraction)
     try:
         (out_dir / formats.SHARDS_DIR).mkdir(parents=True, exist_ok=True)
     except OSError as e:
