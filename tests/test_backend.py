@@ -227,14 +227,31 @@ def test_self_check_covers_the_kinds_of_text_the_issue_names():
     assert any("\ufffd" in t for t in texts)  # text whose invalid UTF-8 was replaced
 
 
-def test_engine_memory_is_bounded_by_rebuilding_and_ids_do_not_change(ref_gpt2):
+@pytest.mark.parametrize("step, builds", [
+    (fastengine.REBUILD_GROWTH, 4),  # the process grew by the bound since the build at each look: rebuilt each time
+    (fastengine.REBUILD_GROWTH // 2, 2),  # growth counts from the build: kept at 60k, rebuilt at 120k, kept at 180k
+    (0, 1),  # no growth (text that repeats its pre-tokens): the engine is kept
+    (None, 4),  # the resident size cannot be read: rebuilt at each look
+])
+def test_engine_memory_is_bounded_by_rebuilding_and_ids_do_not_change(ref_gpt2, monkeypatch, step, builds):
     text = (CORPUS / "hamlet.txt").read_text(encoding="utf-8")
+    reads = iter(range(100))
+    # the resident size grows by ``step`` at each read: a build reads it, and so does each look
+    monkeypatch.setattr(fastengine, "resident_bytes", lambda: None if step is None else 10**9 + step * next(reads))
     eng = tokenizer.load("gpt2").fast_engine()
     eng._rebuild_bytes = 50_000
     pieces = [text[i : i + 20_000] for i in range(0, 200_000, 20_000)]
     got = [eng.encode(p).tolist() for p in pieces]
     assert got == [ref_gpt2.encode_ordinary(p) for p in pieces]
-    assert eng.builds == 4  # built at 0, then after each 60,000 chars (> 50,000)
+    assert eng.builds == builds  # looks after 60,000, 120,000 and 180,000 chars (each > 50,000)
+
+
+def test_resident_bytes_sees_memory_this_process_touches():
+    before = fastengine.resident_bytes()
+    block = np.ones(8 << 20, dtype=np.int64)  # 64 MiB, every page written
+    after = fastengine.resident_bytes()
+    assert before is not None and after - before >= 48 << 20
+    del block
 
 
 def test_lone_surrogates_fall_back_to_the_reference(ref_gpt2):

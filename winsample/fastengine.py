@@ -7,10 +7,13 @@ runs on the reference libraries and ``--backend auto`` says so once on stderr.
 
 Memory: gigatoken caches the ids of every pre-token it has seen, and that cache grows with
 the variety of the text (measured: +130 MB over 350 MB of unique source code). An
-:class:`Engine` therefore drops its gigatoken object and builds a fresh one after every
-``REBUILD_BYTES`` of text, which bounds the cache; ids never depend on the cache. A build holds
-the GIL (measured: 0.11 s for the gpt2 ranks, 0.54 s for a 4 MB tokenizer.json), so every
-thread waits for it: the bound trades memory against those pauses.
+:class:`Engine` therefore looks again after every ``REBUILD_BYTES`` of text: if the process's
+resident memory has grown by ``REBUILD_GROWTH`` since the engine was built, it drops its
+gigatoken object and builds a fresh one, which bounds the cache; text that repeats its
+pre-tokens (prose) keeps its engine. Ids never depend on the cache. A build holds the GIL
+(measured: 0.08–0.11 s for the gpt2 ranks, 0.54 s for a 4 MB tokenizer.json), so every thread
+waits for it: the bound trades memory against those pauses. Where the resident size cannot be
+read (no ``/proc``), every check rebuilds.
 
 Special tokens: the engine is built with *no* special tokens, so ``"<|endoftext|>"`` in a
 document is encoded as the text it is (tiktoken's ``encode_ordinary``), never as the id.
@@ -29,7 +32,8 @@ import numpy as np
 from .errors import ConfigError
 
 ENGINE = "gigatoken"
-REBUILD_BYTES = 64 << 20  # text encoded between two fresh engines: bounds gigatoken's pre-token cache
+REBUILD_BYTES = 64 << 20  # text encoded between two looks at the process's memory (chars)
+REBUILD_GROWTH = 16 << 20  # resident bytes gained since an engine's build that make the look rebuild it
 
 try:  # optional: every caller checks version() first
     import gigatoken as _gt  # noqa: F401
@@ -77,9 +81,9 @@ class Engine:
     """A fast encoder of ordinary text: ``encode(text) -> np.ndarray`` (uint32).
 
     ``build()`` makes the underlying gigatoken object, on the first ``encode`` (so a forked
-    worker builds its own instead of inheriting the parent's pages) and again after every
-    ``rebuild_bytes`` of text (counted in chars: only a bound is needed). ``release()`` drops
-    it. ``TypeError`` from gigatoken (text with lone surrogates, which no UTF-8 engine takes)
+    worker builds its own instead of inheriting the parent's pages) and again at a look after
+    every ``rebuild_bytes`` of text (counted in chars: only a bound is needed) that finds the
+    process ``REBUILD_GROWTH`` larger than when it was built. ``release()`` drops it. ``TypeError`` from gigatoken (text with lone surrogates, which no UTF-8 engine takes)
     propagates: the caller falls back to the reference.
     """
 
@@ -88,14 +92,23 @@ class Engine:
         self._rebuild_bytes = rebuild_bytes or REBUILD_BYTES
         self._obj = None
         self._since = 0
+        self._resident_at_build: int | None = None
+        self._released_at_build = 0
         self.builds = 0
 
     def _ready(self, size: int):
-        """The gigatoken object, built on first use and again after ``rebuild_bytes``; counts ``size``."""
-        if self._obj is None or self._since >= self._rebuild_bytes:
-            self.release()
+        """The gigatoken object, built on first use and again when a look finds its cache grown; counts ``size``."""
+        if self._obj is not None and self._since >= self._rebuild_bytes:
+            now, then = resident_bytes(), self._resident_at_build
+            # what other engines handed back since this one was built hides growth: add it back
+            if now is None or then is None or now - then + _RELEASED[0] - self._released_at_build >= REBUILD_GROWTH:
+                self.release()
+            else:
+                self._since = 0  # the text repeats what the cache holds: keep it, look again later
+        if self._obj is None:
             self._obj = self._build()
             self.builds += 1
+            self._resident_at_build, self._released_at_build = resident_bytes(), _RELEASED[0]
         self._since += size
         return self._obj
 
@@ -142,12 +155,16 @@ class Engine:
     def release(self) -> None:
         """Drop the gigatoken object and its cache, and hand the freed memory back to the OS."""
         if self._obj is not None:
+            before = resident_bytes()
             self._obj = None
             self._since = 0
             _trim()
+            after = resident_bytes()
+            if before is not None and after is not None:
+                _RELEASED[0] += max(0, before - after)
 
     def __getstate__(self):  # a pickled engine (forkserver, spawn, Ray) starts without the object
-        return {**self.__dict__, "_obj": None, "_since": 0}
+        return {**self.__dict__, "_obj": None, "_since": 0, "_resident_at_build": None}
 
 
 def padded_groups(sizes: list[int]) -> list[list[int]]:
@@ -173,6 +190,18 @@ def _padded(obj, pieces: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(obj, _NATIVE):
         return obj.encode_batch_padded(_BytesSource([bytes(p) for p in pieces]), _NO_PADDING, parallel=False)
     return obj.encode_batch_padded(pieces, _NO_PADDING, parallel=False)
+
+
+_RELEASED = [0]  # resident bytes engines of this process have handed back by release(), in all
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory in bytes (``/proc/self/statm``); None where it cannot be read."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _trim() -> None:
