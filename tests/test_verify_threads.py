@@ -67,3 +67,14 @@ def test_ids_out_of_range_found_in_file_order_across_pieces(tmp_path, monkeypatc
     scan = verify.scan_file(tmp_path / "x.bin", "<u2", 50257, shingle_bits=shingles)
     assert (scan.first_bad, scan.first_bad_id, scan.bad_count, scan.max_id) == (1500, 60000, 2, 60000)
     assert scan.checksum == formats.checksum_file(tmp_path / "x.bin")
+
+
+def test_alignment_gives_the_same_report_one_window_at_a_time(tmp_path, monkeypatch):
+    ids = np.random.default_rng(3).integers(0, 50257, 6000)
+    folder = make_folder(tmp_path / "d", ids, ids[:500])
+    plan = make_plan(tmp_path / "p.npy", folder / "train.bin", np.r_[np.arange(0, 5800, 37), 5950], 101, T=100)
+    batched = verify.verify(folder, [plan]).to_dict()
+    monkeypatch.setattr(verify, "ALIGN_CELLS", 1)  # one window per step
+    assert verify.verify(folder, [plan]).to_dict() == batched
+    align = [c for c in batched["checks"] if c["name"] == "alignment"][0]
+    assert align["status"] == "fail" and "row 157 at start 5950" in align["detail"]  # the window past N - T - 1

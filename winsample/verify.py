@@ -58,6 +58,7 @@ DEFAULT_SHOW = 5  # the article's habit: read five windows before every training
 SHINGLE_K = 32  # tokens per shingle: long enough that common phrases do not match by chance
 MAX_SHINGLES = 4_000_000  # hashes kept for train + val together (32 MB of uint64); above it, sample
 ALIGN_SAMPLE = 256  # windows checked by `alignment` (all of them when the plan is smaller)
+ALIGN_CELLS = 1 << 18  # ids of sampled windows `alignment` stacks at once (~2 MB of int64 per array)
 NO_PLAN_WINDOW = 64  # tokens per decoded window when there is neither a plan nor -T
 _SUB = 1 << 20  # tokens per hashing step: keeps uint64 temporaries small and in cache
 
@@ -1670,14 +1671,16 @@ def _check_alignment(report, plan: _Plan, T: int | None, span: int | None, targe
     starts = rows["start"][pick].astype(np.int64)
     lengths = rows["length"][pick].astype(np.int64)
     full = (lengths >= T + 1) & (starts >= 0) & (starts <= n - T - 1)
-    if full.any():  # the usual window, all at once: x and y stacked as get_batch stacks them
-        fs = starts[full]
+    group = max(1, ALIGN_CELLS // T)  # windows per step: at most ALIGN_CELLS ids held at once
+    rows_full, starts_full = pick[full], starts[full]
+    for g in range(0, len(starts_full), group):  # the usual window, a batch at a time, stacked as get_batch stacks them
+        fs = starts_full[g : g + group]
         x = np.stack([tokens[s : s + T] for s in fs.tolist()]).astype(np.int64)
         y = np.stack([tokens[s + 1 : s + 1 + T] for s in fs.tolist()]).astype(np.int64)
         # independent index arithmetic: position of x[j] is s + j, of y[j] is s + j + 1
         idx = fs[:, None] + np.arange(T, dtype=np.int64)
         ok = (x == np.take(tokens, idx)).all(1) & (y == np.take(tokens, idx + 1)).all(1) & (x[:, 1:] == y[:, :-1]).all(1)
-        for r, s in zip(pick[full][~ok].tolist(), fs[~ok].tolist()):
+        for r, s in zip(rows_full[g : g + group][~ok].tolist(), fs[~ok].tolist()):
             why[r] = (s, "y is not x shifted by one token")
     for r in pick[~full].tolist():  # short windows and windows past the end: one at a time
         s, L = int(rows["start"][r]), int(rows["length"][r])
