@@ -563,3 +563,53 @@ def test_pattern_with_a_family_tokenizer_is_refused_not_ignored(tmp_path, mistra
     r = CliRunner().invoke(main, ["encode", str(src), "-o", str(tmp_path / "o2"), "--pattern", "o200k", "--split", "tail", "-q"])
     assert r.exit_code == 2 and "--encoding gpt2 has its own: drop --pattern" in r.stderr
     assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
+
+
+@pytest.mark.parametrize("version", ["v1", "v3"])
+def test_piece_types_read_from_the_model_file_agree_with_sentencepiece(version, mistral_v1, mistral_v3, monkeypatch):
+    from winsample import tokenizer_spm
+
+    path = {"v1": mistral_v1, "v3": mistral_v3}[version]
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    data = path.read_bytes()
+    got = tokenizer_spm.piece_types(data)
+    kinds = {tokenizer_spm.PIECE_CONTROL: sp.is_control, tokenizer_spm.PIECE_UNKNOWN: sp.is_unknown,
+             tokenizer_spm.PIECE_BYTE: sp.is_byte, tokenizer_spm.PIECE_UNUSED: sp.is_unused}
+    assert len(got) == sp.get_piece_size()
+    for i, (text, kind) in enumerate(got):
+        assert text == sp.id_to_piece(i)
+        assert {k for k, f in kinds.items() if f(i)} == ({kind} & kinds.keys())
+    assert tokenizer_spm.model_info(data) == {"model": "BPE", "pieces": sp.get_piece_size()}
+
+
+def _piece(*fields: bytes) -> bytes:
+    body = b"".join(fields)
+    return b"\x0a" + _len(body) + body  # ModelProto field 1 (pieces), length-delimited
+
+
+def _len(b: bytes) -> bytes:
+    n, out = len(b), b""
+    while n >= 0x80:
+        out, n = out + bytes([n & 0x7F | 0x80]), n >> 7
+    return out + bytes([n])
+
+
+def test_piece_types_of_hand_built_pieces_in_every_layout():
+    from winsample import tokenizer_spm as t
+
+    text = lambda s: b"\x0a" + _len(s.encode()) + s.encode()  # noqa: E731  Piece.piece
+    score = b"\x15\x00\x00\x80\xbf"  # Piece.score = -1.0 (fixed32)
+    kind = lambda k: b"\x18" + bytes([k])  # noqa: E731  Piece.type
+    long = "x" * 200  # a text of 200 bytes: a two-byte length
+    data = b"".join([
+        _piece(text("<unk>"), score, kind(2)),  # the usual layout, typed
+        _piece(text("\u2581the"), score),  # the usual layout, normal (no type field)
+        _piece(text("<|user|>"), score, kind(4)),  # user-defined: sentencepiece has no is_ for it
+        _piece(score, text("late"), kind(3)),  # fields out of the usual order
+        _piece(text(long), score, kind(1)),
+        b"\x12\x02\x18\x02",  # trainer_spec (field 2) with model_type 2 (BPE): not a piece
+    ])
+    assert t.piece_types(data) == [("<unk>", 2), ("\u2581the", 1), ("<|user|>", 4), ("late", 3), (long, 1)]
+    assert t.model_info(data) == {"model": "BPE", "pieces": 5}
+    with pytest.raises(ValueError):
+        t.piece_types(data[:-3])  # cut inside the last field

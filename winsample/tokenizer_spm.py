@@ -66,24 +66,32 @@ def _varint(data: bytes, i: int) -> tuple[int, int]:
 def _fields(data: bytes):
     """(field number, wire type, value) of each top-level field; ValueError when malformed.
 
-    Length-delimited values are bytes, varints ints, fixed32/64 raw bytes.
+    Length-delimited values are bytes, varints ints, fixed32/64 raw bytes. (Keys and lengths
+    under 128, nearly all of a model's, are read inline: a model has ~5 fields per piece.)
     """
     i = 0
     n = len(data)
     while i < n:
-        key, i = _varint(data, i)
+        key = data[i]
+        if key < 0x80:
+            i += 1
+        else:
+            key, i = _varint(data, i)
         field, wire = key >> 3, key & 7
         if field == 0:
             raise ValueError("field number 0")
-        if wire == 0:
-            value, i = _varint(data, i)
-        elif wire == 1:
-            value, i = data[i : i + 8], i + 8
-        elif wire == 2:
-            length, i = _varint(data, i)
+        if wire == 2:
+            if i < n and data[i] < 0x80:
+                length, i = data[i], i + 1
+            else:
+                length, i = _varint(data, i)
             value, i = data[i : i + length], i + length
+        elif wire == 0:
+            value, i = _varint(data, i)
         elif wire == 5:
             value, i = data[i : i + 4], i + 4
+        elif wire == 1:
+            value, i = data[i : i + 8], i + 8
         else:
             raise ValueError(f"wire type {wire}")
         if i > n:
@@ -127,6 +135,13 @@ def piece_types(data: bytes) -> list[tuple[str, int]]:
     for field, wire, value in _fields(data):
         if field == 1 and wire == 2:
             text, kind = b"", PIECE_NORMAL
+            n = len(value)
+            # nearly every piece is: text (field 1, short), score (field 2, fixed32), type (field 3, one byte) if not normal
+            if n >= 2 and value[0] == 0x0A and value[1] < 0x80 and n in (value[1] + 7, value[1] + 9):
+                e = 2 + value[1]
+                if value[e] == 0x15 and (n == e + 5 or (value[e + 5] == 0x18 and value[e + 6] < 0x80)):
+                    out.append((value[2:e].decode("utf-8", "replace"), value[e + 6] if n == e + 7 else PIECE_NORMAL))
+                    continue
             for f, w, v in _fields(value):
                 if f == 1 and w == 2:
                     text = v
