@@ -14,3 +14,35 @@ def test_cli_reference_covers_every_command():
     text = _docgen.render()
     for cmd in ("encode", "windows", "verify"):
         assert f"## winsample {cmd}" in text and f"Usage: winsample {cmd}" in text
+
+
+def _json_after(doc: str, heading: str) -> dict:
+    """The first ```json block after ``heading`` in ``doc``."""
+    import json
+    import re
+
+    text = doc[doc.index(heading):]
+    return json.loads(re.search(r"```json\n(.*?)\n```", text, re.S).group(1))
+
+
+def test_format_md_examples_are_what_the_demo_commands_write(tmp_path):
+    """docs/format.md shows meta.json and a plan sidecar "from a real make demo run": they must be."""
+    import json
+
+    from winsample.encode import encode_corpus
+    from winsample import windows
+
+    from .conftest import CORPUS
+
+    doc = (REPO / "docs" / "format.md").read_text(encoding="utf-8")
+    encode_corpus([str(CORPUS)], tmp_path / "data")
+    meta = json.loads((tmp_path / "data" / "meta.json").read_text())
+    shown = _json_after(doc, "## meta.json")
+    for key in ("format", "version", "dtype", "tokenizer", "eot_appended", "split", "splits", "stats"):
+        assert meta[key] == shown[key], key
+    assert [i["bytes"] for i in meta["inputs"]] == [i["bytes"] for i in shown["inputs"]]
+    windows.run(tmp_path / "data" / "train.bin", str(tmp_path / "p.npy"), windows.Options(T=[256], boundaries="paragraph"))
+    side = json.loads((tmp_path / "p.npy.json").read_text())
+    shown = _json_after(doc, "## Plan sidecar")
+    side["source"]["path"] = shown["source"]["path"]  # where this run put it
+    assert side == shown

@@ -344,6 +344,42 @@ def test_plan_made_for_another_file_fails_plan_bounds(tmp_path):
     assert code == 1 and "another file" in one(doc, "plan_bounds")["detail"]
 
 
+EDITS = {  # each leaves every window in bounds and in start order: only the rows' checksum tells
+    "start moved by one": lambda r: r["start"].__setitem__(1, r["start"][1] + 1),
+    "length cut": lambda r: r["length"].__setitem__(2, 60),
+    "doc renumbered": lambda r: r["doc"].__setitem__(0, 5),
+    "fresh changed": lambda r: r["fresh"].__setitem__(3, 7),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS) + ["row removed"])
+def test_plan_rows_edited_after_windows_wrote_them_fail_plan_bounds(tmp_path, edit):
+    p = tmp_path / "ten.bin"
+    write_bin(p, range(1000))
+    plan = make_plan(tmp_path / "p.npy", p, [*range(0, 900, 100), 899], 101, T=100)  # covers all 1000 tokens
+    assert run(p, "--plan", plan, NO_RETOKENIZE).exit_code == 0
+    rows = np.load(plan)
+    if edit == "row removed":
+        rows = rows[1:]
+        edit_sidecar(plan, lambda side: side["stats"].update(windows=9))  # the count fixed to match: still caught
+    else:
+        EDITS[edit](rows)
+    np.save(plan, rows)
+    code, doc = run_json(p, "--plan", plan, NO_RETOKENIZE)
+    b = one(doc, "plan_bounds")
+    assert code == 1 and b["status"] == "fail" and "the rows are not the ones windows wrote" in b["detail"]
+
+
+def test_plan_from_before_rows_checksums_still_verifies_and_says_so(tmp_path):
+    p = tmp_path / "ten.bin"
+    write_bin(p, range(1000))
+    plan = make_plan(tmp_path / "p.npy", p, [*range(0, 900, 100), 899], 101, T=100)
+    edit_sidecar(plan, lambda side: side.pop("rows_checksum"))
+    code, doc = run_json(p, "--plan", plan, NO_RETOKENIZE)
+    b = one(doc, "plan_bounds")
+    assert code == 0 and b["status"] == "pass" and "no rows_checksum" in b["detail"]
+
+
 def test_plan_from_folder_applies_to_the_file_its_sidecar_names(tmp_path, hamlet_ids):
     folder = make_folder(tmp_path / "d", hamlet_ids[:1000], hamlet_ids[5000:5400])
     good = make_plan(tmp_path / "val.npy", folder / "val.bin", [0, 50, 100, 150, 200, 250, 299], 101, T=100)

@@ -96,7 +96,8 @@ window of the same document). Rows are sorted by start unless the plan was shuff
      "stats":  {"windows", "coverage" (share of tokens in >= 1 window), "covered_tokens",
                 "uncovered_tokens", "uncovered_tail", "uncovered_head", "uncovered_dropped", "documents"},
      "tokenizer": {…the tokenizer entry of meta.json, when known…},
-     "materialized": {"file", "shape", "dtype", "pad_id"}   (only with --materialize)}
+     "materialized": {"file", "shape", "dtype", "pad_id"}   (only with --materialize),
+     "rows_checksum": "xxh3_128:…" (of the rows as written: an edited row shows)}
 
 The source checksum is copied from meta.json's split entry when that meta describes the file
 (same name and byte size), so planning never reads the tokens; for a bare .bin it is streamed.
@@ -828,15 +829,16 @@ def _get_int(obj: dict, key: str, where: str, path: str, *, lo: int | None = 0, 
 
 
 def _get_str(obj: dict, key: str, where: str, path: str, *, required: bool = True, nullable: bool = False):
+    name = f"{path}.{key}" if path else key
     if key not in obj:
         if required:
-            _bad(where, f"{path}.{key} is missing")
+            _bad(where, f"{name} is missing")
         return None
     v = obj[key]
     if v is None and nullable:
         return None
     if not isinstance(v, str):
-        _bad(where, f"{path}.{key} is {v!r}, not a string")
+        _bad(where, f"{name} is {v!r}, not a string")
     return v
 
 
@@ -1335,7 +1337,7 @@ class PlanSource:
         return out
 
 
-_SIDECAR_KEYS = ("format", "version", "source", "params", "stats", "plan_stats", "tokenizer", "materialized")
+_SIDECAR_KEYS = ("format", "version", "source", "params", "stats", "plan_stats", "tokenizer", "materialized", "rows_checksum")
 
 
 @dataclass
@@ -1352,6 +1354,7 @@ class PlanSidecar:
     plan_stats: dict | None = None  # a shard of a plan: the whole plan's stats (``stats`` are the shard's)
     tokenizer: dict | None = None
     materialized: dict | None = None
+    rows_checksum: str | None = None  # xxh3-128 of the rows as write_plan saved them; None: a plan from before it was kept
     version: int = PLAN_VERSION
     extra: dict = field(default_factory=dict)
     has_source: bool = field(default=True, repr=False, compare=False)
@@ -1398,8 +1401,10 @@ class PlanSidecar:
         if mat is not None:
             _get_name(mat, "file", where, "materialized")
             _get_dtype(mat, "dtype", where, "materialized", required=False)
+        rows_sum = _get_str(obj, "rows_checksum", where, "", required=False)
         return cls(source=PlanSource.from_json(src or {}, where), params=params, stats=stats, plan_stats=plan_stats, tokenizer=tok,
-                   materialized=mat, version=version, extra=_extra(obj, _SIDECAR_KEYS), has_source=src is not None)
+                   materialized=mat, rows_checksum=rows_sum, version=version, extra=_extra(obj, _SIDECAR_KEYS),
+                   has_source=src is not None)
 
     def to_json(self) -> dict:
         out: dict = {"format": PLAN_FORMAT, "version": self.version}
@@ -1412,6 +1417,8 @@ class PlanSidecar:
             out["tokenizer"] = self.tokenizer
         if self.materialized is not None:
             out["materialized"] = self.materialized
+        if self.rows_checksum is not None:
+            out["rows_checksum"] = self.rows_checksum
         out.update(self.extra)
         return out
 
@@ -1420,12 +1427,21 @@ def write_plan(path: str | Path, plan: np.ndarray, sidecar: dict | PlanSidecar) 
     """Write ``plan`` (PLAN_DTYPE rows) to ``path`` and its sidecar to ``path.json``, atomically.
 
     The plan goes first and the sidecar last, so a plan without a sidecar is never current.
+    The sidecar's ``rows_checksum`` is set to the rows' (``rows_checksum``): an edited row shows.
     """
-    plan = np.asarray(plan, dtype=PLAN_DTYPE)
+    plan = np.ascontiguousarray(plan, dtype=PLAN_DTYPE)
     side = sidecar.to_json() if isinstance(sidecar, PlanSidecar) else {"format": PLAN_FORMAT, "version": PLAN_VERSION, **sidecar}
+    side["rows_checksum"] = rows_checksum(plan)
     with atomic_open(path) as f:
         np.save(f, plan)
     write_json_atomic(plan_sidecar(path), side)
+
+
+def rows_checksum(rows: np.ndarray) -> str:
+    """xxh3-128 of plan rows as ``write_plan`` saves them (PLAN_DTYPE, little-endian, in order)."""
+    h = new_hasher()
+    h.update(np.ascontiguousarray(rows, dtype=PLAN_DTYPE))
+    return format_checksum(h)
 
 
 def _read_plan_rows(path: Path) -> np.ndarray:

@@ -1150,6 +1150,7 @@ class _Prepared:
     side: formats.PlanSidecar
     n: int | None = None
     figures: PlanFigures | None = None
+    rows_checksum: str | None = None  # of the rows as read
 
 
 def _prepare_plan(plan_path: Path, path: Path, folder, sizes: dict) -> _Prepared | DataError:
@@ -1157,7 +1158,7 @@ def _prepare_plan(plan_path: Path, path: Path, folder, sizes: dict) -> _Prepared
         rows, side = formats.load_plan(plan_path)
     except DataError as e:
         return e
-    prep = _Prepared(rows, side)
+    prep = _Prepared(rows, side, rows_checksum=formats.rows_checksum(rows) if side.rows_checksum else None)
     fp = _plan_file(side, path, folder)
     n = sizes.get(fp) if fp is not None else None
     if n is not None:
@@ -1345,6 +1346,11 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
     nwin = _int(side.stats, "windows")
     if nwin is not None and nwin != len(rows):
         problems.append(f"sidecar stats.windows {nwin} but the plan has {len(rows)} rows")
+    if side.rows_checksum is not None:
+        have = got.rows_checksum or formats.rows_checksum(rows)
+        if have != side.rows_checksum:
+            problems.append(f"the rows are not the ones windows wrote: the sidecar's rows_checksum is {side.rows_checksum},"
+                            f" the rows' {have} (a row was edited, added, removed or reordered)")
     fig = got.figures if got.figures is not None and got.n == n else plan_figures(rows, n, span)
     nbad = fig.bad
     if nbad:
@@ -1364,7 +1370,9 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
     if problems:
         report.add("plan_bounds", label, "fail", "; ".join(problems), **figs)
     else:
-        report.add("plan_bounds", label, "pass", f"{len(rows)} windows inside [0, {n}), lengths ≤ span {span}; made for {scan.label}", **figs)
+        unsummed = "" if side.rows_checksum else " (no rows_checksum: written before winsample kept one, so edited rows would not show)"
+        report.add("plan_bounds", label, "pass", f"{len(rows)} windows inside [0, {n}), lengths ≤ span {span}; made for"
+                   f" {scan.label}{unsummed}", **figs)
 
     # min_length: N ≥ span (T + 1 with targets, T without)
     if span is not None:
