@@ -72,3 +72,11 @@ def test_get_batch_takes_the_plan_as_a_path_like_the_tokens(tmp_path):
     for given in (str(tmp_path / "p.npy"), tmp_path / "p.npy"):
         b = winsample.get_batch(given, str(path), 8, 3)
         assert (a[0] == b[0]).all() and (a[1] == b[1]).all()
+
+
+def test_get_batch_given_the_rows_alone_says_to_pass_the_path(tmp_path):
+    """``np.load("p.npy")`` is the rows without the sidecar (no T, no targets): a clear error,
+    not AttributeError: 'numpy.ndarray' object has no attribute 'targets'."""
+    plan, path = _plan(tmp_path, 1000, "-T", 16)
+    with pytest.raises(ConfigError, match="not a ndarray: pass the .npy's path"):
+        winsample.get_batch(np.load(tmp_path / "p.npy"), path, 8, 3)

@@ -151,7 +151,7 @@ def test_empty_and_whitespace_documents_are_skipped_and_counted(tmp_path, ref_gp
     s = json.loads(r.stdout)
     assert s["skipped_empty"] == 2 and s["train"]["documents"] == 2
     assert np.fromfile(out / "train.bin", "<u2").tolist() == ref_stream(ref_gpt2, ["real text", "more"])
-    assert "2 empty skipped" in r.stderr
+    assert r.stderr.startswith("encoded 2 documents (2 more read: empty, skipped): train ")  # 2 written, 4 read
 
 
 # --- splits -----------------------------------------------------------------------------------
@@ -825,3 +825,35 @@ def test_the_cli_forks_its_workers_so_they_inherit_the_loaded_tokenizer(tmp_path
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[1]"  # the pool was made once, with only the main thread: fork
+
+
+# --- inputs: each read once, and what a folder leaves out is said --------------------------------
+
+
+@pytest.mark.parametrize("args", [["a.txt", "a.txt"], ["in", "in"], ["in", "in/a.txt"], ["in/a.txt", "link.txt"]],
+                         ids=["file-twice", "folder-twice", "file-inside-named-folder", "hard-link"])
+def test_a_file_reached_twice_is_refused_before_anything_is_read(tmp_path, monkeypatch, args):
+    write_tree(tmp_path / "in", {"a.txt": "first document", "b.txt": "second document"})
+    monkeypatch.chdir(tmp_path)
+    os.link("in/a.txt", "link.txt")
+    (tmp_path / "a.txt").write_text("first document")
+    r = cli([*args, "-o", "out", "--val-fraction", "0"])
+    assert r.exit_code == 2 and r.stdout == "" and r.stderr.count("\n") == 1
+    assert "given twice" in r.stderr and "encoded twice" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_two_different_files_with_the_same_text_are_both_encoded(tmp_path):
+    write_tree(tmp_path / "in", {"a.txt": "same words", "b.txt": "same words"})
+    r = cli([tmp_path / "in", "-o", tmp_path / "out", "--val-fraction", "0", "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["train"]["documents"] == 2  # content is not identity
+
+
+def test_a_folder_says_how_many_files_it_does_not_read(tmp_path):
+    write_tree(tmp_path / "in", {"a.txt": "read", "b.rst": "not read", "c.rst": "nor this", "d": "no suffix"})
+    r = cli([tmp_path / "in", "-o", tmp_path / "out", "--val-fraction", "0"])
+    assert r.exit_code == 0
+    note = [line for line in r.stderr.splitlines() if line.startswith("note:")]
+    assert len(note) == 1 and "3 file(s) not read (2 .rst, 1 (no suffix))" in note[0]
+    r = cli([tmp_path / "in", "-o", tmp_path / "out2", "--val-fraction", "0", "-q"])
+    assert r.exit_code == 0 and r.stderr == ""  # -q: nothing for people

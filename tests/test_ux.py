@@ -184,6 +184,17 @@ def test_verify_keeps_exit_1_when_its_reader_closes_the_pipe(data):
     assert p.wait(timeout=60) == 1
 
 
+@pytest.mark.parametrize("fmt", ["txt", "jsonl"])
+def test_windows_to_stdout_stops_quietly_when_its_reader_closes_the_pipe(data, fmt):
+    # ~56k windows as text: far more than a pipe buffer, so writing hits the closed pipe
+    p = subprocess.Popen([WS, "windows", str(data / "train.bin"), "-T", "8", "--stride", "4", "--format", fmt, "-o", "-", "-q"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = p.stdout.readline()
+    p.stdout.close()
+    assert p.wait(timeout=60) == 0 and first
+    assert p.stderr.read() == b""  # no "cannot write: Broken pipe"
+
+
 @pytest.mark.parametrize("command", [["windows", "-T", "8", "-o", "{tmp}/p.npy"], ["verify"]])
 def test_a_text_file_is_not_read_as_tokens(tmp_path, command):
     """A .txt with no meta.json would read as uint16 nonsense that no check can catch: refuse it."""

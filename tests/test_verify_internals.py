@@ -137,3 +137,9 @@ def test_plan_figures_in_blocks_equal_brute_force_over_the_whole_plan(n, wins, i
     assert f.coverage["covered"] == int(_mask(n, start, end).sum())
     assert f.coverage["covered_shifted"] == int(_mask(n, start + 1, end).sum())  # tokens some window has as a target
     assert f.coverage["window_tokens"] == sum(max(0, min(e, n)) - max(0, min(s, n)) for s, e in zip(start, end))
+
+
+@pytest.mark.parametrize(("share", "shown"), [(1.0, "100.00%"), (1 - 1e-7, "99.99%"), (0.99994, "99.99%"), (0.5, "50.00%"),
+                                              (1e-7, "0.01%"), (0.0, "0.00%"), (0.123456, "12.35%")])
+def test_percent_reads_100_or_0_only_when_exactly_so(share, shown):
+    assert verify.percent(share) == shown

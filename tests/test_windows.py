@@ -196,6 +196,8 @@ def test_empty_bin_gives_empty_plan(tmp_path):
     assert r.exit_code == 0, r.stderr
     rows, side = plan_of(tmp_path / "p.npy")
     assert len(rows) == 0 and json.loads(r.stdout)["windows"] == 0
+    r = run_cli(b, "-T", 8, "-o", tmp_path / "p.npy")
+    assert r.exit_code == 0 and "note: no window fits in 0 tokens (span 9): the plan is empty" in r.stderr
 
 
 def test_random_offset_same_seed_epoch_same_plan_other_epoch_other_offset(tmp_path):

@@ -64,6 +64,9 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng) -> tuple[np
     """
     if isinstance(plan, (str, Path)):
         plan = read_plan(plan)
+    elif not isinstance(plan, Plan):  # e.g. np.load(PLAN.npy): the rows alone say nothing of T or targets
+        raise ConfigError(f"get_batch takes a Plan or a plan's path, not a {type(plan).__name__}: pass the .npy's path"
+                          " (its sidecar says T and targets) or winsample.read_plan(path)")
     if not plan.targets:
         raise ConfigError("plan was made with --no-targets: a window has no next token for y; re-plan with targets")
     if isinstance(tokens, (str, Path)):

@@ -220,8 +220,8 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
     finally:
         bar.close()
     extra = ""
-    if summary["skipped_empty"]:
-        extra += f", {summary['skipped_empty']} empty skipped"
+    if summary["skipped_empty"]:  # read but not written: "encoded" counts what is in train and val
+        extra += f" ({summary['skipped_empty']} more read: empty, skipped)"
     if summary["replaced_characters"]:
         extra += f", {summary['replaced_characters']} invalid UTF-8 sequences replaced"
     resumed = summary.get("resumed")
@@ -236,7 +236,7 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
                   " (the tokenizer has no safe-cut rule: one worker each)")
     say(
         quiet,
-        f"encoded {plural(summary['documents'], 'document')}{extra}:"
+        f"encoded {plural(summary['documents'] - summary['skipped_empty'], 'document')}{extra}:"
         f" train {plural(summary['train']['tokens'], 'token')} ({plural(summary['train']['documents'], 'doc')}),"
         f" val {plural(summary['val']['tokens'], 'token')} ({plural(summary['val']['documents'], 'doc')}),"
         f" {summary['mb_per_s']} MB/s → {out_dir}"
@@ -312,12 +312,17 @@ def windows(bin_path, T, stride, overlap, targets, offset, random_offset, seed, 
         summaries = windows_mod.run(bin_path, output, opts, meta_path, stream=sys.stdout, progress=bar.update)
     if as_json:
         emit_json(summaries[0] if len(summaries) == 1 else {"plans": summaries})
+    from .verify import percent
+
     for s in summaries:
         where = ", ".join(s["files"]) or "stdout"
         say(quiet, f"{plural(s['windows'], 'window')} of span {s['span']} (T {s['T']}, stride {s['stride']},"
-                   f" overlap {s['overlap']:.1%}) over {plural(s['tokens'], 'token')}: coverage {s['coverage']:.2%},"
+                   f" overlap {s['overlap']:.1%}) over {plural(s['tokens'], 'token')}: coverage {percent(s['coverage'])},"
                    f" {_uncovered(s)} → {where}")
-        if s["tokens"] < s["span"] and s["windows"]:  # by the contract (--short keep), but rarely meant
+        if not s["windows"]:  # written (an empty val split may be meant), but nothing trains on it
+            say(quiet, f"note: no window fits in {plural(s['tokens'], 'token')} (span {s['span']}): the plan is empty;"
+                       " verify fails its min_length and the Loader refuses it")
+        elif s["tokens"] < s["span"]:  # by the contract (--short keep), but rarely meant
             say(quiet, f"note: {plural(s['tokens'], 'token')} < span {s['span']}: no full window, only a short one"
                        " (get_batch draws full windows only; --short drop skips short ones)")
 

@@ -314,7 +314,7 @@ def encode_corpus(
     pipeline.check_edges(enc, eot, bos)
     if layouts.LLMC in chosen and bos:  # llm.c shards mark every document start with the EOT themselves
         raise ConfigError("--layout llmc starts each document with the end-of-document id itself: drop --bos")
-    sources = resolve_inputs(list(inputs), fmt)
+    sources = resolve_inputs(list(inputs), fmt, notice)
     out_dir = pipeline.check_out_dir(out_dir, sources, tokenizer_file)
     workers = workers or os.cpu_count() or 1  # OUT_DIR is created by locked(), which removes it again on failure
     enc, backend_entry = tokenizer.with_backend(enc, backend)

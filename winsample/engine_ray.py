@@ -502,7 +502,7 @@ def encode_ray(
     if notice is not None and backend_entry.get("note"):
         notice(backend_entry.pop("note"))
     pipeline.check_edges(enc, eot, bos)
-    sources = resolve_inputs(list(inputs), fmt)
+    sources = resolve_inputs(list(inputs), fmt, notice)
     for s in sources:
         if s.path is None:
             raise ConfigError("--engine ray reads inputs from files every node can see, not stdin: save it to a file first")

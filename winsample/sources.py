@@ -26,6 +26,7 @@ import os
 import stat
 import sys
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,8 @@ class Source:
     mtime_ns: int | None = None  # modification time when found (then when opened); None for stdin
 
     decompressed: int | None = None  # .gz: bytes of the decompressed stream, once read whole
+    dev: int | None = None  # st_dev and st_ino when found: the same file named twice is told apart from two
+    ino: int | None = None
 
     def meta(self) -> dict:
         # A name that is not UTF-8 (surrogate-escaped by Python) shows its bytes as \xNN.
@@ -106,9 +109,10 @@ def _folder_matches(name: str) -> bool:
     return base.endswith(FOLDER_SUFFIXES)
 
 
-def _walk(top: Path) -> list[Path]:
+def _walk(top: Path, passed: Counter | None = None) -> list[Path]:
     """Files under ``top`` whose names match, depth first, without recursion (a folder nested
     thousands deep is fine) and without following symlinked folders (a loop is harmless).
+    ``passed`` counts the other files by suffix (what a folder holds that is not read).
 
     A subfolder that cannot be listed is an InputError (exit 2): skipping it would silently
     leave its documents out of the corpus. Names starting with ``.`` are skipped."""
@@ -135,38 +139,56 @@ def _walk(top: Path) -> list[Path]:
                 stack.append(Path(e.path))
             elif _folder_matches(e.name):
                 found.append(Path(e.path))
+            elif passed is not None:
+                passed[Path(e.name).suffix.lower() or "(no suffix)"] += 1
     return found
 
 
-def resolve_inputs(args: list[str], fmt: str = "auto") -> list[Source]:
-    """Expand INPUT arguments to sources, in order. InputError for a missing path or empty folder."""
+def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], None] | None = None) -> list[Source]:
+    """Expand INPUT arguments to sources, in order. InputError for a missing path or empty
+    folder; ConfigError for a file reached twice (named twice, or inside a folder also named):
+    its documents would be encoded twice. ``notice(line)`` hears of files a folder holds
+    that are not read (other suffixes)."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown input format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if not args:
         raise InputError("no inputs given")
     out: list[Source] = []
+    seen: dict = {}  # (device, inode) -> the argument that reached it first
     for arg in args:
         arg = str(arg)
         if arg == "-":
+            if "-" in seen:
+                raise ConfigError("- (stdin) is given twice: it can be read once")
+            seen["-"] = "-"
             out.append(Source("-", None, "jsonl" if fmt == "jsonl" else "text", False, None))
             continue
         p = Path(arg)
         if p.is_dir():
-            found = _walk(p)
+            passed: Counter = Counter()
+            found = _walk(p, passed)
             if not found:
                 raise InputError(
                     f"{arg}: folder has no {'/'.join(FOLDER_SUFFIXES)} files (or .gz forms) to encode"
                 )
-            for f in sorted(found):
-                kind, gz = _kind_of(f.name, fmt)
-                out.append(_source(str(f), f, kind, gz))
+            if passed and notice is not None:
+                kinds = ", ".join(f"{n} {suffix}" for suffix, n in passed.most_common(4))
+                notice(f"{arg}: {sum(passed.values())} file(s) not read ({kinds}{', …' if len(passed) > 4 else ''}):"
+                       f" a folder gives only {'/'.join(FOLDER_SUFFIXES)} files (and .gz forms); name others to encode them")
+            sources = [_source(str(f), f, *_kind_of(f.name, fmt)) for f in sorted(found)]
         elif p.exists():
             if not p.is_file():
                 raise InputError(f"{arg}: not a regular file or folder")
-            kind, gz = _kind_of(p.name, fmt)
-            out.append(_source(arg, p, kind, gz))
+            sources = [_source(arg, p, *_kind_of(p.name, fmt))]
         else:
             raise InputError(f"{arg}: no such file or folder")
+        for src in sources:
+            key = (src.dev, src.ino)
+            if key in seen:
+                via = "" if seen[key] == src.label else f" (already reached as {seen[key]})"
+                raise ConfigError(f"{src.label}: given twice{via}: its documents would be encoded twice; name each input once")
+            seen[key] = src.label
+        out += sources
     return out
 
 
@@ -177,7 +199,7 @@ def _source(label: str, path: Path, kind: str, gz: bool) -> Source:
         raise InputError(f"{label}: cannot read: {e.strerror}") from None
     if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end: refused, not read
         raise InputError(f"{label}: not a regular file (a FIFO, socket or device); encode a regular file or pipe it to -")
-    return Source(label, path, kind, gz, st.st_size, st.st_mtime_ns)
+    return Source(label, path, kind, gz, st.st_size, st.st_mtime_ns, dev=st.st_dev, ino=st.st_ino)
 
 
 class _Reader:

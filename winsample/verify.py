@@ -128,6 +128,18 @@ class Report:
         }
 
 
+def percent(share: float, digits: int = 2) -> str:
+    """``share`` as a percentage that reads 100% (or 0%) only when it is exactly that:
+    0.99999 is "99.99%", not the "100.00%" plain rounding gives beside uncovered tokens."""
+    text = f"{share:.{digits}%}"
+    step = 10.0 ** -(digits + 2)
+    if share < 1 and text == f"{1:.{digits}%}":
+        return f"{1 - step:.{digits}%}"
+    if share > 0 and text == f"{0:.{digits}%}":
+        return f"{step:.{digits}%}"
+    return text
+
+
 def _plain(v):
     """numpy scalars → Python numbers, so the report serialises to JSON as is."""
     if isinstance(v, np.generic):
@@ -1621,7 +1633,7 @@ def _check_coverage(report, label, nrows: int, n, side, min_coverage, c: dict | 
         uncovered_head=c["head"], overlap_ratio=overlap, windows_per_token=depth,
     )
     detail = (
-        f"{share:.2%} of {n} tokens in ≥1 window ({'≥' if share >= min_coverage else '<'} {min_coverage:.0%});"
+        f"{percent(share)} of {n} tokens in ≥1 window ({'≥' if share >= min_coverage else '<'} {min_coverage:.0%});"
         f" largest gap {c['gap_length']} at {c['gap_start']}, tail {c['tail']} uncovered;"
         f" overlap {overlap:.1%}, {depth:.2f} windows per token"
     )

@@ -838,6 +838,8 @@ def _write_all(plans, out: str, o: Options, multi: bool, stream, summaries: list
             if stage is not None:
                 names.sort(key=lambda n: n.endswith(".json"))  # sidecars last: a plan is current only with its sidecar
                 formats.commit_staged(stage, Path(out).parent, names)
+        except BrokenPipeError:  # `-o - | head` closed stdout: the CLI stops quietly, as after any command
+            raise
         except OSError as e:  # a full disk, a quota: name the file and say what happened
             where = e.filename or out
             raise InputError(f"{where}: cannot write: {formats.os_error_text(e)}; nothing was written") from None
