@@ -367,6 +367,20 @@ def test_verify_takes_an_llmc_folder_a_glob_and_one_shard_without_meta(layered):
     assert r.exit_code == 2 and "matches no file" in r.stderr
 
 
+def test_a_shard_missing_from_the_numbers_is_a_warning_without_meta(layered, tmp_path):
+    shards = sorted((layered / "llmc").glob("train_*.bin"))
+    assert len(shards) >= 3, "the fixture must have at least three train shards"
+    for f in shards:
+        if f != shards[1]:
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    r = run("verify", tmp_path, "--show", "1", "--json")
+    assert r.exit_code == 0  # a warning: without meta.json the shards could have been left out on purpose
+    warn = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "llmc_shards" and c["status"] == "warn"]
+    assert len(warn) == 1 and warn[0]["missing"] == [shards[1].name]
+    assert run("verify", tmp_path, "--show", "1", "--strict").exit_code == 1
+    assert layouts.missing_shards([Path("fineweb_train_000001.bin"), Path("fineweb_train_000002.bin")]) == []  # llm.c starts at 1
+
+
 def test_windows_plans_an_llmc_glob_and_verify_checks_the_plan(layered, tmp_path):
     plan = tmp_path / "p.npy"
     pattern = f"{layered}/llmc/train_*.bin"

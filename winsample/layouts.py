@@ -510,6 +510,22 @@ def group_shards(files: list[Path]) -> dict[str, list[Path]]:
     return {k: sorted(v) for k, v in sorted(groups.items())}
 
 
+def missing_shards(files: list[Path]) -> list[str]:
+    """Names of the shards missing between the lowest and highest number of one group (llm.c's
+    fineweb starts train at 000001: the first number is not assumed to be 0)."""
+    nums = {}
+    for f in files:
+        m = _NAME_RE.match(f.name)
+        if m:
+            nums[int(m.group("num"))] = (f.name, m)
+    if len(nums) < 2:
+        return []
+    name, m = nums[min(nums)]
+    width = len(m.group("num"))
+    head = name[: m.start("num")]
+    return [f"{head}{k:0{width}d}.bin" for k in range(min(nums), max(nums) + 1) if k not in nums]
+
+
 def split_of_group(name: str) -> str | None:
     """'train' / 'val' for a shard group name that says which (``fineweb_val`` → val), else None."""
     low = name.lower()

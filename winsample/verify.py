@@ -859,6 +859,11 @@ def _verify_llmc(report: Report, path: Path, groups: dict, plans, T, show, encod
         label = files[0].name if len(files) == 1 else f"{name}_*.bin ({len(files)} shards)"
         scan, problems = _scan_llmc(files, n_vocab, label, progress)
         _check_llmc(report, label, scan, problems, eot)
+        gone = layouts.missing_shards(files)
+        if gone:  # no meta.json to say how many there were: a gap in the numbers is the only sign
+            report.add("llmc_shards", label, "warn", f"{len(gone)} shard number(s) missing between the first and the last:"
+                       f" {', '.join(gone[:5])}{', …' if len(gone) > 5 else ''} (a shard lost, or left out of the glob)",
+                       missing=gone)
         if scan is not None:
             _check_min_length_file(report, scan, T)
             _check_vocab(report, scan, n_vocab)
