@@ -330,3 +330,4 @@ def test_inspect_of_a_plan_reports_one_epochs_exposure(tmp_path):
     assert (e["drop"]["trained_tokens"], e["drop"]["untrained"], e["drop"]["targets_min"]) == (21, 6, 0)
     text = CliRunner().invoke(main, ["inspect", str(tmp_path / "p.npy")]).stdout
     assert "short=drop  21 labels; each targetable token a label min 0 / mean 0.778 / max 1 times, 6 never" in text
+    assert "6 never; 3 tokens of the file are no window's label" in text  # 0, 8 and 16: each a window's first token

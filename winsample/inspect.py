@@ -425,7 +425,8 @@ def _plan_lines(r: dict, style) -> list[str]:
     if r.get("exposure"):  # one epoch of winsample.Loader, every window once
         lines.append(style("exposure per epoch (winsample.Loader, every window once)", "head"))
         lines += _kv_lines({f"short={k}": f"{f['trained_tokens']:,} labels; each targetable token a label min {f['targets_min']}"
-                            f" / mean {f['targets_mean']:.3f} / max {f['targets_max']} times, {f['untrained']:,} never"
+                            f" / mean {f['targets_mean']:.3f} / max {f['targets_max']} times, {f['untrained']:,} never;"
+                            f" {f['untargetable']:,} tokens of the file are no window's label"
                             for k, f in r["exposure"].items()}, style, indent=2)
     end = r["at"] + len(r["windows"])
     lines.append(style(f"windows [{r['at']}, {end}) of {r['counts']['windows']}", "head"))
