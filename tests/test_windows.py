@@ -683,3 +683,12 @@ def test_each_shard_sidecar_counts_its_own_windows_and_coverage(tmp_path):
         assert side["plan_stats"] == fside["stats"]
         total += side["stats"]["windows"]
     assert total == len(full) == fside["stats"]["windows"]
+
+
+@pytest.mark.parametrize(("fmt", "name"), [("txt", "p.npy"), ("jsonl", "p.npy"), ("npy", "p.txt"), ("npy", "p.jsonl")])
+def test_a_plan_name_that_says_another_format_is_refused(tmp_path, fmt, name):
+    """--format txt into p.npy wrote text that verify, inspect and the Loader then failed to read as .npy."""
+    b = bin_file(tmp_path / "a.bin", 1000)
+    r = run_cli(b, "-T", 8, "--format", fmt, "-o", tmp_path / name)
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and f"with --format {fmt}" in r.stderr
+    assert not (tmp_path / name).exists()

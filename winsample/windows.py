@@ -796,6 +796,11 @@ def run(bin_path, out: str, o: Options, meta_path=None, stream=None, progress=No
         if out.endswith(("/", os.sep)):
             raise ConfigError(f"-o {out}: names a folder; give the plan's file name, e.g. {out}train.plan.npy")
         formats.refuse_overwrite(written_paths(out, o), formats.dataset_files(bin_path, meta_path))
+        suffix = Path(out).suffix.lower()
+        text_name = suffix in (".txt", ".tsv", ".jsonl")
+        if (o.format == "npy" and text_name) or (o.format != "npy" and suffix == ".npy"):
+            raise ConfigError(f"-o {out} with --format {o.format}: the name says {suffix[1:]}, the contents would be"
+                              f" {o.format}; name it {Path(out).stem}.{'npy' if o.format == 'npy' else o.format} or pick the other --format")
         for T in o.T:
             for p in output_paths(out, T, multi, o.shards):
                 _check_writable(p)
