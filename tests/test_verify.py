@@ -380,6 +380,21 @@ def test_plan_from_before_rows_checksums_still_verifies_and_says_so(tmp_path):
     assert code == 0 and b["status"] == "pass" and "no rows_checksum" in b["detail"]
 
 
+def test_a_wrong_checksum_in_meta_copied_into_a_plan_is_named_as_meta_s(tmp_path, hamlet_ids):
+    """windows copies meta.json's checksum (it never reads the tokens then): when that is wrong, the
+    plan is not "made for another file", and verify says where the wrong figure came from."""
+    folder = make_folder(tmp_path / "d", hamlet_ids[:3000], hamlet_ids[5000:5400])
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["splits"]["train"]["checksum"] = "xxh3_128:" + "0" * 32
+    (folder / "meta.json").write_text(json.dumps(meta))
+    r = CliRunner().invoke(main, ["windows", str(folder / "train.bin"), "-T", "100", "-o", str(tmp_path / "p.npy"), "-q"])
+    assert r.exit_code == 0, r.stderr
+    code, doc = run_json(folder, "--plan", tmp_path / "p.npy", NO_RETOKENIZE)
+    b = one(doc, "plan_bounds", "p.npy")
+    assert code == 1 and "is the one meta.json records for train.bin" in b["detail"] and "another file" not in b["detail"]
+    assert one(doc, "meta")["status"] == "fail"
+
+
 def test_plan_from_folder_applies_to_the_file_its_sidecar_names(tmp_path, hamlet_ids):
     folder = make_folder(tmp_path / "d", hamlet_ids[:1000], hamlet_ids[5000:5400])
     good = make_plan(tmp_path / "val.npy", folder / "val.bin", [0, 50, 100, 150, 200, 250, 299], 101, T=100)

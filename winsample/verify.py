@@ -1351,10 +1351,15 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
     # plan_bounds
     problems = []
     if src.bytes != scan.size or src.checksum != scan.checksum:
-        problems.append(
-            f"made for another file: sidecar says {src_file!r} of {src.bytes} bytes, {src.checksum};"
-            f" {scan.label} has {scan.size} bytes, {scan.checksum}"
-        )
+        recorded = next((t.entry.checksum for t in targets if t.path == file_path and t.entry is not None), None)
+        if src.bytes == scan.size and src.checksum == recorded:  # windows copied meta.json's checksum, which is wrong
+            problems.append(f"the sidecar's checksum {src.checksum} is the one meta.json records for {scan.label}, and the"
+                            f" file's is {scan.checksum}: meta.json is wrong or the file changed since (see the meta check)")
+        else:
+            problems.append(
+                f"made for another file: sidecar says {src_file!r} of {src.bytes} bytes, {src.checksum};"
+                f" {scan.label} has {scan.size} bytes, {scan.checksum}"
+            )
     if src.dtype is not None and _same_dtype(src.dtype, scan.dtype) is False:
         problems.append(f"sidecar dtype {src.dtype!r} but {scan.label} is read as {scan.dtype}")
     if span is None or span < 1:
