@@ -349,11 +349,13 @@ def table(rows: list[dict]) -> str:
 
 # What we know about each row that can miss its bar (printed only when it does).
 WHY = {
-    "verify ": "the checksum (xxh3-128, sequential: ~0.12 s of one core for 1 GB, page faults included) and the"
-    " range scan run on the 2 cores beside the plan's checks (reading 976k windows, their coverage union: ~0.1 s"
-    " of CPU) and the retokenize check (512 kB of sampled documents decoded and encoded again by tiktoken:"
-    " ~0.15 s of CPU): about 0.5 s of CPU in all, against np.max alone over the same pages. Without the plan and"
-    " with --retokenize-sample 0 it runs at ~0.7 of the floor.",
+    "verify ": "the checksum (xxh3-128, sequential) and the range scan run on one thread, each 4 MB piece hashed and"
+    " then scanned while in cache (~0.2 s for 1 GB with its page faults, about the floor itself). Beside it, on the"
+    " other core: the plan's figures (976k windows: bounds, order, coverage, in blocks of 16k rows, ~0.04 s of CPU)"
+    " and retokenize (512 kB of sampled documents decoded and encoded again by tiktoken, and every document's end"
+    " checked for the EOT id: ~0.2 s of CPU with its page faults). Over the floor remain the end of retokenize and"
+    " the unmapping of the 1 GB map (~0.06 s, inside verify's call; the floor's own map is unmapped after its timer"
+    " stops). This stop's changes took the row from 0.30 to 0.47 here; run by run it reads 0.43–0.51.",
     "encode 100 MB --layout": "the llm.c shards come from a second pass over the split's token file (uint16, in"
     " 1M-token pieces) and the .idx from the document starts; with the fast engine the encode itself takes"
     " ~2 s, so that pass (and fsyncing twice the bytes) weighs more than the bar allows.",
@@ -370,14 +372,16 @@ WHY = {
     " with nothing of winsample's, and gets about the same ratio: two threads of this engine share the machine's"
     " caches and memory bandwidth (one 2-core VM), and each thread's engine warms its own pre-token cache. On top"
     " of that, ~0.5 s of start-up is serial (interpreter, numpy, the reference tiktoken and the engine for the"
-    " self-check), and every engine build or rebuild (~0.11 s, one per 64 MiB of text per thread, to bound its"
-    " cache) holds the GIL, so every thread waits for it. Peak RSS: ~95 MB of interpreter, libraries and the"
+    " self-check), and every engine build (~0.08–0.11 s; a rebuild comes when a look after each 64 MiB of text finds"
+    " the process 16 MiB larger than at the build, which bounds the pre-token cache) holds the GIL, so every thread"
+    " waits for it. The speed row sits at its bar: 7.2x and 6.3x in the two full runs before this one, just under"
+    " 6x in this one, on this VM (the reference and the engine both move by ~15% between runs). Peak RSS: ~95 MB of interpreter, libraries and the"
     " reference, ~32 MB per engine, and each engine's pre-token cache, up to ~40 MB before its rebuild. At 100 MB"
     " each thread sees 50 MB, short of the rebuild bound, so the 400 MB run peaks higher (still under 300 MB):"
     " a 32 MiB bound flattens it (measured: 237 MB at 400 MB, against 207 at 100 MB) but costs ~20% of the speed rows (each rebuild"
-    " restarts a cold cache), so the bound stays at 64 MiB.",
+    " costs ~0.1–0.15 s: the build, holding the GIL, and a cold cache), so the bound stays at 64 MiB.",
     "English prose": "as for the unique text; and on the plays, repeated, the engine's cache holds nearly every"
-    " word, so each thread encodes ~170 MB/s: faster than the main thread reads, finds cuts, writes and hashes"
+    " word (its engine is never rebuilt: the process does not grow), so each thread encodes ~170 MB/s: faster than the main thread reads, finds cuts, writes and hashes"
     " alongside it. With two threads the main thread is the bottleneck and the threads' hand-offs add GIL"
     " waits, so --workers 2 is no faster than --workers 1 (the bare library's own two threads gain little more"
     " here, in the row beside it).",
@@ -391,7 +395,8 @@ WHY = {
     "Mistral v1 SentencePiece": "row 4: gigatoken's SentencePiece engine merges across whole documents (no"
     " pre-split; a SentencePiece document has no safe cut, so it is encoded whole); on these texts it encodes"
     " ~15 MB/s per core against sentencepiece's ~2.3 MB/s, about 6x per core, and the main thread's JSONL"
-    " parsing and writing share the 2 cores: the 6x bar is out of reach of this engine here. Its model"
+    " parsing and writing share the 2 cores: the 6x bar is at the edge of this engine here (met on the plays in this run,"
+    " where its per-core lead is larger; missed on the unique text). Its model"
     " conversion (~0.5 s in Python) is kept in the cache folder after the first run, so later runs skip it.",
     "encode 300 MB: --engine ray": "the local runner now encodes on threads of one process with the fast"
     " engine (nothing pickled, ~2.8 s for 300 MB), while each Ray task is a worker process that imports"
