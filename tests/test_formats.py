@@ -165,3 +165,23 @@ def test_recover_rolls_forward_an_interrupted_commit(tmp_path):
     (stage / "COMMIT").write_text(json.dumps(["train.bin", "meta.json"]))  # died right after the mark
     assert formats.recover(out) == "rolled forward"
     assert (out / "train.bin").read_bytes() == b"new" and (out / "meta.json").exists()
+
+
+def test_every_npy_header_parse_holds_the_lock(tmp_path, monkeypatch):
+    """numpy parses .npy headers with ast.literal_eval, which CPython 3.11 cannot run on two threads
+    at once (a SystemError seen in verify): formats' readers must each hold NPY_HEADER_LOCK."""
+    import ast
+
+    real, held = ast.literal_eval, []
+
+    def checked(text):
+        held.append(formats.NPY_HEADER_LOCK.locked())
+        return real(text)
+
+    monkeypatch.setattr(ast, "literal_eval", checked)
+    np.save(tmp_path / "d.npy", np.arange(5, dtype=np.int64))
+    np.save(tmp_path / "empty.npy", np.zeros(0, dtype=np.int64))
+    formats.read_doc_index(tmp_path / "d.npy")  # npy_header, then np.load
+    formats._load_npy_mmap(tmp_path / "d.npy", "a test array")
+    formats._load_npy_mmap(tmp_path / "empty.npy", "a test array")  # the empty-body fallback
+    assert len(held) >= 4 and all(held)

@@ -446,7 +446,8 @@ def _write_layouts(work: Path, out_dir: Path, meta: formats.Meta, chosen: tuple,
 
 def _doc_starts(work: Path, split: str) -> np.ndarray:
     """The document starts of a staged split (a read-only memmap of its .docs.npy)."""
-    return np.load(work / formats.doc_index_name(split), mmap_mode="r", allow_pickle=False)
+    with formats.NPY_HEADER_LOCK:
+        return np.load(work / formats.doc_index_name(split), mmap_mode="r", allow_pickle=False)
 
 
 def _open_partial(work: Path, params: dict, sources, want: bool) -> dict:

@@ -116,6 +116,7 @@ import json
 import os
 import shutil
 import stat
+import threading
 from array import array
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -1249,6 +1250,12 @@ def write_doc_index_stream(path: str | Path, count: int, chunks: Iterable[np.nda
             raise ValueError(f"{path}: wrote {written} document offsets, announced {count}")
 
 
+# numpy parses a .npy header with ast.literal_eval, which CPython 3.11 cannot run on two threads
+# at once ("SystemError: AST constructor recursion depth mismatch", seen in verify: its plan
+# thread loads the plan while the main thread loads provenance): every header read takes this.
+NPY_HEADER_LOCK = threading.Lock()
+
+
 def npy_header(f, path: str | Path, what: str) -> tuple[tuple, bool, np.dtype, int]:
     """(shape, fortran_order, dtype, data offset) of an open .npy file, read without trusting it:
     DataError unless the header is a plain (no objects) array whose data fits the file's size."""
@@ -1256,12 +1263,13 @@ def npy_header(f, path: str | Path, what: str) -> tuple[tuple, bool, np.dtype, i
     size = os.fstat(f.fileno()).st_size
     try:
         version = fmt.read_magic(f)
-        if version == (1, 0):
-            header = fmt.read_array_header_1_0(f, max_header_size=MAX_NPY_HEADER)
-        elif version in ((2, 0), (3, 0)):
-            header = fmt.read_array_header_2_0(f, max_header_size=MAX_NPY_HEADER)
-        else:
-            raise ValueError(f"unknown .npy version {version}")
+        with NPY_HEADER_LOCK:
+            if version == (1, 0):
+                header = fmt.read_array_header_1_0(f, max_header_size=MAX_NPY_HEADER)
+            elif version in ((2, 0), (3, 0)):
+                header = fmt.read_array_header_2_0(f, max_header_size=MAX_NPY_HEADER)
+            else:
+                raise ValueError(f"unknown .npy version {version}")
     except Exception as e:  # numpy parses the header with Python's tokenizer: any of its errors
         raise DataError(f"{path}: not {what}: bad .npy header: {type(e).__name__}: {e}") from None
     shape, fortran, dtype = header
@@ -1288,7 +1296,8 @@ def _load_npy(path: str | Path, what: str) -> np.ndarray:
         shape, fortran, dtype, _ = npy_header(f, path, what)
         try:
             f.seek(0)
-            return np.load(f, allow_pickle=False)
+            with NPY_HEADER_LOCK:  # np.load parses the header again
+                return np.load(f, allow_pickle=False)
         except OSError as e:
             raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
         except (ValueError, EOFError) as e:
@@ -2205,10 +2214,12 @@ def _plain_name(name) -> bool:
 
 def _load_npy_mmap(path: Path, what: str) -> np.ndarray:
     try:
-        return np.load(path, mmap_mode="r", allow_pickle=False)
+        with NPY_HEADER_LOCK:
+            return np.load(path, mmap_mode="r", allow_pickle=False)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except (ValueError, OSError) as e:
         if "empty file" in str(e) or "cannot mmap an empty file" in str(e) or "mmap length" in str(e):
-            return np.load(path, allow_pickle=False)  # zero records: numpy cannot map an empty body
+            with NPY_HEADER_LOCK:
+                return np.load(path, allow_pickle=False)  # zero records: numpy cannot map an empty body
         raise DataError(f"{path}: not {what}: {e}") from None
