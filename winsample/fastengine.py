@@ -83,7 +83,8 @@ class Engine:
     ``build()`` makes the underlying gigatoken object, on the first ``encode`` (so a forked
     worker builds its own instead of inheriting the parent's pages) and again at a look after
     every ``rebuild_bytes`` of text (counted in chars: only a bound is needed) that finds the
-    process ``REBUILD_GROWTH`` larger than when it was built. ``release()`` drops it. ``TypeError`` from gigatoken (text with lone surrogates, which no UTF-8 engine takes)
+    process ``REBUILD_GROWTH`` larger than when it was built. ``release()`` drops it.
+    ``TypeError`` from gigatoken (text with lone surrogates, which no UTF-8 engine takes)
     propagates: the caller falls back to the reference.
     """
 

@@ -569,8 +569,6 @@ def check_options(split: str, errors: str, val_fraction: float, workers: int | N
         raise ConfigError(f"--workers {workers}: at most {MAX_WORKERS} encoder processes")
 
 
-
-
 def check_split_possible(sources, split: str, fraction: float) -> None:
     """ConfigError before anything is read when the split is sure to leave train or val empty:
     one plain-text input is one document, and --split doc keeps each document whole."""
@@ -578,6 +576,7 @@ def check_split_possible(sources, split: str, fraction: float) -> None:
         raise ConfigError(f"{sources[0].label}: one text input is one document, and --split doc puts each document whole in"
                           f" train or val, so one of them would be empty: use --split tail (the last {fraction:g} of its"
                           " tokens become val), or --val-fraction 0")
+
 
 # --- what the run wrote: meta.json and the summary ------------------------------------------
 

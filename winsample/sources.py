@@ -183,7 +183,8 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
         else:
             raise InputError(f"{arg}: no such file or folder")
         for src in sources:
-            key = (src.dev, src.ino)
+            # a filesystem without inode numbers (0) is told by the resolved path instead
+            key = (src.dev, src.ino) if src.ino else str(src.path.resolve())
             if key in seen:
                 via = "" if seen[key] == src.label else f" (already reached as {seen[key]})"
                 raise ConfigError(f"{src.label}: given twice{via}: its documents would be encoded twice; name each input once")

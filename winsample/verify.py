@@ -1196,7 +1196,7 @@ class PlanFigures:
     first_decrease: int | None = None
     increasing: bool = True  # starts strictly increase, so no two rows are the same window
     docs: int | None = None  # distinct values of the doc column; None: the column is not sorted
-    coverage: dict | None = None  # coverage_stats' figures plus covered_shifted; None: rows not in start order
+    coverage: dict | None = None  # _CoverageRun's figures; None: rows not in start order
 
 
 class _Work:
@@ -1263,8 +1263,11 @@ def plan_figures(rows: np.ndarray, n: int, span: int | None, block: int = PLAN_B
 
 
 class _CoverageRun:
-    """``coverage_stats`` fed windows in start order, a block at a time; ``covered_shifted``
-    also counts the union of [start + 1, end), the tokens that are some window's target."""
+    """The union of windows [start, end) clipped to [0, n), fed in start order a block at a time:
+    covered tokens, largest gap, tail, head, segments (maximal covered runs), window_tokens (each
+    window's tokens, counted once per window) and covered_shifted (the union of [start + 1, end):
+    the tokens that are some window's target). Window i adds max(0, end_i - max(start_i, reach))
+    new tokens, reach being how far the windows before it cover."""
 
     def __init__(self, n: int):
         self.n = n
@@ -1446,9 +1449,7 @@ def _check_plan(report, plan_path: Path, path: Path, folder, scans, targets, T, 
         if start is None:
             start = rows["start"].astype(np.int64)
             end = start + rows["length"].astype(np.int64)
-        c = coverage_stats(start, end, n)
-        if targets_flag and docs:
-            c["covered_shifted"] = coverage_stats(start + 1, end, n)["covered"]
+        c = _coverage_in_order(start, end, n)
     _check_coverage(report, label, len(rows), n, side, min_coverage, c, docs)
     plan = _Plan(label, rows, side, scan)
     _check_alignment(report, plan, pT, span, targets_flag)
@@ -1589,36 +1590,27 @@ def _same_dtype(a, b) -> bool | None:
 
 
 def coverage_stats(start: np.ndarray, end: np.ndarray, n: int) -> dict:
-    """Union of windows [start, end) clipped to [0, n): covered tokens, largest gap, tail/head.
+    """Union of windows [start, end) clipped to [0, n): covered tokens, largest gap, tail/head,
+    segments and window_tokens (``_coverage_in_order`` without ``covered_shifted``)."""
+    c = _coverage_in_order(start, end, n)
+    del c["covered_shifted"]
+    return c
 
-    Vectorised: sort by start, a running max of ends gives how far coverage already reaches;
-    window i adds max(0, end_i - max(start_i, reach_{i-1})) new tokens.
-    """
-    s = np.clip(start, 0, n)
-    e = np.clip(end, 0, n)
-    window_tokens = int((e - s).sum())  # tokens in windows, counted once per window
-    keep = e > s
-    if not keep.all():
-        s, e = s[keep], e[keep]
-    if len(s) == 0:
-        return {"covered": 0, "gap_start": 0, "gap_length": n, "tail": n, "head": n, "segments": 0, "window_tokens": window_tokens}
-    if not (s[1:] >= s[:-1]).all():  # plans are usually in start order already: skip the sort
-        o = np.argsort(s, kind="stable")
-        s, e = s[o], e[o]
-    reach = np.maximum.accumulate(e)
-    before = np.empty_like(reach)
-    before[0] = 0
-    before[1:] = reach[:-1]
-    covered = int(np.maximum(0, e - np.maximum(s, before)).sum())
-    gaps = s - before  # uncovered tokens right before window i (if > 0)
-    tail = n - int(reach[-1])
-    i = int(np.argmax(gaps))
-    gap_start, gap_len = int(before[i]), int(max(gaps[i], 0))
-    if tail > gap_len:
-        gap_start, gap_len = int(reach[-1]), tail
-    segments = 1 + int(np.count_nonzero(gaps[1:] > 0))  # maximal runs of covered tokens
-    return {"covered": covered, "gap_start": gap_start, "gap_length": gap_len, "tail": tail, "head": int(s[0]),
-            "segments": segments, "window_tokens": window_tokens}
+
+def _coverage_in_order(start: np.ndarray, end: np.ndarray, n: int) -> dict:
+    """``_CoverageRun``'s figures of windows in any order: sorted by start (stable) unless they
+    already are, then fed in blocks."""
+    start = np.asarray(start, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    if not (start[1:] >= start[:-1]).all():  # plans are usually in start order already: skip the sort
+        o = np.argsort(start, kind="stable")
+        start, end = start[o], end[o]
+    run = _CoverageRun(n)
+    work = _Work(min(PLAN_BLOCK, len(start)))
+    for lo in range(0, len(start), PLAN_BLOCK):
+        ints, _ = work.take(len(start[lo : lo + PLAN_BLOCK]))
+        run.feed(start[lo : lo + PLAN_BLOCK], end[lo : lo + PLAN_BLOCK], ints[:6])
+    return run.result()
 
 
 def _check_coverage(report, label, nrows: int, n, side, min_coverage, c: dict | None, target_docs: int = 0) -> None:
