@@ -6,6 +6,7 @@ ref_cl100k), never from winsample.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import pickle
@@ -227,23 +228,84 @@ def test_self_check_covers_the_kinds_of_text_the_issue_names():
     assert any("\ufffd" in t for t in texts)  # text whose invalid UTF-8 was replaced
 
 
-@pytest.mark.parametrize("step, builds", [
-    (fastengine.REBUILD_GROWTH, 4),  # the process grew by the bound since the build at each look: rebuilt each time
-    (fastengine.REBUILD_GROWTH // 2, 2),  # growth counts from the build: kept at 60k, rebuilt at 120k, kept at 180k
-    (0, 1),  # no growth (text that repeats its pre-tokens): the engine is kept
-    (None, 4),  # the resident size cannot be read: rebuilt at each look
+BASE = 10**9  # a planted resident size (bytes) before any engine cache
+
+
+@pytest.fixture
+def budget(monkeypatch):
+    """A budget of its own for the test (engines of other tests are not counted)."""
+    monkeypatch.setattr(fastengine, "_BUDGET", fastengine._Budget())
+    return fastengine._BUDGET
+
+
+@pytest.mark.parametrize("rate, blind, builds", [
+    (fastengine.CACHE_BUDGET / 50_000, False, 4),  # over the budget at every look (60k chars each): rebuilt each time
+    (fastengine.CACHE_BUDGET / 100_000, False, 2),  # 0.6 of the budget at 60k chars: kept, rebuilt at 120k, kept
+    (0, False, 1),  # no growth (text that repeats its pre-tokens): the engine is kept
+    (0, True, 2),  # the resident size cannot be read: rebuilt once 100k chars (BLIND_REBUILD_BYTES) went by
 ])
-def test_engine_memory_is_bounded_by_rebuilding_and_ids_do_not_change(ref_gpt2, monkeypatch, step, builds):
+def test_engine_memory_is_bounded_by_rebuilding_and_ids_do_not_change(ref_gpt2, monkeypatch, budget, rate, blind, builds):
     text = (CORPUS / "hamlet.txt").read_text(encoding="utf-8")
-    reads = iter(range(100))
-    # the resident size grows by ``step`` at each read: a build reads it, and so does each look
-    monkeypatch.setattr(fastengine, "resident_bytes", lambda: None if step is None else 10**9 + step * next(reads))
     eng = tokenizer.load("gpt2").fast_engine()
-    eng._rebuild_bytes = 50_000
+    # planted memory: the engine's cache grows by `rate` bytes per char it encoded since its build
+    monkeypatch.setattr(fastengine, "resident_bytes", lambda: None if blind else int(BASE + rate * eng._since_build))
+    monkeypatch.setattr(fastengine, "BLIND_REBUILD_BYTES", 100_000)
+    eng._look_bytes = 50_000
     pieces = [text[i : i + 20_000] for i in range(0, 200_000, 20_000)]
     got = [eng.encode(p).tolist() for p in pieces]
     assert got == [ref_gpt2.encode_ordinary(p) for p in pieces]
-    assert eng.builds == builds  # looks after 60,000, 120,000 and 180,000 chars (each > 50,000)
+    assert eng.builds == builds  # looks at the 4th, 7th and 10th piece (60,000 chars after the last look)
+
+
+def _look(eng, text="word " * 10):
+    """Make ``eng`` look at memory at its next encode (and encode)."""
+    eng._since = eng._look_bytes
+    eng.encode(text)
+
+
+def test_over_the_budget_the_engine_built_first_rebuilds_not_the_others(monkeypatch, budget):
+    mem = [BASE]
+    monkeypatch.setattr(fastengine, "resident_bytes", lambda: mem[0])
+    tok = tokenizer.load("gpt2")
+    a, b = tok.fast_engine(), tok.fast_engine()
+    a.encode("first"), b.encode("second")
+    assert budget.ceiling == BASE + fastengine.CACHE_BUDGET  # the size once both were built, plus the budget
+    mem[0] = BASE + fastengine.CACHE_BUDGET  # the caches grew to the budget
+    _look(b)
+    assert (a.builds, b.builds) == (1, 1)  # b is younger: it waits for a
+    _look(a)
+    assert (a.builds, b.builds) == (2, 1)  # a rebuilt; b keeps its cache
+    _look(b)
+    assert b.builds == 1  # a's rebuild left the process within the budget's quarter: the ceiling rose
+    assert budget.ceiling == BASE + fastengine.CACHE_BUDGET + fastengine.CACHE_BUDGET // 4
+
+
+def test_an_engine_that_never_looks_again_does_not_stop_the_others_rebuilding(monkeypatch, budget):
+    mem = [BASE]
+    monkeypatch.setattr(fastengine, "resident_bytes", lambda: mem[0])
+    tok = tokenizer.load("gpt2")
+    idle, busy = tok.fast_engine(), tok.fast_engine()
+    idle.encode("built first, then left alone"), busy.encode("built second")
+    mem[0] = BASE + 2 * fastengine.CACHE_BUDGET
+    for _ in range(fastengine.PASSES):
+        _look(busy)
+    assert busy.builds == 1  # waits PASSES looks for the older engine
+    _look(busy)
+    assert (idle.builds, busy.builds) == (1, 2)
+
+
+def test_a_new_run_starts_a_new_budget(monkeypatch, budget):
+    mem = [BASE]
+    monkeypatch.setattr(fastengine, "resident_bytes", lambda: mem[0])
+    tok = tokenizer.load("gpt2")
+    old = tok.fast_engine()
+    old.encode("an earlier run")
+    assert budget.ceiling == BASE + fastengine.CACHE_BUDGET
+    del old
+    gc.collect()
+    mem[0] = BASE // 2  # the earlier run's memory was handed back
+    tok.fast_engine().encode("this run")
+    assert budget.ceiling == BASE // 2 + fastengine.CACHE_BUDGET
 
 
 def test_resident_bytes_sees_memory_this_process_touches():

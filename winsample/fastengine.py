@@ -6,14 +6,16 @@ with ``pip install 'winsample[fast]'`` (``make demo``/``make test`` do); without
 runs on the reference libraries and ``--backend auto`` says so once on stderr.
 
 Memory: gigatoken caches the ids of every pre-token it has seen, and that cache grows with
-the variety of the text (measured: +130 MB over 350 MB of unique source code). An
-:class:`Engine` therefore looks again after every ``REBUILD_BYTES`` of text: if the process's
-resident memory has grown by ``REBUILD_GROWTH`` since the engine was built, it drops its
-gigatoken object and builds a fresh one, which bounds the cache; text that repeats its
-pre-tokens (prose) keeps its engine. Ids never depend on the cache. A build holds the GIL
+the variety of the text (measured: about one byte per byte of unique source code). The built
+engines of a process therefore share one budget: the process may grow by ``CACHE_BUDGET``
+beyond its size once its engines are built. Each engine looks at the process's resident
+memory after every ``LOOK_BYTES`` of text; over the budget, the engine built longest ago
+drops its gigatoken object and builds a fresh one (engines rebuilt one at a time, out of step,
+keep the sum of their caches near its mean). Text that repeats its pre-tokens (prose) never
+reaches the budget and keeps its engines. Ids never depend on the cache. A build holds the GIL
 (measured: 0.08–0.11 s for the gpt2 ranks, 0.54 s for a 4 MB tokenizer.json), so every thread
-waits for it: the bound trades memory against those pauses. Where the resident size cannot be
-read (no ``/proc``), every check rebuilds.
+waits for it: the budget trades memory against those pauses. Where the resident size cannot
+be read (no ``/proc``), an engine is rebuilt after every ``BLIND_REBUILD_BYTES`` of text.
 
 Special tokens: the engine is built with *no* special tokens, so ``"<|endoftext|>"`` in a
 document is encoded as the text it is (tiktoken's ``encode_ordinary``), never as the id.
@@ -21,9 +23,12 @@ document is encoded as the text it is (tiktoken's ``encode_ordinary``), never as
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import tempfile
+import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,8 +37,10 @@ import numpy as np
 from .errors import ConfigError
 
 ENGINE = "gigatoken"
-REBUILD_BYTES = 64 << 20  # text encoded between two looks at the process's memory (chars)
-REBUILD_GROWTH = 16 << 20  # resident bytes gained since an engine's build that make the look rebuild it
+CACHE_BUDGET = 80 << 20  # resident bytes the engines' caches may add, together, to the process once built
+LOOK_BYTES = 16 << 20  # text an engine encodes between two looks at the process's memory (chars)
+BLIND_REBUILD_BYTES = 64 << 20  # no resident size to read: text an engine encodes between two rebuilds
+PASSES = 2  # looks over the budget an engine lets pass, waiting for an older one to rebuild
 
 try:  # optional: every caller checks version() first
     import gigatoken as _gt  # noqa: F401
@@ -81,37 +88,53 @@ class Engine:
     """A fast encoder of ordinary text: ``encode(text) -> np.ndarray`` (uint32).
 
     ``build()`` makes the underlying gigatoken object, on the first ``encode`` (so a forked
-    worker builds its own instead of inheriting the parent's pages) and again at a look after
-    every ``rebuild_bytes`` of text (counted in chars: only a bound is needed) that finds the
-    process ``REBUILD_GROWTH`` larger than when it was built. ``release()`` drops it.
-    ``TypeError`` from gigatoken (text with lone surrogates, which no UTF-8 engine takes)
-    propagates: the caller falls back to the reference.
+    worker builds its own instead of inheriting the parent's pages) and again when a look
+    (after every ``look_bytes`` of text, counted in chars: only a bound is needed) finds the
+    process over its budget and this engine the one to rebuild (``_Budget``).
+    ``release()`` drops it. ``TypeError`` from gigatoken (text with lone surrogates, which no
+    UTF-8 engine takes) propagates: the caller falls back to the reference.
     """
 
-    def __init__(self, build: Callable[[], object], rebuild_bytes: int | None = None):
+    def __init__(self, build: Callable[[], object], look_bytes: int | None = None):
         self._build = build
-        self._rebuild_bytes = rebuild_bytes or REBUILD_BYTES
+        self._look_bytes = look_bytes or LOOK_BYTES
         self._obj = None
-        self._since = 0
-        self._resident_at_build: int | None = None
-        self._released_at_build = 0
+        self._since = 0  # chars encoded since the last look
+        self._since_build = 0  # chars encoded since the build
+        self._passes = 0  # looks over the budget let pass in a row
+        self._seq = 0  # build order among this process's engines (_Budget)
         self.builds = 0
 
     def _ready(self, size: int):
-        """The gigatoken object, built on first use and again when a look finds its cache grown; counts ``size``."""
-        if self._obj is not None and self._since >= self._rebuild_bytes:
-            now, then = resident_bytes(), self._resident_at_build
-            # what other engines handed back since this one was built hides growth: add it back
-            if now is None or then is None or now - then + _RELEASED[0] - self._released_at_build >= REBUILD_GROWTH:
+        """The gigatoken object, built on first use and again when a look says so; counts ``size``."""
+        if self._obj is not None and self._since >= self._look_bytes:
+            self._since = 0
+            if self._must_rebuild():
                 self.release()
-            else:
-                self._since = 0  # the text repeats what the cache holds: keep it, look again later
         if self._obj is None:
             self._obj = self._build()
             self.builds += 1
-            self._resident_at_build, self._released_at_build = resident_bytes(), _RELEASED[0]
+            self._since_build = 0
+            _BUDGET.built(self, first=self.builds == 1)
         self._since += size
+        self._since_build += size
         return self._obj
+
+    def _must_rebuild(self) -> bool:
+        now = resident_bytes()
+        if now is None:
+            return self._since_build >= BLIND_REBUILD_BYTES
+        if not _BUDGET.over(now):
+            self._passes = 0
+            return False
+        # The engine built longest ago holds the most cache: it rebuilds. One that never looks
+        # again (idle, or left over from an earlier run) cannot hold the others up: after PASSES
+        # looks over the budget in a row, the looking engine rebuilds itself.
+        self._passes += 1
+        if _BUDGET.oldest() is self or self._passes > PASSES:
+            self._passes = 0
+            return True
+        return False
 
     def encode(self, text: str) -> np.ndarray:
         return self._ready(len(text)).encode(text)
@@ -151,21 +174,63 @@ class Engine:
 
     def fresh(self) -> Engine:
         """An engine with the same recipe and no object yet (one per encoder thread)."""
-        return Engine(self._build, self._rebuild_bytes)
+        return Engine(self._build, self._look_bytes)
 
     def release(self) -> None:
         """Drop the gigatoken object and its cache, and hand the freed memory back to the OS."""
         if self._obj is not None:
-            before = resident_bytes()
             self._obj = None
             self._since = 0
+            _BUDGET.dropped(self)
             _trim()
-            after = resident_bytes()
-            if before is not None and after is not None:
-                _RELEASED[0] += max(0, before - after)
 
     def __getstate__(self):  # a pickled engine (forkserver, spawn, Ray) starts without the object
-        return {**self.__dict__, "_obj": None, "_since": 0, "_resident_at_build": None}
+        return {**self.__dict__, "_obj": None, "_since": 0, "_since_build": 0, "_passes": 0}
+
+
+class _Budget:
+    """The memory budget the built engines of this process share.
+
+    ``ceiling``: the resident size the process may reach, set at a first build to the size
+    then plus ``CACHE_BUDGET`` (afresh when no other built engine lives: a new run starts a
+    new budget). After a rebuild the ceiling stays, unless the process is then still within
+    a quarter of the budget of it (memory that is not the engines' grew): it rises so that a
+    cache can grow by that quarter before the next rebuild, never rebuilding at every look.
+    """
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.live: weakref.WeakSet = weakref.WeakSet()  # engines that hold a gigatoken object
+        self.ceiling: int | None = None
+        self.order = itertools.count(1)
+
+    def built(self, engine: Engine, first: bool) -> None:
+        now = resident_bytes()
+        with self.lock:
+            alone = not any(e is not engine for e in self.live)
+            engine._seq = next(self.order)
+            self.live.add(engine)
+            if now is None:
+                return
+            if first:
+                self.ceiling = now + CACHE_BUDGET if alone or self.ceiling is None else max(self.ceiling, now + CACHE_BUDGET)
+            else:
+                self.ceiling = max(self.ceiling or 0, now + CACHE_BUDGET // 4)
+
+    def dropped(self, engine: Engine) -> None:
+        with self.lock:
+            self.live.discard(engine)
+
+    def over(self, now: int) -> bool:
+        with self.lock:
+            return self.ceiling is not None and now >= self.ceiling
+
+    def oldest(self) -> Engine | None:
+        with self.lock:
+            return min(self.live, key=lambda e: e._seq, default=None)
+
+
+_BUDGET = _Budget()
 
 
 def padded_groups(sizes: list[int]) -> list[list[int]]:
@@ -193,9 +258,6 @@ def _padded(obj, pieces: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return obj.encode_batch_padded(pieces, _NO_PADDING, parallel=False)
 
 
-_RELEASED = [0]  # resident bytes engines of this process have handed back by release(), in all
-
-
 def resident_bytes() -> int | None:
     """This process's resident memory in bytes (``/proc/self/statm``); None where it cannot be read."""
     try:
@@ -219,7 +281,7 @@ def _trim() -> None:
 SCHEMES = {"gpt2": "gpt2", "cl100k": "gpt4", "o200k": "o200k"}
 
 
-def tiktoken_engine(ranks_file_bytes: bytes, pattern: str | None, rebuild_bytes: int | None = None) -> Engine:
+def tiktoken_engine(ranks_file_bytes: bytes, pattern: str | None, look_bytes: int | None = None) -> Engine:
     """An engine for tiktoken ranks (a ``.tiktoken`` file's bytes) with the pre-tokenizer
     ``pattern`` (a key of ``SCHEMES``; None: the encoding's pattern is none of them).
 
@@ -243,7 +305,7 @@ def tiktoken_engine(ranks_file_bytes: bytes, pattern: str | None, rebuild_bytes:
         finally:
             os.unlink(path)
 
-    return Engine(build, rebuild_bytes)
+    return Engine(build, look_bytes)
 
 
 # --- the self-check ------------------------------------------------------------------------
@@ -397,7 +459,7 @@ def _first_then_fresh(first, build):
     return once
 
 
-def hf_engine(json_text: str, rebuild_bytes: int | None = None) -> Engine:
+def hf_engine(json_text: str, look_bytes: int | None = None) -> Engine:
     """An engine for a Hugging Face tokenizer.json (its text, as the reference library loaded
     it), with special added tokens encoded as text (``hf_json_without_specials``).
 
@@ -407,7 +469,7 @@ def hf_engine(json_text: str, rebuild_bytes: int | None = None) -> Engine:
     load_hf_json = _load_hf_json()
     prepared = hf_json_without_specials(json_text)
     first = _load(load_hf_json, prepared, "tokenizer.json")  # fails here, not in a worker's first encode
-    return Engine(_first_then_fresh(first, lambda: load_hf_json(prepared)), rebuild_bytes)
+    return Engine(_first_then_fresh(first, lambda: load_hf_json(prepared)), look_bytes)
 
 
 class _DummyPrefix:
@@ -532,7 +594,7 @@ def _owned(path: Path) -> bool:
     return mine and not st.st_mode & 0o022
 
 
-def spm_engine(model_bytes: bytes, rebuild_bytes: int | None = None) -> Engine:
+def spm_engine(model_bytes: bytes, look_bytes: int | None = None) -> Engine:
     """An engine for a SentencePiece ``.model`` (its bytes, as the reference library loaded
     them): gigatoken on ``spm_tokenizer_json``'s conversion, converted once per model
     (``cached_spm_tokenizer_json``). ConfigError when gigatoken is missing or cannot take the
@@ -541,4 +603,4 @@ def spm_engine(model_bytes: bytes, rebuild_bytes: int | None = None) -> Engine:
     prepared, own_prefix = cached_spm_tokenizer_json(model_bytes)
     wrap = _DummyPrefix if own_prefix else (lambda obj: obj)
     first = wrap(_load(load_hf_json, prepared, "SentencePiece model"))
-    return Engine(_first_then_fresh(first, lambda: wrap(load_hf_json(prepared))), rebuild_bytes)
+    return Engine(_first_then_fresh(first, lambda: wrap(load_hf_json(prepared))), look_bytes)
