@@ -478,3 +478,38 @@ def test_the_self_check_also_checks_the_batch_calls_the_threads_make(tmp_path, m
     assert "in a batch call of several texts" in r.stderr and "using the reference tiktoken" in r.stderr
     assert json.loads((tmp_path / "out" / "meta.json").read_text())["backend"]["name"] == "reference"
     assert np.fromfile(tmp_path / "out" / "train.bin", "<u2").tolist() == ref_gpt2.encode_ordinary("some words\n") + [EOT]
+
+
+# --- how many encoder threads the fast engine gets -----------------------------------------
+
+
+@pytest.mark.payback
+@pytest.mark.parametrize("text_bytes, build, speed, threads", [
+    # 1 s of encoding on one thread: a 2nd thread saves 1/2 s, a 3rd 1/6 s, a 4th 1/12 s
+    (100 * 10**6, 0.1, 100e6, 3),  # builds of 0.1 s: the 4th thread's 0.083 s does not repay its build
+    (100 * 10**6, 0.6, 100e6, 1),  # a 0.6 s build (a big tokenizer.json): not even the 2nd's 0.5 s does
+    (10 * 10**6, 0.1, 10e6, 3),  # a slow engine (SentencePiece): the same 1 s on a tenth of the text
+    (10**9, 0.1, 100e6, 4),  # 10 s: the 4th thread saves 0.83 s; capped at the 4 workers asked
+    (None, 5.0, 100e6, 4),  # unknown size (stdin, gzip): every worker
+])
+def test_encoder_threads_are_those_whose_time_saved_repays_their_engines_build(text_bytes, build, speed, threads):
+    from winsample import pipeline
+
+    assert pipeline.encoder_threads(4, text_bytes, build, speed) == threads
+
+
+@pytest.mark.payback
+def test_a_small_input_gets_one_encoder_thread_whatever_workers_asks(tmp_path):
+    src = tmp_path / "t.txt"
+    src.write_text((CORPUS / "hamlet.txt").read_text(encoding="utf-8")[:50_000], encoding="utf-8")
+    two = encode_corpus([str(src)], tmp_path / "w2", workers=2, split="tail")
+    one = encode_corpus([str(src)], tmp_path / "w1", workers=1, split="tail")
+    assert (two["workers"], two["encoders"], one["encoders"]) == (2, 1, 1)
+    assert (tmp_path / "w2" / "train.bin").read_bytes() == (tmp_path / "w1" / "train.bin").read_bytes()
+
+
+@pytest.mark.payback
+def test_engine_costs_are_its_build_and_its_speed_on_prose():
+    fast, _ = tokenizer.with_backend(tokenizer.load("gpt2"), "fast")
+    build, speed = fast.engine_costs()
+    assert 0 < build < 30 and speed > 10**5  # seconds; bytes a second (gpt2 prose here: ~10^8)

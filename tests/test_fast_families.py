@@ -404,3 +404,14 @@ def test_sentencepiece_style_tokenizer_json_fast_equals_tokenizers(tmp_path, fil
     meta = json.loads((tmp_path / "fast" / "meta.json").read_text())
     ids = np.concatenate([np.fromfile(tmp_path / "fast" / f"{s}.bin", meta["dtype"]) for s in ("train", "val")])
     assert ids.tolist() == want
+
+
+@pytest.mark.payback
+def test_a_big_tokenizer_json_engine_knows_its_build_takes_its_load_time(files):
+    eng = tokenizer.load_file(str(files["deepseek"] / "tokenizer.json")).fast_engine()
+    eng.encode("the first object was loaded ahead, to check it loads")
+    first = eng.build_seconds
+    assert first is not None and first >= eng._build.first_seconds > 0.05  # its load of a 5 MB file, not the hand-over
+    eng.release()
+    eng.encode("a fresh build: timed itself")
+    assert eng.builds == 2 and eng.build_seconds > 0.05

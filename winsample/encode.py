@@ -320,7 +320,10 @@ def encode_corpus(
     enc, backend_entry = tokenizer.with_backend(enc, backend)
     if notice is not None and backend_entry.get("note"):
         notice(backend_entry.pop("note"))
+    threads = workers
     if workers > 1 and enc.backend == "fast":
+        # one engine per thread, each built holding the GIL: only as many as the input repays
+        threads = pipeline.encoder_threads(workers, pipeline.known_text_bytes(sources), *enc.engine_costs())
         enc.hand_over()  # the first encoder thread takes the checked engine; the others build their own
     _bound_malloc(threads=enc.backend == "fast")
 
@@ -337,7 +340,7 @@ def encode_corpus(
     # Everything that changes the output bytes: a checkpoint made with other values is not reused.
     params = dict(opts, format=fmt, tokenizer=describe, winsample_version=__version__)
     # The pool starts before the lock and the staging files exist, so forked workers hold neither.
-    pool = _make_pool(workers, (enc, dtype)) if workers > 1 else None
+    pool = _make_pool(threads, (enc, dtype)) if workers > 1 else None
     try:
         with locked(out_dir):
             work = formats.partial_dir(out_dir)
@@ -347,7 +350,7 @@ def encode_corpus(
                 # still remove it (seen in the SIGTERM test on a loaded machine).
                 stage = formats.staging_dir(out_dir)
                 start = _open_partial(work, params, sources, resume_partial)
-                result = _run(sources, work, enc, opts, pool, workers, progress, start, params)
+                result = _run(sources, work, enc, opts, pool, threads, progress, start, params)
                 splits = {s: pipeline.split_entry(s, result["writers"][s]) for s in formats.SPLITS}
                 meta = pipeline.build_meta(sources, describe, opts, splits, result["stats"], provenance=result["provenance"])
                 meta.extra["backend"] = backend_entry
@@ -392,7 +395,8 @@ def encode_corpus(
         if pool is not None:
             _close_pool(pool)
 
-    extra = {"resumed": result["resumed"], "encoding": enc.name, "backend": backend_entry["name"], "dtype": dtype, "layouts": list(chosen), "workers": workers}
+    extra = {"resumed": result["resumed"], "encoding": enc.name, "backend": backend_entry["name"], "dtype": dtype, "layouts": list(chosen), "workers": workers,
+             "encoders": threads}
     return pipeline.summary(out_dir, meta, result["stats"], sources, time.perf_counter() - t0, extra)
 
 
@@ -558,7 +562,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
     writers, stats, resumed = _resume_writers(stage, opts, start)
     first = resumed["inputs"] if resumed else 0
     if progress:
-        total = None if any(s.size is None or s.gz or s.kind == "parquet" for s in sources) else sum(s.size for s in sources)
+        total = pipeline.known_text_bytes(sources)
         progress(0, 0, total)
         if first:
             progress(resumed["input_bytes"], resumed["tokens"])

@@ -28,6 +28,7 @@ import os
 import random
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -104,6 +105,7 @@ class Engine:
         self._passes = 0  # looks over the budget let pass in a row
         self._seq = 0  # build order among this process's engines (_Budget)
         self.builds = 0
+        self.build_seconds: float | None = None  # what a fresh build took (the last one timed)
 
     def _ready(self, size: int):
         """The gigatoken object, built on first use and again when a look says so; counts ``size``."""
@@ -112,7 +114,11 @@ class Engine:
             if self._must_rebuild():
                 self.release()
         if self._obj is None:
+            t = time.perf_counter()
             self._obj = self._build()
+            took = time.perf_counter() - t
+            # a first object built ahead (_first_then_fresh) took its time then
+            self.build_seconds = max(took, getattr(self._build, "first_seconds", 0.0)) if not self.builds else took
             self.builds += 1
             self._since_build = 0
             _BUDGET.built(self, first=self.builds == 1)
@@ -174,7 +180,17 @@ class Engine:
 
     def fresh(self) -> Engine:
         """An engine with the same recipe and no object yet (one per encoder thread)."""
-        return Engine(self._build, self._look_bytes)
+        engine = Engine(self._build, self._look_bytes)
+        engine.build_seconds = self.build_seconds
+        return engine
+
+    def bytes_per_second(self, warm: bytes, sample: bytes) -> float:
+        """This engine's speed (UTF-8 bytes a second, one thread) on ``sample``, after ``warm``
+        (other text of the same kind: the pre-tokens any text shares are then cached, as in a run)."""
+        self.encode_many([warm])
+        t = time.perf_counter()
+        self.encode_many([sample])
+        return len(sample) / max(time.perf_counter() - t, 1e-6)
 
     def release(self) -> None:
         """Drop the gigatoken object and its cache, and hand the freed memory back to the OS."""
@@ -448,14 +464,15 @@ def hf_json_without_specials(json_text: str) -> str:
     return json.dumps(spec, ensure_ascii=False)
 
 
-def _first_then_fresh(first, build):
-    """A build function whose first call returns ``first`` (already built, to check that it
-    loads) and every later call a fresh ``build()``."""
+def _first_then_fresh(first, build, seconds: float):
+    """A build function whose first call returns ``first`` (already built, in ``seconds``, to
+    check that it loads) and every later call a fresh ``build()``."""
     held = [first]
 
     def once():
         return held.pop() if held else build()
 
+    once.first_seconds = seconds
     return once
 
 
@@ -468,8 +485,9 @@ def hf_engine(json_text: str, look_bytes: int | None = None) -> Engine:
     """
     load_hf_json = _load_hf_json()
     prepared = hf_json_without_specials(json_text)
+    t = time.perf_counter()
     first = _load(load_hf_json, prepared, "tokenizer.json")  # fails here, not in a worker's first encode
-    return Engine(_first_then_fresh(first, lambda: load_hf_json(prepared)), look_bytes)
+    return Engine(_first_then_fresh(first, lambda: load_hf_json(prepared), time.perf_counter() - t), look_bytes)
 
 
 class _DummyPrefix:
@@ -602,5 +620,6 @@ def spm_engine(model_bytes: bytes, look_bytes: int | None = None) -> Engine:
     load_hf_json = _load_hf_json()
     prepared, own_prefix = cached_spm_tokenizer_json(model_bytes)
     wrap = _DummyPrefix if own_prefix else (lambda obj: obj)
+    t = time.perf_counter()
     first = wrap(_load(load_hf_json, prepared, "SentencePiece model"))
-    return Engine(_first_then_fresh(first, lambda: wrap(load_hf_json(prepared))), look_bytes)
+    return Engine(_first_then_fresh(first, lambda: wrap(load_hf_json(prepared)), time.perf_counter() - t), look_bytes)

@@ -555,6 +555,29 @@ def _no_token_reason(tok: tokenizer.Tokenizer, which: str) -> str:
     return "no <|endoftext|>"
 
 
+def known_text_bytes(sources) -> int | None:
+    """The inputs' bytes of text, when the sizes say it (None: stdin, gzip or Parquet)."""
+    if any(s.size is None or s.gz or s.kind == "parquet" for s in sources):
+        return None
+    return sum(s.size for s in sources)
+
+
+def encoder_threads(workers: int, text_bytes: int | None, build_seconds: float, bytes_per_second: float) -> int:
+    """How many of ``workers`` fast-engine threads repay their engine's build.
+
+    Every thread beyond the first builds an engine of its own, and a build holds the GIL
+    (every thread waits for it). A k-th thread saves ``B / s / (k × (k - 1))`` seconds on
+    ``B`` bytes at ``s`` bytes a second per engine: it is started only when that is more than
+    its build takes. Unknown size (``text_bytes`` None): every worker.
+    """
+    if text_bytes is None:
+        return workers
+    k = 1
+    while k < workers and text_bytes / max(bytes_per_second, 1.0) / (k * (k + 1)) > build_seconds:
+        k += 1
+    return k
+
+
 def check_options(split: str, errors: str, val_fraction: float, workers: int | None) -> None:
     """ConfigError for option values no engine can use (before anything is read or written)."""
     if split not in SPLIT_METHODS:

@@ -367,6 +367,12 @@ def resolve(encoding: str | None = None, entry: Mapping | None = None, folder: s
 BACKENDS = ("auto", "fast", "reference")
 
 
+def _whole_lines(data: bytes, n: int) -> bytes:
+    """The first ``n`` bytes of ``data`` or fewer, ending after a newline (never inside a character)."""
+    end = data.rfind(b"\n", 0, n)
+    return data[: end + 1] if end >= 0 else data[:n]
+
+
 class FastTokenizer(Tokenizer):
     """``ref`` with ``encode`` run by the fast engine; everything else (identity, decoding,
     safe cuts, meta entry) is ``ref``'s. Text the engine cannot take (lone surrogates) is
@@ -415,6 +421,14 @@ class FastTokenizer(Tokenizer):
                 engine = self._engine.fresh()
             self._local.engine = engine
         return engine
+
+    def engine_costs(self) -> tuple[float, float]:
+        """(seconds a fresh engine takes to build, UTF-8 bytes a second it encodes on one
+        thread), from the main thread's engine: its build, and a bundled play's prose."""
+        plays = resources.files("winsample").joinpath("corpus")
+        warm, sample = (_whole_lines(plays.joinpath(name).read_bytes(), n) for name, n in (("macbeth.txt", 64 << 10), ("hamlet.txt", 256 << 10)))
+        speed = self._engine.bytes_per_second(warm, sample)
+        return self._engine.build_seconds or 0.0, speed
 
     def hand_over(self) -> None:
         """Give the main thread's engine (built for the self-check) to the first encoder thread
