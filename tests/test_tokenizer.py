@@ -239,3 +239,15 @@ def test_safe_cut_rule_keeps_ids_identical(ref_gpt2):
         assert tok.encode(text[:p]).tolist() + tok.encode(text[p:]).tolist() == whole
     b = text.encode()
     assert tok.last_safe_cut_bytes(b) == len(text[: cuts[-1]].encode())
+
+
+def test_dist_version_agrees_with_the_installed_metadata():
+    from importlib.metadata import version
+
+    from winsample.tokenizer_base import dist_version
+
+    import tiktoken  # noqa: F401  (its __version__ answers, no metadata read)
+
+    assert dist_version("tiktoken") == version("tiktoken") == tiktoken.__version__
+    assert dist_version("gigatoken") == version("gigatoken")  # no __version__: the metadata answers
+    assert dist_version("no-such-distribution-here") == "?"
