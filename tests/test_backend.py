@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import gzip
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -263,26 +264,57 @@ def _look(eng, text="word " * 10):
     eng.encode(text)
 
 
-def test_over_the_budget_the_engine_built_first_rebuilds_not_the_others(monkeypatch, budget):
+def _planted(monkeypatch):
+    """A planted resident size (a one-item list the test sets) for ``fastengine.resident_bytes``."""
     mem = [BASE]
     monkeypatch.setattr(fastengine, "resident_bytes", lambda: mem[0])
+    return mem
+
+
+def _grows_by(eng, mem, nbytes):
+    """Make ``eng``'s builds change the planted size by ``nbytes`` (its own tables, or what a rebuild frees)."""
+    build = eng._build
+
+    def grown():
+        mem[0] += nbytes
+        return build()
+
+    eng._build = grown
+
+
+def test_over_the_budget_the_engine_built_first_rebuilds_not_the_others(monkeypatch, budget):
+    mem = _planted(monkeypatch)
     tok = tokenizer.load("gpt2")
     a, b = tok.fast_engine(), tok.fast_engine()
-    a.encode("first"), b.encode("second")
-    assert budget.ceiling == BASE + fastengine.CACHE_BUDGET  # the size once both were built, plus the budget
-    mem[0] = BASE + fastengine.CACHE_BUDGET  # the caches grew to the budget
+    a.encode("first")
+    assert budget.ceiling == BASE + fastengine.CACHE_BUDGET  # the size once built, plus the budget
+    _grows_by(b, mem, 30 << 20)
+    b.encode("second")
+    assert budget.ceiling == BASE + (30 << 20) + fastengine.CACHE_BUDGET  # b's own 30 MiB are not cache
+    mem[0] = budget.ceiling  # the caches grew to the budget
     _look(b)
     assert (a.builds, b.builds) == (1, 1)  # b is younger: it waits for a
+    _grows_by(a, mem, -(40 << 20))  # a's rebuild hands back its cache
     _look(a)
     assert (a.builds, b.builds) == (2, 1)  # a rebuilt; b keeps its cache
+    assert budget.ceiling == BASE + (30 << 20) + fastengine.CACHE_BUDGET  # under again: the ceiling stays
     _look(b)
-    assert b.builds == 1  # a's rebuild left the process within the budget's quarter: the ceiling rose
-    assert budget.ceiling == BASE + fastengine.CACHE_BUDGET + fastengine.CACHE_BUDGET // 4
+    assert b.builds == 1
+
+
+def test_a_rebuild_that_leaves_the_process_over_raises_the_ceiling_by_a_quarter(monkeypatch, budget):
+    mem = _planted(monkeypatch)
+    eng = tokenizer.load("gpt2").fast_engine()
+    eng.encode("built")
+    mem[0] = BASE + 2 * fastengine.CACHE_BUDGET  # memory that is no engine's cache grew
+    _look(eng)
+    assert eng.builds == 2 and budget.ceiling == mem[0] + fastengine.CACHE_BUDGET // 4
+    _look(eng)
+    assert eng.builds == 2  # not a rebuild at every look
 
 
 def test_an_engine_that_never_looks_again_does_not_stop_the_others_rebuilding(monkeypatch, budget):
-    mem = [BASE]
-    monkeypatch.setattr(fastengine, "resident_bytes", lambda: mem[0])
+    mem = _planted(monkeypatch)
     tok = tokenizer.load("gpt2")
     idle, busy = tok.fast_engine(), tok.fast_engine()
     idle.encode("built first, then left alone"), busy.encode("built second")
@@ -294,18 +326,27 @@ def test_an_engine_that_never_looks_again_does_not_stop_the_others_rebuilding(mo
     assert (idle.builds, busy.builds) == (1, 2)
 
 
-def test_a_new_run_starts_a_new_budget(monkeypatch, budget):
-    mem = [BASE]
-    monkeypatch.setattr(fastengine, "resident_bytes", lambda: mem[0])
+def test_a_new_run_starts_a_new_budget_without_the_engines_of_earlier_runs(monkeypatch, budget):
+    mem = _planted(monkeypatch)
     tok = tokenizer.load("gpt2")
-    old = tok.fast_engine()
-    old.encode("an earlier run")
-    assert budget.ceiling == BASE + fastengine.CACHE_BUDGET
-    del old
-    gc.collect()
-    mem[0] = BASE // 2  # the earlier run's memory was handed back
-    tok.fast_engine().encode("this run")
-    assert budget.ceiling == BASE // 2 + fastengine.CACHE_BUDGET
+    left, mine = tok.fast_engine(), tok.fast_engine()
+    left.encode("an earlier run's engine, left built"), mine.encode("this run's")
+    mem[0] = BASE // 2
+    fastengine.new_budget([mine])
+    assert fastengine._BUDGET.ceiling == BASE // 2 + fastengine.CACHE_BUDGET  # from the size now
+    mem[0] = fastengine._BUDGET.ceiling
+    _look(mine)
+    assert mine.builds == 2  # the oldest of this run at once: the earlier run's engine is not waited for
+
+
+def test_a_run_starts_its_budget_with_the_checked_engine(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(fastengine, "new_budget", lambda engines=(): seen.append([e._obj is not None for e in engines]))
+    src = tmp_path / "t.txt"
+    src.write_text("some text to encode\n" * 100, encoding="utf-8")
+    for n, workers in enumerate((1, 2)):
+        encode_corpus([str(src)], tmp_path / f"w{workers}", workers=workers, split="tail", val_fraction=0.5)
+    assert seen == [[True], [True]]  # --workers 1: the main thread's engine; 2: the one handed over
 
 
 def test_resident_bytes_sees_memory_this_process_touches():
@@ -490,20 +531,35 @@ def test_the_self_check_also_checks_the_batch_calls_the_threads_make(tmp_path, m
     (100 * 10**6, 0.6, 100e6, 1),  # a 0.6 s build (a big tokenizer.json): not even the 2nd's 0.5 s does
     (10 * 10**6, 0.1, 10e6, 3),  # a slow engine (SentencePiece): the same 1 s on a tenth of the text
     (10**9, 0.1, 100e6, 4),  # 10 s: the 4th thread saves 0.83 s; capped at the 4 workers asked
-    (None, 5.0, 100e6, 4),  # unknown size (stdin, gzip): every worker
+    (None, 5.0, 100e6, 4),  # unknown size (stdin, gzip): every worker (the CPUs allowing)
 ])
 def test_encoder_threads_are_those_whose_time_saved_repays_their_engines_build(text_bytes, build, speed, threads):
     from winsample import pipeline
 
-    assert pipeline.encoder_threads(4, text_bytes, build, speed) == threads
+    assert pipeline.encoder_threads(4, text_bytes, build, speed, cpus=8) == threads
 
 
 @pytest.mark.payback
-def test_a_small_input_gets_one_encoder_thread_whatever_workers_asks(tmp_path):
+def test_encoder_threads_never_outnumber_the_cpus():
+    from winsample import pipeline
+
+    assert pipeline.encoder_threads(64, 10**12, 0.1, 100e6, cpus=2) == 2
+    assert pipeline.encoder_threads(64, None, 0.1, 100e6, cpus=3) == 3
+    assert 1 <= pipeline.usable_cpus() <= (os.cpu_count() or 1)
+
+
+@pytest.mark.payback
+def test_a_small_input_gets_one_encoder_thread_whatever_workers_asks(tmp_path, monkeypatch):
+    from winsample import encode
+
+    pools = []
+    make = encode._make_pool
+    monkeypatch.setattr(encode, "_make_pool", lambda n, spec: (pools.append(n), make(n, spec))[1])
     src = tmp_path / "t.txt"
     src.write_text((CORPUS / "hamlet.txt").read_text(encoding="utf-8")[:50_000], encoding="utf-8")
     two = encode_corpus([str(src)], tmp_path / "w2", workers=2, split="tail")
     one = encode_corpus([str(src)], tmp_path / "w1", workers=1, split="tail")
+    assert pools == [1]  # --workers 2: a pool of one thread (its engine is the checked one); --workers 1: none
     assert (two["workers"], two["encoders"], one["encoders"]) == (2, 1, 1)
     assert (tmp_path / "w2" / "train.bin").read_bytes() == (tmp_path / "w1" / "train.bin").read_bytes()
 

@@ -216,3 +216,30 @@ def test_repeated_T_writes_one_plan_per_scale(data, tmp_path):
         side = json.loads((tmp_path / f"p.T{T}.npy.json").read_text())
         assert side["params"]["T"] == T and side["params"]["span"] == T + 1
     assert not out.exists()
+
+
+def test_no_bar_to_draw_imports_no_tqdm():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom winsample import cli\n"
+            "with cli.progress(True, desc='x') as bar:\n    bar.update(5)\n    bar.set_postfix(tokens='1')\n"
+            "print('tqdm' in sys.modules, 'importlib.metadata' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False"]  # neither is imported by a start that draws no bar
+
+
+def test_a_terminal_gets_a_real_bar(monkeypatch, capsys):
+    import sys
+
+    from tqdm import tqdm
+
+    from winsample import cli
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    bar = cli.progress(False, desc="encode", total=10)
+    assert isinstance(bar, tqdm) and tqdm.monitor_interval == 0  # no monitor thread (encode forks its workers)
+    bar.update(10)
+    bar.close()
+    assert "encode" in capsys.readouterr().err

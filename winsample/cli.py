@@ -13,7 +13,6 @@ import signal
 import sys
 
 import click
-from tqdm import tqdm
 
 from . import __version__
 from . import windows as windows_mod
@@ -82,14 +81,41 @@ def _fail(ctx: click.Context, message: str, code: int):
     ctx.exit(code)
 
 
-# tqdm starts a monitor thread with its first bar, even a disabled one; a second thread makes
-# encode's worker pool use forkserver instead of fork (workers then reload the tokenizer).
-tqdm.monitor_interval = 0
+class _NoBar:
+    """What ``progress`` gives with no bar to draw: tqdm's calls, doing nothing (tqdm, and the
+    importlib.metadata it imports, cost ~50 ms of a start that draws no bar)."""
+
+    total = None
+
+    def update(self, n=1) -> None:
+        pass
+
+    def refresh(self) -> None:
+        pass
+
+    def set_postfix(self, **kwargs) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
 
 
-def progress(quiet: bool, **kwargs) -> tqdm:
+def progress(quiet: bool, **kwargs):
     """A tqdm bar on stderr, off with -q or when stderr is not a terminal."""
-    return tqdm(file=sys.stderr, disable=quiet or not sys.stderr.isatty(), dynamic_ncols=True, **kwargs)
+    if quiet or not sys.stderr.isatty():
+        return _NoBar()
+    from tqdm import tqdm
+
+    # tqdm starts a monitor thread with its first bar; a second thread makes encode's worker
+    # pool use forkserver instead of fork (workers then reload the tokenizer).
+    tqdm.monitor_interval = 0
+    return tqdm(file=sys.stderr, dynamic_ncols=True, **kwargs)
 
 
 def say(quiet: bool, message: str) -> None:

@@ -1,6 +1,7 @@
 """``winsample encode``: text → train.bin / val.bin / doc indexes / meta.json, streaming and parallel.
 
-Pipeline (one main process, ``workers`` encoders)::
+Pipeline (one main process, ``workers`` encoders; with the fast engine, as many threads as
+the input repays: ``pipeline.encoder_threads``)::
 
     read bytes (1 MiB) → UTF-8 decode → cut big documents at safe points (chunking.py)
       → batches of ~1 MiB text → workers: encode_ordinary + range check + cast
@@ -10,7 +11,7 @@ The encoders are processes for the reference libraries (they hold the GIL while 
 and threads of the main process for the fast engine (its batch call releases the GIL, so no
 process is started and no ids are sent back through a pipe; ``_make_pool``).
 
-At most ``4 × workers`` batches (2 × with threads) are in flight, so memory does not grow with the corpus. A
+At most ``4 × workers`` batches (2 × encoder threads) are in flight, so memory does not grow with the corpus. A
 document's ids are held until its end decides its split (in memory up to ``HOLD_BYTES``, then
 in a spill file in the staging folder), and everything is written into
 ``formats.staging_dir(out_dir)`` and committed as one set, meta.json last.
@@ -320,11 +321,6 @@ def encode_corpus(
     enc, backend_entry = tokenizer.with_backend(enc, backend)
     if notice is not None and backend_entry.get("note"):
         notice(backend_entry.pop("note"))
-    threads = workers
-    if workers > 1 and enc.backend == "fast":
-        # one engine per thread, each built holding the GIL: only as many as the input repays
-        threads = pipeline.encoder_threads(workers, pipeline.known_text_bytes(sources), *enc.engine_costs())
-        enc.hand_over()  # the first encoder thread takes the checked engine; the others build their own
     _bound_malloc(threads=enc.backend == "fast")
 
     describe = enc.describe()
@@ -337,6 +333,15 @@ def encode_corpus(
     if resume_partial and not resume.resumable(sources):
         raise ConfigError("--resume cannot continue reading stdin (-): encode a file instead")
     pipeline.check_split_possible(sources, split, val_fraction)  # the last check before reading: it hides no other
+    threads = workers
+    if enc.backend == "fast":
+        if workers > 1:
+            # one engine per thread, each built holding the GIL: only as many as the input repays
+            size = pipeline.known_text_bytes(sources)
+            threads = pipeline.encoder_threads(workers, size, *(enc.engine_costs() if size is not None else (0.0, 1.0)))
+            enc.hand_over()  # the first encoder thread takes the checked engine; the others build their own
+        else:
+            enc.start_budget()
     # Everything that changes the output bytes: a checkpoint made with other values is not reused.
     params = dict(opts, format=fmt, tokenizer=describe, winsample_version=__version__)
     # The pool starts before the lock and the staging files exist, so forked workers hold neither.

@@ -7,8 +7,8 @@ runs on the reference libraries and ``--backend auto`` says so once on stderr.
 
 Memory: gigatoken caches the ids of every pre-token it has seen, and that cache grows with
 the variety of the text (measured: about one byte per byte of unique source code). The built
-engines of a process therefore share one budget: the process may grow by ``CACHE_BUDGET``
-beyond its size once its engines are built. Each engine looks at the process's resident
+engines of a run therefore share one budget (``new_budget``): the process may grow by
+``CACHE_BUDGET`` beyond its size once its engines are built. Each engine looks at the process's resident
 memory after every ``LOOK_BYTES`` of text; over the budget, the engine built longest ago
 drops its gigatoken object and builds a fresh one (engines rebuilt one at a time, out of step,
 keep the sum of their caches near its mean). Text that repeats its pre-tokens (prose) never
@@ -114,14 +114,14 @@ class Engine:
             if self._must_rebuild():
                 self.release()
         if self._obj is None:
-            t = time.perf_counter()
+            before, t = resident_bytes(), time.perf_counter()
             self._obj = self._build()
             took = time.perf_counter() - t
             # a first object built ahead (_first_then_fresh) took its time then
             self.build_seconds = max(took, getattr(self._build, "first_seconds", 0.0)) if not self.builds else took
             self.builds += 1
             self._since_build = 0
-            _BUDGET.built(self, first=self.builds == 1)
+            _BUDGET.built(self, first=self.builds == 1, before=before, after=resident_bytes())
         self._since += size
         self._since_build += size
         return self._obj
@@ -184,10 +184,8 @@ class Engine:
         engine.build_seconds = self.build_seconds
         return engine
 
-    def bytes_per_second(self, warm: bytes, sample: bytes) -> float:
-        """This engine's speed (UTF-8 bytes a second, one thread) on ``sample``, after ``warm``
-        (other text of the same kind: the pre-tokens any text shares are then cached, as in a run)."""
-        self.encode_many([warm])
+    def bytes_per_second(self, sample: bytes) -> float:
+        """This engine's speed on ``sample`` (UTF-8 bytes a second, on this thread)."""
         t = time.perf_counter()
         self.encode_many([sample])
         return len(sample) / max(time.perf_counter() - t, 1e-6)
@@ -201,37 +199,44 @@ class Engine:
             _trim()
 
     def __getstate__(self):  # a pickled engine (forkserver, spawn, Ray) starts without the object
-        return {**self.__dict__, "_obj": None, "_since": 0, "_since_build": 0, "_passes": 0}
+        return {**self.__dict__, "_obj": None, "_since": 0, "_since_build": 0, "_passes": 0, "_seq": 0, "builds": 0}
 
 
 class _Budget:
-    """The memory budget the built engines of this process share.
+    """The memory budget the built engines of one run share (``new_budget``).
 
-    ``ceiling``: the resident size the process may reach, set at a first build to the size
-    then plus ``CACHE_BUDGET`` (afresh when no other built engine lives: a new run starts a
-    new budget). After a rebuild the ceiling stays, unless the process is then still within
-    a quarter of the budget of it (memory that is not the engines' grew): it rises so that a
-    cache can grow by that quarter before the next rebuild, never rebuilding at every look.
+    ``ceiling``: the resident size the process may reach: its size when the budget starts
+    (or at the first build) plus ``CACHE_BUDGET``, raised by what each further engine's first
+    build adds (an engine's own tables are not cache). A rebuild that leaves the process still
+    over the ceiling (memory that is not the engines' grew) raises it to a quarter of the
+    budget above that size, so that engines never rebuild at every look.
     """
 
-    def __init__(self):
+    def __init__(self, engines=()):
         self.lock = threading.Lock()
         self.live: weakref.WeakSet = weakref.WeakSet()  # engines that hold a gigatoken object
-        self.ceiling: int | None = None
         self.order = itertools.count(1)
+        self.ceiling: int | None = None
+        for engine in engines:  # built before this budget started: oldest first
+            if engine._obj is not None:
+                engine._seq = next(self.order)
+                self.live.add(engine)
+        now = resident_bytes() if self.live else None
+        if now is not None:
+            self.ceiling = now + CACHE_BUDGET
 
-    def built(self, engine: Engine, first: bool) -> None:
-        now = resident_bytes()
+    def built(self, engine: Engine, first: bool, before: int | None, after: int | None) -> None:
         with self.lock:
-            alone = not any(e is not engine for e in self.live)
             engine._seq = next(self.order)
             self.live.add(engine)
-            if now is None:
+            if after is None:
                 return
-            if first:
-                self.ceiling = now + CACHE_BUDGET if alone or self.ceiling is None else max(self.ceiling, now + CACHE_BUDGET)
-            else:
-                self.ceiling = max(self.ceiling or 0, now + CACHE_BUDGET // 4)
+            if self.ceiling is None:
+                self.ceiling = after + CACHE_BUDGET
+            elif first:
+                self.ceiling += max(0, after - before) if before is not None else 0
+            elif after >= self.ceiling:
+                self.ceiling = after + CACHE_BUDGET // 4
 
     def dropped(self, engine: Engine) -> None:
         with self.lock:
@@ -244,6 +249,13 @@ class _Budget:
     def oldest(self) -> Engine | None:
         with self.lock:
             return min(self.live, key=lambda e: e._seq, default=None)
+
+
+def new_budget(engines=()) -> None:
+    """Start a budget for one run: ``engines`` (already built, oldest first) count in it, and
+    engines of earlier runs no longer do (one left built in a cache never looks again)."""
+    global _BUDGET
+    _BUDGET = _Budget(engines)
 
 
 _BUDGET = _Budget()

@@ -562,18 +562,29 @@ def known_text_bytes(sources) -> int | None:
     return sum(s.size for s in sources)
 
 
-def encoder_threads(workers: int, text_bytes: int | None, build_seconds: float, bytes_per_second: float) -> int:
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def encoder_threads(workers: int, text_bytes: int | None, build_seconds: float, bytes_per_second: float,
+                    cpus: int | None = None) -> int:
     """How many of ``workers`` fast-engine threads repay their engine's build.
 
     Every thread beyond the first builds an engine of its own, and a build holds the GIL
     (every thread waits for it). A k-th thread saves ``B / s / (k × (k - 1))`` seconds on
-    ``B`` bytes at ``s`` bytes a second per engine: it is started only when that is more than
-    its build takes. Unknown size (``text_bytes`` None): every worker.
+    ``B`` bytes at ``s`` bytes a second per engine, on a k-th CPU: it is started only when
+    that is more than its build takes, and never beyond ``cpus`` (default: ``usable_cpus()``).
+    Unknown size (``text_bytes`` None): as many as ``workers`` and the CPUs allow.
     """
+    most = max(1, min(workers, cpus or usable_cpus()))
     if text_bytes is None:
-        return workers
+        return most
     k = 1
-    while k < workers and text_bytes / max(bytes_per_second, 1.0) / (k * (k + 1)) > build_seconds:
+    while k < most and text_bytes / max(bytes_per_second, 1.0) / (k * (k + 1)) > build_seconds:
         k += 1
     return k
 

@@ -367,12 +367,6 @@ def resolve(encoding: str | None = None, entry: Mapping | None = None, folder: s
 BACKENDS = ("auto", "fast", "reference")
 
 
-def _whole_lines(data: bytes, n: int) -> bytes:
-    """The first ``n`` bytes of ``data`` or fewer, ending after a newline (never inside a character)."""
-    end = data.rfind(b"\n", 0, n)
-    return data[: end + 1] if end >= 0 else data[:n]
-
-
 class FastTokenizer(Tokenizer):
     """``ref`` with ``encode`` run by the fast engine; everything else (identity, decoding,
     safe cuts, meta entry) is ``ref``'s. Text the engine cannot take (lone surrogates) is
@@ -424,17 +418,29 @@ class FastTokenizer(Tokenizer):
 
     def engine_costs(self) -> tuple[float, float]:
         """(seconds a fresh engine takes to build, UTF-8 bytes a second it encodes on one
-        thread), from the main thread's engine: its build, and a bundled play's prose."""
+        thread), from the main thread's engine: its build, and the fastest of its encodes of
+        three bundled plays (after a fourth, so that common words are cached, as in a run)."""
         plays = resources.files("winsample").joinpath("corpus")
-        warm, sample = (_whole_lines(plays.joinpath(name).read_bytes(), n) for name, n in (("macbeth.txt", 64 << 10), ("hamlet.txt", 256 << 10)))
-        speed = self._engine.bytes_per_second(warm, sample)
+        warm, *samples = (plays.joinpath(f"{name}.txt").read_bytes() for name in ("macbeth", "hamlet", "tempest", "julius_caesar"))
+        self._engine.encode_many([warm])
+        speed = max(self._engine.bytes_per_second(sample) for sample in samples)
         return self._engine.build_seconds or 0.0, speed
 
     def hand_over(self) -> None:
         """Give the main thread's engine (built for the self-check) to the first encoder thread
-        that needs one, instead of building it again there (a big tokenizer.json: ~0.7 s)."""
-        self._spare.append(self._engine)
+        that needs one, instead of building it again there (a big tokenizer.json: ~0.7 s), and
+        start the run's memory budget with it (``fastengine.new_budget``)."""
+        from . import fastengine
+
+        self._spare[:] = [self._engine]  # one: an engine an earlier run did not take is not kept
+        fastengine.new_budget(self._spare)
         self._engine = self._engine.fresh()
+
+    def start_budget(self) -> None:
+        """Start the run's memory budget with the main thread's engine (a run on this thread)."""
+        from . import fastengine
+
+        fastengine.new_budget([self._engine])
 
     def engine(self) -> str:
         from . import fastengine
