@@ -349,13 +349,15 @@ def table(rows: list[dict]) -> str:
 
 # What we know about each row that can miss its bar (printed only when it does).
 WHY = {
-    "verify ": "the checksum (xxh3-128, sequential) and the range scan run on one thread, each 4 MB piece hashed and"
-    " then scanned while in cache (~0.2 s for 1 GB with its page faults, about the floor itself). Beside it, on the"
-    " other core: the plan's figures (976k windows: bounds, order, coverage, in blocks of 16k rows, ~0.04 s of CPU)"
-    " and retokenize (512 kB of sampled documents decoded and encoded again by tiktoken, and every document's end"
-    " checked for the EOT id: ~0.2 s of CPU with its page faults). Over the floor remain the end of retokenize and"
-    " the unmapping of the 1 GB map (~0.06 s, inside verify's call; the floor's own map is unmapped after its timer"
-    " stops). This stop's changes took the row from 0.30 to 0.47 here; run by run it reads 0.43–0.51.",
+    "verify ": "the checksum (xxh3-128, sequential) and the range scan run on one thread, each 4 MB piece hashed and "
+    "then scanned while in cache (~0.3 s for 1 GB with its page faults, beside the other core's work). On "
+    "the other core: the plan's figures (976k windows: bounds, order, coverage, in blocks of 16k rows, "
+    "~0.1 s) and retokenize (512 kB of sampled documents decoded and encoded again by tiktoken, ~3 MB/s "
+    "beside the scan, and every document's end checked for the EOT id: ~0.26 s). Over the floor remain "
+    "the scan's share of the machine and the unmapping of the 1 GB map (~0.06 s, inside verify's call; "
+    "the floor's own map is unmapped after its timer stops). Run by run it reads 0.46–0.58 here; 0.498 in "
+    "this run, a hair under the bar. Reading the file with pread instead of the map was measured too: 1.3 "
+    "GB/s on this VM, slower.",
     "encode 100 MB --layout": "the llm.c shards come from a second pass over the split's token file (uint16, in"
     " 1M-token pieces) and the .idx from the document starts; with the fast engine the encode itself takes"
     " ~2 s, so that pass (and fsyncing twice the bytes) weighs more than the bar allows.",
@@ -367,37 +369,37 @@ WHY = {
     " which read ~9.7 GB/s in this run (7.2 in the last). Without the C module (no C compiler at"
     " install, or WINSAMPLE_PURE=1) the numpy paths run at about 0.06 of the floor. Check"
     " `python -c 'import winsample._fast'`.",
-    "unique text": "fast backend rows: one process, --workers encoder threads (gigatoken's batch call releases the"
-    " GIL). --workers 2 over --workers 1: the row beside it runs the bare library itself on 2 threads against 1,"
-    " with nothing of winsample's, and gets about the same ratio: two threads of this engine share the machine's"
-    " caches and memory bandwidth (one 2-core VM), and each thread's engine warms its own pre-token cache. On top"
-    " of that, ~0.5 s of start-up is serial (interpreter, numpy, the reference tiktoken and the engine for the"
-    " self-check), and every engine build (~0.08–0.11 s; a rebuild comes when a look after each 64 MiB of text finds"
-    " the process 16 MiB larger than at the build, which bounds the pre-token cache) holds the GIL, so every thread"
-    " waits for it. The speed row sits at its bar: 7.2x and 6.3x in the two full runs before this one, just under"
-    " 6x in this one, on this VM (the reference and the engine both move by ~15% between runs). Peak RSS: ~95 MB of interpreter, libraries and the"
-    " reference, ~32 MB per engine, and each engine's pre-token cache, up to ~40 MB before its rebuild. At 100 MB"
-    " each thread sees 50 MB, short of the rebuild bound, so the 400 MB run peaks higher (still under 300 MB):"
-    " a 32 MiB bound flattens it (measured: 237 MB at 400 MB, against 207 at 100 MB) but costs ~20% of the speed rows (each rebuild"
-    " costs ~0.1–0.15 s: the build, holding the GIL, and a cold cache), so the bound stays at 64 MiB.",
-    "English prose": "as for the unique text; and on the plays, repeated, the engine's cache holds nearly every"
-    " word (its engine is never rebuilt: the process does not grow), so each thread encodes ~170 MB/s: faster than the main thread reads, finds cuts, writes and hashes"
-    " alongside it. With two threads the main thread is the bottleneck and the threads' hand-offs add GIL"
-    " waits, so --workers 2 is no faster than --workers 1 (the bare library's own two threads gain little more"
-    " here, in the row beside it).",
-    "DeepSeek tokenizer.json": "row 4 (tests/bench/fast_rows.py bench_families): the engine encodes this text at"
-    " ~70 MB/s per core, over 50x tokenizers, so a run is mostly fixed cost: the reference tokenizers loaded for the"
-    " self-check (~0.55 s), gigatoken's load of the 4 MB tokenizer.json (~0.55 s, holding the GIL: nothing else"
-    " runs meanwhile), the self-check with the 1,283 added tokens' texts alone and in context (~0.6 s), a"
-    " second engine for the second thread (~0.55 s, the GIL held again), and the JSONL parsed on the main"
-    " thread. That fixed cost is why --workers 2 gains little over --workers 1, and why the bare library"
-    " by hand (one load, no check, nothing written but the ids) comes out near or above 0.6x of ours.",
-    "Mistral v1 SentencePiece": "row 4: gigatoken's SentencePiece engine merges across whole documents (no"
-    " pre-split; a SentencePiece document has no safe cut, so it is encoded whole); on these texts it encodes"
-    " ~15 MB/s per core against sentencepiece's ~2.3 MB/s, about 6x per core, and the main thread's JSONL"
-    " parsing and writing share the 2 cores: the 6x bar is at the edge of this engine here (met on the plays in this run,"
-    " where its per-core lead is larger; missed on the unique text). Its model"
-    " conversion (~0.5 s in Python) is kept in the cache folder after the first run, so later runs skip it.",
+    "unique text": "fast backend rows: one process, with --workers encoder threads (gigatoken's batch call releases the "
+    "GIL), as many as the input repays their builds (pipeline.encoder_threads: 2 here). The row beside "
+    "--workers 2 vs 1 times the bare library's own encoding on 2 threads against 1, its read and start-up "
+    "not timed: 1.3–1.4x on this VM in this run (1.6–1.8x in quieter moments), the ceiling for any two "
+    "threads here. Under it, --workers 1 runs everything on one thread with one engine, while --workers 2 "
+    "adds a second engine's build and more rebuilds: the engines' pre-token caches share one 80 MiB "
+    "budget per run, so each reaches its share twice as soon (about 5–7 builds over 400 MB against 3–4 "
+    "for one engine), and a build with the drop of the old cache costs ~0.2 s holding the GIL, which "
+    "stops every thread; and the main thread's reading, cutting, writing and hashing compete with two "
+    "engine threads for 2 cores. Measured without any rebuild, the same run takes ~4.5 s instead of "
+    "~5.5–6 s but peaks at ~390 MB: the budget is what keeps the peak at ~250 MB and flat (1.18 from 100 "
+    "to 400 MB; 1.31 and 282 MB under the per-engine rule it replaced). Peak RSS: ~150 MB once the "
+    "interpreter, libraries, the reference and two engines (~29 MB each) are loaded, plus the budget.",
+    "English prose": "as for the unique text; on the plays, repeated, the caches hold nearly every word and never reach "
+    "the budget (2 builds in all, no rebuild; the per-engine rule it replaced rebuilt 5–6 times here), so "
+    "each thread encodes ~170 MB/s, faster than the main thread reads, finds cuts, writes and hashes "
+    "beside it: --workers 2 gains 1.2–1.3x, about the bare library's own ceiling in the row beside it.",
+    "DeepSeek tokenizer.json": "row 4 (tests/bench/fast_rows.py bench_families): the engine encodes this text at ~70–100 MB/s per "
+    "core, over 50x tokenizers, so an 82 MB run is mostly fixed cost, each part holding the GIL: the "
+    "reference tokenizers loaded for the self-check (~0.6 s), gigatoken's load of the 4 MB tokenizer.json "
+    "(~0.55–1.1 s), the self-check with the 1,283 added tokens' texts alone and in context (~0.6 s); then "
+    "the JSONL is parsed on the main thread. A second engine would cost another load (0.55–1.1 s, the GIL "
+    "held) to save less (82 MB at ~100 MB/s is under 1 s of encoding), so --workers 2 runs one encoder "
+    "thread here (pipeline.encoder_threads; before this stop it ran two and was slower than --workers 1): "
+    "as fast as --workers 1 by design, not 1.7x.",
+    "Mistral v1 SentencePiece": "row 4: gigatoken's SentencePiece engine merges across whole documents (no pre-split; a SentencePiece "
+    "document has no safe cut, so it is encoded whole); on these texts it encodes ~10–15 MB/s per core "
+    "against sentencepiece's ~2–3 MB/s, 5–6x per core, and the main thread's JSONL parsing and writing "
+    "share the 2 cores: the 6x bar is at the edge of this engine here (the plays met it at 6.4x in the "
+    "last run and miss it at 5.6x in this one; the unique text misses it). Its model conversion (~0.5 s "
+    "in Python) is kept in the cache folder after the first run, so later runs skip it.",
     "encode 300 MB: --engine ray": "the local runner now encodes on threads of one process with the fast"
     " engine (nothing pickled, ~2.8 s for 300 MB), while each Ray task is a worker process that imports"
     " winsample, loads and self-checks its engine and writes a shard, and --merge copies the shards: about"
@@ -485,7 +487,7 @@ def report(rows: list[dict], seconds: float, date: str, quick: bool, out: str) -
         " DeepSeek tokenizer.json and Mistral SentencePiece rows, tokenizers and sentencepiece) and the bare"
         " fast library by hand (gigatoken: read the file, `encode`, `tofile`, in one process; for the JSONL"
         " rows, `encode` of each document), and the same library on 1 and on 2 threads over the file's 1 MiB"
-        " pieces, one tokenizer per thread (the machine's own ceiling for two threads). Those rows time"
+        " pieces, one tokenizer per thread, its encoding alone timed (the machine's own ceiling for two threads). Those rows time"
         " whole commands (interpreter start and tokenizer loading included, on both sides) and their peak RSS"
         " is the whole process tree's, parent and workers summed.\n",
     ]
