@@ -344,7 +344,7 @@ def test_a_run_starts_its_budget_with_the_checked_engine(tmp_path, monkeypatch):
     monkeypatch.setattr(fastengine, "new_budget", lambda engines=(): seen.append([e._obj is not None for e in engines]))
     src = tmp_path / "t.txt"
     src.write_text("some text to encode\n" * 100, encoding="utf-8")
-    for n, workers in enumerate((1, 2)):
+    for workers in (1, 2):
         encode_corpus([str(src)], tmp_path / f"w{workers}", workers=workers, split="tail", val_fraction=0.5)
     assert seen == [[True], [True]]  # --workers 1: the main thread's engine; 2: the one handed over
 

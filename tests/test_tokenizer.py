@@ -1,6 +1,8 @@
 import gzip
 import hashlib
 import socket
+import subprocess
+import sys
 
 import pytest
 import tiktoken
@@ -246,8 +248,11 @@ def test_dist_version_agrees_with_the_installed_metadata():
 
     from winsample.tokenizer_base import dist_version
 
-    import tiktoken  # noqa: F401  (its __version__ answers, no metadata read)
-
     assert dist_version("tiktoken") == version("tiktoken") == tiktoken.__version__
     assert dist_version("gigatoken") == version("gigatoken")  # no __version__: the metadata answers
     assert dist_version("no-such-distribution-here") == "?"
+    # a module that declares its version is answered without importing importlib.metadata
+    code = ("import sys, tiktoken\nfrom winsample.tokenizer_base import dist_version\n"
+            "dist_version('tiktoken')\nprint('importlib.metadata' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr

@@ -8,8 +8,8 @@ runs on the reference libraries and ``--backend auto`` says so once on stderr.
 Memory: gigatoken caches the ids of every pre-token it has seen, and that cache grows with
 the variety of the text (measured: about one byte per byte of unique source code). The built
 engines of a run therefore share one budget (``new_budget``): the process may grow by
-``CACHE_BUDGET`` beyond its size once its engines are built. Each engine looks at the process's resident
-memory after every ``LOOK_BYTES`` of text; over the budget, the engine built longest ago
+``CACHE_BUDGET`` beyond its size once its engines are built. Each engine looks at the
+process's resident memory after every ``LOOK_BYTES`` of text; over the budget, the engine built longest ago
 drops its gigatoken object and builds a fresh one (engines rebuilt one at a time, out of step,
 keep the sum of their caches near its mean). Text that repeats its pre-tokens (prose) never
 reaches the budget and keeps its engines. Ids never depend on the cache. A build holds the GIL
@@ -103,7 +103,7 @@ class Engine:
         self._since = 0  # chars encoded since the last look
         self._since_build = 0  # chars encoded since the build
         self._passes = 0  # looks over the budget let pass in a row
-        self._seq = 0  # build order among this process's engines (_Budget)
+        self._seq = 0  # build order among the engines of its run's budget (_Budget)
         self.builds = 0
         self.build_seconds: float | None = None  # what a fresh build took (the last one timed)
 

@@ -150,9 +150,9 @@ def dist_version(dist: str) -> str:
     """The installed version of distribution ``dist``: the ``__version__`` of its module when
     imported (tiktoken, tokenizers and sentencepiece set it; importing importlib.metadata costs
     ~25 ms, in verify's retokenize thread beside the scan), else its metadata ("?" without)."""
-    version = getattr(sys.modules.get(dist), "__version__", None)
-    if isinstance(version, str) and version:
-        return version
+    declared = getattr(sys.modules.get(dist), "__version__", None)
+    if isinstance(declared, str) and declared:
+        return declared
     from importlib.metadata import PackageNotFoundError, version
 
     try:
