@@ -237,18 +237,20 @@ def _bound_malloc(threads: bool) -> None:
     kept: a worker's RSS then creeps up with the corpus. A fixed threshold serves them by mmap,
     returned to the OS on free.
 
-    The fast engine's threads: that threshold would make every batch fault its pages in afresh
-    (measured: 4 s of system time over 400 MB). What grows there is one glibc arena per thread,
-    each keeping its own holes; one arena for the process keeps the peak flat (measured, 2
-    threads: 243 MB at 100 MB of text, 273 MB at 400 MB; 330 MB with an arena per thread).
+    The fast engine's threads: nothing. That threshold would make every batch fault its pages
+    in afresh (measured: 4 s of system time over 400 MB), and one glibc arena for the process
+    (M_ARENA_MAX=1) serializes the engines' allocations: gigatoken's SentencePiece engine
+    allocates on every call, and two threads on one arena gained 1.2-1.3x over one instead of
+    ~2x (measured, 80 MB of unique text). The engines' shared budget (``fastengine._Budget``)
+    bounds the peak, and its ``malloc_trim`` after a rebuild trims every arena (measured, 2
+    threads, an arena each: 214-216 MB at 100 MB of unique text, 237-241 MB at 400 MB).
     """
+    if threads:
+        return
     try:
         import ctypes
 
-        if threads:
-            ctypes.CDLL(None).mallopt(-8, 1)  # M_ARENA_MAX
-        else:
-            ctypes.CDLL(None).mallopt(-3, 128 << 10)  # M_MMAP_THRESHOLD (fixed: no dynamic raise)
+        ctypes.CDLL(None).mallopt(-3, 128 << 10)  # M_MMAP_THRESHOLD (fixed: no dynamic raise)
     except (OSError, AttributeError):  # not glibc: nothing to do
         pass
 
