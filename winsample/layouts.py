@@ -392,13 +392,17 @@ def llmc_stream(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_append
         chunk = np.asarray(tokens[lo:hi])
         a, b = int(np.searchsorted(doc_starts, lo, "left")), int(np.searchsorted(doc_starts, hi, "left"))
         at = np.asarray(doc_starts[a:b]).astype(np.int64) - lo  # documents starting in [lo, hi)
+        drop = np.zeros(0, np.int64)
         if eot_appended:
-            keep = np.ones(len(chunk), bool)
             last = _doc_ends_in(doc_starts, n, lo, hi) - 1 - lo
-            keep[last[chunk[last] == eot]] = False
-            yield np.insert(chunk, at, eot_arr)[np.insert(keep, at, True)]
-        else:
-            yield np.insert(chunk, at, eot_arr)
+            drop = last[chunk[last] == eot]
+        # Inside a long document nothing starts or ends: the piece as it is (no copy).
+        out = np.insert(chunk, at, eot_arr) if len(at) else chunk
+        if len(drop):
+            keep = np.ones(len(chunk), bool)
+            keep[drop] = False
+            out = out[np.insert(keep, at, True)]
+        yield out
 
 
 class _ShardWriter:
@@ -440,9 +444,8 @@ class _ShardWriter:
             if self.f is None:
                 self._open()
             part, ids = ids[: self.left], ids[self.left :]
-            data = part.tobytes()
-            self.f.write(data)
-            self.hasher.update(data)
+            self.f.write(part)  # the array's own bytes (contiguous, little-endian): no copy
+            self.hasher.update(part)
             self.left -= part.size
             self.written += part.size
             if self.left == 0:
