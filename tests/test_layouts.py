@@ -528,3 +528,12 @@ def test_windows_on_a_folder_of_train_and_val_shards_asks_for_one_stream(layered
     r = run("windows", layered / "llmc", "-T", "16", "-o", tmp_path / "p.npy", "-q")
     assert r.exit_code == 2 and "train_*.bin" in r.stderr
     assert not (tmp_path / "p.npy").exists()
+
+
+def test_llmc_stream_passes_a_piece_inside_one_long_document_on_without_copying():
+    tokens = np.arange(1, 101, dtype="<u2")  # one document of 100 ids, no EOT appended
+    starts = np.array([0], "<i8")
+    pieces = list(layouts.llmc_stream(tokens, starts, EOT, False, chunk_tokens=10))
+    assert np.concatenate(pieces).tolist() == [EOT, *range(1, 101)]
+    assert not np.shares_memory(pieces[0], tokens)  # the document's start: EOT inserted, a new array
+    assert all(np.shares_memory(p, tokens) for p in pieces[1:])  # the rest: the .bin's own ids
