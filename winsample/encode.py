@@ -241,7 +241,7 @@ def _bound_malloc(fast: bool, on_main: bool) -> None:
     The fast engine on the main thread (``on_main``: --workers 1): the default dynamic
     thresholds still hand much of each batch back to the OS and fault it in again (~190k page
     faults, 1.1 s of system time over 400 MB of prose). An 8 MiB mmap threshold and a 64 MiB
-    trim threshold keep the batches on the heap for reuse: 3.3-3.6 s instead of 4.5-4.7 s, peak
+    trim threshold keep the batches on the heap for reuse: 3.3-3.7 s instead of 4.5-4.7 s, peak
     RSS +11 MB (measured; the engine's own cache is bounded by its budget, whose rebuilds call
     ``malloc_trim`` whatever the threshold).
 
