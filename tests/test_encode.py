@@ -843,6 +843,21 @@ def test_a_file_reached_twice_is_refused_before_anything_is_read(tmp_path, monke
     assert not (tmp_path / "out").exists()
 
 
+def test_links_inside_one_folder_are_read_once_with_a_note(tmp_path, ref_gpt2):
+    # a real tree (/usr/share/doc) holds links to its own files; the folder was named once
+    write_tree(tmp_path / "in", {"a.txt": "first document", "b.txt": "second document"})
+    os.symlink("a.txt", tmp_path / "in" / "c.txt")
+    os.link(tmp_path / "in" / "b.txt", tmp_path / "in" / "d.txt")
+    r = cli([tmp_path / "in", "-o", tmp_path / "out", "--val-fraction", "0"])
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == ""
+    note = [line for line in r.stderr.splitlines() if "through links" in line]
+    assert len(note) == 1 and "2 file(s)" in note[0] and "c.txt is " in note[0] and note[0].endswith("a.txt and 1 more")
+    _, _, ids, starts = read_split(tmp_path / "out", "train")
+    assert len(starts) == 2  # a.txt and b.txt, once each, in name order
+    assert ids.tolist() == ref_stream(ref_gpt2, ["first document", "second document"])
+
+
 def test_two_different_files_with_the_same_text_are_both_encoded(tmp_path):
     write_tree(tmp_path / "in", {"a.txt": "same words", "b.txt": "same words"})
     r = cli([tmp_path / "in", "-o", tmp_path / "out", "--val-fraction", "0", "--json"])

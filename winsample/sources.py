@@ -146,9 +146,10 @@ def _walk(top: Path, passed: Counter | None = None) -> list[Path]:
 
 def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], None] | None = None) -> list[Source]:
     """Expand INPUT arguments to sources, in order. InputError for a missing path or empty
-    folder; ConfigError for a file reached twice (named twice, or inside a folder also named):
-    its documents would be encoded twice. ``notice(line)`` hears of files a folder holds
-    that are not read (other suffixes)."""
+    folder; ConfigError for a file reached twice by the arguments (named twice, or inside a
+    folder also named): its documents would be encoded twice. Inside one folder, a file
+    reached again through a link is read once (``_once_each``). ``notice(line)`` hears of
+    files a folder holds that are not read (other suffixes, links to files it gave)."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown input format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if not args:
@@ -175,7 +176,7 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
                 kinds = ", ".join(f"{n} {suffix}" for suffix, n in passed.most_common(4))
                 notice(f"{arg}: {sum(passed.values())} file(s) not read ({kinds}{', …' if len(passed) > 4 else ''}):"
                        f" a folder gives only {'/'.join(FOLDER_SUFFIXES)} files (and .gz forms); name others to encode them")
-            sources = [_source(str(f), f, *_kind_of(f.name, fmt)) for f in sorted(found)]
+            sources = _once_each([_source(str(f), f, *_kind_of(f.name, fmt)) for f in sorted(found)], arg, notice)
         elif p.exists():
             if not p.is_file():
                 raise InputError(f"{arg}: not a regular file or folder")
@@ -183,14 +184,39 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
         else:
             raise InputError(f"{arg}: no such file or folder")
         for src in sources:
-            # a filesystem without inode numbers (0) is told by the resolved path instead
-            key = (src.dev, src.ino) if src.ino else str(src.path.resolve())
+            key = _file_key(src)
             if key in seen:
                 via = "" if seen[key] == src.label else f" (already reached as {seen[key]})"
                 raise ConfigError(f"{src.label}: given twice{via}: its documents would be encoded twice; name each input once")
             seen[key] = src.label
         out += sources
     return out
+
+
+def _file_key(src: Source):
+    """What tells files apart: (device, inode); on a filesystem without inode numbers (0), the resolved path."""
+    return (src.dev, src.ino) if src.ino else str(src.path.resolve())
+
+
+def _once_each(sources: list[Source], arg: str, notice: Callable[[str], None] | None) -> list[Source]:
+    """A folder's files, each file once: a link (symbolic or hard) to a file the same folder
+    already gave is left out, the first in name order kept, and ``notice`` hears of it. (A real
+    tree often holds such links; the folder was named once. A file given twice by the
+    arguments themselves is still refused: see ``resolve_inputs``.)"""
+    first: dict = {}
+    kept, dropped = [], []
+    for src in sources:
+        key = _file_key(src)
+        if key in first:
+            dropped.append((src.label, first[key]))
+            continue
+        first[key] = src.label
+        kept.append(src)
+    if dropped and notice is not None:
+        label, same = dropped[0]
+        more = f" and {len(dropped) - 1} more" if len(dropped) > 1 else ""
+        notice(f"{arg}: {len(dropped)} file(s) reached twice through links, read once: {label} is {same}{more}")
+    return kept
 
 
 def _source(label: str, path: Path, kind: str, gz: bool) -> Source:
