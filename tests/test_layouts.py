@@ -11,6 +11,7 @@ Token ids come from tiktoken directly (the ``ref_gpt2`` fixture), never from win
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 import subprocess
 import sys
@@ -295,12 +296,13 @@ def test_llmc_truncated_shard_fails_naming_it(layered):
     assert any(c["name"] == "llmc_shards" and "train_000002.bin" in c["detail"] and "truncated" in c["detail"] for c in fails)
 
 
-def test_llmc_changed_token_fails_its_checksum_and_a_missing_eot_fails_documents(layered):
+def test_llmc_changed_token_fails_its_checksum_and_a_missing_eot_fails_documents(layered, tmp_path):
     f = layered / "llmc" / "train_000000.bin"
     _poke(f, 1024, struct.pack("<H", 11))  # the first EOT becomes an ordinary id
     fails = _failed(layered)
     assert any(c["name"] == "llmc_shards" and "train_000000.bin" in c["detail"] and "hashes" in c["detail"] for c in fails)
-    # the same file without meta.json: no checksum, but the stream no longer starts with EOT
+    # the same file away from its meta.json: no checksum, but the stream no longer starts with EOT
+    f = shutil.copy(f, tmp_path / f.name)
     r = run("verify", f, "--show", "0", "--json")
     checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
     assert checks["llmc_documents"]["status"] == "warn" and "11" in checks["llmc_documents"]["detail"]
@@ -354,8 +356,10 @@ def test_megatron_truncated_index_fails_naming_it(layered):
 # --- data without meta.json -----------------------------------------------------------------
 
 
-def test_verify_takes_an_llmc_folder_a_glob_and_one_shard_without_meta(layered):
-    for target in (layered / "llmc", f"{layered}/llmc/train_*.bin", layered / "llmc" / "val_000000.bin"):
+def test_verify_takes_an_llmc_folder_a_glob_and_one_shard_without_meta(layered, tmp_path):
+    bare = tmp_path / "bare"  # the shards alone, no data folder above them
+    shutil.copytree(layered / "llmc", bare)
+    for target in (bare, f"{bare}/train_*.bin", bare / "val_000000.bin"):
         r = run("verify", target, "--show", "1", "--json")
         assert r.exit_code == 0, r.output
         rep = json.loads(r.stdout)
@@ -365,6 +369,38 @@ def test_verify_takes_an_llmc_folder_a_glob_and_one_shard_without_meta(layered):
         assert meta["status"] == "skip" and "no checksums" in meta["detail"]
     r = run("verify", f"{layered}/llmc/nothing_*.bin")
     assert r.exit_code == 2 and "matches no file" in r.stderr
+
+
+def _llmc_alone(target, *extra) -> tuple[int, dict]:
+    r = run("verify", target, "--show", "0", "--json", *extra)
+    return r.exit_code, {(c["name"], c["file"]): c for c in json.loads(r.stdout)["checks"]}
+
+
+def test_llmc_shards_verified_alone_are_compared_with_their_data_folders_meta(layered):
+    # encode --layout llmc lists every shard in the meta.json above llmc/: verifying the shards on
+    # their own must use it (a new user's `verify data/llmc/` passed a corrupted shard)
+    meta = json.loads((layered / "meta.json").read_text())
+    train = meta["layouts"]["llmc"]["splits"]["train"]
+    assert len(train["shards"]) >= 3
+    for target, extra in ((layered / "llmc", ()), (f"{layered}/llmc/train_*.bin", ()), (layered / "llmc", ("--meta", layered / "meta.json")),
+                          (layered / "llmc" / "train_000001.bin", ())):
+        code, checks = _llmc_alone(target, *extra)
+        assert code == 0
+        metas = [c for (name, _), c in checks.items() if name == "meta"]
+        assert len(metas) == 1 and metas[0]["status"] == "pass" and "lists these shards" in metas[0]["detail"]
+        shards = [c for (name, _), c in checks.items() if name == "llmc_shards"]
+        assert shards and all(c["status"] == "pass" and "checksums as meta.json records" in c["detail"] for c in shards)
+    _poke(layered / "llmc" / "train_000001.bin", 1024 + 2 * 10, b"\x07\x00")  # one id changed: header and size still agree
+    want = train["shards"][1]["checksum"]
+    for target in (layered / "llmc", layered / "llmc" / "train_000001.bin"):
+        code, checks = _llmc_alone(target)
+        assert code == 1
+        bad = [c for (name, _), c in checks.items() if name == "llmc_shards" and c["status"] == "fail"]
+        assert len(bad) == 1 and "train_000001.bin: hashes to" in bad[0]["detail"] and want in bad[0]["detail"]
+    r = run("inspect", layered / "llmc" / "train_000000.bin", "--count", "2", "--json")
+    rep = json.loads(r.stdout)
+    assert r.exit_code == 0 and rep["listed_in"] == str(layered / "meta.json")
+    assert not any("not recorded anywhere" in w for w in rep["warnings"])
 
 
 def test_a_shard_missing_from_the_numbers_is_a_warning_without_meta(layered, tmp_path):

@@ -120,7 +120,7 @@ def inspect_path(
         raise InputError(f"count {count} is negative")
     foreign = layouts.foreign_layout(path, meta_path)
     if foreign is not None:
-        return inspect_foreign(str(path), *foreign, at, count, encoding)
+        return inspect_foreign(str(path), *foreign, at, count, encoding, meta_path)
     path = Path(path)
     kind = kind_of(path)
     src = None
@@ -229,10 +229,12 @@ def inspect_tokens(
     return result
 
 
-def inspect_foreign(path: str, layout: str, what, at: int, count: int, encoding: str | None) -> dict:
+def inspect_foreign(path: str, layout: str, what, at: int, count: int, encoding: str | None, meta_path=None) -> dict:
     """Ids ``[at, at+count)`` of llm.c shards (the first group of ``what``) or a Megatron prefix,
-    with what their headers / index say; no meta.json, so nothing is compared."""
+    with what their headers / index say; nothing is compared. Shards a winsample data folder's
+    meta.json lists (``layouts.llmc_owner``) are decoded with its tokenizer."""
     warnings: list[str] = []
+    owner = layouts.llmc_owner(what, meta_path) if layout == layouts.LLMC else None
     if layout == layouts.MEGATRON:
         idx = layouts.read_megatron_index(f"{what}.idx")
         dtype = layouts.megatron_token_dtype(idx)
@@ -250,9 +252,15 @@ def inspect_foreign(path: str, layout: str, what, at: int, count: int, encoding:
     n = len(tokens)
     _check_at(at, n, "tokens", Path(path))
     ids = np.asarray(tokens[at : at + count]).astype(np.int64).tolist()
-    warnings.append(f"no {formats.META_JSON}: a {layout} layout read as {dtype}; checksums are not recorded anywhere (run `winsample verify`)")
+    if owner is not None:
+        warnings.append(f"{owner.meta_file} lists these shards: `winsample verify {path}` compares their checksums with it")
+        enc = tokenizer.from_meta(owner.meta.tokenizer, owner.meta_file.parent) if encoding is None else tokenizer.resolve(encoding)
+    else:
+        warnings.append(f"no {formats.META_JSON}: a {layout} layout read as {dtype}; checksums are not recorded anywhere (run `winsample verify`)")
+        enc = tokenizer.resolve(encoding)  # no meta.json: --encoding, else gpt2
     result: dict = {"kind": "tokens", "layout": layout, "path": path, "dtype": dtype, "tokens": n, **extra, "meta": None}
-    enc = tokenizer.resolve(encoding)  # no meta.json: --encoding, else gpt2
+    if owner is not None:
+        result["listed_in"] = str(owner.meta_file)  # the data folder's meta.json (its checksums: verify)
     result.update(decoded_with=enc.name, at=at, ids=ids)
     pieces = decode_pieces(enc, ids)
     result.update(pieces=pieces, marked=BOUNDARY.join(pieces), text=_decode_text(enc, ids), warnings=warnings)

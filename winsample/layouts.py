@@ -590,11 +590,14 @@ def shard_entry_problems(split: str, entry: dict) -> list[str]:
 
 def foreign_layout(path: str | Path, meta_path=None) -> tuple[str, object] | None:
     """("llmc", {group: shard files}) or ("megatron", prefix) when ``path`` names such data
-    without a winsample meta.json describing it; None otherwise (winsample's own files)."""
-    if meta_path is not None:
-        return None
+    without a winsample meta.json describing it; None otherwise (winsample's own files).
+    With ``meta_path``: ("llmc", groups) only for shards that meta.json's layouts.llmc lists
+    (``llmc_owner`` then finds it), else None."""
     s = str(path)
     p = Path(s)
+    if meta_path is not None:
+        groups = _llmc_groups(p, s)
+        return (LLMC, groups) if groups and llmc_owner(groups, meta_path) else None
     if not p.exists() and any(c in s for c in "*?["):
         return LLMC, group_shards(llmc_shard_files(s))
     prefix = megatron_prefix(p)
@@ -620,11 +623,76 @@ def foreign_layout(path: str | Path, meta_path=None) -> tuple[str, object] | Non
             return LLMC, {p.stem: [p]}
     if p.is_dir() and not (p / formats.META_JSON).exists() and not any((p / formats.bin_name(x)).exists() for x in formats.SPLITS):
         files = sorted(p.glob("*.bin"))
-        if files and all(is_llmc_shard(f) for f in files):
-            return LLMC, group_shards(files)
         if files and any(is_llmc_shard(f) for f in files):
-            return LLMC, group_shards(files)  # the odd one out fails its header check
+            return LLMC, group_shards(files)  # one that is not a shard fails its header check
     return None
+
+
+def _llmc_groups(p: Path, s: str) -> dict[str, list[Path]] | None:
+    """The shard groups ``p`` names (a shard, a folder of them, a glob), or None."""
+    try:
+        if not p.exists() and any(c in s for c in "*?["):
+            return group_shards(llmc_shard_files(s))
+        if p.is_file() and is_llmc_shard(p):
+            return {p.stem: [p]}
+        if p.is_dir():
+            files = sorted(p.glob("*.bin"))
+            return group_shards(files) if files and any(is_llmc_shard(f) for f in files) else None
+    except InputError:
+        return None
+    return None
+
+
+@dataclass
+class LlmcOwner:
+    """The winsample data folder's meta.json that lists some llm.c shards, and each group's entry:
+    the split's own when the group is all its shards; else one of just the group's shards (no
+    ``documents``: a part of a split has no recorded document count)."""
+
+    meta_file: Path
+    meta: formats.Meta
+    entries: dict[str, tuple[str, dict]]  # group -> (split, entry)
+
+
+def llmc_owner(groups: dict[str, list[Path]], meta_path=None) -> LlmcOwner | None:
+    """The meta.json that lists ``groups``' shards under layouts.llmc: ``meta_path``, else the one
+    in the folder above their ``llmc/`` folder (``encode --layout llmc`` writes them there); None
+    when there is none, it does not read, or it lists none of them. Names it lists are used only
+    when they are the ones encode writes (``shard_entry_problems``)."""
+    files = [f for fs in groups.values() for f in fs]
+    if not files:
+        return None
+    if meta_path is not None:
+        meta_file = Path(meta_path)
+    elif files[0].parent.name == LLMC_DIR:
+        meta_file = files[0].parent.parent / formats.META_JSON
+    else:
+        return None
+    if not meta_file.is_file():
+        return None
+    try:
+        meta = formats.load_meta(meta_file)
+    except WinsampleError:
+        return None
+    splits = layout_splits(meta.to_json(), LLMC) or {}
+    listed: dict[Path, tuple[str, dict]] = {}
+    for split, entry in splits.items():
+        if not shard_entry_problems(split, entry):
+            for sh in entry["shards"]:
+                listed[(meta_file.parent / sh["file"]).resolve()] = (split, sh)
+    entries = {}
+    for name, fs in groups.items():
+        got = [listed.get(f.resolve()) for f in fs]
+        if not got or None in got or len({split for split, _ in got}) != 1:
+            continue
+        split = got[0][0]
+        whole = splits[split]
+        if len(fs) == len(whole["shards"]):
+            entries[name] = (split, whole)
+        else:
+            shards = [sh for _, sh in got]
+            entries[name] = (split, {"shards": shards, "tokens": sum(sh.get("tokens") or 0 for sh in shards)})
+    return LlmcOwner(meta_file, meta, entries) if entries else None
 
 
 def written(meta: dict | None) -> tuple[str, ...]:

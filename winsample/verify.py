@@ -486,7 +486,7 @@ def verify(
             raise InputError(f"{p}: no such plan file")
     report = Report()
     if foreign is not None and foreign[0] == layouts.LLMC:
-        return _verify_llmc(report, path, foreign[1], plans, T, show, encoding, progress)
+        return _verify_llmc(report, path, foreign[1], plans, T, show, encoding, progress, meta_path)
     megatron_idx = None
     if foreign is not None:  # a Megatron prefix: its .bin is the token file, its .idx says the dtype
         try:
@@ -805,7 +805,7 @@ def _check_llmc(report: Report, label: str, scan: FileScan | None, problems: lis
     count, first = _eot_figures(scan.tokens(), eot)
     if scan.n == 0:
         report.add("llmc_documents", label, "pass", "no tokens, no documents", documents=0)
-    elif entry is not None:
+    elif entry is not None and "documents" in entry:
         want = entry.get("documents")
         if first != eot or count != want:
             why = f"the first id is {first}, not the EOT {eot}" if first != eot else f"{count} EOT ids for {want} documents"
@@ -813,12 +813,16 @@ def _check_llmc(report: Report, label: str, scan: FileScan | None, problems: lis
                        documents=want, eots=count)
         else:
             report.add("llmc_documents", label, "pass", f"each of the {want} documents starts with EOT {eot}, and no EOT stands elsewhere", documents=want)
+    elif first != eot and entry is not None:  # a later shard of a split: encode cuts shards by count, not at documents
+        report.add("llmc_documents", label, "skip", f"a part of a split that starts inside a document (shards are cut by"
+                   f" token count): {count} EOT ids in it, the split's document count is checked on all its shards", eots=count)
     elif first != eot:
         report.add("llmc_documents", label, "warn",
                    f"the first id is {first}, not the EOT {eot}: the stream does not start at a document start (modded-nanogpt aligns sequences to EOT);"
                    f" {count} EOT ids further on", eots=count)
     else:
-        report.add("llmc_documents", label, "pass", f"{count} documents, each starting with EOT {eot} (no meta.json: the count is not compared)", documents=count)
+        why = "a part of a split: meta.json records no count for it" if entry is not None else "no meta.json"
+        report.add("llmc_documents", label, "pass", f"{count} documents, each starting with EOT {eot} ({why}: the count is not compared)", documents=count)
 
 
 def _check_megatron(report: Report, idx: layouts.MegatronIndex, bin_path: Path, doc_starts=None, entry: dict | None = None, want_code=None) -> None:
@@ -846,21 +850,35 @@ def _check_megatron(report: Report, idx: layouts.MegatronIndex, bin_path: Path, 
         )
 
 
-def _verify_llmc(report: Report, path: Path, groups: dict, plans, T, show, encoding, progress) -> Report:
-    """verify of llm.c shards without a meta.json: each group of shards is one stream."""
-    try:
-        enc = tokenizer.load(encoding or tokenizer.DEFAULT_ENCODING)
-    except WinsampleError as e:
-        raise InputError(str(e)) from None
-    n_vocab = enc.n_vocab
-    eot = getattr(enc, "eot", None)
+def _verify_llmc(report: Report, path: Path, groups: dict, plans, T, show, encoding, progress, meta_path=None) -> Report:
+    """verify of llm.c shards named on their own: each group of shards is one stream. Shards
+    a winsample data folder wrote (its meta.json above their ``llmc/`` folder, or ``--meta``,
+    lists them: ``layouts.llmc_owner``) are compared with what it records, read with its
+    tokenizer; others are read as uint16 with ``encoding`` (default gpt2)."""
+    owner = layouts.llmc_owner(groups, meta_path)
+    enc = None
+    if owner is not None:
+        enc, err = _load_meta_tokenizer(owner.meta.tokenizer, owner.meta_file)
+        if enc is None:
+            report.add("meta", str(owner.meta_file), "fail", f"{owner.meta_file}: its tokenizer does not load: {err}")
+            return report
+        n_vocab = owner.meta.n_vocab
+        eot = owner.meta.tokenizer.get("eot", getattr(enc, "eot", None))
+    else:
+        try:
+            enc = tokenizer.load(encoding or tokenizer.DEFAULT_ENCODING)
+        except WinsampleError as e:
+            raise InputError(str(e)) from None
+        n_vocab = enc.n_vocab
+        eot = getattr(enc, "eot", None)
     targets, scans = [], {}
     for name, files in groups.items():
         label = files[0].name if len(files) == 1 else f"{name}_*.bin ({len(files)} shards)"
         scan, problems = _scan_llmc(files, n_vocab, label, progress)
-        _check_llmc(report, label, scan, problems, eot)
+        entry = owner.entries[name][1] if owner is not None and name in owner.entries else None
+        _check_llmc(report, label, scan, problems, eot, entry)
         gone = layouts.missing_shards(files)
-        if gone:  # no meta.json to say how many there were: a gap in the numbers is the only sign
+        if gone and entry is None:  # no meta.json to say how many there were: a gap in the numbers is the only sign
             report.add("llmc_shards", label, "warn", f"{len(gone)} shard number(s) missing between the first and the last:"
                        f" {', '.join(gone[:5])}{', …' if len(gone) > 5 else ''} (a shard lost, or left out of the glob)",
                        missing=gone)
@@ -870,9 +888,17 @@ def _verify_llmc(report: Report, path: Path, groups: dict, plans, T, show, encod
             key = path if len(groups) == 1 else Path(label)
             scans[key] = scan
             targets.append(_Target(key, label))
-    report.add("meta", str(path), "skip",
-               f"no meta.json: llm.c shards read as uint16, n_vocab {n_vocab} ({enc.name}): headers, sizes, vocabulary and EOT"
-               " document starts checked; no checksums, document counts or split leakage to compare")
+    if owner is None:
+        report.add("meta", str(path), "skip",
+                   f"no meta.json: llm.c shards read as uint16, n_vocab {n_vocab} ({enc.name}): headers, sizes, vocabulary and EOT"
+                   " document starts checked; no checksums, document counts or split leakage to compare")
+    else:
+        unlisted = [n for n in groups if n not in owner.entries]
+        status = "warn" if unlisted else "pass"
+        report.add("meta", str(owner.meta_file), status,
+                   f"{owner.meta_file} lists these shards (layouts.llmc): their sizes, counts and checksums are compared with it"
+                   f" (llmc_shards), read with its tokenizer ({enc.name}, n_vocab {n_vocab})"
+                   + (f"; not listed there, so not compared: {', '.join(unlisted)}" if unlisted else ""))
     first_plan = None
     for p in plans:
         got = _check_plan(report, Path(p), path, None, scans, targets, T, DEFAULT_MIN_COVERAGE)
