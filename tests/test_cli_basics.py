@@ -1,6 +1,7 @@
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from winsample import __version__
@@ -28,6 +29,21 @@ def test_every_subcommand_has_help():
 def test_unknown_command_is_usage_error():
     r = CliRunner().invoke(main, ["frobnicate"])
     assert r.exit_code == 2 and "No such command" in r.stderr
+
+
+@pytest.mark.parametrize("args, words, where", [
+    (["frobnicate"], "No such command 'frobnicate'", "winsample"),
+    (["--bogus"], "No such option '--bogus'", "winsample"),
+    (["verify", "--bogus", "x"], "No such option '--bogus'", "winsample verify"),
+    (["windows", "t.bin", "-T", "abc", "-o", "x.npy"], "'abc'", "winsample windows"),
+    (["encode", "a.txt", "-o", "o", "--val-fraction", "1.5"], "1.5 is not in the range", "winsample encode"),
+    (["inspect"], "Missing argument 'PATH'", "winsample inspect"),
+])
+def test_a_usage_error_is_one_line_exit_2_like_every_other_error(args, words, where):
+    r = CliRunner().invoke(main, args, prog_name="winsample")
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ") and "Usage:" not in r.stderr
+    assert words in r.stderr and r.stderr.endswith(f"(see '{where} --help')\n")
 
 
 def test_python_dash_m_runs():

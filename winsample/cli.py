@@ -39,12 +39,28 @@ class WinsampleGroup(click.Group):
             os.dup2(devnull, sys.stdout.fileno())
             # a command whose verdict is known before it prints (verify) keeps its exit code
             ctx.exit(ctx.meta.get(EXIT_CODE_KEY, 0))
+        except click.UsageError as e:  # a subcommand's options, an unknown command
+            _fail(ctx, _usage_line(e), e.exit_code)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except Exception as e:  # a bug: one line, and the traceback only when asked for
             if os.environ.get("WINSAMPLE_DEBUG"):
                 raise
             _fail(ctx, f"internal error: {type(e).__name__}: {e} (set WINSAMPLE_DEBUG=1 for a traceback)", 2)
+
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:  # the group's own options (`winsample --bogus`)
+            click.echo(_usage_line(e), err=True)
+            raise click.exceptions.Exit(e.exit_code) from None
+
+
+def _usage_line(e: click.UsageError) -> str:
+    """A usage error as one line, like every other error: click's own is three (usage, hint, message)."""
+    where = e.ctx.command_path if e.ctx is not None else "winsample"
+    return f"error: {e.format_message().rstrip('.')} (see '{where} --help')".replace("\n", " ")
 
 
 def entry(prog_name: str = "winsample") -> None:
