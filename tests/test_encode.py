@@ -872,3 +872,21 @@ def test_a_folder_says_how_many_files_it_does_not_read(tmp_path):
     assert len(note) == 1 and "3 file(s) not read (2 .rst, 1 (no suffix))" in note[0]
     r = cli([tmp_path / "in", "-o", tmp_path / "out2", "--val-fraction", "0", "-q"])
     assert r.exit_code == 0 and r.stderr == ""  # -q: nothing for people
+
+
+def test_a_truncated_gzip_is_refused_naming_about_where_its_data_ends(tmp_path):
+    # the error's position was the start of the failing 1 MB read (byte 0 for a small file)
+    import gzip
+    import re
+    import zlib
+
+    text = "".join(f"line {i} of a long enough text to span several reads\n" for i in range(8000)).encode()
+    packed = gzip.compress(text)
+    (tmp_path / "a.txt.gz").write_bytes(packed[: len(packed) // 2])
+    d = zlib.decompressobj(wbits=31)  # what the half file holds, decompressed independently
+    whole = len(d.decompress(packed[: len(packed) // 2]))
+    r = cli([tmp_path / "a.txt.gz", "-o", tmp_path / "out", "--val-fraction", "0"])
+    assert r.exit_code == 1 and r.stdout == "" and r.stderr.count("\n") == 1
+    at = int(re.search(r"broken gzip data near byte (\d+) of the decompressed data", r.stderr).group(1))
+    assert whole - (64 << 10) <= at <= whole and at > 0
+    assert not (tmp_path / "out").exists()

@@ -38,6 +38,7 @@ from .errors import ConfigError, DataError, InputError
 FOLDER_SUFFIXES = (".txt", ".md", ".text", ".jsonl")
 FORMATS = ("auto", "text", "jsonl")
 READ_BYTES = 1 << 20  # per read: big enough for disk speed, small enough to keep memory flat
+GZ_STEP = 64 << 10  # decompressed bytes per gzip read: how close a broken stream's error position is
 
 # --errors replace: Python's decoder calls this once per invalid byte sequence; we count them.
 _REPLACED = [0]
@@ -248,11 +249,22 @@ class _Reader:
         self.stream = gzip.GzipFile(fileobj=self.raw, mode="rb") if src.gz else self.raw
 
     def read(self, n: int = READ_BYTES) -> bytes:
+        got: list[bytes] = []
         try:
-            data = self.stream.read(n)
+            if self.src.gz:
+                # in GZ_STEP pieces: a read that fails drops what it decompressed, so the error's
+                # position is this close (a truncated file fails at its end, not at the read's start)
+                size = 0
+                while size < n and (piece := self.stream.read(min(GZ_STEP, n - size))):
+                    got.append(piece)
+                    size += len(piece)
+                data = b"".join(got)
+            else:
+                data = self.stream.read(n)
         except (OSError, EOFError, zlib.error) as e:
             if self.src.gz:
-                raise DataError(f"{self.src.label}: broken gzip data near byte {self.offset} of the decompressed data: {e}") from None
+                at = self.offset + sum(map(len, got))
+                raise DataError(f"{self.src.label}: broken gzip data near byte {at} of the decompressed data: {e}") from None
             raise InputError(f"{self.src.label}: cannot read: {e}") from None
         self.offset += len(data)
         if self.progress:
