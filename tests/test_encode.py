@@ -869,7 +869,7 @@ def test_a_folder_says_how_many_files_it_does_not_read(tmp_path):
     r = cli([tmp_path / "in", "-o", tmp_path / "out", "--val-fraction", "0"])
     assert r.exit_code == 0
     note = [line for line in r.stderr.splitlines() if line.startswith("note:")]
-    assert len(note) == 1 and "3 file(s) not read (2 .rst, 1 (no suffix))" in note[0]
+    assert len(note) == 1 and "3 file(s) not read (2 .rst, 1 without a suffix)" in note[0]
     r = cli([tmp_path / "in", "-o", tmp_path / "out2", "--val-fraction", "0", "-q"])
     assert r.exit_code == 0 and r.stderr == ""  # -q: nothing for people
 
@@ -890,3 +890,11 @@ def test_a_truncated_gzip_is_refused_naming_about_where_its_data_ends(tmp_path):
     at = int(re.search(r"broken gzip data near byte (\d+) of the decompressed data", r.stderr).group(1))
     assert whole - (64 << 10) <= at <= whole and at > 0
     assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_jsonl_line_is_named_with_its_column_in_a_whole_sentence(tmp_path):
+    # Python's message for an open string ends in "starting at": the place must follow it
+    (tmp_path / "a.jsonl").write_text('{"text": "ok"}\n{"text": "no end\n{"text": oops}\n', encoding="utf-8")
+    r = cli([tmp_path / "a.jsonl", "-o", tmp_path / "out", "--val-fraction", "0"])
+    assert r.exit_code == 1 and r.stdout == ""
+    assert r.stderr == f"error: {tmp_path / 'a.jsonl'}:2: not valid JSON: Unterminated string starting at column 10\n"

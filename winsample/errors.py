@@ -45,3 +45,11 @@ class Interrupted(WinsampleError):
         self.signum = signum
         self.exit_code = 128 + signum
         super().__init__(f"interrupted by {signal.Signals(signum).name}; nothing was written")
+
+
+def json_place(e, line: bool = False) -> str:
+    """A ``json.JSONDecodeError`` as words with its place, for a message: "Expecting value at
+    column 9", "Unterminated string starting at line 3, column 22" (Python's own message ends
+    in "at" for some errors, the place then following it)."""
+    where = f"line {e.lineno}, column {e.colno}" if line else f"column {e.colno}"
+    return f"{e.msg} {where}" if e.msg.endswith(" at") else f"{e.msg} at {where}"

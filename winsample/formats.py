@@ -127,7 +127,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from .errors import ConfigError, DataError, InputError, WinsampleError
+from .errors import ConfigError, DataError, InputError, WinsampleError, json_place
 
 FORMAT_NAME = "winsample"
 FORMAT_VERSION = 1
@@ -1176,7 +1176,7 @@ def load_json(path: str | Path, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise DataError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
+        raise DataError(f"{path}: not valid JSON: {json_place(e, line=True)}") from None
     except RecursionError:
         raise DataError(f"{path}: JSON nested too deeply to read: not {what}") from None
     except ValueError as e:  # e.g. an integer of more than 4300 digits

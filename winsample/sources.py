@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .chunking import last_safe_cut_bytes
-from .errors import ConfigError, DataError, InputError
+from .errors import ConfigError, DataError, InputError, json_place
 
 FOLDER_SUFFIXES = (".txt", ".md", ".text", ".jsonl")
 FORMATS = ("auto", "text", "jsonl")
@@ -141,7 +141,7 @@ def _walk(top: Path, passed: Counter | None = None) -> list[Path]:
             elif _folder_matches(e.name):
                 found.append(Path(e.path))
             elif passed is not None:
-                passed[Path(e.name).suffix.lower() or "(no suffix)"] += 1
+                passed[Path(e.name).suffix.lower() or "without a suffix"] += 1
     return found
 
 
@@ -391,7 +391,7 @@ def _jsonl_docs(reader, errors: str, field: str, id_field: str | None = None,
             try:
                 obj = json.loads(s)
             except json.JSONDecodeError as e:
-                raise DataError(f"{where}: not valid JSON (column {e.colno}): {e.msg}") from None
+                raise DataError(f"{where}: not valid JSON: {json_place(e)}") from None
             except RecursionError:  # Python's parser recurses per level of nesting
                 raise DataError(f"{where}: JSON nested too deeply to read") from None
             except ValueError as e:  # an integer of more than 4300 digits (Python's hint on how to lift it dropped)
