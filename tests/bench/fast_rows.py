@@ -38,15 +38,16 @@ with open(sys.argv[2], encoding="utf-8") as f:
 tok.encode(text).astype(np.uint16).tofile(sys.argv[3])
 """
 
-# The same library on N threads, each with its own tokenizer, over the file's 1 MiB pieces (cut
-# after a newline: ids may differ from a whole-file encode, the time is what counts): how far
-# this machine lets two threads of the engine itself go beyond one. It times the encoding alone
-# (threads started to threads joined; its read and cuts excluded): the ceiling for winsample's
-# own --workers 2 over --workers 1, whose start-up and writing are in its time.
-BARE_THREADS = """
-import json, sys, threading, time, numpy as np
+# The same library on N threads, or in N processes (forked), each with its own tokenizer, over
+# the file's 1 MiB pieces (cut after a newline: ids may differ from a whole-file encode, the time
+# is what counts): how far this machine lets two threads, or two processes, of the engine itself
+# go beyond one. It times the encoding alone (from a barrier passed once every tokenizer is built
+# to the last piece; the read, the cuts and the builds excluded): the ceiling for winsample's own
+# --workers 2 over --workers 1, whose start-up and writing are in its time.
+BARE_PARALLEL = """
+import json, multiprocessing, sys, threading, time
 from gigatoken.gigatoken_rs import BPETokenizer, BytesSource, PadTruncate
-ranks, src, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ranks, src, n, kind = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 data = open(src, "rb").read()
 pieces, pos = [], 0
 while pos < len(data):
@@ -54,17 +55,25 @@ while pos < len(data):
     end = len(data) if end < 0 else end + 1
     pieces.append(data[pos:end])
     pos = end
-out = [None] * len(pieces)
-def work(k):
+def work(k, barrier, took):
     tok = BPETokenizer.from_tiktoken(ranks, "gpt2", None)
+    barrier.wait()
+    t = time.perf_counter()
     for i in range(k, len(pieces), n):
-        rows, counts = tok.encode_batch_padded(BytesSource([pieces[i]]), PadTruncate(0), parallel=False)
-        out[i] = rows[0, : counts[0]].astype(np.uint16)
-threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]
-t = time.perf_counter()
-[t_.start() for t_ in threads]
-[t_.join() for t_ in threads]
-print(json.dumps({"seconds": time.perf_counter() - t}))
+        tok.encode_batch_padded(BytesSource([pieces[i]]), PadTruncate(0), parallel=False)
+    took.put(time.perf_counter() - t)
+if kind == "threads":
+    import queue
+    barrier, took = threading.Barrier(n), queue.SimpleQueue()
+    workers = [threading.Thread(target=work, args=(k, barrier, took)) for k in range(n)]
+else:  # forked: the pieces are shared, not copied
+    ctx = multiprocessing.get_context("fork")
+    barrier, took = ctx.Barrier(n), ctx.SimpleQueue()
+    workers = [ctx.Process(target=work, args=(k, barrier, took)) for k in range(n)]
+[w.start() for w in workers]
+seconds = max(took.get() for _ in workers)
+[w.join() for w in workers]
+print(json.dumps({"seconds": seconds}))
 """
 
 
@@ -151,8 +160,9 @@ def _rows_for(kind: str, src: Path, repeats: int) -> tuple[list[dict], object]:
         "auto2": enc("auto2", "--workers", "2"),
         "auto1": enc("auto1", "--workers", "1"),
         "bare": [sys.executable, "-c", BARE, str(ranks_file()), str(src), str(out / "bare.bin")],
-        "bare1": [sys.executable, "-c", BARE_THREADS, str(ranks_file()), str(src), "1"],
-        "bare2": [sys.executable, "-c", BARE_THREADS, str(ranks_file()), str(src), "2"],
+        "bare1": [sys.executable, "-c", BARE_PARALLEL, str(ranks_file()), str(src), "1", "threads"],
+        "bare2": [sys.executable, "-c", BARE_PARALLEL, str(ranks_file()), str(src), "2", "threads"],
+        "procs2": [sys.executable, "-c", BARE_PARALLEL, str(ranks_file()), str(src), "2", "processes"],
     }, repeats, runner=run_tree)
     same = _checksums(out / "auto2") == _checksums(out / "reference") == _checksums(out / "auto1")
     backend = json.loads((out / "auto2" / "meta.json").read_text())["backend"]
@@ -173,6 +183,10 @@ def _rows_for(kind: str, src: Path, repeats: int) -> tuple[list[dict], object]:
             " its read and start-up not timed; this machine's ceiling for the row above)", tp(runs["bare2"]), tp(runs["bare1"]),
             f"{runs['bare1'].seconds / runs['bare2'].seconds:.2f}×", "report", True,
             mb(runs["bare2"].peak_rss), mb(runs["bare1"].peak_rss)),
+        row(f"{kind} {size_mb} MB: the bare fast library's encoding itself in 2 processes vs 1 thread (half the pieces"
+            " each, forked; the ceiling were winsample's encoders processes)", tp(runs["procs2"]), tp(runs["bare1"]),
+            f"{runs['bare1'].seconds / runs['procs2'].seconds:.2f}×", "report", True,
+            mb(runs["procs2"].peak_rss), mb(runs["bare1"].peak_rss)),
     ]
     return rows, a2
 

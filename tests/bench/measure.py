@@ -13,6 +13,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -35,15 +36,19 @@ def run_child(argv: list[str], env: dict | None = None) -> Run:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{argv} exited {proc.returncode}: {err.decode(errors='replace')[-2000:]}")
-    parsed = {}
+    parsed = _last_json(out)
+    return Run(parsed.get("seconds", wall), usage.ru_maxrss * 1024, parsed)
+
+
+def _last_json(out: bytes) -> dict:
+    """The last JSON line a child printed ({} if none)."""
     for line in reversed(out.decode().splitlines()):
         if line.startswith("{"):
             try:
-                parsed = json.loads(line)
-                break
+                return json.loads(line)
             except json.JSONDecodeError:
                 pass
-    return Run(parsed.get("seconds", wall), usage.ru_maxrss * 1024, parsed)
+    return {}
 
 
 def _tree(pid: int) -> list[int]:
@@ -74,18 +79,23 @@ def _rss(pid: int) -> int:
 
 def run_tree(argv: list[str], env: dict | None = None, every: float = 0.01) -> Run:
     """``run_child``, with ``peak_rss`` the peak of the RSS *summed* over the process and all its
-    descendants (sampled every ``every`` s from /proc; shared pages count in each process)."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    peak = 0
-    while proc.poll() is None:
-        peak = max(peak, sum(_rss(p) for p in _tree(proc.pid)))
-        time.sleep(every)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read()
+    descendants (sampled every ``every`` s from /proc; shared pages count in each process). Its
+    output goes to files, read at the end: a pipe nobody drains could stall the child."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, sum(_rss(p) for p in _tree(proc.pid)))
+            time.sleep(every)
+        wall = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        printed, errors = out.read(), err.read()
     if proc.returncode != 0:
-        raise RuntimeError(f"{argv} exited {proc.returncode}: {err.decode(errors='replace')[-2000:]}")
-    return Run(wall, peak, {})
+        raise RuntimeError(f"{argv} exited {proc.returncode}: {errors.decode(errors='replace')[-2000:]}")
+    parsed = _last_json(printed)
+    return Run(parsed.get("seconds", wall), peak, parsed)
 
 
 def median_run(argv: list[str], repeats: int, env: dict | None = None) -> Run:
