@@ -60,3 +60,8 @@ def test_encode_dash_o_dash_is_a_usage_error_not_a_folder_named_dash(tmp_path, m
     assert r.exit_code == 2 and r.stdout == ""
     assert "-o -: encode writes a folder" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
+
+
+def test_bare_winsample_shows_its_help_as_click_does_not_as_an_error_line():
+    r = CliRunner().invoke(main, [], prog_name="winsample")
+    assert "Usage: winsample" in r.output and "Commands:" in r.output and "error:" not in r.output

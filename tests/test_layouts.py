@@ -11,6 +11,7 @@ Token ids come from tiktoken directly (the ``ref_gpt2`` fixture), never from win
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 import subprocess
@@ -401,6 +402,55 @@ def test_llmc_shards_verified_alone_are_compared_with_their_data_folders_meta(la
     rep = json.loads(r.stdout)
     assert r.exit_code == 0 and rep["listed_in"] == str(layered / "meta.json")
     assert not any("not recorded anywhere" in w for w in rep["warnings"])
+
+
+def test_a_shard_lost_from_the_data_folders_llmc_fails_naming_it(layered):
+    # the shards named on their own must still be all of the split meta.json lists
+    names = [sh["file"] for sh in json.loads((layered / "meta.json").read_text())["layouts"]["llmc"]["splits"]["train"]["shards"]]
+    assert len(names) >= 3
+    for lost in (names[1], names[-1]):  # from the middle, and the last (no gap in the numbers to see)
+        f = layered / lost
+        keep = f.read_bytes()
+        f.unlink()
+        for target in (layered / "llmc", f"{layered}/llmc/train_*.bin"):
+            code, checks = _llmc_alone(target)
+            assert code == 1
+            bad = [c for (name, _), c in checks.items() if name == "llmc_shards" and c["status"] == "fail"]
+            assert len(bad) == 1 and bad[0]["missing"] == [lost] and lost in bad[0]["detail"]
+        f.write_bytes(keep)
+    code, checks = _llmc_alone(layered / names[0])  # one shard file: compared alone, not a loss
+    assert code == 0
+
+
+def test_llmc_owner_is_found_from_inside_the_folder_and_through_a_link(layered, tmp_path, monkeypatch):
+    _poke(layered / "llmc" / "train_000001.bin", 1024 + 2 * 10, b"\x07\x00")
+    os.symlink(layered / "llmc", tmp_path / "shards")
+    for cwd, target in ((layered / "llmc", "."), (layered / "llmc", "train_000001.bin"), (tmp_path, "shards")):
+        monkeypatch.chdir(cwd)
+        code, checks = _llmc_alone(target)
+        assert code == 1, (cwd, target)
+        assert any(name == "llmc_shards" and c["status"] == "fail" and "hashes to" in c["detail"] for (name, _), c in checks.items())
+
+
+@pytest.mark.parametrize("layouts_value", [["llmc"], "llmc", {"llmc": {"splits": {"train": {"shards": [{"file": "llmc/train_000000.bin", "tokens": "9"}]}}}}])
+def test_a_broken_layouts_entry_fails_the_meta_check_of_shards_named_alone(layered, layouts_value):
+    meta = json.loads((layered / "meta.json").read_text())
+    meta["layouts"] = layouts_value
+    (layered / "meta.json").write_text(json.dumps(meta))
+    code, checks = _llmc_alone(layered / "llmc" / "train_000000.bin")
+    assert code == 1  # not an internal error (2), not a pass as if there were no meta.json
+    metas = [c for (name, _), c in checks.items() if name == "meta"]
+    assert metas and metas[0]["status"] == "fail" and "cannot be compared" in metas[0]["detail"]
+
+
+def test_windows_reads_shards_a_meta_lists_with_or_without_meta(layered, tmp_path):
+    plans = []
+    for extra in ((), ("--meta", layered / "meta.json")):
+        out = tmp_path / f"p{len(plans)}.npy"
+        r = run("windows", f"{layered}/llmc/train_*.bin", "-T", "32", "--boundaries", "doc", "-o", out, "-q", *extra)
+        assert r.exit_code == 0, r.output
+        plans.append(np.load(out))
+    np.testing.assert_array_equal(plans[0], plans[1])
 
 
 def test_a_shard_missing_from_the_numbers_is_a_warning_without_meta(layered, tmp_path):

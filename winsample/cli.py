@@ -39,6 +39,8 @@ class WinsampleGroup(click.Group):
             os.dup2(devnull, sys.stdout.fileno())
             # a command whose verdict is known before it prints (verify) keeps its exit code
             ctx.exit(ctx.meta.get(EXIT_CODE_KEY, 0))
+        except click.exceptions.NoArgsIsHelpError:  # a bare command: its help, as click shows it
+            raise
         except click.UsageError as e:  # a subcommand's options, an unknown command
             _fail(ctx, _usage_line(e), e.exit_code)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
@@ -52,6 +54,8 @@ class WinsampleGroup(click.Group):
     def make_context(self, info_name, args, parent=None, **extra):
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:  # bare `winsample`: the help, as click shows it
+            raise
         except click.UsageError as e:  # the group's own options (`winsample --bogus`)
             click.echo(_usage_line(e), err=True)
             raise click.exceptions.Exit(e.exit_code) from None
@@ -330,7 +334,8 @@ def _parse_scales(ctx, param, values):
               help="npy plan + sidecar, txt (start<TAB>length lines) or jsonl.")
 @click.option("--decode", is_flag=True, help="With --format jsonl: add each window's text.")
 @click.option("-o", "--output", required=True, help="Plan file (PLAN.npy), or - for txt/jsonl on stdout.")
-@click.option("--meta", "meta_path", type=click.Path(dir_okay=False), help="meta.json describing BIN [default: the one beside it].")
+@click.option("--meta", "meta_path", type=click.Path(dir_okay=False),
+              help="meta.json describing BIN [default: the one beside it; for llm.c shards, the data folder's above llmc/].")
 @click.option("--encoding", help="Tokenizer name when meta.json does not name a usable one [bare .bin: gpt2].")
 @quiet_option
 @json_option
@@ -443,7 +448,8 @@ def _verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
 @click.option("--show", type=click.IntRange(min=0), default=5, show_default=True,
               help="Decode and print this many windows (the article reads five before every run).")
 @click.option("--meta", "meta_path", type=click.Path(path_type=str), default=None,
-              help="meta.json to use for a single .bin (default: the one beside it).")
+              help="meta.json to use for a single .bin, or for llm.c shards named on their own (default: the one beside"
+              " the .bin; the data folder's, above the shards' llmc/ folder).")
 @click.option("--encoding", default=None, help="Tokenizer when there is no meta.json (default gpt2).")
 @click.option("--retokenize-sample", type=click.IntRange(min=0), default=64, show_default=True,
               help="Documents the retokenize check decodes and encodes again with the reference tokenizer;"

@@ -229,12 +229,16 @@ def inspect_tokens(
     return result
 
 
-def inspect_foreign(path: str, layout: str, what, at: int, count: int, encoding: str | None, meta_path=None) -> dict:
+def inspect_foreign(path: str, layout: str, what, at: int, count: int, encoding: str | None,
+                    meta_path: str | Path | None = None) -> dict:
     """Ids ``[at, at+count)`` of llm.c shards (the first group of ``what``) or a Megatron prefix,
     with what their headers / index say; nothing is compared. Shards a winsample data folder's
     meta.json lists (``layouts.llmc_owner``) are decoded with its tokenizer."""
     warnings: list[str] = []
     owner = layouts.llmc_owner(what, meta_path) if layout == layouts.LLMC else None
+    if owner is not None and owner.problem is not None:
+        warnings.append(f"{owner.problem}; decoded as if there were none")
+        owner = None if owner.meta is None else owner
     if layout == layouts.MEGATRON:
         idx = layouts.read_megatron_index(f"{what}.idx")
         dtype = layouts.megatron_token_dtype(idx)

@@ -597,7 +597,8 @@ def foreign_layout(path: str | Path, meta_path=None) -> tuple[str, object] | Non
     p = Path(s)
     if meta_path is not None:
         groups = _llmc_groups(p, s)
-        return (LLMC, groups) if groups and llmc_owner(groups, meta_path) else None
+        owner = llmc_owner(groups, meta_path) if groups else None
+        return (LLMC, groups) if owner is not None else None
     if not p.exists() and any(c in s for c in "*?["):
         return LLMC, group_shards(llmc_shard_files(s))
     prefix = megatron_prefix(p)
@@ -644,55 +645,106 @@ def _llmc_groups(p: Path, s: str) -> dict[str, list[Path]] | None:
 
 
 @dataclass
+class LlmcGroup:
+    """What the owning meta.json says of one group of shards: its split, the split's entry (the
+    group compared with it when it is all the split's shards), and the split's shards the group
+    lacks (``missing``: names as meta.json lists them)."""
+
+    split: str
+    entry: dict
+    missing: list[str]
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.missing)
+
+    def compared(self) -> dict:
+        """The entry to check the group's shards against: the split's, or, for a part of it, one
+        of just the group's shards (no document count: meta.json records none for a part)."""
+        if not self.partial:
+            return self.entry
+        mine = [sh for sh in self.entry["shards"] if sh["file"] not in self.missing]
+        return {"shards": mine, "tokens": sum(sh["tokens"] for sh in mine)}
+
+
+@dataclass
 class LlmcOwner:
-    """The winsample data folder's meta.json that lists some llm.c shards, and each group's entry:
-    the split's own when the group is all its shards; else one of just the group's shards (no
-    ``documents``: a part of a split has no recorded document count)."""
+    """The winsample data folder's meta.json that lists some llm.c shards (``llmc_owner``):
+    ``groups`` it lists, by group name; ``problem``: why it could not be used (a meta.json that
+    does not read, shard entries that are not encode's), the meta then None."""
 
     meta_file: Path
-    meta: formats.Meta
-    entries: dict[str, tuple[str, dict]]  # group -> (split, entry)
+    meta: formats.Meta | None
+    groups: dict[str, LlmcGroup]
+    problem: str | None = None
+
+
+def _owner_file(files: list[Path], meta_path=None) -> Path | None:
+    """``meta_path``, else the meta.json above the shards' ``llmc/`` folder (by the folder's
+    absolute name, then its real one: ``verify .`` inside it, a link to it), when it exists."""
+    if meta_path is not None:
+        return Path(meta_path)
+    for parent in (Path(os.path.abspath(files[0])).parent, _real(files[0]).parent):
+        if parent is not None and parent.name == LLMC_DIR and (parent.parent / formats.META_JSON).is_file():
+            return parent.parent / formats.META_JSON
+    return None
+
+
+def _real(p: Path) -> Path:
+    try:
+        return p.resolve()
+    except (OSError, RuntimeError):  # a link loop
+        return Path(os.path.abspath(p))
+
+
+def _llmc_entries(meta: formats.Meta) -> tuple[dict[str, dict], str | None]:
+    """({split: entry} of meta's layouts.llmc whose shards are encode's names with integer token
+    counts, the first problem found or None)."""
+    splits = layout_splits(meta.to_json(), LLMC)
+    if splits is None:
+        return {}, "meta.json: layouts.llmc.splits is not an object of split entries"
+    good, problem = {}, None
+    for split, entry in splits.items():
+        problems = shard_entry_problems(split, entry)
+        if not problems and not all(isinstance(sh.get("tokens"), int) and not isinstance(sh.get("tokens"), bool) for sh in entry["shards"]):
+            problems = [f"layouts.llmc.splits.{split}.shards: a token count that is not an integer"]
+        if problems:
+            problem = problem or f"meta.json: {problems[0]}"
+        else:
+            good[split] = entry
+    return good, problem
 
 
 def llmc_owner(groups: dict[str, list[Path]], meta_path=None) -> LlmcOwner | None:
     """The meta.json that lists ``groups``' shards under layouts.llmc: ``meta_path``, else the one
-    in the folder above their ``llmc/`` folder (``encode --layout llmc`` writes them there); None
-    when there is none, it does not read, or it lists none of them. Names it lists are used only
-    when they are the ones encode writes (``shard_entry_problems``)."""
+    above their ``llmc/`` folder (``encode --layout llmc`` writes them there). None when there is
+    none, or it lists none of them. One that does not read, or whose shard entries are not the
+    names encode writes, is returned with its ``problem`` (a name read from metadata is only ever
+    compared with the files given, never opened)."""
     files = [f for fs in groups.values() for f in fs]
-    if not files:
-        return None
-    if meta_path is not None:
-        meta_file = Path(meta_path)
-    elif files[0].parent.name == LLMC_DIR:
-        meta_file = files[0].parent.parent / formats.META_JSON
-    else:
-        return None
-    if not meta_file.is_file():
+    meta_file = _owner_file(files, meta_path) if files else None
+    if meta_file is None or not meta_file.is_file():
         return None
     try:
         meta = formats.load_meta(meta_file)
-    except WinsampleError:
-        return None
-    splits = layout_splits(meta.to_json(), LLMC) or {}
-    listed: dict[Path, tuple[str, dict]] = {}
+    except WinsampleError as e:
+        return LlmcOwner(meta_file, None, {}, f"{meta_file}: {e}")
+    splits, problem = _llmc_entries(meta)
+    listed: dict[Path, tuple[str, str]] = {}  # real path -> (split, the name meta.json lists)
     for split, entry in splits.items():
-        if not shard_entry_problems(split, entry):
-            for sh in entry["shards"]:
-                listed[(meta_file.parent / sh["file"]).resolve()] = (split, sh)
-    entries = {}
+        for sh in entry["shards"]:
+            listed[_real(meta_file.parent / sh["file"])] = (split, sh["file"])
+    found = {}
     for name, fs in groups.items():
-        got = [listed.get(f.resolve()) for f in fs]
+        got = [listed.get(_real(f)) for f in fs]
         if not got or None in got or len({split for split, _ in got}) != 1:
             continue
         split = got[0][0]
-        whole = splits[split]
-        if len(fs) == len(whole["shards"]):
-            entries[name] = (split, whole)
-        else:
-            shards = [sh for _, sh in got]
-            entries[name] = (split, {"shards": shards, "tokens": sum(sh.get("tokens") or 0 for sh in shards)})
-    return LlmcOwner(meta_file, meta, entries) if entries else None
+        have = {n for _, n in got}
+        found[name] = LlmcGroup(split, splits[split], [sh["file"] for sh in splits[split]["shards"] if sh["file"] not in have])
+    if not found and problem is None:
+        return None
+    return LlmcOwner(meta_file, meta, found, f"{meta_file}: {problem.removeprefix('meta.json: ')}" if problem else None)
 
 
 def written(meta: dict | None) -> tuple[str, ...]:
@@ -765,7 +817,8 @@ def llmc_stream_checksum(files: list[Path], progress=None) -> str:
 
 def layout_splits(meta: dict, name: str) -> dict[str, dict] | None:
     """``meta["layouts"][name]["splits"]`` when it is an object of objects, else None (malformed)."""
-    entry = (meta.get("layouts") or {}).get(name)
+    desc = meta.get("layouts")
+    entry = desc.get(name) if isinstance(desc, dict) else None
     splits = entry.get("splits") if isinstance(entry, dict) else None
     if not isinstance(splits, dict) or not all(isinstance(v, dict) for v in splits.values()):
         return None

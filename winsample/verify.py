@@ -769,8 +769,10 @@ def _eot_figures(tokens, eot: int) -> tuple[int, int | None]:
     return count, (int(tokens[0]) if len(tokens) else None)
 
 
-def _check_llmc(report: Report, label: str, scan: FileScan | None, problems: list[str], eot: int | None, entry: dict | None = None) -> None:
-    """llmc_shards (headers, sizes; with meta.json: names, counts, checksums) and llmc_documents."""
+def _check_llmc(report: Report, label: str, scan: FileScan | None, problems: list[str], eot: int | None, entry: dict | None = None,
+                part: bool = False) -> None:
+    """llmc_shards (headers, sizes; with meta.json: names, counts, checksums) and llmc_documents.
+    ``part``: the shards are a part of a split (``entry`` lists just them, with no document count)."""
     if scan is None:
         report.add("llmc_shards", label, "fail", f"{len(problems)} bad shard(s): " + "; ".join(problems), problems=problems)
         return
@@ -805,7 +807,7 @@ def _check_llmc(report: Report, label: str, scan: FileScan | None, problems: lis
     count, first = _eot_figures(scan.tokens(), eot)
     if scan.n == 0:
         report.add("llmc_documents", label, "pass", "no tokens, no documents", documents=0)
-    elif entry is not None and "documents" in entry:
+    elif entry is not None and not part:
         want = entry.get("documents")
         if first != eot or count != want:
             why = f"the first id is {first}, not the EOT {eot}" if first != eot else f"{count} EOT ids for {want} documents"
@@ -813,7 +815,7 @@ def _check_llmc(report: Report, label: str, scan: FileScan | None, problems: lis
                        documents=want, eots=count)
         else:
             report.add("llmc_documents", label, "pass", f"each of the {want} documents starts with EOT {eot}, and no EOT stands elsewhere", documents=want)
-    elif first != eot and entry is not None:  # a later shard of a split: encode cuts shards by count, not at documents
+    elif first != eot and part:  # a later shard of a split: encode cuts shards by count, not at documents
         report.add("llmc_documents", label, "skip", f"a part of a split that starts inside a document (shards are cut by"
                    f" token count): {count} EOT ids in it, the split's document count is checked on all its shards", eots=count)
     elif first != eot:
@@ -821,7 +823,7 @@ def _check_llmc(report: Report, label: str, scan: FileScan | None, problems: lis
                    f"the first id is {first}, not the EOT {eot}: the stream does not start at a document start (modded-nanogpt aligns sequences to EOT);"
                    f" {count} EOT ids further on", eots=count)
     else:
-        why = "a part of a split: meta.json records no count for it" if entry is not None else "no meta.json"
+        why = "a part of a split: meta.json records no count for it" if part else "no meta.json"
         report.add("llmc_documents", label, "pass", f"{count} documents, each starting with EOT {eot} ({why}: the count is not compared)", documents=count)
 
 
@@ -854,8 +856,13 @@ def _verify_llmc(report: Report, path: Path, groups: dict, plans, T, show, encod
     """verify of llm.c shards named on their own: each group of shards is one stream. Shards
     a winsample data folder wrote (its meta.json above their ``llmc/`` folder, or ``--meta``,
     lists them: ``layouts.llmc_owner``) are compared with what it records, read with its
-    tokenizer; others are read as uint16 with ``encoding`` (default gpt2)."""
+    tokenizer: a folder or glob must hold all of a split's shards, one shard file is compared
+    alone. Others are read as uint16 with ``encoding`` (default gpt2)."""
     owner = layouts.llmc_owner(groups, meta_path)
+    if owner is not None and owner.problem is not None:
+        report.add("meta", str(owner.meta_file), "fail", f"{owner.problem}: the shards cannot be compared with what it records")
+        if owner.meta is None or not owner.groups:
+            return report
     enc = None
     if owner is not None:
         enc, err = _load_meta_tokenizer(owner.meta.tokenizer, owner.meta_file)
@@ -871,14 +878,21 @@ def _verify_llmc(report: Report, path: Path, groups: dict, plans, T, show, encod
             raise InputError(str(e)) from None
         n_vocab = enc.n_vocab
         eot = getattr(enc, "eot", None)
+    one_file = path.is_file()
     targets, scans = [], {}
     for name, files in groups.items():
         label = files[0].name if len(files) == 1 else f"{name}_*.bin ({len(files)} shards)"
+        group = owner.groups.get(name) if owner is not None else None
+        if group is not None and group.partial and not one_file:  # a shard lost from the folder, or left out of the glob
+            report.add("llmc_shards", label, "fail", f"{owner.meta_file} lists {len(group.entry['shards'])} {group.split} shard(s);"
+                       f" {len(group.missing)} not here: {', '.join(group.missing[:5])}{', …' if len(group.missing) > 5 else ''}",
+                       missing=group.missing)
+            continue
         scan, problems = _scan_llmc(files, n_vocab, label, progress)
-        entry = owner.entries[name][1] if owner is not None and name in owner.entries else None
-        _check_llmc(report, label, scan, problems, eot, entry)
+        _check_llmc(report, label, scan, problems, eot, group.compared() if group is not None else None,
+                    part=group is not None and group.partial)
         gone = layouts.missing_shards(files)
-        if gone and entry is None:  # no meta.json to say how many there were: a gap in the numbers is the only sign
+        if gone and group is None:  # no meta.json to say how many there were: a gap in the numbers is the only sign
             report.add("llmc_shards", label, "warn", f"{len(gone)} shard number(s) missing between the first and the last:"
                        f" {', '.join(gone[:5])}{', …' if len(gone) > 5 else ''} (a shard lost, or left out of the glob)",
                        missing=gone)
@@ -892,13 +906,12 @@ def _verify_llmc(report: Report, path: Path, groups: dict, plans, T, show, encod
         report.add("meta", str(path), "skip",
                    f"no meta.json: llm.c shards read as uint16, n_vocab {n_vocab} ({enc.name}): headers, sizes, vocabulary and EOT"
                    " document starts checked; no checksums, document counts or split leakage to compare")
-    else:
-        unlisted = [n for n in groups if n not in owner.entries]
-        status = "warn" if unlisted else "pass"
-        report.add("meta", str(owner.meta_file), status,
+    elif owner.problem is None:
+        unlisted = [n for n in groups if n not in owner.groups]
+        report.add("meta", str(owner.meta_file), "warn" if unlisted else "pass",
                    f"{owner.meta_file} lists these shards (layouts.llmc): their sizes, counts and checksums are compared with it"
-                   f" (llmc_shards), read with its tokenizer ({enc.name}, n_vocab {n_vocab})"
-                   + (f"; not listed there, so not compared: {', '.join(unlisted)}" if unlisted else ""))
+                   f" (llmc_shards), read with its tokenizer ({enc.name}, n_vocab {n_vocab}); split leakage: `winsample verify"
+                   f" {owner.meta_file.parent}`" + (f"; not listed there, so not compared: {', '.join(unlisted)}" if unlisted else ""))
     first_plan = None
     for p in plans:
         got = _check_plan(report, Path(p), path, None, scans, targets, T, DEFAULT_MIN_COVERAGE)

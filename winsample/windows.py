@@ -520,7 +520,7 @@ def describe_source(bin_path, meta_path=None, encoding=None) -> formats.OpenSpli
     exit 2, nothing written), a file that changed since its meta.json was written (DataError)."""
     foreign = layouts.foreign_layout(bin_path, meta_path)
     if foreign is not None:
-        return _foreign_source(Path(bin_path), *foreign, encoding)
+        return _foreign_source(Path(bin_path), *foreign, encoding, meta_path)
     src = formats.open_split(bin_path, meta_path, encoding)
     if src.stray:
         item = src.itemsize
@@ -533,8 +533,10 @@ def describe_source(bin_path, meta_path=None, encoding=None) -> formats.OpenSpli
     return src
 
 
-def _foreign_source(path: Path, layout: str, what, encoding=None) -> formats.OpenSplit:
-    """The OpenSplit of llm.c shards (``what``: {group: files}) or a Megatron prefix (``what``: prefix)."""
+def _foreign_source(path: Path, layout: str, what, encoding=None, meta_path=None) -> formats.OpenSplit:
+    """The OpenSplit of llm.c shards (``what``: {group: files}) or a Megatron prefix (``what``: prefix).
+    Shards a data folder's meta.json lists (``layouts.llmc_owner``) take its tokenizer, unless
+    ``encoding`` names one."""
     if layout == layouts.MEGATRON:
         idx = layouts.read_megatron_index(f"{what}.idx")
         bin_path = Path(f"{what}.bin")
@@ -553,8 +555,14 @@ def _foreign_source(path: Path, layout: str, what, encoding=None) -> formats.Ope
     files = next(iter(what.values()))
     counts = [layouts.read_llmc_header(f) for f in files]
     stream = formats.ConcatTokens(files, counts, layouts.LLMC_DTYPE, header_bytes=layouts.LLMC_HEADER_BYTES)
+    owner = layouts.llmc_owner(what, meta_path) if encoding is None else None
+    tok = None
+    if owner is not None and owner.meta is not None:
+        from . import tokenizer
+
+        tok = tokenizer.from_meta(owner.meta.tokenizer, owner.meta_file.parent)
     return formats.OpenSplit(path, layouts.LLMC_DTYPE, len(stream), stream.nbytes, encoding=encoding, layout=layout,
-                             files=files, _tokens=stream)
+                             files=files, _tokens=stream, _tokenizer=tok)
 
 
 def load_tokenizer(src: formats.OpenSplit, why: str):

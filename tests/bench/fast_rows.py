@@ -64,14 +64,14 @@ def work(k, barrier, took):
     took.put(time.perf_counter() - t)
 if kind == "threads":
     import queue
-    barrier, took = threading.Barrier(n), queue.SimpleQueue()
+    barrier, took = threading.Barrier(n, timeout=600), queue.Queue()
     workers = [threading.Thread(target=work, args=(k, barrier, took)) for k in range(n)]
 else:  # forked: the pieces are shared, not copied
     ctx = multiprocessing.get_context("fork")
-    barrier, took = ctx.Barrier(n), ctx.SimpleQueue()
+    barrier, took = ctx.Barrier(n, timeout=600), ctx.Queue()
     workers = [ctx.Process(target=work, args=(k, barrier, took)) for k in range(n)]
 [w.start() for w in workers]
-seconds = max(took.get() for _ in workers)
+seconds = max(took.get(timeout=600) for _ in workers)  # a worker that died: an error, not a hang
 [w.join() for w in workers]
 print(json.dumps({"seconds": seconds}))
 """
@@ -184,7 +184,7 @@ def _rows_for(kind: str, src: Path, repeats: int) -> tuple[list[dict], object]:
             f"{runs['bare1'].seconds / runs['bare2'].seconds:.2f}×", "report", True,
             mb(runs["bare2"].peak_rss), mb(runs["bare1"].peak_rss)),
         row(f"{kind} {size_mb} MB: the bare fast library's encoding itself in 2 processes vs 1 thread (half the pieces"
-            " each, forked; the ceiling were winsample's encoders processes)", tp(runs["procs2"]), tp(runs["bare1"]),
+            " each, forked; the ceiling if winsample's encoders were processes)", tp(runs["procs2"]), tp(runs["bare1"]),
             f"{runs['bare1'].seconds / runs['procs2'].seconds:.2f}×", "report", True,
             mb(runs["procs2"].peak_rss), mb(runs["bare1"].peak_rss)),
     ]

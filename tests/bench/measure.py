@@ -80,7 +80,9 @@ def _rss(pid: int) -> int:
 def run_tree(argv: list[str], env: dict | None = None, every: float = 0.01) -> Run:
     """``run_child``, with ``peak_rss`` the peak of the RSS *summed* over the process and all its
     descendants (sampled every ``every`` s from /proc; shared pages count in each process). Its
-    output goes to files, read at the end: a pipe nobody drains could stall the child."""
+    output goes to files, read at the end: a pipe nobody drains could stall the child. A child
+    that prints JSON with ``seconds`` (a bare-library script timing its own work) is timed by it,
+    as in ``run_child``; winsample's commands here run with ``-q`` and print none."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
