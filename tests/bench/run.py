@@ -349,15 +349,18 @@ def table(rows: list[dict]) -> str:
 
 # What we know about each row that can miss its bar (printed only when it does).
 WHY = {
-    "verify ": "the checksum (xxh3-128, sequential) and the range scan run on one thread, each 4 MB piece hashed and "
-    "then scanned while in cache (~0.3 s for 1 GB with its page faults, beside the other core's work). On "
-    "the other core: the plan's figures (976k windows: bounds, order, coverage, in blocks of 16k rows, "
-    "~0.1 s) and retokenize (512 kB of sampled documents decoded and encoded again by tiktoken: 0.09 s "
-    "alone, ~0.25 s beside the scan). The two cores are then both busy for about the whole call (~0.7 s "
-    "of CPU, ~0.36 s of wall time), with the unmapping of the 1 GB map (~0.06 s) inside verify's call (the "
-    "floor's own map is unmapped after its timer stops). Run by run it reads 0.46–0.58 here: 0.56 and 0.57 "
-    "in two runs of this stop's code, 0.48 in this one. Reading the file with pread instead of the map was "
-    "measured too: 1.3 GB/s on this VM, slower.",
+    "verify ": 'the checksum (xxh3-128, sequential) and the range scan run on one thread, each 4 MB piece hashed and'
+    " then scanned while in cache (~0.3 s for 1 GB with its page faults, beside the other core's work). "
+    "On the other core: the plan's figures (976k windows: bounds, order, coverage, in blocks of 16k rows,"
+    ' ~0.1 s) and retokenize (512 kB of sampled documents decoded and encoded again by tiktoken, ~5 MB/s '
+    'here: ~0.1 s alone, ~0.2 s of CPU beside the scan). Both cores are then busy for about the whole '
+    'call (~0.6 s of CPU for ~0.36–0.42 s of wall time), then the 1 GB map is unmapped (~0.055 s) inside '
+    "verify's call (the floor's own map is unmapped after its timer stops). It reads 0.46–0.58 run by "
+    'run. Measured and not adopted: prefaulting the map on a helper thread (madvise MADV_POPULATE_READ '
+    'ahead of the scan) halves the scan alone (0.30 → 0.17 s) but not verify, whose two cores are already'
+    ' busy (0.36–0.49 s against 0.36–0.46); an instant plan_figures would save 0.01–0.03 s; reading with '
+    'pread instead of the map runs at 1.3 GB/s here. The issue sets this bar for a machine whose np.max '
+    'reads 16 GB/s; this one reads ~5 GB/s.',
     "encode 100 MB --layout": "the llm.c shards come from a second pass over the split's token file (uint16, in"
     " 1M-token pieces, each passed on as it is when no document starts or ends in it) and the .idx from the"
     " document starts; that pass and fsyncing the shards (the same bytes again) cost ~0.25–0.4 s, while the"
@@ -372,24 +375,24 @@ WHY = {
     " install, or WINSAMPLE_PURE=1) the numpy paths run at about 0.06 of the floor. Check"
     " `python -c 'import winsample._fast'`.",
     "unique text": "fast backend rows: one process, with --workers encoder threads (gigatoken's batch call releases the "
-    "GIL), as many as the input repays twice their builds (pipeline.encoder_threads: 2 here), each thread "
-    "on a glibc arena of its own. The row beside --workers 2 vs 1 times the bare library's own encoding on "
-    "2 threads against 1, its read and start-up not timed: 1.3–1.4x on this VM, the ceiling for any two "
-    "threads here (two processes of a pure Python loop scale ~1.5–2x: what the engine's two threads "
-    "share is the memory its pre-token caches are looked up in). Measured inside one --workers 2 run, "
-    "each thread encodes ~55 MB/s, against ~99 MB/s for the one thread of --workers 1. Under the ceiling, "
-    "--workers 2 adds a second engine's build and more rebuilds: the engines' caches share one 80 MiB "
-    "budget per run, so each reaches its share twice as soon (about 8–10 builds over 400 MB against 4 for "
-    "one engine, each ~0.1 s holding the GIL), and the main thread's reading, cutting, writing and hashing "
-    "compete with two engine threads for 2 cores. Measured without any rebuild, the same run takes ~4.5 s "
-    "instead of ~5–6 s but peaks at ~390 MB: the budget is what keeps the peak at ~250 MB and flat. Peak "
-    "RSS: ~150 MB once the interpreter, libraries, the reference and two engines (~29 MB each) are "
-    "loaded, plus the budget.",
-    "English prose": "as for the unique text; on the plays, repeated, the caches hold nearly every word and never reach "
-    "the budget (2 builds in all, no rebuild), so each thread encodes ~170 MB/s. --workers 1 got faster in "
-    "this stop (fixed malloc thresholds keep its megabyte batches on the heap: 3.3–3.7 s for 400 MB, was "
-    "4.5–4.7 s with ~190k page faults), more than --workers 2 did, so the ratio fell from 1.27 to ~1.2: "
-    "about the bare library's own ceiling in the row beside it.",
+    'GIL), as many as the input repays twice their builds (pipeline.encoder_threads: 2 here), each on a '
+    "glibc arena of its own. The two rows beside --workers 2 vs 1 time the bare library's own encoding, "
+    'its read, cuts and builds not timed: on 2 threads, and in 2 forked processes, against 1 thread, '
+    '1.5–1.65x here, so no two encoders reach the 1.7x bar on this VM (until this stop the harness timed '
+    "those scripts whole, read and builds included, and reported 1.3–1.4x). winsample's --workers 2 gains"
+    " less than that ceiling, measured on this 400 MB: (1) the engines' caches share one 80 MiB budget "
+    'per run, so two engines each reach their half twice as soon and rebuild more (each rebuild ~0.1 s '
+    'holding the GIL, its cache cold after it): without any rebuild --workers 1 takes ~5.5 s and '
+    '--workers 2 ~4.2 s (1.32x) but they peak at ~305 and ~410 MB, with the budget ~6.4 s and ~4.9–5.6 s '
+    "at ~200 and ~250 MB; (2) the main thread's own work (reading, cutting at safe points, writing, "
+    'hashing: ~1.7 s of CPU per 400 MB) competes with two engine threads for 2 cores; (3) ~0.5 s of '
+    'start-up is not shared. The budget is what keeps the peak at ~250 MB and flat (≤ 300 MB, ≤ 1.20 from'
+    ' 100 to 400 MB).',
+    "English prose": 'as for the unique text; on the plays, repeated, the caches hold nearly every word and never reach '
+    "the budget (2 builds, no rebuild), so the main thread's work and the start-up bound the ratio: "
+    "1.13–1.27 in the last runs, against the bare library's 1.6–1.65 on 2 threads or 2 processes in the "
+    'rows beside it. --workers 1 runs on the main thread with fixed malloc thresholds (its megabyte '
+    'batches stay on the heap: 3.3–3.7 s for 400 MB, was 4.5–4.7 s with ~190k page faults).',
     "DeepSeek tokenizer.json": "row 4 (tests/bench/fast_rows.py bench_families): the engine encodes this text at ~70–100 MB/s per "
     "core, over 50x tokenizers, so an 82 MB run is mostly fixed cost, each part holding the GIL: the "
     "reference tokenizers loaded for the self-check (~0.6 s), gigatoken's load of the 4 MB tokenizer.json "
@@ -399,15 +402,18 @@ WHY = {
     "so --workers 2 runs one encoder thread here, beside the main thread (pipeline.encoder_threads: a "
     "further thread must save twice its build; with the bare bound, noise at start-up picked two threads "
     "in 3 runs of 8, at ~350 MB and slower): a little faster than --workers 1 by design, not 1.7x.",
-    "Mistral v1 SentencePiece": "row 4: gigatoken's SentencePiece engine merges across whole documents (no pre-split; a "
-    "SentencePiece document has no safe cut, so it is encoded whole). Through the batch call the threads use "
-    "it encodes ~18–21 MB/s per core on this unique text, each call with a fixed ~4 ms, against "
-    "sentencepiece's ~2 MB/s per core in --backend reference's worker processes. Its threads used to share "
-    "one glibc arena, which serialized this engine's allocations (two threads gained 1.2–1.3x over one); on "
-    "an arena each, its bare threads gain ~1.8–2x and --workers 2 gains 1.35–1.5x over --workers 1 (start-up "
-    "not shared: loading, converting and self-checking the model, ~0.5 s). The unique text then reads 5.5–5.8x "
-    "against the 6x bar (4.7x before this stop); the plays meet it (6.2–6.6x). The model's conversion (~0.5 s "
-    "in Python) is kept in the cache folder after the first run, so later runs skip it.",
+    "Mistral v1 SentencePiece": "row 4: gigatoken's SentencePiece engine merges across whole documents (a SentencePiece document has "
+    'no safe cut, so it is encoded whole). Through the batch call the threads use it encodes ~20–23 MB/s '
+    'per core on this unique text (its GIL-holding encode ~24 MB/s), each call with a fixed ~2.7 ms, '
+    "against sentencepiece's ~2–2.5 MB/s per core in --backend reference's worker processes. It is the "
+    "fastest engine measured for this model: on the same 300 documents, all four giving sentencepiece's "
+    'ids, fastokens 10.6 MB/s, kitoken 5.8 MB/s, tokie 3.1 MB/s (the tokenizer.json form), gigatoken 21 '
+    'MB/s. Its threads each on a glibc arena gain 1.8–2x bare, and --workers 2 gains 1.35–1.52x over '
+    '--workers 1 (start-up not shared: loading, converting and self-checking the model, ~0.5 s, and the '
+    'JSONL parsed on the main thread, ~0.3 s of CPU). The rows read 5.5–5.8x (unique text) and 5.8–6.6x '
+    '(the plays) run by run against the 6x bar; cutting documents at the spaces this vocabulary never '
+    'merges across is exact but no faster (13–24 MB/s for 64 B to 64 kB pieces against 22 MB/s whole). '
+    "The model's conversion (~0.5 s in Python) is kept in the cache folder after the first run.",
     "encode 300 MB: --engine ray": "the local runner now encodes on threads of one process with the fast"
     " engine (nothing pickled, ~2.6 s for 300 MB), while each Ray task is a worker process that imports"
     " winsample, loads and self-checks its engine and writes a shard, and --merge copies the shards: about"
@@ -494,8 +500,9 @@ def report(rows: list[dict], seconds: float, date: str, quick: bool, out: str) -
         " for the fast backend rows (`tests/bench/fast_rows.py`), `--backend reference` (tiktoken; for the"
         " DeepSeek tokenizer.json and Mistral SentencePiece rows, tokenizers and sentencepiece) and the bare"
         " fast library by hand (gigatoken: read the file, `encode`, `tofile`, in one process; for the JSONL"
-        " rows, `encode` of each document), and the same library on 1 and on 2 threads over the file's 1 MiB"
-        " pieces, one tokenizer per thread, its encoding alone timed (the machine's own ceiling for two threads). Those rows time"
+        " rows, `encode` of each document), and the same library on 1 and on 2 threads, and in 2 forked processes,"
+        " over the file's 1 MiB pieces, one tokenizer each, its encoding alone timed from a barrier passed once"
+        " every tokenizer is built (the machine's own ceiling for two encoders). The other rows time"
         " whole commands (interpreter start and tokenizer loading included, on both sides) and their peak RSS"
         " is the whole process tree's, parent and workers summed.\n",
     ]
