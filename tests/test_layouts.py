@@ -443,6 +443,16 @@ def test_a_broken_layouts_entry_fails_the_meta_check_of_shards_named_alone(layer
     assert metas and metas[0]["status"] == "fail" and "cannot be compared" in metas[0]["detail"]
 
 
+def test_shards_under_a_data_folder_whose_meta_has_no_llmc_layout_read_as_without_meta(layered):
+    meta = json.loads((layered / "meta.json").read_text())
+    del meta["layouts"]["llmc"]  # a data folder written without --layout llmc; these shards are someone else's
+    (layered / "meta.json").write_text(json.dumps(meta))
+    code, checks = _llmc_alone(layered / "llmc")
+    assert code == 0
+    metas = [c for (name, _), c in checks.items() if name == "meta"]
+    assert len(metas) == 1 and metas[0]["status"] == "skip" and "no checksums" in metas[0]["detail"]
+
+
 def test_windows_reads_shards_a_meta_lists_with_or_without_meta(layered, tmp_path):
     plans = []
     for extra in ((), ("--meta", layered / "meta.json")):

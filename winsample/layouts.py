@@ -699,8 +699,11 @@ def _real(p: Path) -> Path:
 
 def _llmc_entries(meta: formats.Meta) -> tuple[dict[str, dict], str | None]:
     """({split: entry} of meta's layouts.llmc whose shards are encode's names with integer token
-    counts, the first problem found or None)."""
-    splits = layout_splits(meta.to_json(), LLMC)
+    counts, the first problem found or None). A meta.json with no llm.c layout lists none: no problem."""
+    desc = meta.to_json().get("layouts")
+    if desc is None or (isinstance(desc, dict) and LLMC not in desc):
+        return {}, None
+    splits = layout_splits({"layouts": desc}, LLMC)
     if splits is None:
         return {}, "meta.json: layouts.llmc.splits is not an object of split entries"
     good, problem = {}, None
