@@ -80,3 +80,11 @@ def test_get_batch_given_the_rows_alone_says_to_pass_the_path(tmp_path):
     plan, path = _plan(tmp_path, 1000, "-T", 16)
     with pytest.raises(ConfigError, match="not a ndarray: pass the .npy's path"):
         winsample.get_batch(np.load(tmp_path / "p.npy"), path, 8, 3)
+
+
+@pytest.mark.parametrize("rng", [None, -1, 1.5, "7", True])
+def test_get_batch_takes_randomness_only_from_an_explicit_seed(tmp_path, rng):
+    # rng=None drew from the OS's entropy: batches no run could repeat
+    plan, path = _plan(tmp_path, 100, "-T", 8)
+    with pytest.raises(ConfigError, match="rng must be a np.random.Generator or an int seed"):
+        winsample.get_batch(plan, path, 2, rng)

@@ -331,3 +331,21 @@ def test_inspect_of_a_plan_reports_one_epochs_exposure(tmp_path):
     text = CliRunner().invoke(main, ["inspect", str(tmp_path / "p.npy")]).stdout
     assert "short=drop  21 labels; each targetable token a label min 0 / mean 0.778 / max 1 times, 6 never" in text
     assert "6 never; 3 tokens of the file are no window's label" in text  # 0, 8 and 16: each a window's first token
+
+
+def test_a_plan_with_no_windows_is_refused_saying_so_not_suggesting_pad(tmp_path):
+    from winsample.cli import main
+    from winsample.errors import DataError
+
+    empty, p = tmp_path / "empty.bin", tmp_path / "tiny.bin"
+    empty.write_bytes(b"")  # an empty split (encode --val-fraction 0 leaves val.bin so)
+    np.arange(3, dtype="<u2").tofile(p)  # shorter than one window of T = 8: one short window
+    r = CliRunner().invoke(main, ["windows", str(empty), "-T", "8", "-o", str(tmp_path / "p.npy"), "-q"])
+    assert r.exit_code == 0 and len(np.load(tmp_path / "p.npy")) == 0
+    with pytest.raises(DataError, match="no windows at all") as e:
+        winsample.Loader(tmp_path / "p.npy", empty, 4, seed=1)
+    assert "short='pad'" not in str(e.value)
+    # one short window only: then pad would serve it, and the message says so
+    assert CliRunner().invoke(main, ["windows", str(p), "-T", "8", "-o", str(tmp_path / "q.npy"), "-q"]).exit_code == 0
+    with pytest.raises(DataError, match=r"short='pad' also serves the 1 shorter window\(s\)"):
+        winsample.Loader(tmp_path / "q.npy", p, 4, seed=1)

@@ -80,7 +80,11 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng) -> tuple[np
     starts = plan.full
     if not len(starts):
         raise DataError(f"{plan.path or 'plan'}: no full-length window (span {plan.span}) to draw a batch from")
-    rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+    if not isinstance(rng, np.random.Generator):
+        if not isinstance(rng, (int, np.integer)) or isinstance(rng, bool) or rng < 0:
+            # None would seed from the OS: batches no run could repeat (randomness only from a seed)
+            raise ConfigError(f"get_batch: rng must be a np.random.Generator or an int seed >= 0, got {rng!r}")
+        rng = np.random.default_rng(int(rng))
     pick = starts[rng.integers(0, len(starts), size=batch_size)]
     w = np.asarray(tokens[pick[:, None] + np.arange(plan.span)], dtype=np.int64)
     return np.ascontiguousarray(w[:, :-1]), np.ascontiguousarray(w[:, 1:])  # torch's .view(-1) needs contiguous

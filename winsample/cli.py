@@ -312,7 +312,7 @@ def _parse_scales(ctx, param, values):
 @click.argument("bin_path", metavar="BIN", type=click.Path(dir_okay=True))
 @click.option("-T", "--context", "T", required=True, multiple=True, callback=_parse_scales,
               help="Model input length in tokens; several (-T 512 -T 1024 or 512,1024) write one plan per scale.")
-@click.option("--stride", type=int, help="Tokens between window starts [default: T // 2].")
+@click.option("--stride", type=int, help="Tokens between window starts, 1 to the span (T + 1, or T with --no-targets) [default: T // 2]; a larger stride would skip tokens and is refused.")
 @click.option("--overlap", type=float, help="Overlap rate F in [0, 1): stride = round(span × (1 − F)).")
 @click.option("--targets/--no-targets", default=True, show_default=True,
               help="Windows span T+1 tokens (x = w[:T], y = w[1:]) or just T.")

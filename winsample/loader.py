@@ -279,7 +279,10 @@ class Loader:
         steps = n // per_step
         if epoch == 0 and steps == 0:
             what = "full-length windows" if self.short == "drop" else "windows"
-            hint = "; short='pad' also serves the shorter windows" if self.short == "drop" else ""
+            short_ones = len(rows) - n if self.short == "drop" else 0
+            hint = f"; short='pad' also serves the {short_ones} shorter window(s)" if short_ones else ""
+            if not len(rows):
+                hint = "; the plan has no windows at all (its token file is shorter than one window, or empty)"
             raise DataError(f"{plan.path or 'plan'}: {n} {what}, fewer than world_size × batch_size = {per_step}:"
                             f" not one batch per rank{hint}")
         order = np.random.default_rng([self.seed, epoch, ORDER_STREAM]).permutation(n)
