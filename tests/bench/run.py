@@ -378,7 +378,7 @@ WHY = {
     'GIL), as many as the input repays twice their builds (pipeline.encoder_threads: 2 here), each on a '
     "glibc arena of its own. The two rows beside --workers 2 vs 1 time the bare library's own encoding, "
     'its read, cuts and builds not timed: on 2 threads, and in 2 forked processes, against 1 thread, '
-    '1.5–1.65x here, so no two encoders reach the 1.7x bar on this VM (until this stop the harness timed '
+    '1.48–1.65x here, so no two encoders reach the 1.7x bar on this VM (until this stop the harness timed '
     "those scripts whole, read and builds included, and reported 1.3–1.4x). winsample's --workers 2 gains"
     " less than that ceiling, measured on this 400 MB: (1) the engines' caches share one 80 MiB budget "
     'per run, so two engines each reach their half twice as soon and rebuild more (each rebuild ~0.1 s '
