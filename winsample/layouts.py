@@ -685,7 +685,7 @@ def _owner_file(files: list[Path], meta_path=None) -> Path | None:
     if meta_path is not None:
         return Path(meta_path)
     for parent in (Path(os.path.abspath(files[0])).parent, _real(files[0]).parent):
-        if parent is not None and parent.name == LLMC_DIR and (parent.parent / formats.META_JSON).is_file():
+        if parent.name == LLMC_DIR and (parent.parent / formats.META_JSON).is_file():
             return parent.parent / formats.META_JSON
     return None
 
