@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from winsample import disk
 from winsample import formats
 from winsample.cli import main
 from winsample.encode import encode_corpus
@@ -264,8 +265,8 @@ def on_data(argv_of, edit=None, plan=False):
 
 def unchanged(tmp, r) -> bool:
     after = snapshot(tmp)
-    after = {k: v for k, v in after.items() if not k.endswith(formats.LOCK_NAME)}
-    before = {k: v for k, v in _SNAP.pop(tmp).items() if not k.endswith(formats.LOCK_NAME)}
+    after = {k: v for k, v in after.items() if not k.endswith(disk.LOCK_NAME)}
+    before = {k: v for k, v in _SNAP.pop(tmp).items() if not k.endswith(disk.LOCK_NAME)}
     assert after == before, sorted(set(after) ^ set(before)) or [k for k in after if after[k] != before.get(k)]
     return True
 
@@ -477,16 +478,16 @@ CLASS_KINDS = [
          ("in/train.idx: is an input",)),
     # --- 2: names read from metadata stay inside their folder ---
     Kind("commit-mark-escapes-out-dir", on_data(lambda t: ["encode", t / "docs", "-o", t / "data", "--split", "tail", "--val-fraction", "0.2", "--workers", "1"],
-                                                edit=commit_mark(lambda t: t / "data" / formats.STAGING_DIR, ["../victim.txt"])), 1,
-         (f"{formats.STAGING_DIR}/COMMIT: corrupt commit mark", "nothing was moved"), extra=unchanged),
+                                                edit=commit_mark(lambda t: t / "data" / disk.STAGING_DIR, ["../victim.txt"])), 1,
+         (f"{disk.STAGING_DIR}/COMMIT: corrupt commit mark", "nothing was moved"), extra=unchanged),
     Kind("commit-mark-absolute-path", on_data(lambda t: ["encode", t / "docs", "-o", t / "data", "--workers", "1"],
-                                              edit=commit_mark(lambda t: t / "data" / formats.STAGING_DIR, ["/etc/passwd"])), 1,
+                                              edit=commit_mark(lambda t: t / "data" / disk.STAGING_DIR, ["/etc/passwd"])), 1,
          ("corrupt commit mark",), extra=unchanged),
     Kind("commit-mark-not-json", on_data(lambda t: ["encode", t / "docs", "-o", t / "data", "--workers", "1"],
-                                         edit=commit_mark(lambda t: t / "data" / formats.STAGING_DIR, "{[")), 1,
+                                         edit=commit_mark(lambda t: t / "data" / disk.STAGING_DIR, "{[")), 1,
          ("corrupt commit mark",), extra=unchanged),
     Kind("plan-commit-mark-escapes", on_data(lambda t: ["windows", t / "data/train.bin", "-T", "64", "-o", t / "p/plan.npy"],
-                                             edit=commit_mark(lambda t: t / "p" / f".plan.npy{formats.STAGING_DIR}", ["../victim.txt"])), 1,
+                                             edit=commit_mark(lambda t: t / "p" / f".plan.npy{disk.STAGING_DIR}", ["../victim.txt"])), 1,
          ("COMMIT: corrupt commit mark",), extra=unchanged),
     Kind("journal-names-outside", enc(lambda t: tampered_journal(t, json.dumps({
          "format": "winsample-partial", "version": 1, "params": {}, "inputs": [],

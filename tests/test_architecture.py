@@ -5,8 +5,8 @@
   appears only in ``formats.py``, ``sources.py`` (the user's JSONL documents) and ``resume.py``
   (encode's own checkpoint journal); no module calls the dict readers ``formats.read_meta`` /
   ``read_plan`` / ``validate_meta`` (they stay for tests and scripts); and no module but
-  ``formats.py``, ``tokenizer.py`` (the tokenizer entry's own fields) and ``layouts.py`` looks up a key only
-  meta.json or a sidecar has (``layouts.py`` owns meta's ``layouts`` entries).
+  ``formats.py``, ``tokenizer.py`` (the tokenizer entry's own fields) and ``tokensrc/`` looks up a key only
+  meta.json or a sidecar has (``tokensrc/`` owns meta's ``layouts`` entries).
 """
 
 from __future__ import annotations
@@ -15,29 +15,38 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "winsample"
-MODULES = {p.stem: p for p in PACKAGE.glob("*.py")}
-JSON_READERS = {"formats", "sources", "resume", "tokenizer_hf", "fastengine"}  # tokenizer_hf: a tokenizer.json / tokenizer_config.json, not winsample metadata; fastengine: the tokenizer.json it hands gigatoken
-# keys only meta.json / a sidecar has ("shards" is left out: layouts.py's llm.c entries use it too)
+MODULES = {p.stem: [p] for p in PACKAGE.glob("*.py")}  # a module, or a package: one node, all its files
+MODULES.update({d.name: sorted(d.rglob("*.py")) for d in PACKAGE.iterdir() if (d / "__init__.py").exists()})
+JSON_READERS = {"formats", "sources", "resume", "tokenizer_hf", "fastengine", "disk"}  # disk: its own commit mark; tokenizer_hf: a tokenizer.json / tokenizer_config.json, not winsample metadata; fastengine: the tokenizer.json it hands gigatoken
+# keys only meta.json / a sidecar has ("shards" is left out: tokensrc/llmc.py's entries use it too)
 SCHEMA_KEYS = {"splits", "sharded", "doc_index", "ranks_sha256", "materialized", "eot_appended", "n_vocab",
                "plan_stats", "continues"}
-SCHEMA_OWNERS = {"formats", "tokenizer", "layouts"}  # formats: the schema; tokenizer, layouts: their own entries in it
+SCHEMA_OWNERS = {"formats", "tokenizer", "tokensrc"}  # formats: the schema; tokenizer, layouts: their own entries in it
 
 
 def tree(name: str) -> ast.Module:
-    return ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    return ast.Module(body=[n for p in MODULES[name] for n in ast.parse(p.read_text(encoding="utf-8")).body],
+                      type_ignores=[])
+
+
+def _absolute(path: Path, node: ast.ImportFrom) -> list[str]:
+    """The winsample.* modules an ImportFrom in ``path`` names, as dotted paths below winsample."""
+    here = list(path.relative_to(PACKAGE).with_suffix("").parts)[:-1]  # the importing file's package
+    base = here[: len(here) - (node.level - 1)] if node.level > 1 else here
+    if node.module:
+        return [".".join(base + node.module.split("."))]
+    return [".".join(base + [a.name]) for a in node.names]
 
 
 def imports(name: str) -> set[str]:
     """winsample modules ``name`` imports, anywhere in its code (``from . import x``, ``from .x import y``)."""
     out = set()
-    for node in ast.walk(tree(name)):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                out.add(node.module.split(".")[0])
-            else:
-                out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("winsample."):
-            out.add(node.module.split(".")[1])
+    for path in MODULES[name]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                out |= {m.split(".")[0] for m in _absolute(path, node) if m}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("winsample."):
+                out.add(node.module.split(".")[1])
     return {m for m in out if m in MODULES and m != name}
 
 

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from winsample import boundaries as B
+from winsample import disk
 from winsample import formats
 from winsample.cli import main
 from winsample.tokenizer import load
@@ -258,7 +259,7 @@ def _write_data(tmp_path, ref, texts):
     meta = {"format": "winsample", "version": 1, "dtype": "<u2",
             "tokenizer": {"name": "gpt2", "n_vocab": 50257, "eot": EOT},
             "splits": {"train": {"file": "train.bin", "doc_index": "train.docs.npy", "tokens": len(ids),
-                                 "bytes": 2 * len(ids), "documents": len(texts), "checksum": formats.checksum_file(tmp_path / "train.bin")}}}
+                                 "bytes": 2 * len(ids), "documents": len(texts), "checksum": disk.checksum_file(tmp_path / "train.bin")}}}
     formats.write_meta(tmp_path / "meta.json", meta)
     return arr, starts
 

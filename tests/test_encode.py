@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from winsample import encode as encode_mod
 from winsample import pipeline
+from winsample import disk
 from winsample import formats
 from winsample.cli import main
 from winsample.encode import encode_corpus
@@ -213,8 +214,8 @@ def test_tail_split_puts_last_floor_fraction_of_tokens_in_val(tmp_path, ref_gpt2
     assert vstarts.tolist() == expected_v
     s = json.loads(r.stdout)
     assert s["val"] == {"tokens": n_val, "documents": len(expected_v)}
-    assert tentry["checksum"] == formats.checksum_file(out / "train.bin")
-    assert ventry["checksum"] == formats.checksum_file(out / "val.bin")
+    assert tentry["checksum"] == disk.checksum_file(out / "train.bin")
+    assert ventry["checksum"] == disk.checksum_file(out / "val.bin")
 
 
 def test_tail_split_checksums_right_when_cut_is_past_snapshots(tmp_path, monkeypatch, ref_gpt2):
@@ -226,7 +227,7 @@ def test_tail_split_checksums_right_when_cut_is_past_snapshots(tmp_path, monkeyp
     encode_corpus([str(src)], out, split="tail", val_fraction=0.3, workers=1)
     for split in ("train", "val"):
         _, entry, ids, _ = read_split(out, split)
-        assert entry["checksum"] == formats.checksum_file(out / entry["file"])
+        assert entry["checksum"] == disk.checksum_file(out / entry["file"])
         assert entry["max_token"] == int(ids.max())
 
 
@@ -291,7 +292,7 @@ def test_peak_memory_does_not_grow_with_input_size(tmp_path):
     play = (CORPUS / "hamlet.txt").read_text(encoding="utf-8")
     # Small buffers so that both sizes are well past every fixed-size buffer (the plateau).
     script = (
-        "import sys; from winsample import encode as e, formats as f, pipeline as p;"
+        "import sys; from winsample import encode as e, disk as f, pipeline as p;"
         "f.CHUNK_BYTES = 1 << 20; p.SNAPSHOT_BYTES = 2 << 20; e.HOLD_BYTES = 2 << 20;"
         "e.encode_corpus(sys.argv[1:3], sys.argv[3], val_fraction=0.5, seed=int(sys.argv[4]), workers=1);"
         # VmHWM is this process's own peak; ru_maxrss would also count the forking parent.
@@ -453,7 +454,7 @@ def previous_set(tmp_path):
 
 def assert_untouched(out, before):
     assert snapshot(out) == before
-    assert not (out / formats.STAGING_DIR).exists()
+    assert not (out / disk.STAGING_DIR).exists()
     assert not list(out.glob("*.tmp"))
 
 
@@ -518,7 +519,7 @@ def test_output_path_that_is_a_file_exit_2(tmp_path):
 
 def test_second_writer_fails_fast_while_first_holds_lock(tmp_path, previous_set):
     out, before = previous_set
-    fd = os.open(out / formats.LOCK_NAME, os.O_RDWR)
+    fd = os.open(out / disk.LOCK_NAME, os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     os.ftruncate(fd, 0)
     os.pwrite(fd, b"4242\n", 0)
@@ -527,7 +528,7 @@ def test_second_writer_fails_fast_while_first_holds_lock(tmp_path, previous_set)
     finally:
         os.close(fd)
     assert r.exit_code == 2 and "being written by another winsample (pid 4242)" in r.stderr
-    assert snapshot(out) == {**before, formats.LOCK_NAME: b"4242\n"}
+    assert snapshot(out) == {**before, disk.LOCK_NAME: b"4242\n"}
 
 
 def test_file_changing_while_read_is_refused(tmp_path, previous_set):
@@ -577,15 +578,15 @@ def test_sigterm_from_outside_exits_143_and_keeps_previous_set(tmp_path, previou
     p.stdin.write(b"some text that will never finish\n" * 1000)
     p.stdin.flush()
     deadline = time.time() + 20
-    while not (out / formats.STAGING_DIR).exists() and time.time() < deadline:
+    while not (out / disk.STAGING_DIR).exists() and time.time() < deadline:
         time.sleep(0.05)
-    assert (out / formats.STAGING_DIR).exists()  # it is mid-run, blocked on stdin
+    assert (out / disk.STAGING_DIR).exists()  # it is mid-run, blocked on stdin
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=20)
     assert p.returncode == 143 and b"SIGTERM" in err
     snap = snapshot(out)
-    assert snap.pop(formats.LOCK_NAME) and snap == {k: v for k, v in before.items() if k != formats.LOCK_NAME}
-    assert not (out / formats.STAGING_DIR).exists()
+    assert snap.pop(disk.LOCK_NAME) and snap == {k: v for k, v in before.items() if k != disk.LOCK_NAME}
+    assert not (out / disk.STAGING_DIR).exists()
 
 
 def test_library_rejects_bad_options_before_touching_disk(tmp_path):
@@ -784,7 +785,7 @@ def test_lock_file_removed_between_open_and_flock_is_taken_again(tmp_path, monke
     def flock(fd, op):
         if not calls:
             calls.append(1)
-            os.unlink(out / formats.LOCK_NAME)
+            os.unlink(out / disk.LOCK_NAME)
             if folder_too:
                 os.rmdir(out)
         return real_flock(fd, op)
@@ -793,13 +794,13 @@ def test_lock_file_removed_between_open_and_flock_is_taken_again(tmp_path, monke
     with pytest.raises(ConfigError):
         with pipeline.locked(out):
             monkeypatch.setattr(fcntl, "flock", real_flock)
-            probe = os.open(out / formats.LOCK_NAME, os.O_RDWR)
+            probe = os.open(out / disk.LOCK_NAME, os.O_RDWR)
             try:
                 with pytest.raises(BlockingIOError):  # the file at the path is the one we hold
                     fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
             finally:
                 os.close(probe)
-            assert (out / formats.LOCK_NAME).read_text() == f"{os.getpid()}\n"
+            assert (out / disk.LOCK_NAME).read_text() == f"{os.getpid()}\n"
             raise ConfigError("fail after locking")
     assert calls == [1] and not out.exists()  # made by this run (again): removed on failure
 

@@ -23,6 +23,7 @@ import pytest
 
 from winsample import encode as encode_mod
 from winsample import pipeline
+from winsample import disk
 from winsample import formats, resume
 from winsample.encode import encode_corpus
 from winsample.errors import InputError, Interrupted
@@ -61,7 +62,7 @@ def data_set(out: Path) -> dict:
 
 def leftovers(out: Path) -> list[str]:
     found = [p.name for p in out.glob("*.tmp")]
-    found += [n for n in (formats.STAGING_DIR, formats.PARTIAL_DIR) if (out / n).exists()]
+    found += [n for n in (disk.STAGING_DIR, formats.PARTIAL_DIR) if (out / n).exists()]
     return sorted(found)
 
 
@@ -157,7 +158,7 @@ def test_kill_9_at_20_random_moments_leaves_previous_or_new_set(tmp_path, kill_c
         if got not in (sets[state], sets[target]):
             # Only a kill between the COMMIT mark and the last rename can show a mix; the mark
             # makes the next run (formats.recover) finish the moves.
-            assert (out / formats.STAGING_DIR / "COMMIT").exists(), (k, moment, sorted(got))
+            assert (out / disk.STAGING_DIR / "COMMIT").exists(), (k, moment, sorted(got))
             assert formats.recover(out) == "rolled forward"
             got = data_set(out)
             outcomes["rolled_forward_by_next_run"] += 1
@@ -317,7 +318,7 @@ def test_tiny_tmpfs_full_exit_2_previous_set_intact(tmp_path, kill_corpus, monke
 def test_second_encode_into_same_out_dir_fails_fast_first_completes(tmp_path, kill_corpus, sets):
     out = fresh_out(tmp_path, sets)
     first = subprocess.Popen(encode_args(kill_corpus, out, 2))
-    wait_for(out / formats.STAGING_DIR, first)  # the first run holds the lock now
+    wait_for(out / disk.STAGING_DIR, first)  # the first run holds the lock now
     t0 = time.monotonic()
     r = subprocess.run(encode_args(kill_corpus, out, 1), capture_output=True, timeout=60)
     waited = time.monotonic() - t0

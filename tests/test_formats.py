@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import xxhash
 
+from winsample import disk
 from winsample import formats
 from winsample.errors import DataError, InputError
 
@@ -24,7 +25,7 @@ def test_golden_v1_files_still_read(ref_gpt2):
         assert tokens.tolist() == expected
         assert entry["tokens"] == len(expected) and entry["bytes"] == 2 * len(expected)
         assert entry["checksum"] == "xxh3_128:" + xxhash.xxh3_128(np.array(expected, "<u2").tobytes()).hexdigest()
-        assert formats.checksum_file(GOLDEN / entry["file"]) == entry["checksum"]
+        assert disk.checksum_file(GOLDEN / entry["file"]) == entry["checksum"]
         starts = formats.read_doc_index(GOLDEN / entry["doc_index"])
         assert list(starts) == list(np.cumsum([0] + [len(ref_gpt2.encode_ordinary(t)) + 1 for t in texts])[:-1])
 
@@ -74,7 +75,7 @@ def test_atomic_open_keeps_old_file_on_failure(tmp_path):
     p = tmp_path / "out.bin"
     p.write_bytes(b"old")
     with pytest.raises(RuntimeError):
-        with formats.atomic_open(p) as f:
+        with disk.atomic_open(p) as f:
             f.write(b"half of the new")
             raise RuntimeError("disk full")
     assert p.read_bytes() == b"old"
@@ -84,11 +85,11 @@ def test_atomic_open_keeps_old_file_on_failure(tmp_path):
 def test_atomic_open_replaces_on_success(tmp_path):
     p = tmp_path / "out.bin"
     p.write_bytes(b"old")
-    with formats.atomic_open(p) as f:
+    with disk.atomic_open(p) as f:
         f.write(b"new")
         assert p.read_bytes() == b"old"  # not visible until the block ends
     assert p.read_bytes() == b"new"
-    assert not formats.tmp_path(p).exists()
+    assert not disk.tmp_path(p).exists()
 
 
 def test_meta_not_json(tmp_path):
@@ -150,7 +151,7 @@ def test_staged_set_appears_only_on_commit(tmp_path):
     stage = formats.staging_dir(out)
     (stage / "train.bin").write_bytes(b"\x01\x00")
     (stage / "meta.json").write_text("{}")
-    formats.commit_staged(stage, out, ["train.bin", "meta.json"])
+    disk.commit_staged(stage, out, ["train.bin", "meta.json"])
     assert (out / "train.bin").read_bytes() == b"\x01\x00" and (out / "meta.json").read_text() == "{}"
     assert not stage.exists()
 
@@ -182,6 +183,6 @@ def test_every_npy_header_parse_holds_the_lock(tmp_path, monkeypatch):
     np.save(tmp_path / "d.npy", np.arange(5, dtype=np.int64))
     np.save(tmp_path / "empty.npy", np.zeros(0, dtype=np.int64))
     formats.read_doc_index(tmp_path / "d.npy")  # npy_header, then np.load
-    formats._load_npy_mmap(tmp_path / "d.npy", "a test array")
-    formats._load_npy_mmap(tmp_path / "empty.npy", "a test array")  # the empty-body fallback
+    formats.load_npy_mmap(tmp_path / "d.npy", "a test array")
+    formats.load_npy_mmap(tmp_path / "empty.npy", "a test array")  # the empty-body fallback
     assert len(held) >= 4 and all(held)

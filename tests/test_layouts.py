@@ -474,7 +474,7 @@ def test_a_shard_missing_from_the_numbers_is_a_warning_without_meta(layered, tmp
     warn = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "llmc_shards" and c["status"] == "warn"]
     assert len(warn) == 1 and warn[0]["missing"] == [shards[1].name]
     assert run("verify", tmp_path, "--show", "1", "--strict").exit_code == 1
-    assert layouts.missing_shards([Path("fineweb_train_000001.bin"), Path("fineweb_train_000002.bin")]) == []  # llm.c starts at 1
+    assert tokensrc.missing_shards([Path("fineweb_train_000001.bin"), Path("fineweb_train_000002.bin")]) == []  # llm.c starts at 1
 
 
 def test_windows_plans_an_llmc_glob_and_verify_checks_the_plan(layered, tmp_path):
@@ -556,7 +556,10 @@ def test_shard_names_in_meta_cannot_lead_out_of_the_folder(layered):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from winsample import layouts  # noqa: E402
+from winsample import tokensrc
+
+from winsample import tokensrc  # noqa: E402
+from winsample.tokensrc import megatron  # noqa: E402
 
 _docs = st.lists(st.lists(st.integers(0, 50255), min_size=1, max_size=9), min_size=1, max_size=25)
 
@@ -573,10 +576,10 @@ def test_llmc_writer_equals_eot_plus_each_document_for_any_piece_and_shard_size(
     tokens = np.array(ids, "<u2")
     starts = np.array(starts, "<i8")
     want = [t for d in docs for t in [EOT, *d]]
-    got = np.concatenate(list(layouts.llmc_stream(tokens, starts, EOT, appended, chunk)))
+    got = np.concatenate(list(tokensrc.llmc_stream(tokens, starts, EOT, appended, chunk)))
     assert got.tolist() == want
     folder = tmp_path_factory.mktemp("w")
-    entry = layouts.write_llmc_split(folder, "train", tokens, starts, EOT, appended, shard)
+    entry = tokensrc.write_llmc_split(folder, "train", tokens, starts, EOT, appended, shard)
     stream = np.concatenate([llmc_read_shard(folder / sh["file"]) for sh in entry["shards"]])
     assert stream.tolist() == want and entry["tokens"] == len(want)
     counts = [sh["tokens"] for sh in entry["shards"]]
@@ -586,18 +589,18 @@ def test_llmc_writer_equals_eot_plus_each_document_for_any_piece_and_shard_size(
 @settings(max_examples=40, deadline=None)
 @given(lengths=st.lists(st.integers(1, 40), min_size=0, max_size=30), step=st.integers(1, 7), wide=st.booleans())
 def test_megatron_index_bytes_for_any_piece_size(tmp_path_factory, monkeypatch_module, lengths, step, wide):
-    monkeypatch_module.setattr(layouts, "_STEP", step)
+    monkeypatch_module.setattr(megatron, "INDEX_STEP", step)
     starts = np.cumsum([0] + lengths[:-1]).astype("<i8") if lengths else np.zeros(0, "<i8")
     n = int(sum(lengths))
     path = tmp_path_factory.mktemp("m") / "x.idx"
-    layouts.write_megatron_index(path, starts, n, "<u4" if wide else "<u2")
+    tokensrc.write_megatron_index(path, starts, n, "<u4" if wide else "<u2")
     item = 4 if wide else 2
     s = len(lengths)
     want = (b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 4 if wide else 8, s, s + 1)
             + np.array(lengths, "<i4").tobytes() + (starts * item).astype("<i8").tobytes() + np.arange(s + 1, dtype="<i8").tobytes())
     assert path.read_bytes() == want
-    idx = layouts.read_megatron_index(path)
-    assert layouts.megatron_problems(idx, n * item, starts) == []
+    idx = tokensrc.read_megatron_index(path)
+    assert tokensrc.megatron_problems(idx, n * item, starts) == []
 
 
 @pytest.fixture(scope="module")
@@ -629,7 +632,7 @@ def test_windows_on_a_folder_of_train_and_val_shards_asks_for_one_stream(layered
 def test_llmc_stream_passes_a_piece_inside_one_long_document_on_without_copying():
     tokens = np.arange(1, 101, dtype="<u2")  # one document of 100 ids, no EOT appended
     starts = np.array([0], "<i8")
-    pieces = list(layouts.llmc_stream(tokens, starts, EOT, False, chunk_tokens=10))
+    pieces = list(tokensrc.llmc_stream(tokens, starts, EOT, False, chunk_tokens=10))
     assert np.concatenate(pieces).tolist() == [EOT, *range(1, 101)]
     assert not np.shares_memory(pieces[0], tokens)  # the document's start: EOT inserted, a new array
     assert all(np.shares_memory(p, tokens) for p in pieces[1:])  # the rest: the .bin's own ids

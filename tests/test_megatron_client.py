@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from winsample import layouts
+from winsample import tokensrc
 from winsample.cli import main
 
 with warnings.catch_warnings():
@@ -82,7 +82,7 @@ def test_uint32_bin_index_equals_the_builder_with_int32(tmp_path, encoded):
     docs = _documents(encoded, "train")
     ours = tmp_path / "ours.idx"
     starts = np.cumsum([0] + [len(d) for d in docs[:-1]])
-    layouts.write_megatron_index(ours, starts, sum(map(len, docs)), "<u4")
+    tokensrc.write_megatron_index(ours, starts, sum(map(len, docs)), "<u4")
     b = IndexedDatasetBuilder(str(tmp_path / "ref.bin"), dtype=np.int32)
     for d in docs:
         b.add_document(d, [len(d)])

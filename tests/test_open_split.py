@@ -1,4 +1,4 @@
-"""formats.open_split: one way to open a token stream, one tokenizer rule, for every command.
+"""tokensrc.open_split: one way to open a token stream, one tokenizer rule, for every command.
 
 The reported case: a dataset encoded with `--tokenizer-file mini.tiktoken` decoded in `verify`
 but `windows --boundaries paragraph` exited 2 ("tokenizer 'mini' … not known") and `inspect`
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from winsample import tokensrc
 from winsample import formats
 from winsample.cli import main
 from winsample.errors import InputError
@@ -88,7 +89,7 @@ def test_a_missing_tokenizer_file_names_encoding_never_tokenizer_file(mini, tmp_
 
 
 def test_open_split_of_golden_split(ref_gpt2):
-    src = formats.open_split(GOLDEN / "val.bin")
+    src = tokensrc.open_split(GOLDEN / "val.bin")
     assert (src.name, src.dtype, src.n, src.nbytes, src.stray) == ("val", "<u2", 4, 8, 0)
     assert src.tokens.tolist() == ref_gpt2.encode_ordinary("The end.") + [50256]
     assert src.doc_starts().tolist() == [0] and src.eot == 50256 and src.tokenizer.name == "gpt2"
@@ -98,13 +99,13 @@ def test_open_split_of_golden_split(ref_gpt2):
 def test_open_split_of_bare_bin_and_refusals(tmp_path):
     b = tmp_path / "x.bin"
     np.arange(7, dtype="<u2").tofile(b)
-    src = formats.open_split(b)
+    src = tokensrc.open_split(b)
     assert src.meta is None and src.n == 7 and src.doc_starts() is None and src.tokenizer.name == "gpt2"
     with pytest.raises(InputError, match="describes train.bin, val.bin, not x.bin"):
-        formats.open_split(b, GOLDEN / "meta.json")
+        tokensrc.open_split(b, GOLDEN / "meta.json")
     with pytest.raises(InputError, match="no such file"):
-        formats.open_split(tmp_path / "nope.bin")
+        tokensrc.open_split(tmp_path / "nope.bin")
     (tmp_path / "t.txt").write_text("hello")
     with pytest.raises(InputError, match="not a .bin"):
-        formats.open_split(tmp_path / "t.txt")
-    assert [s.name for s in formats.open_folder(GOLDEN)] == ["train", "val"]
+        tokensrc.open_split(tmp_path / "t.txt")
+    assert [s.name for s in tokensrc.open_folder(GOLDEN)] == ["train", "val"]

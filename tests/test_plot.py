@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from winsample import disk
 from winsample import formats, plot
 from winsample.errors import ConfigError
 
@@ -128,7 +129,7 @@ def test_png_exists_decodes_has_1200x900_pixels_and_is_not_blank(tmp_path):
     info = plot.plot_coverage(out, n, rows, doc_starts=docs, token_hist=plot.token_histogram(tokens, 50257), title="t")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert_real_picture(out)
-    assert not formats.tmp_path(out).exists()
+    assert not disk.tmp_path(out).exists()
     assert info["windows"] == len(rows) and info["bins"] == 4000
     # 51 windows of 512 stepping 384 end at 19712: tokens [0, 19712) covered
     assert len(rows) == 51 and info["covered_tokens"] == 50 * 384 + 512
@@ -164,7 +165,7 @@ def test_failed_draw_leaves_no_file(tmp_path, monkeypatch):
     monkeypatch.setattr(Figure, "savefig", boom)
     with pytest.raises(OSError):
         plot.plot_coverage(out, 100, sliding_rows(100, 10, 5))
-    assert out.read_bytes() == b"old" and not formats.tmp_path(out).exists()
+    assert out.read_bytes() == b"old" and not disk.tmp_path(out).exists()
 
 
 def test_missing_matplotlib_names_the_extra(tmp_path, monkeypatch):

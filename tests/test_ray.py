@@ -19,10 +19,12 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from winsample import disk
+from winsample import tokensrc
 from winsample import formats
 from winsample.cli import main
 from winsample.encode import encode_corpus
-from winsample.formats import ConcatTokens
+from winsample.tokensrc import ConcatTokens
 
 from .conftest import CORPUS
 
@@ -94,7 +96,7 @@ def test_no_val_train_is_concatenation_of_encode_ordinary_plus_eot(cluster, tmp_
     ray_encode([CORPUS], tmp_path / "d", val_fraction=0.0)
     want = np.concatenate([np.array(ref_gpt2.encode_ordinary(p.read_text("utf-8")) + [50256], "<u2") for p in corpus_files()])
     meta = formats.read_meta(tmp_path / "d" / "meta.json")
-    src = formats.open_split(tmp_path / "d" / "train.bin")  # unmerged: the logical stream
+    src = tokensrc.open_split(tmp_path / "d" / "train.bin")  # unmerged: the logical stream
     assert np.array_equal(np.asarray(src.tokens), want)
     lengths = [len(ref_gpt2.encode_ordinary(p.read_text("utf-8"))) + 1 for p in corpus_files()]
     assert src.doc_starts().tolist() == np.cumsum([0] + lengths[:-1]).tolist()
@@ -207,7 +209,7 @@ def test_rerun_recomputes_only_missing_or_corrupt_shards(cluster, tmp_path):
     again = ray_encode([CORPUS], out)
     assert again["shards_reused"] == first["shards"] - 2
     assert (out / "meta.json").read_text() == before
-    assert formats.checksum_file(bad) == meta["splits"]["train"]["shards"][4]["checksum"]
+    assert disk.checksum_file(bad) == meta["splits"]["train"]["shards"][4]["checksum"]
 
 
 def test_a_worker_that_dies_is_retried(cluster, tmp_path):

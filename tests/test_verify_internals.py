@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from winsample import disk
 from winsample import formats, verify
 
 from .test_verify import brute_share, hamlet_ids, macbeth_ids, make_folder  # noqa: F401 (fixtures)
@@ -59,7 +60,7 @@ def test_shingles_across_chunk_edges_count_once(tmp_path, monkeypatch, hamlet_id
     train, val = hamlet_ids[:3000], hamlet_ids[2500:2700] + macbeth_ids[:300]
     folder = make_folder(tmp_path / "d", train, val)
     whole = verify.verify(folder)
-    monkeypatch.setattr(formats, "CHUNK_BYTES", 2 * 37)  # 37 tokens a chunk: most shingles straddle edges
+    monkeypatch.setattr(disk, "CHUNK_BYTES", 2 * 37)  # 37 tokens a chunk: most shingles straddle edges
     monkeypatch.setattr(verify, "_SUB", 11)
     chunked = verify.verify(folder)
     a = next(c for c in whole.checks if c.name == "split_leakage").figures

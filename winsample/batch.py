@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import tokensrc
 from . import formats
 from .errors import ConfigError, DataError
 
@@ -60,7 +61,7 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng) -> tuple[np
     Windows are drawn uniformly, with replacement, from the plan's full windows by ``rng``
     (a ``np.random.Generator`` or an int seed). ``plan`` is a ``Plan`` or its path (``read_plan``);
     ``tokens`` is the token array (a memmap of the plan's .bin) or its path (opened by
-    ``formats.open_split``); only the drawn windows are read.
+    ``tokensrc.open_split``); only the drawn windows are read.
     """
     if isinstance(plan, (str, Path)):
         plan = read_plan(plan)
@@ -70,7 +71,7 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng) -> tuple[np
     if not plan.targets:
         raise ConfigError("plan was made with --no-targets: a window has no next token for y; re-plan with targets")
     if isinstance(tokens, (str, Path)):
-        tokens = formats.open_split(tokens).tokens
+        tokens = tokensrc.open_split(tokens).tokens
     want = plan.sidecar.source.tokens
     if want is not None and len(tokens) != want:
         raise DataError(

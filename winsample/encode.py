@@ -39,7 +39,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, formats, layouts, pipeline, resume, tokenizer
+from . import tokensrc
+
+from . import disk
+from . import __version__, formats, pipeline, resume, tokenizer
 from .chunking import TextChunker
 from .errors import ConfigError, DataError, InputError, Interrupted, WinsampleError
 from .pipeline import (
@@ -195,7 +198,7 @@ class _Holder:
         self.parts.append((ids, max_id))
         self.nbytes += ids.nbytes
         if self.nbytes > HOLD_BYTES:
-            with formats.naming(self.path):
+            with disk.naming(self.path):
                 if self.spill is None:
                     self.spill = open(self.path, "w+b")
                 for p, _ in self.parts:
@@ -210,7 +213,7 @@ class _Holder:
                 self.spill.seek(0)
                 left = self.spilled
                 while left:
-                    data = self.spill.read(min(left, formats.CHUNK_BYTES))
+                    data = self.spill.read(min(left, disk.CHUNK_BYTES))
                     left -= len(data)
                     writer.write(np.frombuffer(data, dtype=self.dtype))
             self.spill.seek(0)
@@ -287,8 +290,8 @@ def encode_corpus(
     errors: str = "strict",
     progress: ProgressFn | None = None,
     resume_partial: bool = False,
-    layout: Sequence[str] | str = layouts.DEFAULT_LAYOUTS,
-    shard_tokens: int = layouts.DEFAULT_SHARD_TOKENS,
+    layout: Sequence[str] | str = tokensrc.DEFAULT_LAYOUTS,
+    shard_tokens: int = tokensrc.DEFAULT_SHARD_TOKENS,
     backend: str = "auto",
     notice: Callable[[str], None] | None = None,
     id_field: str | None = None,
@@ -314,7 +317,7 @@ def encode_corpus(
     still match (else starts over) and gives the same bytes as an uninterrupted run. A run
     without it, an error the run detects, and success all remove the partial.
 
-    ``layout``: which layouts to write (``layouts.LAYOUTS``, a sequence or a comma list):
+    ``layout``: which layouts to write (``tokensrc.LAYOUTS``, a sequence or a comma list):
     ``nanogpt`` (train.bin/val.bin + doc indexes), ``megatron`` (+ train.idx/val.idx beside the
     .bin files), ``llmc`` (llmc/<split>_NNNNNN.bin shards of at most ``shard_tokens`` ids). The
     foreign layouts are derived from the split files before anything is committed (no second
@@ -327,9 +330,9 @@ def encode_corpus(
     enc = tokenizer.load(encoding, tokenizer_file, pattern or "gpt2")
     pipeline.check_pattern(enc, tokenizer_file, pattern)
     dtype = pipeline.resolve_dtype(enc, dtype)
-    chosen = layouts.check_layouts(layout, dtype, enc.n_vocab, shard_tokens, enc.eot)
+    chosen = tokensrc.check_layouts(layout, dtype, enc.n_vocab, shard_tokens, enc.eot)
     pipeline.check_edges(enc, eot, bos)
-    if layouts.LLMC in chosen and bos:  # llm.c shards mark every document start with the EOT themselves
+    if tokensrc.LLMC in chosen and bos:  # llm.c shards mark every document start with the EOT themselves
         raise ConfigError("--layout llmc starts each document with the end-of-document id itself: drop --bos")
     sources = resolve_inputs(list(inputs), fmt, notice)
     out_dir = pipeline.check_out_dir(out_dir, sources, tokenizer_file)
@@ -390,9 +393,9 @@ def encode_corpus(
                 for name in names:
                     (stage / name).parent.mkdir(parents=True, exist_ok=True)
                     os.replace(work / name, stage / name)
-                with formats.naming(stage / formats.META_JSON):
+                with disk.naming(stage / formats.META_JSON):
                     formats.write_meta(stage / formats.META_JSON, meta)
-                formats.commit_staged(stage, out_dir, names + [formats.META_JSON], remove)
+                disk.commit_staged(stage, out_dir, names + [formats.META_JSON], remove)
             except (KeyboardInterrupt, Interrupted) as e:
                 # Interrupted from outside: a checkpoint is work --resume can reuse.
                 keep = (work / formats.PARTIAL_JOURNAL).exists()
@@ -429,43 +432,43 @@ def _write_layouts(work: Path, out_dir: Path, meta: formats.Meta, chosen: tuple,
     text), in bounded pieces; the Megatron index needs only the document starts.
     """
     names: list[str] = []
-    keep_bin = layouts.NANOGPT in chosen or layouts.MEGATRON in chosen
+    keep_bin = tokensrc.NANOGPT in chosen or tokensrc.MEGATRON in chosen
     desc: dict = {}
     if keep_bin:
         for s in formats.SPLITS:
             names += [formats.bin_name(s), formats.doc_index_name(s)]
-    if layouts.NANOGPT in chosen:
-        desc[layouts.NANOGPT] = {"splits": {s: {"file": formats.bin_name(s), "doc_index": formats.doc_index_name(s)} for s in formats.SPLITS}}
+    if tokensrc.NANOGPT in chosen:
+        desc[tokensrc.NANOGPT] = {"splits": {s: {"file": formats.bin_name(s), "doc_index": formats.doc_index_name(s)} for s in formats.SPLITS}}
     dtype = opts["dtype"]
-    if layouts.MEGATRON in chosen:
+    if tokensrc.MEGATRON in chosen:
         entries = {}
         for s in formats.SPLITS:
-            path = work / layouts.megatron_index_name(s)
-            with formats.naming(path):
-                e = layouts.write_megatron_index(path, _doc_starts(work, s), meta.splits[s].tokens, dtype)
+            path = work / tokensrc.megatron_index_name(s)
+            with disk.naming(path):
+                e = tokensrc.write_megatron_index(path, _doc_starts(work, s), meta.splits[s].tokens, dtype)
             entries[s] = dict(e, data=formats.bin_name(s))
-            names.append(layouts.megatron_index_name(s))
-        desc[layouts.MEGATRON] = {"version": layouts.MEGATRON_VERSION, "dtype_code": layouts.MEGATRON_CODES[dtype], "splits": entries}
-    if layouts.LLMC in chosen:
+            names.append(tokensrc.megatron_index_name(s))
+        desc[tokensrc.MEGATRON] = {"version": tokensrc.MEGATRON_VERSION, "dtype_code": tokensrc.MEGATRON_CODES[dtype], "splits": entries}
+    if tokensrc.LLMC in chosen:
         entries = {}
         for s in formats.SPLITS:
             tokens = formats.open_tokens(work / formats.bin_name(s), dtype)
-            with formats.naming(work / layouts.LLMC_DIR):
-                entries[s] = layouts.write_llmc_split(work, s, tokens, _doc_starts(work, s), opts["eot_id"], opts["eot"], shard_tokens)
+            with disk.naming(work / tokensrc.LLMC_DIR):
+                entries[s] = tokensrc.write_llmc_split(work, s, tokens, _doc_starts(work, s), opts["eot_id"], opts["eot"], shard_tokens)
             del tokens
             names += [sh["file"] for sh in entries[s]["shards"]]
-        desc[layouts.LLMC] = {
-            "magic": layouts.LLMC_MAGIC, "version": layouts.LLMC_VERSION, "shard_tokens": shard_tokens,
+        desc[tokensrc.LLMC] = {
+            "magic": tokensrc.LLMC_MAGIC, "version": tokensrc.LLMC_VERSION, "shard_tokens": shard_tokens,
             "eot": opts["eot_id"], "eot_before_each_document": True, "splits": entries,
         }
-    meta.extra["layouts"] = desc  # layouts.py's own entry of meta.json
+    meta.extra["layouts"] = desc  # tokensrc.py's own entry of meta.json
     if not keep_bin:
         for s in formats.SPLITS:  # the split's logical name stays; its files are not kept
             meta.splits[s].doc_index = None
-    remove = [layouts.megatron_index_name(s) for s in formats.SPLITS if layouts.MEGATRON not in chosen]
+    remove = [tokensrc.megatron_index_name(s) for s in formats.SPLITS if tokensrc.MEGATRON not in chosen]
     if not keep_bin:
         remove += [n for s in formats.SPLITS for n in (formats.bin_name(s), formats.doc_index_name(s))]
-    remove += layouts.stale_llmc(out_dir, set(names))
+    remove += tokensrc.stale_llmc(out_dir, set(names))
     return names, [r for r in remove if os.path.lexists(out_dir / r)]
 
 
@@ -547,7 +550,7 @@ class _Checkpointer:
         def run() -> None:
             try:
                 for fd, path in fds:
-                    with formats.naming(path):
+                    with disk.naming(path):
                         os.fsync(fd)
                 if record is not None:
                     record()
@@ -615,7 +618,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
         record = None
         if done is not None:
             def record() -> None:
-                with formats.naming(stage / formats.PARTIAL_JOURNAL):
+                with disk.naming(stage / formats.PARTIAL_JOURNAL):
                     resume.write_journal(stage, params, sources, done, states, snap)
 
             last_checkpoint[0] = now
@@ -722,7 +725,7 @@ def _run(sources, stage: Path, enc, opts: dict, pool, workers: int, progress, st
         for s in formats.SPLITS:
             write_index(stage, out[s].starts_path, stage / formats.doc_index_name(s), out[s].documents)
             w = out[s].prov
-            with formats.naming(stage / formats.prov_name(s)):
+            with disk.naming(stage / formats.prov_name(s)):
                 prov[s] = formats.write_provenance(stage, s, [formats.prov_segment(w.rec_path, w.ids_path)], opts["id_field"])
     pipeline.check_outcome(sources, stats, out["train"].tokens, out["val"].tokens, frac, tail)
     return {"writers": out, "stats": stats, "resumed": resumed, "provenance": prov}
@@ -886,10 +889,10 @@ def _finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str, id_fi
     all_path = w.path
     # val.bin: copy the tail, hashing as it is written.
     val_path = stage / formats.bin_name("val")
-    vh, vmax = formats.new_hasher(), -1
-    with formats.naming(val_path), open(all_path, "rb") as src, open(val_path, "wb") as dst:
+    vh, vmax = disk.new_hasher(), -1
+    with disk.naming(val_path), open(all_path, "rb") as src, open(val_path, "wb") as dst:
         src.seek(cut * item)
-        while data := src.read(formats.CHUNK_BYTES):
+        while data := src.read(disk.CHUNK_BYTES):
             dst.write(data)
             vh.update(data)
             vmax = max(vmax, int(np.frombuffer(data, dtype=dtype).max()))
@@ -900,7 +903,7 @@ def _finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str, id_fi
         f.seek(pos)
         left = cut * item - pos
         while left:
-            data = f.read(min(left, formats.CHUNK_BYTES))
+            data = f.read(min(left, disk.CHUNK_BYTES))
             left -= len(data)
             th.update(data)
             tmax = max(tmax, int(np.frombuffer(data, dtype=dtype).max()))
@@ -918,7 +921,7 @@ def _finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str, id_fi
     chunks = starts_chunks(w.starts_path, lo=k, shift=cut)
     if mid_doc:
         chunks = _prepend(np.zeros(1, "<i8"), chunks)
-    with formats.naming(stage / formats.doc_index_name("val")):
+    with disk.naming(stage / formats.doc_index_name("val")):
         formats.write_doc_index_stream(stage / formats.doc_index_name("val"), vcount, chunks)
     # Provenance: train's are the first k records; val's the rest, after a copy of the record of
     # the document the cut fell inside (its tail piece is val's first document).
@@ -926,11 +929,11 @@ def _finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str, id_fi
     val_segs = ([formats.prov_segment(rec, ids, k - 1, k)] if mid_doc else []) + [formats.prov_segment(rec, ids, k)]
     prov = {}
     for s, segs in (("train", [formats.prov_segment(rec, ids, 0, k)]), ("val", val_segs)):
-        with formats.naming(stage / formats.prov_name(s)):
+        with disk.naming(stage / formats.prov_name(s)):
             prov[s] = formats.write_provenance(stage, s, segs, id_field)
     return {
-        "train": _Done(train_path, item, cut, k, formats.format_checksum(th), tmax, dtype),
-        "val": _Done(val_path, item, n - cut, vcount, formats.format_checksum(vh), vmax, dtype),
+        "train": _Done(train_path, item, cut, k, disk.format_checksum(th), tmax, dtype),
+        "val": _Done(val_path, item, n - cut, vcount, disk.format_checksum(vh), vmax, dtype),
     }, prov
 
 

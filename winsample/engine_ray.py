@@ -49,6 +49,7 @@ from types import SimpleNamespace
 import numpy as np
 import xxhash
 
+from . import disk
 from . import formats, pipeline, tokenizer
 from .chunking import TextChunker, iter_safe_cuts
 from .errors import ConfigError, DataError, InputError, WinsampleError
@@ -313,13 +314,13 @@ def _outputs_intact(out: Path, meta: formats.ShardMeta) -> bool:
         try:
             if path.stat().st_size != e.bytes or idx is None or not idx.exists():
                 return False
-            if formats.checksum_file(path) != e.checksum or len(formats.read_doc_index(idx)) != e.documents:
+            if disk.checksum_file(path) != e.checksum or len(formats.read_doc_index(idx)) != e.documents:
                 return False
             x = e.extra
             rec, ids = out / x["prov"], out / x["prov_ids"]
             if rec.stat().st_size != e.documents * formats.PROV_DTYPE.itemsize or ids.stat().st_size != x["prov_id_bytes"]:
                 return False
-            if formats.checksum_file(rec) != x["prov_checksum"] or formats.checksum_file(ids) != x["prov_ids_checksum"]:
+            if disk.checksum_file(rec) != x["prov_checksum"] or disk.checksum_file(ids) != x["prov_ids_checksum"]:
                 return False
         except (OSError, WinsampleError, KeyError, TypeError):
             return False
@@ -433,8 +434,8 @@ def shard_task(job: dict, shard: dict, *decisions) -> formats.ShardMeta:
         e = pipeline.split_entry(n, w, file=formats.shard_bin_name(n, idx), doc_index=formats.shard_doc_index_name(n, idx))
         # provenance records of the documents starting here (raw; the driver joins them)
         prov = {"prov": formats.shard_prov_name(n, idx), "prov_ids": formats.shard_prov_ids_name(n, idx),
-                "prov_id_bytes": w.prov.id_bytes, "prov_checksum": formats.format_checksum(w.prov.rec_hasher),
-                "prov_ids_checksum": formats.format_checksum(w.prov.ids_hasher)}
+                "prov_id_bytes": w.prov.id_bytes, "prov_checksum": disk.format_checksum(w.prov.rec_hasher),
+                "prov_ids_checksum": disk.format_checksum(w.prov.ids_hasher)}
         entries[n] = formats.ShardEntry(e.file, e.doc_index, e.tokens, e.bytes, e.documents, e.max_token, e.checksum,
                                         continues[n], extra=prov)
         os.replace(w.path, out / e.file)
@@ -640,7 +641,7 @@ def _split_entry(name: str, parts: list[formats.ShardEntry]) -> formats.SplitEnt
     return formats.SplitEntry(
         file=formats.bin_name(name), doc_index=None, tokens=sum(p.tokens for p in parts), bytes=sum(p.bytes for p in parts),
         documents=sum(p.documents for p in parts), max_token=max(maxes) if maxes else None,
-        checksum=formats.combine_checksums((p.bytes, p.checksum) for p in parts), shards=parts,
+        checksum=disk.combine_checksums((p.bytes, p.checksum) for p in parts), shards=parts,
     )
 
 
@@ -685,16 +686,16 @@ def _cut_shard(out_dir: Path, idx: int, a: formats.ShardEntry, c: int, dtype: st
     out = []
     for name, lo, hi, st, cont in (("train", 0, c, head_starts, a.continues), ("val", c, len(tokens), tail_starts, False)):
         file, doc_index = formats.shard_bin_name(name, idx), formats.shard_doc_index_name(name, idx)
-        h, mx = formats.new_hasher(), -1
-        with formats.atomic_open(out_dir / file) as f:
-            for _, chunk in formats.iter_chunks(tokens[lo:hi], formats.CHUNK_BYTES // item):
+        h, mx = disk.new_hasher(), -1
+        with disk.atomic_open(out_dir / file) as f:
+            for _, chunk in formats.iter_chunks(tokens[lo:hi], disk.CHUNK_BYTES // item):
                 data = np.ascontiguousarray(chunk).tobytes()
                 f.write(data)
                 h.update(data)
                 mx = max(mx, int(chunk.max()))
         formats.write_doc_index(out_dir / doc_index, st)
         out.append(formats.ShardEntry(file, doc_index, hi - lo, (hi - lo) * item, len(st), mx if hi > lo else None,
-                                      formats.format_checksum(h), bool(cont and hi > lo)))
+                                      disk.format_checksum(h), bool(cont and hi > lo)))
     return out[0], out[1]
 
 
@@ -751,12 +752,12 @@ def _merge(out_dir: Path, meta: formats.Meta, prov_segs: dict, id_field: str | N
         meta.extra["provenance"] = formats.prov_meta(id_field, prov)
         for s in formats.SPLITS:
             entry = meta.splits[s]
-            h = formats.new_hasher()
+            h = disk.new_hasher()
             written = 0
             with open(stage / formats.bin_name(s), "wb") as f:
                 for e in entry.shards:
                     with open(out_dir / e.file, "rb") as src:
-                        while data := src.read(formats.CHUNK_BYTES):
+                        while data := src.read(disk.CHUNK_BYTES):
                             f.write(data)
                             h.update(data)
                             written += len(data)
@@ -775,11 +776,11 @@ def _merge(out_dir: Path, meta: formats.Meta, prov_segs: dict, id_field: str | N
             formats.write_doc_index_stream(stage / formats.doc_index_name(s), entry.documents, starts_chunks())
             meta.splits[s] = formats.SplitEntry(
                 file=formats.bin_name(s), doc_index=formats.doc_index_name(s), tokens=entry.tokens, bytes=entry.bytes,
-                documents=entry.documents, max_token=entry.max_token, checksum=formats.format_checksum(h),
+                documents=entry.documents, max_token=entry.max_token, checksum=disk.format_checksum(h),
             )
             names += [formats.bin_name(s), formats.doc_index_name(s)]
         formats.write_meta(stage / formats.META_JSON, meta)
-        formats.commit_staged(stage, out_dir, names + [formats.META_JSON])
+        disk.commit_staged(stage, out_dir, names + [formats.META_JSON])
     except OSError as e:
         formats.recover(out_dir)
         raise InputError(f"{out_dir}: cannot write: {e.strerror or e}") from None

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import formats, layouts, provenance, tokenizer
+from . import tokensrc
+from . import formats, provenance, tokenizer
 from .errors import ConfigError, InputError, WinsampleError
 
 DEFAULT_COUNT = 32  # tokens (or plan rows) shown: about one line of prose
@@ -118,7 +119,7 @@ def inspect_path(
     """
     if count < 0:
         raise InputError(f"count {count} is negative")
-    foreign = layouts.foreign_layout(path, meta_path)
+    foreign = tokensrc.foreign_layout(path, meta_path)
     if foreign is not None:
         return inspect_foreign(str(path), *foreign, at, count, encoding, meta_path)
     path = Path(path)
@@ -128,7 +129,7 @@ def inspect_path(
         if kind != "tokens":
             raise InputError(f"{path}: no such file or folder")
         try:
-            src = formats.open_split(path, meta_path, encoding)
+            src = tokensrc.open_split(path, meta_path, encoding)
         except InputError:
             raise InputError(f"{path}: no such file or folder") from None
     if kind == "data":
@@ -164,7 +165,7 @@ def _meta_summary(meta: formats.Meta) -> dict:
     if meta.extra.get("backend"):
         out["backend"] = meta.extra["backend"]
     out["inputs"] = len(meta.inputs or [])
-    out["layouts"] = list(layouts.written(meta.to_json()))
+    out["layouts"] = list(tokensrc.written(meta.to_json()))
     prov = formats.prov_entries(meta)
     if prov is not None:  # records per split and the id field (none before provenance existed)
         out["provenance"] = {"id_field": prov[0], **{k: v.get("documents") for k, v in prov[1].items()}}
@@ -189,13 +190,13 @@ def inspect_data(folder: Path) -> dict:
 
 def inspect_tokens(
     path: Path, at: int, count: int, meta_path: str | Path | None = None, encoding: str | None = None,
-    src: formats.OpenSplit | None = None,
+    src: tokensrc.OpenSplit | None = None,
 ) -> dict:
     """Meta summary of a token file and its ids ``[at, at+count)`` decoded one by one."""
     warnings: list[str] = []
     if src is None:
-        src = formats.open_split(path, meta_path, encoding)
-    if src.meta is None and meta_path is None and (guess := formats.find_meta(path)) is not None:
+        src = tokensrc.open_split(path, meta_path, encoding)
+    if src.meta is None and meta_path is None and (guess := tokensrc.find_meta(path)) is not None:
         warnings.append(f"{guess} does not describe {path.name}; reading it as {src.dtype}")
     tokens = src.tokens
     n = len(tokens)
@@ -233,26 +234,26 @@ def inspect_foreign(path: str, layout: str, what, at: int, count: int, encoding:
                     meta_path: str | Path | None = None) -> dict:
     """Ids ``[at, at+count)`` of llm.c shards (the first group of ``what``) or a Megatron prefix,
     with what their headers / index say; nothing is compared. Shards a winsample data folder's
-    meta.json lists (``layouts.llmc_owner``) are decoded with its tokenizer."""
+    meta.json lists (``tokensrc.llmc_owner``) are decoded with its tokenizer."""
     warnings: list[str] = []
-    owner = layouts.llmc_owner(what, meta_path) if layout == layouts.LLMC else None
+    owner = tokensrc.llmc_owner(what, meta_path) if layout == tokensrc.LLMC else None
     if owner is not None and owner.problem is not None:
         warnings.append(f"{owner.problem}; decoded as if there were none")
         owner = None if owner.meta is None else owner
-    if layout == layouts.MEGATRON:
-        idx = layouts.read_megatron_index(f"{what}.idx")
-        dtype = layouts.megatron_token_dtype(idx)
+    if layout == tokensrc.MEGATRON:
+        idx = tokensrc.read_megatron_index(f"{what}.idx")
+        dtype = tokensrc.megatron_token_dtype(idx)
         tokens = formats.open_tokens(f"{what}.bin", dtype)
         extra = {"index": str(idx.path), "dtype_code": idx.dtype_code, "sequences": idx.sequences, "documents": idx.documents}
     else:
         if len(what) > 1:
             warnings.append(f"{len(what)} groups of shards ({', '.join(what)}): showing {next(iter(what))}")
         files = next(iter(what.values()))
-        counts = [layouts.read_llmc_header(f) for f in files]
-        tokens = formats.ConcatTokens(files, counts, layouts.LLMC_DTYPE, header_bytes=layouts.LLMC_HEADER_BYTES)
-        dtype = layouts.LLMC_DTYPE
+        counts = [tokensrc.read_llmc_header(f) for f in files]
+        tokens = tokensrc.ConcatTokens(files, counts, tokensrc.LLMC_DTYPE, header_bytes=tokensrc.LLMC_HEADER_BYTES)
+        dtype = tokensrc.LLMC_DTYPE
         extra = {"shards": [{"file": str(f), "tokens": c} for f, c in zip(files, counts)],
-                 "header": {"magic": layouts.LLMC_MAGIC, "version": layouts.LLMC_VERSION}}
+                 "header": {"magic": tokensrc.LLMC_MAGIC, "version": tokensrc.LLMC_VERSION}}
     n = len(tokens)
     _check_at(at, n, "tokens", Path(path))
     ids = np.asarray(tokens[at : at + count]).astype(np.int64).tolist()
@@ -271,7 +272,7 @@ def inspect_foreign(path: str, layout: str, what, at: int, count: int, encoding:
     return result
 
 
-def _tokenizer_for(src: formats.OpenSplit, warnings: list[str]):
+def _tokenizer_for(src: tokensrc.OpenSplit, warnings: list[str]):
     """``src.tokenizer`` (the one rule), or None. An explicit ``--encoding`` must load; the one
     meta names may not (a tokenizer file that moved, ranks that differ), in which case only ids
     are shown, with a warning."""

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import tokensrc
 from . import formats
 from .batch import Plan, read_plan
 from .errors import ConfigError, DataError
@@ -240,7 +241,7 @@ class Loader:
         if self._tokens is None:
             from .windows import describe_source  # dtype, and the logical stream of a sharded dataset
 
-            src = describe_source(self._tokens_arg)  # formats.open_split, refused early when it cannot be planned
+            src = describe_source(self._tokens_arg)  # tokensrc.open_split, refused early when it cannot be planned
             self._tokenizer = src.tokenizer_entry  # meta.json's tokenizer entry (None for a bare .bin)
             self._tokens = src.tokens  # a memmap, or the logical stream of a sharded split
         return self._tokens

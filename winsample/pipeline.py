@@ -31,7 +31,10 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from . import __version__, formats, layouts, resume, tokenizer
+from . import tokensrc
+
+from . import disk
+from . import __version__, formats, resume, tokenizer
 from .errors import ConfigError, DataError, InputError
 from .sources import read_text_range
 
@@ -140,7 +143,7 @@ class SplitWriter:
         # "ab": the work folder is empty on a fresh run; on --resume, reopen() cuts the file back.
         # writes come in WRITE_BYTES blocks (see _flush): a buffer that size passes them straight through
         self.f = open(self.path, "ab", buffering=WRITE_BYTES)
-        self.hasher = formats.new_hasher()
+        self.hasher = disk.new_hasher()
         self.tokens_flushed = 0
         self._pending: list[np.ndarray] = []
         self._pending_bytes = 0
@@ -149,12 +152,12 @@ class SplitWriter:
         self.starts_path = stage / f"{name}.starts.raw"
         self._starts_f = open(self.starts_path, "ab")
         self._starts = array("q")
-        self.starts_hasher = formats.new_hasher()  # for --resume checkpoints
+        self.starts_hasher = disk.new_hasher()  # for --resume checkpoints
         self.prov = formats.ProvenanceWriter(stage, name)  # where each document came from
         # --split tail: (byte position, hasher copy, max so far) every SNAPSHOT_BYTES, so the
         # train checksum at the cut needs at most SNAPSHOT_BYTES read back.
         self.tail_fraction = tail_fraction
-        self.snapshots = [(0, formats.new_hasher(), -1)] if tail_fraction is not None else None
+        self.snapshots = [(0, disk.new_hasher(), -1)] if tail_fraction is not None else None
 
     def start_doc(self) -> None:
         self._starts.append(self.tokens)
@@ -168,7 +171,7 @@ class SplitWriter:
 
     def _flush_starts(self) -> None:
         data = self._starts.tobytes()
-        with formats.naming(self.starts_path):
+        with disk.naming(self.starts_path):
             self._starts_f.write(data)
         self.starts_hasher.update(data)
         del self._starts[:]
@@ -191,7 +194,7 @@ class SplitWriter:
             return
         # cast("B"): bytes.join copies a uint16/uint32 memoryview item by item (~40 MB/s), bytes at memcpy speed
         buf = self._pending[0].data if len(self._pending) == 1 else b"".join([p.data.cast("B") for p in self._pending])
-        with formats.naming(self.path):
+        with disk.naming(self.path):
             self.f.write(buf)
         self.hasher.update(buf)
         self.tokens_flushed += self._pending_bytes // self.item
@@ -212,18 +215,18 @@ class SplitWriter:
     @property
     def checksum(self) -> str:
         """The checksum of everything written so far (after ``close``: of the whole file)."""
-        return formats.format_checksum(self.hasher)
+        return disk.format_checksum(self.hasher)
 
     def close(self) -> None:
         try:
             self._flush()
             self._flush_starts()
         finally:
-            with formats.naming(self.path):
+            with disk.naming(self.path):
                 self.f.close()
-            with formats.naming(self.starts_path):
+            with disk.naming(self.starts_path):
                 self._starts_f.close()
-            with formats.naming(self.prov.rec_path):
+            with disk.naming(self.prov.rec_path):
                 self.prov.close()
 
     # --- checkpoints (--resume) ---
@@ -236,16 +239,16 @@ class SplitWriter:
         self._flush_starts()
         files = [(self.f, self.path), (self._starts_f, self.starts_path)]
         for f, path in files:
-            with formats.naming(path):
+            with disk.naming(path):
                 f.flush()
-        with formats.naming(self.prov.rec_path):
+        with disk.naming(self.prov.rec_path):
             prov = self.prov.checkpoint(files)
         to_sync += [(f.fileno(), path) for f, path in files]
         return {
             "bytes": self.tokens_flushed * self.item,
-            "checksum": formats.format_checksum(self.hasher),
+            "checksum": disk.format_checksum(self.hasher),
             "documents": self.documents,
-            "starts_checksum": formats.format_checksum(self.starts_hasher),
+            "starts_checksum": disk.format_checksum(self.starts_hasher),
             "max_token": self.max_token,
             "prov": prov,
         }
@@ -262,9 +265,9 @@ class SplitWriter:
             raise resume.Stale(f"{self.path}: checkpoint at byte {n}, not a whole number of {self.item}-byte tokens")
         self.f, self.hasher, snaps = _reopen(self.path, n, self.dtype if self.snapshots is not None else None)
         self._starts_f, self.starts_hasher, _ = _reopen(self.starts_path, docs * 8, None)
-        if formats.format_checksum(self.hasher) != state["checksum"]:
+        if disk.format_checksum(self.hasher) != state["checksum"]:
             raise resume.Stale(f"{self.path}: bytes differ from the checkpoint")
-        if formats.format_checksum(self.starts_hasher) != state["starts_checksum"]:
+        if disk.format_checksum(self.starts_hasher) != state["starts_checksum"]:
             raise resume.Stale(f"{self.starts_path}: bytes differ from the checkpoint")
         try:
             prov_ok = state["prov"]["records"] == docs and self.prov.reopen(state["prov"])
@@ -295,11 +298,11 @@ def _reopen(path: Path, nbytes: int, dtype: str | None):
         f.close()
         raise resume.Stale(f"{path}: shorter than the checkpoint")
     f.truncate(nbytes)
-    h = formats.new_hasher()
-    snaps = [(0, formats.new_hasher(), -1)] if dtype else None
+    h = disk.new_hasher()
+    snaps = [(0, disk.new_hasher(), -1)] if dtype else None
     pos, mx = 0, -1
     while pos < nbytes:
-        data = f.read(min(formats.CHUNK_BYTES, nbytes - pos, SNAPSHOT_BYTES - pos % SNAPSHOT_BYTES))
+        data = f.read(min(disk.CHUNK_BYTES, nbytes - pos, SNAPSHOT_BYTES - pos % SNAPSHOT_BYTES))
         if not data:
             break
         h.update(data)
@@ -324,7 +327,7 @@ def starts_chunks(raw: Path, lo: int = 0, hi: int | None = None, shift: int = 0,
 
 def write_index(stage: Path, raw: Path, path: Path, count: int, **kw) -> None:
     """Write the document index ``path`` from the raw int64 starts a SplitWriter recorded (``starts_chunks`` ``kw``)."""
-    with formats.naming(path):
+    with disk.naming(path):
         formats.write_doc_index_stream(path, count, starts_chunks(raw, **kw))
 
 
@@ -434,7 +437,7 @@ def locked(out_dir: Path):
 def _take_lock(fcntl, out_dir: Path) -> int | None:
     """The fd of OUT_DIR's lock file, flock'ed and holding our pid; None when the file we locked
     was removed meanwhile (a failed run cleaning up the folder it made: try again)."""
-    path = out_dir / formats.LOCK_NAME
+    path = out_dir / disk.LOCK_NAME
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as e:
@@ -478,9 +481,9 @@ def _drop_lock_file(out_dir: Path, fd: int) -> None:
     rmdir fails and the folder stays for it. Anything but our lock in the folder (a kept
     ``.partial/``, a file a user put there) and nothing is removed.
     """
-    path = out_dir / formats.LOCK_NAME
+    path = out_dir / disk.LOCK_NAME
     try:
-        if os.listdir(out_dir) == [formats.LOCK_NAME] and os.path.samestat(os.fstat(fd), os.stat(path)):
+        if os.listdir(out_dir) == [disk.LOCK_NAME] and os.path.samestat(os.fstat(fd), os.stat(path)):
             os.unlink(path)
     except OSError:
         pass  # could not tell or could not unlink: leave the lock, and so the folder
@@ -509,10 +512,10 @@ def check_out_dir(out_dir, sources, tokenizer_file=None, sharded: bool = False) 
     outs = [out_dir / formats.META_JSON]
     for split in formats.SPLITS:  # every layout's names: a run may also remove another layout's files
         outs += [out_dir / formats.bin_name(split), out_dir / formats.doc_index_name(split),
-                 out_dir / layouts.megatron_index_name(split)]
-    subdirs = [out_dir / layouts.LLMC_DIR] + ([out_dir / formats.SHARDS_DIR] if sharded else [])
+                 out_dir / tokensrc.megatron_index_name(split)]
+    subdirs = [out_dir / tokensrc.LLMC_DIR] + ([out_dir / formats.SHARDS_DIR] if sharded else [])
     ins = [s.path for s in sources if s.path is not None] + ([tokenizer_file] if tokenizer_file else [])
-    formats.refuse_overwrite(outs + subdirs, ins)
+    disk.refuse_overwrite(outs + subdirs, ins)
     for sub in subdirs:  # an input inside OUT_DIR/llmc or OUT_DIR/shards could be overwritten or removed
         prefix = os.path.realpath(sub) + os.sep
         for i in ins:

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import disk
+from . import tokensrc
 from . import formats
 from .errors import ConfigError, InputError
 
@@ -261,7 +263,7 @@ def plot_coverage(
         ax_ids.set_title("token ids (not given)", fontsize="medium")
         ax_ids.set_axis_off()
 
-    with formats.atomic_path(path_png) as tmp:
+    with disk.atomic_path(path_png) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI)
     return {"png": str(path_png), "bins": int(widths.size), "windows": int(len(rows)), "tokens": int(tokens_n),
             "covered_tokens": covered, "mean_depth": mean_all}
@@ -272,14 +274,14 @@ def plot_plan(png: str | Path, bin_path: str | Path, plan_path: str | Path,
     """Draw the coverage picture of the plan at ``plan_path`` over the token file ``bin_path``
     into ``png``; returns what ``plot_coverage`` returns.
 
-    The token file opens by ``formats.open_split`` (a split kept in shards by its logical name,
+    The token file opens by ``tokensrc.open_split`` (a split kept in shards by its logical name,
     dtype from its meta.json, else '<u2'); document starts from its document index when there is
     one; the vocabulary size from the meta or sidecar tokenizer. ``progress(n)`` is called with tokens counted for the token-id
     histogram (the only pass over the .bin).
     """
     bin_path = Path(bin_path)
     rows, side = formats.load_plan(plan_path)
-    src = formats.open_split(bin_path)
+    src = tokensrc.open_split(bin_path)
     tokens = src.tokens
     n_vocab = src.meta.n_vocab if src.meta is not None else int(side.n_vocab or 0)
     doc_starts = src.doc_starts()

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import disk
+from . import tokensrc
 from . import formats
 from .errors import DataError, InputError
 
@@ -59,11 +61,11 @@ class Tracer:
 def open_tracer(bin_path, meta_path=None) -> Tracer | None:
     """The ``Tracer`` of a split's token file (``data/train.bin``, merged or sharded), or None
     when it has no meta.json, no document index or no provenance (datasets from before it)."""
-    return tracer_for(formats.open_split(bin_path, meta_path))
+    return tracer_for(tokensrc.open_split(bin_path, meta_path))
 
 
 def tracer_for(src, meta_path=None) -> Tracer | None:
-    """``open_tracer`` for a split already opened (``formats.open_split``)."""
+    """``open_tracer`` for a split already opened (``tokensrc.open_split``)."""
     if src.meta is None or src.name is None or src.layout is not None:
         return None
     prov = formats.read_provenance(src.folder, src.meta, src.name)
@@ -192,7 +194,7 @@ def split_problems(folder, meta: dict, split: str, documents: int) -> list[str]:
     if (ids is None) != (id_field is None):
         out.append(f"{where}: ids file {'missing' if ids is None else 'present'} but id_field is {id_field!r}")
     bounds = _offset_bounds(meta.get("inputs") or [])
-    h = formats.new_hasher()
+    h = disk.new_hasher()
     prev = None  # (input, offset, line, id_end) of the record before the chunk
     bad_input = bad_offset = bad_line = bad_order = bad_ids = 0
     first_bad = None
@@ -231,17 +233,17 @@ def split_problems(folder, meta: dict, split: str, documents: int) -> list[str]:
         out.append(f"{name}: {bad_ids} id range(s) end before they start")
     if first_bad is not None:
         out[-1] += f"; first bad record: {first_bad}"
-    if formats.format_checksum(h) != entry.get("checksum"):
-        out.append(f"{where}.checksum {entry.get('checksum')} but {name} hashes to {formats.format_checksum(h)}")
+    if disk.format_checksum(h) != entry.get("checksum"):
+        out.append(f"{where}.checksum {entry.get('checksum')} but {name} hashes to {disk.format_checksum(h)}")
     if ids is not None:
         last = int(recs["id_end"][-1]) if n else 0
         if last != len(ids):
             out.append(f"{entry.get('ids')}: {len(ids)} bytes, but the records' ids end at {last}")
-        hi = formats.new_hasher()
-        for lo in range(0, len(ids), formats.CHUNK_BYTES):
-            hi.update(np.asarray(ids[lo : lo + formats.CHUNK_BYTES]).tobytes())
-        if formats.format_checksum(hi) != entry.get("ids_checksum"):
-            out.append(f"{where}.ids_checksum {entry.get('ids_checksum')} but {entry.get('ids')} hashes to {formats.format_checksum(hi)}")
+        hi = disk.new_hasher()
+        for lo in range(0, len(ids), disk.CHUNK_BYTES):
+            hi.update(np.asarray(ids[lo : lo + disk.CHUNK_BYTES]).tobytes())
+        if disk.format_checksum(hi) != entry.get("ids_checksum"):
+            out.append(f"{where}.ids_checksum {entry.get('ids_checksum')} but {entry.get('ids')} hashes to {disk.format_checksum(hi)}")
         if not bad_ids and last == len(ids):
             for d in np.unique(np.linspace(0, n - 1, min(n, ID_SAMPLE)).astype(np.int64)).tolist() if n else []:
                 try:

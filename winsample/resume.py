@@ -25,6 +25,7 @@ import json
 import os
 from pathlib import Path
 
+from . import disk
 from . import formats
 
 JOURNAL_FORMAT = "winsample-partial"
@@ -47,7 +48,7 @@ def resumable(sources) -> bool:
 
 def write_journal(work: Path, params: dict, sources, done: int, writers: dict, stats: dict) -> None:
     """Record that ``sources[:done]`` are fully in ``writers`` (already flushed and fsynced)."""
-    formats.write_json_atomic(work / formats.PARTIAL_JOURNAL, {
+    disk.write_json_atomic(work / formats.PARTIAL_JOURNAL, {
         "format": JOURNAL_FORMAT,
         "version": JOURNAL_VERSION,
         "params": params,

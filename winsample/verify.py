@@ -28,7 +28,9 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import formats, layouts, retokenize, tokenizer
+from . import disk
+from . import tokensrc
+from . import formats, retokenize, tokenizer
 from .boundaries import sorted_unique
 from .errors import DataError, InputError, WinsampleError
 
@@ -219,15 +221,15 @@ def scan_file(
     item = np.dtype(dtype).itemsize
     scan = FileScan(path, label or path.name, dtype, size, size // item, size % item, "", offset=offset)
     if scan.stray:
-        scan.checksum = formats.checksum_file(path, progress)
+        scan.checksum = disk.checksum_file(path, progress)
         return scan
     if tokens is not None and len(tokens) == scan.n and tokens.dtype == np.dtype(dtype):
         scan._map = tokens
     tokens = scan.tokens()
-    hasher = formats.new_hasher()
+    hasher = disk.new_hasher()
     hasher.update(head)  # the checksum is the whole file's (an llm.c shard: header included)
     shingler = _Shingler(SHINGLE_K, shingle_bits) if shingle_bits is not None else None
-    chunk_tokens = formats.CHUNK_BYTES // item
+    chunk_tokens = disk.CHUNK_BYTES // item
     ranges = _RangeScan(n_vocab, shingler)
     try:
         if shingler is None:
@@ -260,7 +262,7 @@ def scan_file(
         raise InputError(f"{path}: cannot read: {e}") from None
     scan.bad_count, scan.first_bad, scan.first_bad_id = ranges.bad_count, ranges.first_bad, ranges.first_bad_id
     max_id = ranges.max_id
-    scan.checksum = formats.format_checksum(hasher)
+    scan.checksum = disk.format_checksum(hasher)
     scan.max_id = max_id if max_id >= 0 else None
     if shingler is not None:
         scan.shingles = shingler.result()
@@ -441,7 +443,7 @@ class _Target:
     label: str
     split: str | None = None
     entry: formats.SplitEntry | None = None
-    src: formats.OpenSplit | None = None
+    src: tokensrc.OpenSplit | None = None
 
 
 def verify(
@@ -467,15 +469,15 @@ def verify(
     the retokenize check re-encodes with the reference (0: skip it), at most ``retokenize_bytes`` of their text. Returns a Report; raises
     InputError only when something named cannot be read at all.
     """
-    foreign = layouts.foreign_layout(path, meta_path)
+    foreign = tokensrc.foreign_layout(path, meta_path)
     path = Path(path)
-    if not path.exists() and foreign is None and not formats.is_logical(path, meta_path):
+    if not path.exists() and foreign is None and not tokensrc.is_logical(path, meta_path):
         raise InputError(f"{path}: no such file or folder")
     if writes:  # --plot PNG: never one of the files checked
         ins = formats.dataset_files(path, meta_path)
         for p in plans:
             ins += [Path(p), formats.plan_sidecar(p), formats.materialized_path(p)]
-        formats.refuse_overwrite(writes, ins)
+        disk.refuse_overwrite(writes, ins)
     if T is not None and T < 1:
         raise InputError(f"-T {T}: the window length must be at least 1 token")
     for name, v in (("--min-coverage", min_coverage), ("--max-leakage", max_leakage)):
@@ -485,12 +487,12 @@ def verify(
         if not Path(p).exists():
             raise InputError(f"{p}: no such plan file")
     report = Report()
-    if foreign is not None and foreign[0] == layouts.LLMC:
+    if foreign is not None and foreign[0] == tokensrc.LLMC:
         return _verify_llmc(report, path, foreign[1], plans, T, show, encoding, progress, meta_path)
     megatron_idx = None
     if foreign is not None:  # a Megatron prefix: its .bin is the token file, its .idx says the dtype
         try:
-            megatron_idx = layouts.read_megatron_index(Path(f"{foreign[1]}.idx"))
+            megatron_idx = tokensrc.read_megatron_index(Path(f"{foreign[1]}.idx"))
         except DataError as e:
             report.add("megatron_index", f"{foreign[1]}.idx", "fail", str(e))
             return report
@@ -504,7 +506,7 @@ def verify(
         if not meta_file.exists():
             raise InputError(f"{meta_file}: no such meta file")
     else:
-        meta_file = formats.find_meta(path)
+        meta_file = tokensrc.find_meta(path)
     if meta_file is not None:
         try:
             meta = formats.load_meta(meta_file)
@@ -513,19 +515,19 @@ def verify(
 
     # which token files: each opened by formats' one rule (a sharded split by its logical name)
     targets: list[_Target] = []
-    meta_json = meta.to_json() if meta is not None else None  # layouts.py reads its own entries from it
-    written = layouts.written(meta_json)
+    meta_json = meta.to_json() if meta is not None else None  # tokensrc.py reads its own entries from it
+    written = tokensrc.written(meta_json)
     if folder is not None:
         if meta is not None:
-            if layouts.NANOGPT in written or layouts.MEGATRON in written:  # else no .bin is kept
-                for src in formats.open_folder(folder, meta, meta_path=meta_file):
+            if tokensrc.NANOGPT in written or tokensrc.MEGATRON in written:  # else no .bin is kept
+                for src in tokensrc.open_folder(folder, meta, meta_path=meta_file):
                     targets.append(_Target(src.path, src.entry.file, src.name, src.entry, src))
         else:
             for split in formats.SPLITS:
                 p = folder / formats.bin_name(split)
                 if p.exists():
-                    targets.append(_Target(p, p.name, split, None, formats.open_split(p, formats.NO_META)))
-        if not targets and not (meta is not None and layouts.LLMC in written):
+                    targets.append(_Target(p, p.name, split, None, tokensrc.open_split(p, tokensrc.NO_META)))
+        if not targets and not (meta is not None and tokensrc.LLMC in written):
             raise InputError(f"{folder}: no train.bin / val.bin and no meta.json: not a data folder")
     else:
         found = meta.split_for(path) if meta is not None else None
@@ -535,12 +537,12 @@ def verify(
             else:
                 meta_file = None  # a meta.json beside the file that is about other files: not ours
             meta = None
-        src = formats.open_split(path, meta if meta is not None else formats.NO_META, meta_path=meta_file)
+        src = tokensrc.open_split(path, meta if meta is not None else tokensrc.NO_META, meta_path=meta_file)
         targets.append(_Target(path, path.name, src.name, src.entry, src))
 
     dtype = meta.dtype if meta is not None else formats.DEFAULT_DTYPE
     if meta is None and megatron_idx is not None:
-        dtype = layouts.megatron_token_dtype(megatron_idx)
+        dtype = tokensrc.megatron_token_dtype(megatron_idx)
 
     # tokenizer: meta's, else --encoding, else gpt2
     enc, enc_error, ranks_sha = None, None, None
@@ -598,16 +600,16 @@ def verify(
         _check_vocab(report, s, n_vocab)
 
     # the foreign layouts meta.json lists: llm.c shard streams join the token files checked
-    if meta is not None and folder is not None and layouts.LLMC in written:
+    if meta is not None and folder is not None and tokensrc.LLMC in written:
         eot = meta.tokenizer.get("eot", getattr(enc, "eot", None))
-        llmc_splits = layouts.layout_splits(meta_json, layouts.LLMC)
+        llmc_splits = tokensrc.layout_splits(meta_json, tokensrc.LLMC)
         if llmc_splits is None:
             report.add("llmc_shards", formats.META_JSON, "fail", "meta.json: layouts.llmc.splits is not an object of split entries")
         for split, entry in (llmc_splits or {}).items():
             files = [folder / sh["file"] for sh in entry["shards"]] if _llmc_names_ok(report, split, entry) else None
             if files is None:
                 continue
-            label = f"{layouts.LLMC_DIR}/{split}_*.bin"
+            label = f"{tokensrc.LLMC_DIR}/{split}_*.bin"
             scan, problems = _scan_llmc(files, n_vocab, label, progress)
             _check_llmc(report, label, scan, problems, eot, entry)
             if scan is not None:
@@ -619,18 +621,18 @@ def verify(
                     targets.append(_Target(key, label, split))
     elif meta is None and folder is None and megatron_idx is not None:
         _check_megatron(report, megatron_idx, path)
-    if meta is not None and folder is not None and layouts.MEGATRON in written:
-        want_code = layouts.MEGATRON_CODES.get(dtype)
-        mg_splits = layouts.layout_splits(meta_json, layouts.MEGATRON)
+    if meta is not None and folder is not None and tokensrc.MEGATRON in written:
+        want_code = tokensrc.MEGATRON_CODES.get(dtype)
+        mg_splits = tokensrc.layout_splits(meta_json, tokensrc.MEGATRON)
         if mg_splits is None:
             report.add("megatron_index", formats.META_JSON, "fail", "meta.json: layouts.megatron.splits is not an object of split entries")
         for split, entry in (mg_splits or {}).items():
             if split not in formats.SPLITS:
                 report.add("megatron_index", formats.META_JSON, "fail", f"meta.json: layouts.megatron.splits names {split!r}, not train or val")
                 continue
-            idx_path = folder / layouts.megatron_index_name(split)
+            idx_path = folder / tokensrc.megatron_index_name(split)
             try:
-                idx = layouts.read_megatron_index(idx_path)
+                idx = tokensrc.read_megatron_index(idx_path)
             except WinsampleError as e:
                 report.add("megatron_index", idx_path.name, "fail", str(e))
                 continue
@@ -728,7 +730,7 @@ def _scan_llmc(files: list[Path], n_vocab: int, label: str, progress=None) -> tu
     problems, counts = [], []
     for f in files:
         try:
-            counts.append(layouts.read_llmc_header(f))
+            counts.append(tokensrc.read_llmc_header(f))
         except DataError as e:
             problems.append(str(e))
     if problems:
@@ -736,17 +738,17 @@ def _scan_llmc(files: list[Path], n_vocab: int, label: str, progress=None) -> tu
     parts, total, bad, max_id, first_bad, first_bad_id = [], 0, 0, None, None, None
     shard_scans = []
     for f, c in zip(files, counts):
-        sc = scan_file(f, layouts.LLMC_DTYPE, n_vocab, label=f.name, progress=progress, offset=layouts.LLMC_HEADER_BYTES)
+        sc = scan_file(f, tokensrc.LLMC_DTYPE, n_vocab, label=f.name, progress=progress, offset=tokensrc.LLMC_HEADER_BYTES)
         shard_scans.append(sc)
-        parts.append((sc.size + layouts.LLMC_HEADER_BYTES, sc.checksum))
+        parts.append((sc.size + tokensrc.LLMC_HEADER_BYTES, sc.checksum))
         if sc.bad_count and first_bad is None:
             first_bad, first_bad_id = total + sc.first_bad, sc.first_bad_id
         bad += sc.bad_count
         if sc.max_id is not None:
             max_id = sc.max_id if max_id is None else max(max_id, sc.max_id)
         total += sc.n
-    stream = formats.ConcatTokens(files, counts, layouts.LLMC_DTYPE, header_bytes=layouts.LLMC_HEADER_BYTES)
-    scan = FileScan(Path(label), label, layouts.LLMC_DTYPE, total * 2, total, 0, formats.combine_checksums(parts),
+    stream = tokensrc.ConcatTokens(files, counts, tokensrc.LLMC_DTYPE, header_bytes=tokensrc.LLMC_HEADER_BYTES)
+    scan = FileScan(Path(label), label, tokensrc.LLMC_DTYPE, total * 2, total, 0, disk.combine_checksums(parts),
                     max_id, bad, first_bad, first_bad_id)
     scan.tokens = lambda: stream
     scan.shard_scans = shard_scans
@@ -755,16 +757,16 @@ def _scan_llmc(files: list[Path], n_vocab: int, label: str, progress=None) -> tu
 
 def _llmc_names_ok(report: Report, split: str, entry: dict) -> bool:
     """meta.json's shard names must be the ones encode writes (never a path out of the folder)."""
-    problems = layouts.shard_entry_problems(split, entry)
+    problems = tokensrc.shard_entry_problems(split, entry)
     if problems:
-        report.add("llmc_shards", f"{layouts.LLMC_DIR}/{split}_*.bin", "fail", "; ".join(problems))
+        report.add("llmc_shards", f"{tokensrc.LLMC_DIR}/{split}_*.bin", "fail", "; ".join(problems))
     return not problems
 
 
 def _eot_figures(tokens, eot: int) -> tuple[int, int | None]:
     """(how many ids are the EOT, the first id) of a stream, in bounded pieces."""
     count = 0
-    for _lo, chunk in formats.iter_chunks(tokens, formats.CHUNK_BYTES // 2):
+    for _lo, chunk in formats.iter_chunks(tokens, disk.CHUNK_BYTES // 2):
         count += int(np.count_nonzero(np.asarray(chunk) == eot))
     return count, (int(tokens[0]) if len(tokens) else None)
 
@@ -785,7 +787,7 @@ def _check_llmc(report: Report, label: str, scan: FileScan | None, problems: lis
         for sh, sc in zip(listed, scan.shard_scans):
             if sh.get("tokens") != sc.n:
                 bad.append(f"{sh['file']}: header counts {sc.n} tokens, meta.json says {sh.get('tokens')}")
-            full = sc.size + layouts.LLMC_HEADER_BYTES
+            full = sc.size + tokensrc.LLMC_HEADER_BYTES
             if sh.get("bytes") != full:
                 bad.append(f"{sh['file']}: {full} bytes, meta.json says {sh.get('bytes')}")
             if sh.get("checksum") != sc.checksum:
@@ -797,7 +799,7 @@ def _check_llmc(report: Report, label: str, scan: FileScan | None, problems: lis
             return
     report.add(
         "llmc_shards", label, "pass",
-        f"{k} shard(s), {scan.n} tokens: headers (magic {layouts.LLMC_MAGIC}, version {layouts.LLMC_VERSION}, count) and sizes (1024 + 2 × count) agree"
+        f"{k} shard(s), {scan.n} tokens: headers (magic {tokensrc.LLMC_MAGIC}, version {tokensrc.LLMC_VERSION}, count) and sizes (1024 + 2 × count) agree"
         + (", checksums as meta.json records" if entry is not None else "; no meta.json: no checksums to compare"),
         shards=k, tokens=scan.n,
     )
@@ -827,17 +829,17 @@ def _check_llmc(report: Report, label: str, scan: FileScan | None, problems: lis
         report.add("llmc_documents", label, "pass", f"{count} documents, each starting with EOT {eot} ({why}: the count is not compared)", documents=count)
 
 
-def _check_megatron(report: Report, idx: layouts.MegatronIndex, bin_path: Path, doc_starts=None, entry: dict | None = None, want_code=None) -> None:
+def _check_megatron(report: Report, idx: tokensrc.MegatronIndex, bin_path: Path, doc_starts=None, entry: dict | None = None, want_code=None) -> None:
     """megatron_index: the .idx against its .bin (and, from meta.json, the documents and checksum)."""
     label = idx.path.name
     if not bin_path.is_file():
         report.add("megatron_index", label, "fail", f"{bin_path.name}, the data file of {label}, is missing")
         return
-    problems = layouts.megatron_problems(idx, bin_path.stat().st_size, doc_starts)
+    problems = tokensrc.megatron_problems(idx, bin_path.stat().st_size, doc_starts)
     if want_code is not None and idx.dtype_code != want_code:
         problems.append(f"{label}: dtype code {idx.dtype_code}, the .bin's dtype needs {want_code}")
     if entry is not None:
-        got = formats.checksum_file(idx.path)
+        got = disk.checksum_file(idx.path)
         if entry.get("checksum") != got:
             problems.append(f"{label}: hashes to {got}, meta.json says {entry.get('checksum')}")
     if problems:
@@ -855,10 +857,10 @@ def _check_megatron(report: Report, idx: layouts.MegatronIndex, bin_path: Path, 
 def _verify_llmc(report: Report, path: Path, groups: dict, plans, T, show, encoding, progress, meta_path=None) -> Report:
     """verify of llm.c shards named on their own: each group of shards is one stream. Shards
     a winsample data folder wrote (its meta.json above their ``llmc/`` folder, or ``--meta``,
-    lists them: ``layouts.llmc_owner``) are compared with what it records, read with its
+    lists them: ``tokensrc.llmc_owner``) are compared with what it records, read with its
     tokenizer: a folder or glob must hold all of a split's shards, one shard file is compared
     alone. Others are read as uint16 with ``encoding`` (default gpt2)."""
-    owner = layouts.llmc_owner(groups, meta_path)
+    owner = tokensrc.llmc_owner(groups, meta_path)
     if owner is not None and owner.problem is not None:
         report.add("meta", str(owner.meta_file), "fail", f"{owner.problem}: the shards cannot be compared with what it records")
         if owner.meta is None or not owner.groups:
@@ -891,7 +893,7 @@ def _verify_llmc(report: Report, path: Path, groups: dict, plans, T, show, encod
         scan, problems = _scan_llmc(files, n_vocab, label, progress)
         _check_llmc(report, label, scan, problems, eot, group.compared() if group is not None else None,
                     part=group is not None and group.partial)
-        gone = layouts.missing_shards(files)
+        gone = tokensrc.missing_shards(files)
         if gone and group is None:  # no meta.json to say how many there were: a gap in the numbers is the only sign
             report.add("llmc_shards", label, "warn", f"{len(gone)} shard number(s) missing between the first and the last:"
                        f" {', '.join(gone[:5])}{', …' if len(gone) > 5 else ''} (a shard lost, or left out of the glob)",
@@ -929,7 +931,7 @@ def _load_meta_tokenizer(tok: dict, meta_file: Path | None):  # tok: meta's toke
         return None, str(e)
 
 
-def scan_logical(src: formats.OpenSplit, n_vocab: int, *, label: str, shingle_bits=None, progress=None) -> FileScan:
+def scan_logical(src: tokensrc.OpenSplit, n_vocab: int, *, label: str, shingle_bits=None, progress=None) -> FileScan:
     """The one pass over a sharded split: each shard scanned, the results combined.
 
     Returns a ``FileScan`` of the logical stream (size, tokens, combined checksum, max id,
@@ -958,7 +960,7 @@ def scan_logical(src: formats.OpenSplit, n_vocab: int, *, label: str, shingle_bi
             shingles.append(s.shingles)  # shingles across a shard edge are left out: a sample anyway
         total += s.n
     size = total * src.itemsize + stray
-    scan = FileScan(src.path, label, dtype, size, total, stray, formats.combine_checksums(parts),
+    scan = FileScan(src.path, label, dtype, size, total, stray, disk.combine_checksums(parts),
                     max_id, bad, first_bad, first_bad_id,
                     np.concatenate(shingles) if shingle_bits is not None and shingles else
                     (np.zeros(0, np.uint64) if shingle_bits is not None else None))
@@ -1582,7 +1584,7 @@ def _check_materialized(report, plan_path: Path, label, rows, side, scan, span) 
         report.add("materialized", path.name, "fail", f"sidecar materialized.pad_id {pad!r} / params.span {span!r}: cannot check it")
         return
     try:
-        with formats.open_regular(path, "materialized windows (.npy)") as f:
+        with disk.open_regular(path, "materialized windows (.npy)") as f:
             shape, fortran, dtype, offset = formats.npy_header(f, path, "materialized windows (.npy)")
     except formats.WinsampleError as e:
         report.add("materialized", path.name, "fail", str(e))

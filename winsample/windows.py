@@ -35,7 +35,9 @@ from typing import Any
 import numpy as np
 
 from . import boundaries as bnd
-from . import formats, layouts, provenance
+from . import disk
+from . import tokensrc
+from . import formats, provenance
 from .errors import ConfigError, DataError, InputError
 
 PLAN_DTYPE = formats.PLAN_DTYPE
@@ -514,14 +516,14 @@ def shard_stats(part: np.ndarray, n: int, doc_starts, doc_ends) -> dict:
 # --- the job: one token file → plan files -------------------------------------------------
 
 
-def describe_source(bin_path, meta_path=None, encoding=None) -> formats.OpenSplit:
-    """``formats.open_split`` of ``bin_path`` (``meta_path`` or the sibling meta.json), refused
+def describe_source(bin_path, meta_path=None, encoding=None) -> tokensrc.OpenSplit:
+    """``tokensrc.open_split`` of ``bin_path`` (``meta_path`` or the sibling meta.json), refused
     before anything is planned when it cannot be: a size that is not whole tokens (InputError:
     exit 2, nothing written), a file that changed since its meta.json was written (DataError)."""
-    foreign = layouts.foreign_layout(bin_path, meta_path)
+    foreign = tokensrc.foreign_layout(bin_path, meta_path)
     if foreign is not None:
         return _foreign_source(Path(bin_path), *foreign, encoding, meta_path)
-    src = formats.open_split(bin_path, meta_path, encoding)
+    src = tokensrc.open_split(bin_path, meta_path, encoding)
     if src.stray:
         item = src.itemsize
         raise InputError(
@@ -533,39 +535,39 @@ def describe_source(bin_path, meta_path=None, encoding=None) -> formats.OpenSpli
     return src
 
 
-def _foreign_source(path: Path, layout: str, what, encoding=None, meta_path=None) -> formats.OpenSplit:
+def _foreign_source(path: Path, layout: str, what, encoding=None, meta_path=None) -> tokensrc.OpenSplit:
     """The OpenSplit of llm.c shards (``what``: {group: files}) or a Megatron prefix (``what``: prefix).
-    Shards a data folder's meta.json lists (``layouts.llmc_owner``) take its tokenizer, unless
+    Shards a data folder's meta.json lists (``tokensrc.llmc_owner``) take its tokenizer, unless
     ``encoding`` names one."""
-    if layout == layouts.MEGATRON:
-        idx = layouts.read_megatron_index(f"{what}.idx")
+    if layout == tokensrc.MEGATRON:
+        idx = tokensrc.read_megatron_index(f"{what}.idx")
         bin_path = Path(f"{what}.bin")
-        dtype = layouts.megatron_token_dtype(idx)
+        dtype = tokensrc.megatron_token_dtype(idx)
         nbytes = bin_path.stat().st_size
-        problems = layouts.megatron_problems(idx, nbytes)
+        problems = tokensrc.megatron_problems(idx, nbytes)
         if problems:
             raise DataError(f"{idx.path}: " + "; ".join(problems) + "; run winsample verify")
-        starts = layouts.megatron_doc_starts(idx)
+        starts = tokensrc.megatron_doc_starts(idx)
         n = nbytes // np.dtype(dtype).itemsize
         if n and (len(starts) == 0 or starts[0] != 0):  # ids before the first document: a piece of its own
             starts = np.concatenate([[0], starts]).astype(np.int64)
-        return formats.OpenSplit(bin_path, dtype, n, nbytes, encoding=encoding, layout=layout, known_starts=starts)
+        return tokensrc.OpenSplit(bin_path, dtype, n, nbytes, encoding=encoding, layout=layout, known_starts=starts)
     if len(what) != 1:
         raise InputError(f"{path}: holds {len(what)} groups of llm.c shards ({', '.join(what)}); plan one at a time, e.g. {path}/{next(iter(what))}_*.bin")
     files = next(iter(what.values()))
-    counts = [layouts.read_llmc_header(f) for f in files]
-    stream = formats.ConcatTokens(files, counts, layouts.LLMC_DTYPE, header_bytes=layouts.LLMC_HEADER_BYTES)
-    owner = layouts.llmc_owner(what, meta_path) if encoding is None else None
+    counts = [tokensrc.read_llmc_header(f) for f in files]
+    stream = tokensrc.ConcatTokens(files, counts, tokensrc.LLMC_DTYPE, header_bytes=tokensrc.LLMC_HEADER_BYTES)
+    owner = tokensrc.llmc_owner(what, meta_path) if encoding is None else None
     tok = None
     if owner is not None and owner.meta is not None:
         from . import tokenizer
 
         tok = tokenizer.from_meta(owner.meta.tokenizer, owner.meta_file.parent)
-    return formats.OpenSplit(path, layouts.LLMC_DTYPE, len(stream), stream.nbytes, encoding=encoding, layout=layout,
+    return tokensrc.OpenSplit(path, tokensrc.LLMC_DTYPE, len(stream), stream.nbytes, encoding=encoding, layout=layout,
                              files=files, _tokens=stream, _tokenizer=tok)
 
 
-def load_tokenizer(src: formats.OpenSplit, why: str):
+def load_tokenizer(src: tokensrc.OpenSplit, why: str):
     """``src.tokenizer`` (the one rule: ``--encoding``, else meta's, its ``file`` included, else
     gpt2), or ConfigError naming ``why`` when it cannot be loaded."""
     try:
@@ -574,13 +576,13 @@ def load_tokenizer(src: formats.OpenSplit, why: str):
         raise ConfigError(f"{src.path}: {e} (or a --meta describing a known tokenizer), needed for {why}") from None
 
 
-def doc_edges(src: formats.OpenSplit, tokens, eot: int | None, progress=None) -> tuple[np.ndarray, np.ndarray]:
+def doc_edges(src: tokensrc.OpenSplit, tokens, eot: int | None, progress=None) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of documents: from the doc index when there is one, else from EOT positions."""
     n = src.n
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if src.layout == layouts.LLMC:  # every document starts with its EOT
-        starts = layouts.eot_positions(tokens, eot)
+    if src.layout == tokensrc.LLMC:  # every document starts with its EOT
+        starts = tokensrc.eot_positions(tokens, eot)
         if len(starts) == 0 or starts[0] != 0:
             starts = np.concatenate([[0], starts]).astype(np.int64)
         return starts, np.append(starts[1:], n)
@@ -681,7 +683,7 @@ def _check_writable(path: Path) -> None:
         raise InputError(f"{path}: cannot write: {folder} {why}")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InputError(f"{path}: cannot write: folder {folder} is not writable")
-    formats.check_replaceable(path)
+    disk.check_replaceable(path)
 
 
 def _epoch_offset(o: Options, stride: int) -> int:
@@ -759,12 +761,12 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
     return [dict(r, src=src, tokens=tokens, enc=enc, meta_path=meta_path) for r in results]
 
 
-def source_entry(src: formats.OpenSplit, progress=None) -> formats.PlanSource:
+def source_entry(src: tokensrc.OpenSplit, progress=None) -> formats.PlanSource:
     """The sidecar's ``source``: checksum from meta.json when it describes the file, else streamed."""
     if src.files is not None:  # llm.c shards: the checksum verify computes for the stream
-        checksum = layouts.llmc_stream_checksum(src.files, progress)
+        checksum = tokensrc.llmc_stream_checksum(src.files, progress)
     else:
-        checksum = src.checksum if src.entry is not None else formats.checksum_file(src.path, progress)
+        checksum = src.checksum if src.entry is not None else disk.checksum_file(src.path, progress)
     return formats.PlanSource(path=str(src.path), file=src.path.name, bytes=src.nbytes, checksum=checksum,
                               dtype=src.dtype, tokens=src.n)
 
@@ -773,7 +775,7 @@ def materialize(path: Path, rows: np.ndarray, tokens, span: int, pad_id: int, dt
     """(n, span) token windows as .npy at ``path``, short windows padded with ``pad_id``; atomic."""
     from numpy.lib.format import open_memmap
 
-    with formats.atomic_path(path) as tmp:
+    with disk.atomic_path(path) as tmp:
         arr = open_memmap(tmp, mode="w+", dtype=np.dtype(dtype), shape=(len(rows), span))
         cols = np.arange(span, dtype=np.int64)
         n = len(tokens)
@@ -803,7 +805,7 @@ def run(bin_path, out: str, o: Options, meta_path=None, stream=None, progress=No
     else:
         if out.endswith(("/", os.sep)):
             raise ConfigError(f"-o {out}: names a folder; give the plan's file name, e.g. {out}train.plan.npy")
-        formats.refuse_overwrite(written_paths(out, o), formats.dataset_files(bin_path, meta_path))
+        disk.refuse_overwrite(written_paths(out, o), formats.dataset_files(bin_path, meta_path))
         suffix = Path(out).suffix.lower()
         text_name = suffix in (".txt", ".tsv", ".jsonl")
         if (o.format == "npy" and text_name) or (o.format != "npy" and suffix == ".npy"):
@@ -831,9 +833,9 @@ def _plan_and_write(bin_path, out: str, o: Options, meta_path, stream, progress,
     summaries: list[dict] = []
     # .npy plans: every file of this run is written into a staging folder beside the plan and
     # moved into place as one set (sidecars last), so a crash leaves the old set or the new one.
-    # Writers into one folder take turns (formats.locked_folder): two runs writing one plan at
+    # Writers into one folder take turns (disk.locked_folder): two runs writing one plan at
     # once each leave a complete set, never the plan of one with the tokens of the other.
-    with formats.locked_folder(Path(out).parent) if o.format == "npy" else nullcontext():
+    with disk.locked_folder(Path(out).parent) if o.format == "npy" else nullcontext():
         _write_all(plans, out, o, multi, stream, summaries)
     return summaries
 
@@ -850,12 +852,12 @@ def _write_all(plans, out: str, o: Options, multi: bool, stream, summaries: list
             _write_plans(plans, out, o, multi, stream, stage, names, summaries)
             if stage is not None:
                 names.sort(key=lambda n: n.endswith(".json"))  # sidecars last: a plan is current only with its sidecar
-                formats.commit_staged(stage, Path(out).parent, names)
+                disk.commit_staged(stage, Path(out).parent, names)
         except BrokenPipeError:  # `-o - | head` closed stdout: the CLI stops quietly, as after any command
             raise
         except OSError as e:  # a full disk, a quota: name the file and say what happened
             where = e.filename or out
-            raise InputError(f"{where}: cannot write: {formats.os_error_text(e)}; nothing was written") from None
+            raise InputError(f"{where}: cannot write: {disk.os_error_text(e)}; nothing was written") from None
     except BaseException:
         if o.format == "npy":
             formats.recover_plan(out)  # no COMMIT mark yet: drops the staging folder
@@ -891,13 +893,13 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
                 side.plan_stats = stats
             if o.materialize:
                 mp = formats.materialized_path(p)
-                with formats.naming(mp):
+                with disk.naming(mp):
                     materialize(stage / mp.name, part, plan["tokens"], params["span"], pad_id, src.dtype)
                 side.materialized = {"file": mp.name, "shape": [int(len(part)), params["span"]],
                                      "dtype": src.dtype, "pad_id": int(pad_id)}
                 summary["files"].append(str(mp))
                 names.append(mp.name)
-            with formats.naming(p):
+            with disk.naming(p):
                 formats.write_plan(stage / p.name, part, side)
             names += [p.name, formats.plan_sidecar(p).name]
             summary["files"].append(str(p))
@@ -944,6 +946,6 @@ def _write_text(out: str, rows: np.ndarray, o: Options, plan: dict, stream) -> N
         for chunk in lines():
             stream.write(chunk)
     else:
-        with formats.naming(out), formats.atomic_open(out, "w") as f:
+        with disk.naming(out), disk.atomic_open(out, "w") as f:
             for chunk in lines():
                 f.write(chunk)

@@ -71,6 +71,7 @@ def _make_token_file(n_bytes: int) -> None:
     bin_path = folder / "train.bin"
     import numpy as np
 
+    from winsample import disk
     from winsample import formats, tokenizer
 
     enc = tokenizer.load_encoding("gpt2")
@@ -81,7 +82,7 @@ def _make_token_file(n_bytes: int) -> None:
     reps = n_bytes // unit.nbytes + 1
     n = n_bytes // 2
     folder.mkdir(parents=True, exist_ok=True)
-    h = formats.new_hasher()
+    h = disk.new_hasher()
     with open(bin_path, "wb") as f:
         written = 0
         while written < n:
@@ -98,7 +99,7 @@ def _make_token_file(n_bytes: int) -> None:
         "split": {"method": "tail", "fraction": 0.0, "seed": 0},
         "splits": {"train": {"file": "train.bin", "doc_index": "train.docs.npy", "tokens": n, "bytes": 2 * n,
                              "documents": int(len(starts)), "max_token": int(unit.max()),
-                             "checksum": formats.format_checksum(h)}},
+                             "checksum": disk.format_checksum(h)}},
         "inputs": [], "stats": {},
     }
     formats.write_meta(folder / "meta.json", meta)

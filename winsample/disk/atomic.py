@@ -1,0 +1,94 @@
+"""Atomic writes: a file appears whole under its name or not at all (temp file, fsync, rename)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from ..errors import InputError
+from .names import glob_escape
+
+
+# --- atomic writes ----------------------------------------------------------------------
+
+
+TMP_SUFFIX = ".winsample.tmp"
+
+
+def tmp_path(path: str | Path) -> Path:
+    """Where ``path`` is written before it is renamed into place (same folder, same disk).
+
+    A hidden name with this process's pid (``.train.bin.4242.winsample.tmp``): never a name a
+    user gives their own file (their ``train.bin.tmp`` is left alone), and two processes
+    writing one path never write one temp file."""
+    path = Path(path)
+    return path.parent / f".{path.name}.{os.getpid()}{TMP_SUFFIX}"
+
+
+def remove_stale_tmp(path: str | Path) -> None:
+    """Remove temp files ``tmp_path`` gave for ``path`` in earlier (killed) runs, any pid."""
+    path = Path(path)
+    if path.parent.is_dir():
+        for tmp in path.parent.glob(f".{glob_escape(path.name)}.*{TMP_SUFFIX}"):
+            if tmp.name[len(path.name) + 2 : -len(TMP_SUFFIX)].isdigit():
+                tmp.unlink(missing_ok=True)
+
+
+def fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def check_replaceable(path: str | Path) -> None:
+    """InputError unless ``path`` is absent or a regular file: an atomic write renames over it,
+    which would replace a device such as /dev/null with a plain file (as root) or fail on a folder."""
+    path = Path(path)
+    if os.path.lexists(path) and not path.is_file():
+        what = "a folder" if path.is_dir() else "not a regular file"
+        raise InputError(f"{path}: cannot write: it exists and is {what}; give a new or regular file's path")
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temp path to write; on success fsync it and rename it over ``path``.
+
+    On any exception (including KeyboardInterrupt) the temp file is removed and ``path`` is
+    left exactly as it was. ``path`` must be absent or a regular file (``check_replaceable``).
+    """
+    path = Path(path)
+    check_replaceable(path)
+    tmp = tmp_path(path)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[Any]:
+    """``open(path, mode)`` that only replaces ``path`` when the block succeeds."""
+    with atomic_path(path) as tmp:
+        with open(tmp, mode) as f:
+            yield f
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    with atomic_open(path, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=False, ensure_ascii=False)
+        f.write("\n")

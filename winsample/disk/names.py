@@ -1,0 +1,138 @@
+"""Untrusted names and files: a name read from metadata stays inside its folder; special files and sizes are refused."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+from ..errors import ConfigError, DataError, InputError
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob's special characters quoted."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def inside_name(name: Any, where: str) -> str:
+    """``name`` if it is a relative path of plain names (``plain_name`` for each part), else DataError."""
+    if not isinstance(name, str) or not name:
+        raise DataError(f"{where}: {name!r} is not a file name inside its folder")
+    for part in name.split("/"):
+        plain_name(part, where)
+    return name
+
+
+# --- untrusted names, special files, sizes ----------------------------------------------
+
+MAX_METADATA_BYTES = 64 << 20  # meta.json, sidecars, journals, marks: JSON this big is not ours
+
+
+def plain_name(name: Any, where: str) -> str:
+    """``name`` if it is a plain file name (no folder part, not ``.``/``..``, not hidden, no NUL),
+    else DataError naming ``where``: names read from metadata must stay inside their folder."""
+    ok = (isinstance(name, str) and name not in ("", ".", "..") and not name.startswith(".")
+          and not any(c in name for c in "/\\\0") and name == name.strip())
+    if not ok:
+        raise DataError(f"{where}: {name!r} is not a plain file name inside its folder")
+    return name
+
+
+def require_regular(path: str | Path, what: str = "file") -> os.stat_result:
+    """stat of ``path``; InputError if it is missing or not a regular file (a FIFO, socket, device
+    or folder is refused before it is opened, so reading it can never block)."""
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, socket or device)"
+        raise InputError(f"{path}: {kind}; expected {what}")
+    return st
+
+
+def open_regular(path: str | Path, what: str = "file"):
+    """``open(path, "rb")`` that never blocks: O_NONBLOCK open, then a regular-file check on the
+    opened file (so a FIFO swapped in after a stat is still refused); InputError otherwise."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: a folder; expected {what}") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, socket or device)"
+            raise InputError(f"{path}: {kind}; expected {what}")
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_small_text(path: str | Path, what: str) -> str:
+    """The UTF-8 text of a metadata file (at most MAX_METADATA_BYTES); InputError if it cannot be
+    read (missing, not a regular file, no permission: exit 2), DataError if it is not text."""
+    path = Path(path)
+    with open_regular(path, what) as f:
+        try:
+            data = f.read(MAX_METADATA_BYTES + 1)
+        except OSError as e:
+            raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(data) > MAX_METADATA_BYTES:
+        raise DataError(f"{path}: larger than {MAX_METADATA_BYTES >> 20} MiB: not {what}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text (byte {e.start}): not {what}") from None
+
+
+def _same(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def refuse_overwrite(outputs: Iterable[str | Path], inputs: Iterable[str | Path]) -> None:
+    """ConfigError (exit 2, nothing written) if an output path names one of the inputs.
+
+    Compared by real path (symlinks resolved) and, for files that exist, by device and inode
+    (hard links), so no spelling of an input's path gets past."""
+    seen: dict[str, str] = {}
+    stats: list[tuple[os.stat_result, str]] = []
+    for i in inputs:
+        if i is None or str(i) in ("", "-"):
+            continue
+        seen.setdefault(os.path.realpath(i), str(i))
+        try:
+            stats.append((os.stat(i), str(i)))
+        except OSError:
+            pass
+    for o in outputs:
+        if o is None or str(o) in ("", "-"):
+            continue
+        hit = seen.get(os.path.realpath(o))
+        if hit is None:
+            try:
+                st = os.stat(o)
+            except OSError:
+                st = None
+            hit = next((name for s, name in stats if st is not None and _same(s, st)), None)
+        if hit is not None:
+            same = "" if hit == str(o) else f" (the same file as {hit})"
+            raise ConfigError(f"{o}: is an input of this command or a file of the dataset it reads{same};"
+                              " writing it would destroy it: pick another output path")
+
+
+def is_plain_name(name: Any) -> bool:
+    """True for a file name that stays inside its folder: no separator, not ``.``/``..``, not empty."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name
+            and "\0" not in name)

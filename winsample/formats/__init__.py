@@ -1,0 +1,120 @@
+"""The bytes on disk: file names, dtypes, meta.json, window plans, atomic writes.
+
+This is the only module that knows how winsample's files are laid out. Everything else
+reads and writes them through the functions here: ``load_meta`` / ``write_meta`` (meta.json as
+a typed ``Meta`` of ``SplitEntry`` / ``ShardEntry``), ``load_plan`` / ``write_plan`` (rows and a
+typed ``PlanSidecar``), and ``open_split`` — the one rule by which every command opens a token
+stream (its meta, dtype, N, tokens as a memmap or the logical stream of a sharded split,
+document starts, tokenizer). The dataclasses are the schema's one home: their ``from_json``
+validates every field below, and keeps unknown fields.
+
+A data folder written by ``winsample encode``::
+
+    OUT_DIR/
+    ├── train.bin        token ids of the train split, raw, no header
+    ├── val.bin          token ids of the val split, raw, no header
+    ├── train.docs.npy   int64 [D]: token offset where each train document starts (first is 0)
+    ├── val.docs.npy     int64 [D]: the same for val
+    ├── train.prov.npy   PROV_DTYPE [D]: where each train document came from (provenance, below)
+    ├── train.prov.ids.npy  uint8: the documents' ids (encode --id-field only); val.* the same
+    ├── meta.json        written last; describes the files above (schema below)
+    ├── .winsample.lock  held (flock) while a run writes here; holds the writer's pid
+    └── .partial/        only while a run works, or after one was interrupted: its growing
+                         outputs and ``journal.json`` (checkpoints ``encode --resume`` trusts)
+
+A token file (``*.bin``) is N ids back to back, little-endian, no header, no padding::
+
+    byte   0      2      4            2(N-1)      2N
+           +------+------+--  ...  --+------+
+           | id0  | id1  |           |idN-1 |        dtype '<u2' (uint16): every id < 65536
+           +------+------+--  ...  --+------+
+                                                    dtype '<u4' (uint32): 4 bytes per id
+
+It opens in nanoGPT unchanged: ``np.memmap("train.bin", dtype=np.uint16, mode="r")``.
+N = file size // itemsize; a size that is not a multiple of itemsize is corrupt.
+
+meta.json (``FORMAT_VERSION`` 1)::
+
+    {
+      "format": "winsample", "version": 1, "winsample_version": "0.1.0",
+      "dtype": "<u2",
+      "tokenizer": {"name": "gpt2", "ranks_sha256": "306c…", "n_vocab": 50257, "eot": 50256},
+      "eot_appended": true,
+      "split": {"method": "doc", "fraction": 0.1, "seed": 1337},
+      "splits": {
+        "train": {"file": "train.bin", "doc_index": "train.docs.npy", "tokens": 123,
+                  "bytes": 246, "documents": 4, "max_token": 50256,
+                  "checksum": "xxh3_128:9f…"},
+        "val":   {…same keys…}
+      },
+      "inputs": [{"path": "corpus/a.txt", "bytes": 1234}],
+      "stats": {…free-form counts: skipped empty documents, replaced characters…}
+    }
+
+Readers accept any file whose ``version`` is <= FORMAT_VERSION; fields are only ever added.
+
+A sharded dataset (``encode --engine ray`` without ``--merge``) keeps its tokens in
+``OUT_DIR/shards/`` and its meta.json in OUT_DIR; the split entries describe one *logical*
+token stream per split, the concatenation of the split's shard files in order::
+
+    OUT_DIR/
+    ├── meta.json                 as above, plus "sharded" and per-split "shards" (below)
+    └── shards/
+        ├── train-00000.bin       a shard's train ids (--split doc); "all-NNNNN" with --split tail
+        ├── train-00000.docs.npy  int64: token offsets (in this file) of documents that START here
+        ├── val-00000.bin …
+        └── shard-00000.json      written last by the shard's task: its inputs, counts, checksums
+
+    "splits": {"train": {"file": "train.bin", "doc_index": null, "tokens", "bytes", "documents",
+                         "max_token", "checksum": "xxh3_128-shards:…",
+                         "shards": [{"file": "shards/train-00000.bin", "doc_index": "shards/train-00000.docs.npy",
+                                     "tokens", "bytes", "documents", "max_token", "checksum": "xxh3_128:…",
+                                     "continues": false}, …]}},
+    "sharded": {"layout": "winsample-shards", "version": 1, "count": K, "shard_bytes": 262144,
+                "shards": [{"index": 0, "meta": "shards/shard-00000.json",
+                            "inputs": [{"path", "start", "end"}]}, …]}
+
+``file`` is the name ``--merge`` gives the split (so ``data/train.bin`` names the logical stream
+whether or not it was merged); ``continues`` says the file's first tokens belong to a document
+that started in an earlier file of the split (a big text file cut at a safe point). The split's
+checksum is ``combine_checksums`` of its shard files (a checksum of their checksums, so no
+pass over the whole stream is needed); ``--merge`` writes an ordinary dataset whose split
+entries equal those of ``--engine local``.
+
+A window plan (``PLAN.npy``) is a structured numpy array, one row per window, ``PLAN_DTYPE``:
+``start`` (int64, token index into the .bin), ``length`` (int32, tokens spanned),
+``doc`` (int64, document number), ``fresh`` (int32, leading tokens already covered by an earlier
+window of the same document). Rows are sorted by start unless the plan was shuffled. Beside it
+``PLAN.npy.json`` (written last) holds::
+
+    {"format": "winsample-plan", "version": 1,
+     "source": {"path": "data/train.bin", "file": "train.bin", "bytes": 246, "checksum": "xxh3_128:…",
+                "dtype": "<u2", "tokens": 123},
+     "params": {"T", "targets", "span", "stride", "overlap" (1 - stride/span), "offset", "random_offset",
+                "seed", "epoch", "tail", "short", "boundaries", "pack", "shuffle", "shard", "shards",
+                "shard_method"},
+     "stats":  {"windows", "coverage" (share of tokens in >= 1 window), "covered_tokens",
+                "uncovered_tokens", "uncovered_tail", "uncovered_head", "uncovered_dropped", "documents"},
+     "tokenizer": {…the tokenizer entry of meta.json, when known…},
+     "materialized": {"file", "shape", "dtype", "pad_id"}   (only with --materialize),
+     "rows_checksum": "xxh3_128:…" (of the rows as written: an edited row shows)}
+
+The source checksum is copied from meta.json's split entry when that meta describes the file
+(same name and byte size), so planning never reads the tokens; for a bare .bin it is streamed.
+One plan per scale: ``PLAN.T512.npy``; shards: ``PLAN.shard0of4.npy`` (round-robin: shard r holds
+rows r, r+K, …); materialized windows: ``PLAN.tokens.npy``, (n, span) ids in the .bin's dtype,
+short windows padded with ``pad_id`` (their true length is the plan's ``length``).
+
+Checksums are xxh3-128 (``"xxh3_128:<32 hex>"``): it runs at several GB/s, faster than the
+disk, where sha256 would be the slowest part of a run.
+"""
+
+from .dataset import staging_dir, recover, dataset_files
+from .meta import FORMAT_NAME, FORMAT_VERSION, ShardEntry, SplitEntry, check_version, Meta, validate_meta, load_meta, read_meta, write_meta, find_meta_for, split_of
+from .names import SPLITS, META_JSON, bin_name, doc_index_name, SHARDS_DIR, SHARD_LAYOUT, SHARD_FORMAT, shard_bin_name, shard_doc_index_name, shard_prov_name, shard_prov_ids_name, shard_meta_name, is_sharded, plan_sidecar, plan_for_scale, plan_shard, materialized_path, PARTIAL_DIR, PARTIAL_JOURNAL, partial_dir, is_shard_name
+from .npy import MAX_NPY_HEADER, write_doc_index, write_doc_index_stream, NPY_HEADER_LOCK, npy_header, load_npy, read_doc_index, load_npy_mmap
+from .plan import PLAN_FORMAT, PLAN_VERSION, PLAN_DTYPE, plan_staging_dir, recover_plan, PlanSource, PlanSidecar, write_plan, rows_checksum, load_plan, read_plan
+from .provenance import PROV_VERSION, PROV_DTYPE, PROV_OFFSET_UNIT, prov_name, prov_ids_name, encode_id, decode_id, ProvenanceWriter, iter_prov_records, prov_segment, write_provenance, prov_entries, prov_meta, Provenance, read_provenance
+from .schema import META_DTYPES, schema_error, is_int, get_int, get_str, get_obj, get_name, get_dtype, extra_keys, load_json, read_json
+from .shardmeta import ShardMeta, write_shard_meta, read_shard_meta
+from .tokens import DTYPES, DEFAULT_DTYPE, dtype_for_vocab, normalize_dtype, dtype_max, check_and_cast, token_count, refuse_unlabelled, open_tokens, iter_chunks

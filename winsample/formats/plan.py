@@ -1,0 +1,256 @@
+"""Window plans: PLAN_DTYPE rows, the typed sidecar (PlanSidecar), and their atomic writer and reader."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+import numpy as np
+from ..errors import DataError
+from ..disk.atomic import TMP_SUFFIX, atomic_open, write_json_atomic
+from ..disk.checksums import format_checksum, new_hasher
+from ..disk.names import glob_escape
+from ..disk.staging import COMMIT_MARK, STAGING_DIR, read_commit_mark, roll_forward
+from .meta import check_version
+from .names import plan_sidecar
+from .npy import load_npy
+from .schema import extra_keys, get_dtype, get_int, get_name, get_obj, get_str, read_json, schema_error
+
+
+PLAN_FORMAT = "winsample-plan"
+PLAN_VERSION = 1
+
+PLAN_DTYPE = np.dtype([("start", "<i8"), ("length", "<i4"), ("doc", "<i8"), ("fresh", "<i4")])
+
+
+def plan_staging_dir(plan_path: str | Path) -> Path:
+    """A fresh, empty folder beside ``plan_path`` to write one ``windows`` run's files into.
+
+    Named after the plan (``.PLAN.npy.winsample-staging``), so runs writing different plans
+    into one folder do not share it; what an interrupted run left there is finished or
+    discarded first (``recover_plan``).
+    """
+    recover_plan(plan_path)
+    stage = _plan_stage(plan_path)
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    return stage
+
+
+def _plan_stage(plan_path: str | Path) -> Path:
+    p = Path(plan_path)
+    return p.parent / f".{p.name}{STAGING_DIR}"
+
+
+def recover_plan(plan_path: str | Path) -> str | None:
+    """``recover`` for the files of one plan: roll a committed stage forward or drop it,
+    and remove stale ``*.tmp`` files of the plan's own names (all scales and shards)."""
+    p = Path(plan_path)
+    stage = _plan_stage(p)
+    result = None
+    if stage.is_dir():
+        mark = stage / COMMIT_MARK
+        if mark.exists():
+            roll_forward(stage, p.parent, *read_commit_mark(mark))
+            result = "rolled forward"
+        else:
+            shutil.rmtree(stage, ignore_errors=True)
+            result = "cleaned"
+    stem = p.name[:-4] if p.name.endswith(".npy") else p.name
+    if p.parent.is_dir():
+        for tmp in p.parent.glob(f".{glob_escape(stem)}.*{TMP_SUFFIX}"):
+            tmp.unlink(missing_ok=True)
+    return result
+
+
+# --- window plans -----------------------------------------------------------------------
+
+
+@dataclass
+class PlanSource:
+    """``source`` of a plan sidecar: the token file the plan was made for."""
+
+    file: str | None = None  # its name (a plain name: a plan applies to a file of its data folder)
+    path: str | None = None  # as given to ``windows``
+    bytes: int | None = None
+    checksum: str | None = None
+    dtype: str | None = None
+    tokens: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    KEYS = ("path", "file", "bytes", "checksum", "dtype", "tokens")
+
+    @classmethod
+    def from_json(cls, obj: dict, where: str) -> PlanSource:
+        return cls(
+            file=get_name(obj, "file", where, "source", required=False, nullable=True),
+            path=get_str(obj, "path", where, "source", required=False, nullable=True),
+            bytes=get_int(obj, "bytes", where, "source", required=False),
+            checksum=get_str(obj, "checksum", where, "source", required=False, nullable=True),
+            dtype=get_dtype(obj, "dtype", where, "source", required=False),
+            tokens=get_int(obj, "tokens", where, "source", required=False),
+            extra=extra_keys(obj, cls.KEYS),
+        )
+
+    def to_json(self) -> dict:
+        out = {k: getattr(self, k) for k in self.KEYS if getattr(self, k) is not None}
+        out.update(self.extra)
+        return out
+
+
+_SIDECAR_KEYS = ("format", "version", "source", "params", "stats", "plan_stats", "tokenizer", "materialized", "rows_checksum")
+
+
+@dataclass
+class PlanSidecar:
+    """``PLAN.npy.json``: what a plan was made from and with (schema in this module's docstring).
+
+    ``params`` and ``stats`` are windows' own figures (params.span and params.T, when present,
+    are positive integers); ``materialized.file`` is a plain name beside the plan.
+    """
+
+    source: PlanSource = field(default_factory=PlanSource)
+    params: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
+    plan_stats: dict | None = None  # a shard of a plan: the whole plan's stats (``stats`` are the shard's)
+    tokenizer: dict | None = None
+    materialized: dict | None = None
+    rows_checksum: str | None = None  # xxh3-128 of the rows as write_plan saved them; None: a plan from before it was kept
+    version: int = PLAN_VERSION
+    extra: dict = field(default_factory=dict)
+    has_source: bool = field(default=True, repr=False, compare=False)
+
+    @property
+    def windows(self) -> int | None:
+        """The window count the sidecar records (``stats.windows``), None if it records none."""
+        return self.stats.get("windows")
+
+    @property
+    def n_vocab(self) -> int | None:
+        """The vocabulary size of the tokenizer the sidecar records, None without one."""
+        return (self.tokenizer or {}).get("n_vocab")
+
+    @property
+    def T(self) -> int | None:
+        return self.params.get("T")
+
+    @property
+    def span(self) -> int | None:
+        return self.params.get("span")
+
+    @property
+    def targets(self) -> bool:
+        """Windows carry next-token targets (``params.targets``; true when not recorded)."""
+        return bool(self.params.get("targets", True))
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str) -> PlanSidecar:
+        if not isinstance(obj, dict) or obj.get("format") != PLAN_FORMAT:
+            schema_error(where, "not a winsample plan sidecar")
+        version = check_version(obj, where, PLAN_VERSION, "plan")
+        src = get_obj(obj, "source", where, "")
+        params = get_obj(obj, "params", where, "") or {}
+        for key in ("T", "span", "stride"):
+            if key in params and params[key] is not None:
+                get_int(params, key, where, "params", lo=1)
+        stats = get_obj(obj, "stats", where, "") or {}
+        if "windows" in stats:
+            get_int(stats, "windows", where, "stats")
+        plan_stats = get_obj(obj, "plan_stats", where, "")
+        tok = get_obj(obj, "tokenizer", where, "")
+        mat = get_obj(obj, "materialized", where, "")
+        if mat is not None:
+            get_name(mat, "file", where, "materialized")
+            get_dtype(mat, "dtype", where, "materialized", required=False)
+        rows_sum = get_str(obj, "rows_checksum", where, "", required=False)
+        return cls(source=PlanSource.from_json(src or {}, where), params=params, stats=stats, plan_stats=plan_stats, tokenizer=tok,
+                   materialized=mat, rows_checksum=rows_sum, version=version, extra=extra_keys(obj, _SIDECAR_KEYS),
+                   has_source=src is not None)
+
+    def to_json(self) -> dict:
+        out: dict = {"format": PLAN_FORMAT, "version": self.version}
+        if self.has_source:
+            out["source"] = self.source.to_json()
+        out.update(params=self.params, stats=self.stats)
+        if self.plan_stats is not None:
+            out["plan_stats"] = self.plan_stats
+        if self.tokenizer is not None:
+            out["tokenizer"] = self.tokenizer
+        if self.materialized is not None:
+            out["materialized"] = self.materialized
+        if self.rows_checksum is not None:
+            out["rows_checksum"] = self.rows_checksum
+        out.update(self.extra)
+        return out
+
+
+def write_plan(path: str | Path, plan: np.ndarray, sidecar: dict | PlanSidecar) -> None:
+    """Write ``plan`` (PLAN_DTYPE rows) to ``path`` and its sidecar to ``path.json``, atomically.
+
+    The plan goes first and the sidecar last, so a plan without a sidecar is never current.
+    The sidecar's ``rows_checksum`` is set to the rows' (``rows_checksum``): an edited row shows.
+    """
+    plan = np.ascontiguousarray(plan, dtype=PLAN_DTYPE)
+    side = sidecar.to_json() if isinstance(sidecar, PlanSidecar) else {"format": PLAN_FORMAT, "version": PLAN_VERSION, **sidecar}
+    side["rows_checksum"] = rows_checksum(plan)
+    with atomic_open(path) as f:
+        np.save(f, plan)
+    write_json_atomic(plan_sidecar(path), side)
+
+
+def rows_checksum(rows: np.ndarray) -> str:
+    """xxh3-128 of plan rows as ``write_plan`` saves them (PLAN_DTYPE, little-endian, in order)."""
+    h = new_hasher()
+    h.update(np.ascontiguousarray(rows, dtype=PLAN_DTYPE))
+    return format_checksum(h)
+
+
+def _read_plan_rows(path: Path) -> np.ndarray:
+    arr = load_npy(path, "a window plan (.npy)")
+    if arr.dtype.names is None or any(n not in arr.dtype.names for n in PLAN_DTYPE.names):
+        raise DataError(f"{path}: not a window plan: fields {arr.dtype.names}, expected {PLAN_DTYPE.names}")
+    for name in PLAN_DTYPE.names:
+        if arr.dtype[name].kind not in "iu":
+            raise DataError(f"{path}: plan field {name!r} has dtype {arr.dtype[name]}, expected an integer")
+    if arr.ndim != 1:
+        raise DataError(f"{path}: a plan is a 1-d array, this one has shape {arr.shape}")
+    for name in PLAN_DTYPE.names:  # a value the plan's own dtype cannot hold would wrap when cast
+        have, want = arr.dtype[name], PLAN_DTYPE[name]
+        if np.can_cast(have, want, "safe") or not len(arr):
+            continue
+        col = arr[name]
+        lim = np.iinfo(want)
+        bad = (col > lim.max) | (col < lim.min) if have.kind == "i" else col > np.uint64(lim.max)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise DataError(f"{path}: row {i}: {name} {int(col[i])} does not fit the plan's {want} (stored as {have})")
+    return arr.astype(PLAN_DTYPE, copy=False)
+
+
+def _read_sidecar_json(path: Path) -> Any:
+    side_path = plan_sidecar(path)
+    if not os.path.lexists(side_path):
+        raise DataError(f"{side_path}: missing sidecar of plan {path}")
+    return read_json(side_path, "a plan sidecar")  # InputError (exit 2) for a FIFO, a folder, no permission
+
+
+def load_plan(path: str | Path) -> tuple[np.ndarray, PlanSidecar]:
+    """(plan rows, typed sidecar) of a plan written by ``write_plan``.
+
+    DataError if the .npy is not a plan (wrong fields or dtypes) or the sidecar is missing,
+    not JSON, from a newer version or has a field of the wrong type.
+    """
+    path = Path(path)
+    rows = _read_plan_rows(path)
+    return rows, PlanSidecar.from_json(_read_sidecar_json(path), str(plan_sidecar(path)))
+
+
+def read_plan(path: str | Path) -> tuple[np.ndarray, dict]:
+    """``load_plan`` with the sidecar as the plain dict (for code not yet on the dataclasses)."""
+    path = Path(path)
+    rows = _read_plan_rows(path)
+    obj = _read_sidecar_json(path)
+    PlanSidecar.from_json(obj, str(plan_sidecar(path)))
+    return rows, obj

@@ -1,0 +1,457 @@
+"""llm.c's headed shards: the writer beside the reader, shard groups, and the meta.json that owns them."""
+
+from __future__ import annotations
+
+import glob as globlib
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+import numpy as np
+from .. import disk
+from .. import formats
+from ..errors import ConfigError, DataError, InputError, WinsampleError
+from .layouts import LLMC, layout_splits
+from .megatron import INDEX_STEP
+
+
+# --- llm.c / modded-nanogpt ---------------------------------------------------------------------
+
+LLMC_MAGIC = 20240520
+LLMC_VERSION = 1
+LLMC_HEADER_INTS = 256
+LLMC_HEADER_BYTES = 4 * LLMC_HEADER_INTS
+LLMC_DTYPE = "<u2"
+LLMC_DIR = "llmc"
+DEFAULT_SHARD_TOKENS = 100_000_000  # llm.c's fineweb.py shard size
+_NAME_RE = re.compile(r"^(?P<stem>.*?)[_-]?(?P<num>\d+)\.bin$")
+
+
+def llmc_shard_name(split: str, index: int) -> str:
+    """A shard's path relative to OUT_DIR: ``llmc/train_000000.bin``."""
+    return f"{LLMC_DIR}/{split}_{index:06d}.bin"
+
+
+def llmc_header(count: int) -> bytes:
+    h = np.zeros(LLMC_HEADER_INTS, "<i4")
+    h[0], h[1], h[2] = LLMC_MAGIC, LLMC_VERSION, count
+    return h.tobytes()
+
+
+def read_llmc_header(path: str | Path) -> int:
+    """The token count of llm.c shard ``path`` after checking its header and size.
+
+    DataError naming the file: shorter than the header, magic or version not llm.c's
+    uint16 format, a negative count, or a size other than 1024 + 2 × count bytes.
+    """
+    path = Path(path)
+    try:
+        size = disk.require_regular(path, "an llm.c shard").st_size
+        with disk.open_regular(path, "an llm.c shard") as f:
+            head = f.read(LLMC_HEADER_BYTES)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    if len(head) < LLMC_HEADER_BYTES:
+        raise DataError(f"{path}: {size} bytes, shorter than an llm.c shard header ({LLMC_HEADER_BYTES} bytes)")
+    magic, version, count = np.frombuffer(head, "<i4", 3).tolist()
+    if magic != LLMC_MAGIC:
+        raise DataError(f"{path}: not an llm.c shard: header magic {magic}, expected {LLMC_MAGIC}")
+    if version != LLMC_VERSION:
+        raise DataError(f"{path}: llm.c shard version {version}, expected {LLMC_VERSION} (uint16 ids)")
+    if count < 0:
+        raise DataError(f"{path}: header token count {count} is negative")
+    want = LLMC_HEADER_BYTES + 2 * count
+    if size != want:
+        raise DataError(
+            f"{path}: {size} bytes, but its header counts {count} tokens: {want} bytes expected"
+            f" ({'truncated' if size < want else 'trailing bytes'})"
+        )
+    return count
+
+
+def is_llmc_shard(path: str | Path) -> bool:
+    """True when ``path`` is a file whose first bytes are llm.c's magic and version 1."""
+    try:
+        with disk.open_regular(path) as f:  # a FIFO is not a shard, and must not block
+            head = f.read(8)
+    except (OSError, WinsampleError):
+        return False
+    return len(head) == 8 and np.frombuffer(head, "<i4").tolist() == [LLMC_MAGIC, LLMC_VERSION]
+
+
+def llmc_tokens(path: str | Path, count: int) -> np.ndarray:
+    """Read-only memmap of a shard's ``count`` ids (after the 1024-byte header)."""
+    if count == 0:
+        return np.zeros(0, LLMC_DTYPE)
+    return np.memmap(path, dtype=LLMC_DTYPE, mode="r", offset=LLMC_HEADER_BYTES, shape=(count,))
+
+
+def _doc_ends_in(doc_starts: np.ndarray, n: int, lo: int, hi: int) -> np.ndarray:
+    """Exclusive ends ``e`` of the documents with ``lo < e <= hi`` (a document ends where the next
+    starts, the last at ``n``); ``doc_starts`` strictly increasing from 0."""
+    a = int(np.searchsorted(doc_starts, lo + 1, "left"))
+    b = int(np.searchsorted(doc_starts, hi, "right"))
+    ends = np.asarray(doc_starts[a:b]).astype(np.int64)
+    if len(doc_starts) and lo < n <= hi:
+        ends = np.append(ends, n)
+    return ends
+
+
+def llmc_count(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_appended: bool) -> tuple[int, int]:
+    """(ids in the llm.c stream of a split, trailing EOTs it leaves out).
+
+    Each document ``[s, e)`` of the .bin becomes EOT + its ids, less a trailing EOT (the one
+    encode appended). Only the id just before each document end is read.
+    """
+    n, d = len(tokens), len(doc_starts)
+    dropped = 0
+    if eot_appended:
+        for lo in range(0, n, INDEX_STEP * 64):
+            last = _doc_ends_in(doc_starts, n, lo, min(n, lo + INDEX_STEP * 64)) - 1
+            if len(last):
+                dropped += int(np.count_nonzero(np.asarray(tokens[last]) == eot))
+    return n + d - dropped, dropped
+
+
+def llmc_stream(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_appended: bool,
+                chunk_tokens: int = 1 << 20) -> Iterator[np.ndarray]:
+    """The llm.c ids of a split, in pieces: an EOT before each document, its appended EOT left out."""
+    n = len(tokens)
+    eot_arr = np.array(eot, dtype=tokens.dtype)
+    for lo in range(0, n, chunk_tokens):
+        hi = min(n, lo + chunk_tokens)
+        chunk = np.asarray(tokens[lo:hi])
+        a, b = int(np.searchsorted(doc_starts, lo, "left")), int(np.searchsorted(doc_starts, hi, "left"))
+        at = np.asarray(doc_starts[a:b]).astype(np.int64) - lo  # documents starting in [lo, hi)
+        drop = np.zeros(0, np.int64)
+        if eot_appended:
+            last = _doc_ends_in(doc_starts, n, lo, hi) - 1 - lo
+            drop = last[chunk[last] == eot]
+        # Inside a long document nothing starts or ends: the piece as it is (no copy).
+        out = np.insert(chunk, at, eot_arr) if len(at) else chunk
+        if len(drop):
+            keep = np.ones(len(chunk), bool)
+            keep[drop] = False
+            out = out[np.insert(keep, at, True)]
+        yield out
+
+
+class _ShardWriter:
+    """Writes one split's llm.c ids into shards of at most ``shard_tokens``, header first."""
+
+    def __init__(self, folder: Path, split: str, total: int, shard_tokens: int):
+        self.folder, self.split, self.total = folder, split, total
+        # k = ceil(total / shard_tokens) shards of near-equal size (they differ by at most one id):
+        # never a small remainder shard, which llm.c's loader would refuse (it asserts every
+        # shard holds at least B*T*processes + 1 tokens).
+        self.k = -(-total // shard_tokens)
+        self.entries: list[dict] = []
+        self.f = None
+        self.left = 0  # ids still to write into the open shard
+        self.written = 0
+
+    def _open(self) -> None:
+        i = len(self.entries)
+        count = self.total // self.k + (1 if i < self.total % self.k else 0)
+        name = llmc_shard_name(self.split, i)
+        path = self.folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.f = open(path, "wb")
+        self.hasher = disk.new_hasher()
+        head = llmc_header(count)
+        self.f.write(head)
+        self.hasher.update(head)
+        self.left = count
+        self.entries.append({"file": name, "tokens": count, "bytes": LLMC_HEADER_BYTES + 2 * count})
+
+    def _close(self) -> None:
+        self.f.close()
+        self.f = None
+        self.entries[-1]["checksum"] = disk.format_checksum(self.hasher)
+
+    def write(self, ids: np.ndarray) -> None:
+        ids = np.ascontiguousarray(ids, dtype=LLMC_DTYPE)
+        while ids.size:
+            if self.f is None:
+                self._open()
+            part, ids = ids[: self.left], ids[self.left :]
+            self.f.write(part)  # the array's own bytes (contiguous, little-endian): no copy
+            self.hasher.update(part)
+            self.left -= part.size
+            self.written += part.size
+            if self.left == 0:
+                self._close()
+
+    def finish(self) -> list[dict]:
+        if self.f is not None:
+            self._close()
+        if self.written != self.total:
+            raise RuntimeError(f"llm.c shards of {self.split}: wrote {self.written} ids, counted {self.total}")
+        return self.entries
+
+
+def write_llmc_split(folder: str | Path, split: str, tokens: np.ndarray, doc_starts: np.ndarray, eot: int,
+                     eot_appended: bool, shard_tokens: int = DEFAULT_SHARD_TOKENS) -> dict:
+    """Write ``folder/llmc/<split>_NNNNNN.bin`` from a split's .bin ids and document starts.
+
+    One streaming pass over ``tokens`` (and a gather of the ids before each document end,
+    to count the shards' sizes before their headers are written). Returns the layout entry
+    of the split: tokens, documents, shards [{file, tokens, bytes, checksum}].
+    """
+    if tokens.dtype.itemsize != 2:
+        raise ConfigError("the llmc layout holds uint16 ids only (llm.c shard version 1)")
+    total, _ = llmc_count(tokens, doc_starts, eot, eot_appended)
+    w = _ShardWriter(Path(folder), split, total, shard_tokens)
+    for piece in llmc_stream(tokens, doc_starts, eot, eot_appended):
+        w.write(piece)
+    return {"tokens": total, "documents": len(doc_starts), "shards": w.finish()}
+
+
+@dataclass
+class LlmcShard:
+    path: Path
+    count: int
+
+
+def llmc_shard_files(spec: str | Path) -> list[Path]:
+    """The shard files an llm.c dataset path names: one file, a folder (its ``*.bin``), or a glob;
+    sorted by name (shard order). InputError when it names none."""
+    s = str(spec)
+    if any(c in s for c in "*?[") and not Path(s).exists():
+        files = sorted(Path(p) for p in globlib.glob(s) if Path(p).is_file())
+        if not files:
+            raise InputError(f"{s}: the pattern matches no file")
+        return files
+    p = Path(s)
+    if p.is_dir():
+        files = sorted(q for q in p.glob("*.bin") if q.is_file())
+        if not files:
+            raise InputError(f"{p}: no .bin shard in this folder")
+        return files
+    if not p.exists():
+        raise InputError(f"{p}: no such file or folder")
+    return [p]
+
+
+def group_shards(files: list[Path]) -> dict[str, list[Path]]:
+    """Shards grouped by name without their number (``fineweb_train_000001.bin`` → ``fineweb_train``),
+    each group in name order: one token stream per group (a split)."""
+    groups: dict[str, list[Path]] = {}
+    for f in files:
+        m = _NAME_RE.match(f.name)
+        key = m.group("stem") if m and m.group("stem") else f.stem
+        groups.setdefault(key, []).append(f)
+    return {k: sorted(v) for k, v in sorted(groups.items())}
+
+
+def missing_shards(files: list[Path]) -> list[str]:
+    """Names of the shards missing between the lowest and highest number of one group (llm.c's
+    fineweb starts train at 000001: the first number is not assumed to be 0)."""
+    nums = {}
+    for f in files:
+        m = _NAME_RE.match(f.name)
+        if m:
+            nums[int(m.group("num"))] = (f.name, m)
+    if len(nums) < 2:
+        return []
+    name, m = nums[min(nums)]
+    width = len(m.group("num"))
+    head = name[: m.start("num")]
+    return [f"{head}{k:0{width}d}.bin" for k in range(min(nums), max(nums) + 1) if k not in nums]
+
+
+def split_of_group(name: str) -> str | None:
+    """'train' / 'val' for a shard group name that says which (``fineweb_val`` → val), else None."""
+    low = name.lower()
+    if re.search(r"(^|[^a-z])(val|valid|validation)([^a-z]|$)", low):
+        return "val"
+    if re.search(r"(^|[^a-z])train([^a-z]|$)", low):
+        return "train"
+    return None
+
+
+def llmc_doc_problems(tokens: np.ndarray, eot: int, doc_starts: np.ndarray | None, label: str) -> list[str]:
+    """EOT checks of an llm.c stream: it starts with EOT, and (given winsample's ``doc_starts``
+    in llm.c coordinates) every document starts with EOT and EOTs stand nowhere else."""
+    out: list[str] = []
+    n = len(tokens)
+    if n == 0:
+        return out
+    if int(tokens[0]) != eot:
+        out.append(f"{label}: the first id is {int(tokens[0])}, not the EOT {eot}: documents must start with <|endoftext|>")
+    if doc_starts is None:
+        return out
+    d = len(doc_starts)
+    j = 0
+    for lo, chunk in formats.iter_chunks(tokens, disk.CHUNK_BYTES // 2):
+        hi = lo + len(chunk)
+        pos = np.flatnonzero(np.asarray(chunk) == eot) + lo
+        k = int(np.searchsorted(doc_starts, hi, "left"))
+        want = np.asarray(doc_starts[j:k]).astype(np.int64)
+        j = k
+        if len(pos) != len(want) or np.any(pos != want):
+            missing = np.setdiff1d(want, pos)
+            extra = np.setdiff1d(pos, want)
+            if len(missing):
+                out.append(f"{label}: document {int(np.searchsorted(doc_starts, missing[0]))} starts at id {int(missing[0])} without an EOT")
+            else:
+                out.append(f"{label}: an EOT at id {int(extra[0])} where no document starts")
+            break
+    if j != d:
+        out.append(f"{label}: {d} documents expected, the stream ends before document {j}")
+    return out
+
+
+def shard_entry_problems(split: str, entry: dict) -> list[str]:
+    """The shard names meta.json lists for ``split`` must be exactly those encode writes
+    (``llmc/<split>_000000.bin``, …): a name read from metadata never leads out of the folder."""
+    if split not in formats.SPLITS:
+        return [f"layouts.llmc.splits names {split!r}, not train or val"]
+    shards = entry.get("shards") if isinstance(entry, dict) else None
+    if not isinstance(shards, list):
+        return [f"layouts.llmc.splits.{split}.shards is not a list"]
+    out = []
+    for i, sh in enumerate(shards):
+        want = llmc_shard_name(split, i)
+        if not isinstance(sh, dict) or sh.get("file") != want:
+            got = sh.get("file") if isinstance(sh, dict) else sh
+            out.append(f"layouts.llmc.splits.{split}.shards[{i}].file is {got!r}, expected {want!r}")
+    return out
+
+
+def llmc_groups(p: Path, s: str) -> dict[str, list[Path]] | None:
+    """The shard groups ``p`` names (a shard, a folder of them, a glob), or None."""
+    try:
+        if not p.exists() and any(c in s for c in "*?["):
+            return group_shards(llmc_shard_files(s))
+        if p.is_file() and is_llmc_shard(p):
+            return {p.stem: [p]}
+        if p.is_dir():
+            files = sorted(p.glob("*.bin"))
+            return group_shards(files) if files and any(is_llmc_shard(f) for f in files) else None
+    except InputError:
+        return None
+    return None
+
+
+@dataclass
+class LlmcGroup:
+    """What the owning meta.json says of one group of shards: its split, the split's entry (the
+    group compared with it when it is all the split's shards), and the split's shards the group
+    lacks (``missing``: names as meta.json lists them)."""
+
+    split: str
+    entry: dict
+    missing: list[str]
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.missing)
+
+    def compared(self) -> dict:
+        """The entry to check the group's shards against: the split's, or, for a part of it, one
+        of just the group's shards (no document count: meta.json records none for a part)."""
+        if not self.partial:
+            return self.entry
+        mine = [sh for sh in self.entry["shards"] if sh["file"] not in self.missing]
+        return {"shards": mine, "tokens": sum(sh["tokens"] for sh in mine)}
+
+
+@dataclass
+class LlmcOwner:
+    """The winsample data folder's meta.json that lists some llm.c shards (``llmc_owner``):
+    ``groups`` it lists, by group name; ``problem``: why it could not be used (a meta.json that
+    does not read, shard entries that are not encode's), the meta then None."""
+
+    meta_file: Path
+    meta: formats.Meta | None
+    groups: dict[str, LlmcGroup]
+    problem: str | None = None
+
+
+def _owner_file(files: list[Path], meta_path=None) -> Path | None:
+    """``meta_path``, else the meta.json above the shards' ``llmc/`` folder (by the folder's
+    absolute name, then its real one: ``verify .`` inside it, a link to it), when it exists."""
+    if meta_path is not None:
+        return Path(meta_path)
+    for parent in (Path(os.path.abspath(files[0])).parent, _real(files[0]).parent):
+        if parent.name == LLMC_DIR and (parent.parent / formats.META_JSON).is_file():
+            return parent.parent / formats.META_JSON
+    return None
+
+
+def _real(p: Path) -> Path:
+    try:
+        return p.resolve()
+    except (OSError, RuntimeError):  # a link loop
+        return Path(os.path.abspath(p))
+
+
+def _llmc_entries(meta: formats.Meta) -> tuple[dict[str, dict], str | None]:
+    """({split: entry} of meta's layouts.llmc whose shards are encode's names with integer token
+    counts, the first problem found or None). A meta.json with no llm.c layout lists none: no problem."""
+    desc = meta.to_json().get("layouts")
+    if desc is None or (isinstance(desc, dict) and LLMC not in desc):
+        return {}, None
+    splits = layout_splits({"layouts": desc}, LLMC)
+    if splits is None:
+        return {}, "meta.json: layouts.llmc.splits is not an object of split entries"
+    good, problem = {}, None
+    for split, entry in splits.items():
+        problems = shard_entry_problems(split, entry)
+        if not problems and not all(isinstance(sh.get("tokens"), int) and not isinstance(sh.get("tokens"), bool) for sh in entry["shards"]):
+            problems = [f"layouts.llmc.splits.{split}.shards: a token count that is not an integer"]
+        if problems:
+            problem = problem or f"meta.json: {problems[0]}"
+        else:
+            good[split] = entry
+    return good, problem
+
+
+def llmc_owner(groups: dict[str, list[Path]], meta_path=None) -> LlmcOwner | None:
+    """The meta.json that lists ``groups``' shards under layouts.llmc: ``meta_path``, else the one
+    above their ``llmc/`` folder (``encode --layout llmc`` writes them there). None when there is
+    none, or it lists none of them. One that does not read, or whose shard entries are not the
+    names encode writes, is returned with its ``problem`` (a name read from metadata is only ever
+    compared with the files given, never opened)."""
+    files = [f for fs in groups.values() for f in fs]
+    meta_file = _owner_file(files, meta_path) if files else None
+    if meta_file is None or not meta_file.is_file():
+        return None
+    try:
+        meta = formats.load_meta(meta_file)
+    except WinsampleError as e:
+        return LlmcOwner(meta_file, None, {}, f"{meta_file}: {e}")
+    splits, problem = _llmc_entries(meta)
+    listed: dict[Path, tuple[str, str]] = {}  # real path -> (split, the name meta.json lists)
+    for split, entry in splits.items():
+        for sh in entry["shards"]:
+            listed[_real(meta_file.parent / sh["file"])] = (split, sh["file"])
+    found = {}
+    for name, fs in groups.items():
+        got = [listed.get(_real(f)) for f in fs]
+        if not got or None in got or len({split for split, _ in got}) != 1:
+            continue
+        split = got[0][0]
+        have = {n for _, n in got}
+        found[name] = LlmcGroup(split, splits[split], [sh["file"] for sh in splits[split]["shards"] if sh["file"] not in have])
+    if not found and problem is None:
+        return None
+    return LlmcOwner(meta_file, meta, found, f"{meta_file}: {problem.removeprefix('meta.json: ')}" if problem else None)
+
+
+def stale_llmc(out_dir: Path, keep: set[str]) -> list[str]:
+    """Names (relative to OUT_DIR) of llm.c shards in ``OUT_DIR/llmc`` that ``keep`` does not list."""
+    d = out_dir / LLMC_DIR
+    if not d.is_dir():
+        return []
+    return sorted(f"{LLMC_DIR}/{n}" for n in os.listdir(d) if n.endswith(".bin") and f"{LLMC_DIR}/{n}" not in keep)
+
+
+def llmc_stream_checksum(files: list[Path], progress=None) -> str:
+    """The checksum of an llm.c shard stream: ``combine_checksums`` of each shard file's own
+    (header included), as meta.json records each shard's."""
+    return disk.combine_checksums((Path(f).stat().st_size, disk.checksum_file(f, progress)) for f in files)
