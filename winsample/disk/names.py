@@ -30,11 +30,8 @@ MAX_METADATA_BYTES = 64 << 20  # meta.json, sidecars, journals, marks: JSON this
 
 
 def plain_name(name: Any, where: str) -> str:
-    """``name`` if it is a plain file name (no folder part, not ``.``/``..``, not hidden, no NUL),
-    else DataError naming ``where``: names read from metadata must stay inside their folder."""
-    ok = (isinstance(name, str) and name not in ("", ".", "..") and not name.startswith(".")
-          and not any(c in name for c in "/\\\0") and name == name.strip())
-    if not ok:
+    """``name`` if ``is_plain_name``, else DataError naming ``where``."""
+    if not is_plain_name(name):
         raise DataError(f"{where}: {name!r} is not a plain file name inside its folder")
     return name
 
@@ -133,6 +130,9 @@ def refuse_overwrite(outputs: Iterable[str | Path], inputs: Iterable[str | Path]
 
 
 def is_plain_name(name: Any) -> bool:
-    """True for a file name that stays inside its folder: no separator, not ``.``/``..``, not empty."""
-    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name
-            and "\0" not in name)
+    """The one rule for a name read from metadata (meta.json, sidecars, marks, journals): a plain
+    file name that stays inside its folder. No folder part (``/`` or ``\\``), not ``.``/``..``,
+    not hidden (a leading ``.``: winsample's own work files are hidden), no NUL, no leading or
+    trailing whitespace, not empty."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and not name.startswith(".")
+            and not any(c in name for c in "/\\\0") and name == name.strip())

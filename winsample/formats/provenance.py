@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import DataError, InputError
 from ..disk.atomic import atomic_open
 from ..disk.checksums import CHUNK_BYTES, format_checksum, new_hasher
+from ..disk.names import is_plain_name
 from .meta import Meta
 from .names import META_JSON
 from .npy import load_npy_mmap
@@ -308,7 +309,7 @@ def read_provenance(folder: str | Path, meta: dict, split: str) -> Provenance | 
         return None
     folder = Path(folder)
     name = entry.get("file")
-    if not _plain_name(name):
+    if not is_plain_name(name):
         raise DataError(f"{folder / META_JSON}: provenance.splits.{split}.file {name!r} is not a file name in its folder")
     rec = load_npy_mmap(folder / name, "a provenance file")
     if rec.dtype != PROV_DTYPE or rec.ndim != 1:
@@ -316,13 +317,9 @@ def read_provenance(folder: str | Path, meta: dict, split: str) -> Provenance | 
     ids = None
     if entry.get("ids") is not None:
         ids_name = entry["ids"]
-        if not _plain_name(ids_name):
+        if not is_plain_name(ids_name):
             raise DataError(f"{folder / META_JSON}: provenance.splits.{split}.ids {ids_name!r} is not a file name in its folder")
         ids = load_npy_mmap(folder / ids_name, "a provenance ids file")
         if ids.dtype != np.uint8 or ids.ndim != 1:
             raise DataError(f"{folder / ids_name}: not a provenance ids file: dtype {ids.dtype}, shape {ids.shape}")
     return Provenance(rec, ids, meta.get("inputs") or [], prov.get("id_field"), folder / name)
-
-
-def _plain_name(name) -> bool:
-    return isinstance(name, str) and bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name and "\0" not in name
