@@ -22,7 +22,8 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from winsample import fastengine, tokenizer
+from winsample import tokenizer
+from winsample.tokenizer import fastengine
 from winsample.cli import main
 from winsample.encode import encode_corpus
 from winsample.errors import ConfigError
@@ -35,9 +36,9 @@ EOT = 50256
 @pytest.fixture(autouse=True)
 def fresh_checks():
     """Each test decides again whether the fast engine passes (the result is cached per process)."""
-    tokenizer._CHECKED.clear()
+    tokenizer.CHECKED.clear()
     yield
-    tokenizer._CHECKED.clear()
+    tokenizer.CHECKED.clear()
 
 
 def test_the_fast_engine_is_installed_for_the_tests():

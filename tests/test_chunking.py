@@ -15,7 +15,7 @@ import tiktoken_ext.openai_public as openai_public
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from winsample.chunking import TextChunker, is_safe_cut, last_safe_cut, safe_cuts
+from winsample.tokenizer.chunking import TextChunker, is_safe_cut, last_safe_cut, safe_cuts
 
 from .conftest import CORPUS, _tiktoken_spec
 

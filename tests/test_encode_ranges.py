@@ -11,7 +11,7 @@ import xxhash
 
 from winsample import encode as encode_mod
 from winsample import formats, sources
-from winsample.chunking import is_safe_cut, last_safe_cut_bytes
+from winsample.tokenizer.chunking import is_safe_cut, last_safe_cut_bytes
 from winsample.encode import encode_corpus
 from winsample.errors import DataError
 

@@ -22,7 +22,10 @@ import sentencepiece as spm
 import tokenizers
 from click.testing import CliRunner
 
-from winsample import fastengine, tokenizer, tokenizer_hf, tokenizer_spm
+from winsample import tokenizer
+from winsample.tokenizer import fastengine
+from winsample.tokenizer import hf as tokenizer_hf
+from winsample.tokenizer import spm as tokenizer_spm
 from winsample.cli import main
 from winsample.errors import ConfigError
 
@@ -34,9 +37,9 @@ FAMILIES = ("deepseek", "mistral-v1", "mistral-v3")
 @pytest.fixture(autouse=True)
 def fresh_checks():
     """Each test decides again whether the fast engine passes (the result is cached per process)."""
-    tokenizer._CHECKED.clear()
+    tokenizer.CHECKED.clear()
     yield
-    tokenizer._CHECKED.clear()
+    tokenizer.CHECKED.clear()
 
 
 @pytest.fixture(scope="session")

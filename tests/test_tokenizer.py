@@ -72,7 +72,7 @@ def test_ranks_with_wrong_hash_are_refused():
     data = bytearray(tokenizer.bundled_gpt2_ranks())
     data[10] ^= 1
     with pytest.raises(DataError, match="sha256"):
-        tokenizer._gpt2(bytes(data))
+        tokenizer.gpt2_from_ranks(bytes(data))
 
 
 def test_ranks_sha256_of_encoding_equals_file_hash(gpt2_ranks_file, ref_gpt2):
@@ -246,13 +246,13 @@ def test_safe_cut_rule_keeps_ids_identical(ref_gpt2):
 def test_dist_version_agrees_with_the_installed_metadata():
     from importlib.metadata import version
 
-    from winsample.tokenizer_base import dist_version
+    from winsample.tokenizer.base import dist_version
 
     assert dist_version("tiktoken") == version("tiktoken") == tiktoken.__version__
     assert dist_version("gigatoken") == version("gigatoken")  # no __version__: the metadata answers
     assert dist_version("no-such-distribution-here") == "?"
     # a module that declares its version is answered without importing importlib.metadata
-    code = ("import sys, tiktoken\nfrom winsample.tokenizer_base import dist_version\n"
+    code = ("import sys, tiktoken\nfrom winsample.tokenizer.base import dist_version\n"
             "dist_version('tiktoken')\nprint('importlib.metadata' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr

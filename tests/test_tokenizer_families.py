@@ -486,7 +486,7 @@ def test_ranks_missing_bytes_in_a_subprocess_exits_2_without_hanging(tmp_path, g
 
 
 def test_missing_library_says_what_to_install(monkeypatch):
-    from winsample import tokenizer_hf, tokenizer_spm
+    from winsample.tokenizer import hf as tokenizer_hf, spm as tokenizer_spm
 
     monkeypatch.setitem(sys.modules, "tokenizers", None)
     monkeypatch.setitem(sys.modules, "sentencepiece", None)
@@ -567,7 +567,7 @@ def test_pattern_with_a_family_tokenizer_is_refused_not_ignored(tmp_path, mistra
 
 @pytest.mark.parametrize("version", ["v1", "v3"])
 def test_piece_types_read_from_the_model_file_agree_with_sentencepiece(version, mistral_v1, mistral_v3, monkeypatch):
-    from winsample import tokenizer_spm
+    from winsample.tokenizer import spm as tokenizer_spm
 
     path = {"v1": mistral_v1, "v3": mistral_v3}[version]
     sp = spm.SentencePieceProcessor(model_file=str(path))
@@ -595,7 +595,7 @@ def _len(b: bytes) -> bytes:
 
 
 def test_piece_types_of_hand_built_pieces_in_every_layout():
-    from winsample import tokenizer_spm as t
+    from winsample.tokenizer import spm as t
 
     text = lambda s: b"\x0a" + _len(s.encode()) + s.encode()  # noqa: E731  Piece.piece
     score = b"\x15\x00\x00\x80\xbf"  # Piece.score = -1.0 (fixed32)

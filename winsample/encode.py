@@ -43,7 +43,7 @@ from . import tokensrc
 
 from . import disk
 from . import __version__, formats, pipeline, resume, tokenizer
-from .chunking import TextChunker
+from .tokenizer.chunking import TextChunker
 from .errors import ConfigError, DataError, InputError, Interrupted, WinsampleError
 from .pipeline import (
     ERROR_MODES, SPLIT_METHODS, DocRule, SplitWriter, check_options, encode_texts, locked, starts_chunks,

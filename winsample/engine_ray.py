@@ -51,7 +51,7 @@ import xxhash
 
 from . import disk
 from . import formats, pipeline, tokenizer
-from .chunking import TextChunker, iter_safe_cuts
+from .tokenizer.chunking import TextChunker, iter_safe_cuts
 from .errors import ConfigError, DataError, InputError, WinsampleError
 from .pipeline import LONG_RUN_CHARS, PIECE_CHARS, DocRule, SplitWriter, check_pattern, encode_texts, write_index
 

@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from . import chunking
-from .errors import ConfigError
-from .tokenizer_base import Tokenizer, dist_version, texts_in_context
+from ..errors import ConfigError
+from .base import Tokenizer, dist_version, texts_in_context
 
 SUPPORTED_MODELS = ("BPE", "Unigram")
 _MODEL_KEY = re.compile(r'"model"\s*:\s*\{')

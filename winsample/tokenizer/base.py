@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from . import chunking
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 class Tokenizer:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 ENGINE = "gigatoken"
 CACHE_BUDGET = 80 << 20  # resident bytes the engines' caches may add, together, to the process once built
@@ -586,7 +586,7 @@ def cached_spm_tokenizer_json(model_bytes: bytes) -> tuple[str, bool]:
     import hashlib
     import json
 
-    from . import __version__
+    from .. import __version__
 
     key = hashlib.sha256(model_bytes).hexdigest()
     path = cache_dir() / f"spm-{key[:32]}.json"

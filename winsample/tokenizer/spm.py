@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError
-from .tokenizer_base import Tokenizer, dist_version, texts_in_context
+from ..errors import ConfigError
+from .base import Tokenizer, dist_version, texts_in_context
 
 MODEL_TYPES = {1: "Unigram", 2: "BPE", 3: "Word", 4: "Char"}
 SUPPORTED_MODELS = ("BPE", "Unigram")
