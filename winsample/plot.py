@@ -182,15 +182,26 @@ def plot_coverage(
     starts = rows["start"].astype(np.int64)
     lengths = rows["length"].astype(np.int64)
     edges, sums = coverage_depth(tokens_n, starts, lengths, bins)
-    widths = np.diff(edges)
-    mean = sums / np.maximum(widths, 1)
     covered = covered_tokens(tokens_n, starts, lengths)
     docs = np.asarray(doc_starts, dtype=np.int64) if doc_starts is not None else np.zeros(0, dtype=np.int64)
 
     ax_depth, ax_zoom, ax_len, ax_ids = fig.subplots(2, 2).ravel()
     fig.suptitle(title or "winsample coverage")
+    mean_all = _depth_panel(ax_depth, tokens_n, edges, sums, covered, docs)
+    _first_windows_panel(ax_zoom, rows, docs, tokens_n)
+    _lengths_panel(ax_len, lengths)
+    _ids_panel(ax_ids, token_hist)
 
-    # 1. depth along the token axis
+    with disk.atomic_path(path_png) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI)
+    return {"png": str(path_png), "bins": int(np.diff(edges).size), "windows": int(len(rows)), "tokens": int(tokens_n),
+            "covered_tokens": covered, "mean_depth": mean_all}
+
+
+def _depth_panel(ax_depth, tokens_n: int, edges: np.ndarray, sums: np.ndarray, covered: int, docs: np.ndarray) -> float:
+    """Panel 1: coverage depth along the token axis, document edges as a rug; returns the mean depth."""
+    widths = np.diff(edges)
+    mean = sums / np.maximum(widths, 1)
     if widths.size:
         ax_depth.stairs(mean, edges, fill=True, color="tab:blue", alpha=0.8, label="mean depth per bin")
         inner = docs[(docs > 0) & (docs < tokens_n)]
@@ -210,8 +221,11 @@ def plot_coverage(
                        f" ({widths.size} bins)", fontsize="medium")
     ax_depth.set_xlabel("token offset")
     ax_depth.set_ylabel("windows covering a token")
+    return mean_all
 
-    # 2. zoom on the first windows
+
+def _first_windows_panel(ax_zoom, rows: np.ndarray, docs: np.ndarray, tokens_n: int) -> None:
+    """Panel 2: the first windows as bars, the part already covered lighter."""
     first = first_windows(rows)
     if first.size:
         y = np.arange(first.size)
@@ -233,7 +247,9 @@ def plot_coverage(
     ax_zoom.set_title(f"first {first.size} windows (row labels: document)", fontsize="medium")
     ax_zoom.set_xlabel("token offset")
 
-    # 3. window lengths
+
+def _lengths_panel(ax_len, lengths: np.ndarray) -> None:
+    """Panel 3: a histogram of window lengths (log scale when a few short ones sit beside many)."""
     if lengths.size:
         lo, hi = int(lengths.min()), int(lengths.max())
         nb = min(50, hi - lo + 1)
@@ -246,7 +262,9 @@ def plot_coverage(
     ax_len.set_xlabel("tokens per window")
     ax_len.set_ylabel("windows")
 
-    # 4. token ids
+
+def _ids_panel(ax_ids, token_hist: np.ndarray | None) -> None:
+    """Panel 4: token ids, summed into ID_BINS bars (the panel says "not given" without them)."""
     if token_hist is not None and np.asarray(token_hist).size:
         h = np.asarray(token_hist, dtype=np.int64)
         step = max(1, -(-h.size // ID_BINS))
@@ -262,11 +280,6 @@ def plot_coverage(
     else:
         ax_ids.set_title("token ids (not given)", fontsize="medium")
         ax_ids.set_axis_off()
-
-    with disk.atomic_path(path_png) as tmp:
-        fig.savefig(tmp, format="png", dpi=DPI)
-    return {"png": str(path_png), "bins": int(widths.size), "windows": int(len(rows)), "tokens": int(tokens_n),
-            "covered_tokens": covered, "mean_depth": mean_all}
 
 
 def plot_plan(png: str | Path, bin_path: str | Path, plan_path: str | Path,
