@@ -124,3 +124,42 @@ def test_no_feature_looks_up_schema_keys():
             if key in SCHEMA_KEYS:
                 found.append(f"{name}.py:{n.lineno} [{key!r}]")
     assert found == [], found
+
+
+def _aliases(tree_: ast.AST, path: Path) -> dict[str, str]:
+    """Local names bound to winsample modules by ``from . import x`` / ``from winsample import x as y``."""
+    out = {}
+    for node in ast.walk(tree_):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("winsample")):
+            if node.level and not path.is_relative_to(PACKAGE):  # a test's own helpers
+                continue
+            if node.level:
+                base = _absolute(path, node)[0] if node.module else ".".join(
+                    list(path.relative_to(PACKAGE).with_suffix("").parts)[:-1][: None if node.level == 1 else 1 - node.level])
+            else:
+                base = node.module[len("winsample"):].lstrip(".")
+            for a in node.names:
+                out[a.asname or a.name] = ".".join(p for p in (base, a.name) if p)
+    return out
+
+
+def test_every_module_attribute_a_module_uses_exists():
+    """``formats.X``, ``disk.X``, ``tokenizer.X``…: each name a module (or a test) reads off a winsample
+    module is there (a package's ``__init__`` re-exports what its callers use). Catches a name left
+    behind by a move, which only fails when that line runs (an error path, often)."""
+    import importlib
+
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")) + sorted(PACKAGE.parent.joinpath("tests").rglob("*.py")):
+        t = ast.parse(path.read_text(encoding="utf-8"))
+        aliases = _aliases(t, path)
+        for n in ast.walk(t):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in aliases:
+                target = aliases[n.value.id]
+                try:
+                    mod = importlib.import_module(f"winsample.{target}" if target else "winsample")
+                except ImportError:  # a name imported from a module, not a module
+                    continue
+                if not hasattr(mod, n.attr) and isinstance(n.ctx, ast.Load):
+                    missing.append(f"{path.relative_to(PACKAGE.parent)}:{n.lineno} {n.value.id}.{n.attr}")
+    assert missing == []

@@ -595,7 +595,7 @@ def _len(b: bytes) -> bytes:
 
 
 def test_piece_types_of_hand_built_pieces_in_every_layout():
-    from winsample.tokenizer import spm as t
+    from winsample.tokenizer import spm as spm_mod
 
     text = lambda s: b"\x0a" + _len(s.encode()) + s.encode()  # noqa: E731  Piece.piece
     score = b"\x15\x00\x00\x80\xbf"  # Piece.score = -1.0 (fixed32)
@@ -609,7 +609,7 @@ def test_piece_types_of_hand_built_pieces_in_every_layout():
         _piece(text(long), score, kind(1)),
         b"\x12\x02\x18\x02",  # trainer_spec (field 2) with model_type 2 (BPE): not a piece
     ])
-    assert t.piece_types(data) == [("<unk>", 2), ("\u2581the", 1), ("<|user|>", 4), ("late", 3), (long, 1)]
-    assert t.model_info(data) == {"model": "BPE", "pieces": 5}
+    assert spm_mod.piece_types(data) == [("<unk>", 2), ("\u2581the", 1), ("<|user|>", 4), ("late", 3), (long, 1)]
+    assert spm_mod.model_info(data) == {"model": "BPE", "pieces": 5}
     with pytest.raises(ValueError):
-        t.piece_types(data[:-3])  # cut inside the last field
+        spm_mod.piece_types(data[:-3])  # cut inside the last field

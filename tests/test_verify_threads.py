@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from winsample import disk
 from winsample import formats, verify
+from winsample.errors import DataError
 
 from .test_verify import make_folder, make_plan, write_bin
 
@@ -18,7 +19,7 @@ def _prepared_nothing(plan_path, path, folder, sizes):
     """Stand-in for _prepare_plan that only reads: _check_plan must then compute everything itself."""
     try:
         return verify._Prepared(*formats.load_plan(plan_path))
-    except formats.DataError as e:
+    except DataError as e:
         return e
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from . import disk
 from . import formats
+from .errors import WinsampleError
 
 JOURNAL_FORMAT = "winsample-partial"
 JOURNAL_VERSION = 1
@@ -65,7 +66,7 @@ def read_journal(work: Path, params: dict, sources) -> dict:
         raise Stale("no checkpoint in " + str(work))
     try:
         j = formats.load_json(path, "a checkpoint journal")
-    except formats.WinsampleError as e:
+    except WinsampleError as e:
         raise Stale(f"unreadable checkpoint: {e}") from None
     if not isinstance(j, dict) or j.get("format") != JOURNAL_FORMAT or j.get("version") != JOURNAL_VERSION:
         raise Stale(f"{path}: not a checkpoint this winsample writes")

@@ -1586,7 +1586,7 @@ def _check_materialized(report, plan_path: Path, label, rows, side, scan, span) 
     try:
         with disk.open_regular(path, "materialized windows (.npy)") as f:
             shape, fortran, dtype, offset = formats.npy_header(f, path, "materialized windows (.npy)")
-    except formats.WinsampleError as e:
+    except WinsampleError as e:
         report.add("materialized", path.name, "fail", str(e))
         return
     want = (len(rows), span)
