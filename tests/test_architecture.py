@@ -16,6 +16,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "winsample"
 MODULES = {p.stem: p for p in PACKAGE.glob("*.py")}
+MODULES |= {p.name: p for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}  # a package (verify/) is one node
 JSON_READERS = {"formats", "sources", "resume", "tokenizer_hf", "fastengine"}  # tokenizer_hf: a tokenizer.json / tokenizer_config.json, not winsample metadata; fastengine: the tokenizer.json it hands gigatoken
 # keys only meta.json / a sidecar has ("shards" is left out: layouts.py's llm.c entries use it too)
 SCHEMA_KEYS = {"splits", "sharded", "doc_index", "ranks_sha256", "materialized", "eot_appended", "n_vocab",
@@ -23,15 +24,24 @@ SCHEMA_KEYS = {"splits", "sharded", "doc_index", "ranks_sha256", "materialized",
 SCHEMA_OWNERS = {"formats", "tokenizer", "layouts"}  # formats: the schema; tokenizer, layouts: their own entries in it
 
 
+def _files(name: str) -> list[Path]:
+    p = MODULES[name]
+    return sorted(p.glob("*.py")) if p.is_dir() else [p]
+
+
 def tree(name: str) -> ast.Module:
-    return ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    """The module's code; a package's: all of its modules' together."""
+    body = [n for f in _files(name) for n in ast.parse(f.read_text(encoding="utf-8")).body]
+    return ast.Module(body=body, type_ignores=[])
 
 
 def imports(name: str) -> set[str]:
-    """winsample modules ``name`` imports, anywhere in its code (``from . import x``, ``from .x import y``)."""
+    """winsample modules ``name`` imports, anywhere in its code (``from . import x``, ``from .x import y``;
+    in a package, ``from .. import x``: its own ``from .x`` imports stay inside the node)."""
     out = set()
+    top = 2 if MODULES[name].is_dir() else 1
     for node in ast.walk(tree(name)):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
+        if isinstance(node, ast.ImportFrom) and node.level == top:
             if node.module:
                 out.add(node.module.split(".")[0])
             else:
