@@ -98,35 +98,9 @@ def scan_file(
     hasher = formats.new_hasher()
     hasher.update(head)  # the checksum is the whole file's (an llm.c shard: header included)
     shingler = Shingler(SHINGLE_K, shingle_bits) if shingle_bits is not None else None
-    chunk_tokens = formats.CHUNK_BYTES // item
     ranges = _RangeScan(n_vocab, shingler)
     try:
-        if shingler is None:
-            # One thread: each piece is hashed, then scanned for the range figures while it is
-            # still in this core's cache. A second thread would fault the same pages in beside
-            # this one (the two contend) and spend about as much CPU again: CPU that the plan
-            # checks and retokenize, which verify runs beside the scan, need more.
-            for lo, chunk in formats.iter_chunks(tokens, SCAN_PIECE // item):
-                hasher.update(chunk)
-                ranges.feed(lo, chunk)
-                if progress:
-                    progress(chunk.nbytes)
-        else:
-            # Shingles cost more than the hash: a helper thread takes the range figures and
-            # shingles, chunk by chunk in file order, while this thread hashes the same chunk
-            # (xxhash and numpy release the GIL). At most AHEAD chunks are queued (memmap
-            # views: no copies).
-            pending: deque = deque()
-            with ThreadPoolExecutor(1) as pool:
-                for lo, chunk in formats.iter_chunks(tokens, chunk_tokens):
-                    pending.append(pool.submit(ranges.feed, lo, chunk))
-                    hasher.update(chunk)
-                    while len(pending) > AHEAD:
-                        pending.popleft().result()
-                    if progress:
-                        progress(chunk.nbytes)
-                while pending:
-                    pending.popleft().result()
+        _read(tokens, item, hasher, ranges, progress)
     except OSError as e:  # e.g. an I/O error while paging the memmap in
         raise InputError(f"{path}: cannot read: {e}") from None
     scan.bad_count, scan.first_bad, scan.first_bad_id = ranges.bad_count, ranges.first_bad, ranges.first_bad_id
@@ -136,6 +110,37 @@ def scan_file(
     if shingler is not None:
         scan.shingles = shingler.result()
     return scan
+
+
+def _read(tokens: np.ndarray, item: int, hasher, ranges: _RangeScan, progress: Progress | None) -> None:
+    """Feed ``tokens`` in file order to ``hasher`` and ``ranges`` (which also shingles, when it has a Shingler)."""
+    chunk_tokens = formats.CHUNK_BYTES // item
+    if ranges.shingler is None:
+        # One thread: each piece is hashed, then scanned for the range figures while it is
+        # still in this core's cache. A second thread would fault the same pages in beside
+        # this one (the two contend) and spend about as much CPU again: CPU that the plan
+        # checks and retokenize, which verify runs beside the scan, need more.
+        for lo, chunk in formats.iter_chunks(tokens, SCAN_PIECE // item):
+            hasher.update(chunk)
+            ranges.feed(lo, chunk)
+            if progress:
+                progress(chunk.nbytes)
+    else:
+        # Shingles cost more than the hash: a helper thread takes the range figures and
+        # shingles, chunk by chunk in file order, while this thread hashes the same chunk
+        # (xxhash and numpy release the GIL). At most AHEAD chunks are queued (memmap
+        # views: no copies).
+        pending: deque = deque()
+        with ThreadPoolExecutor(1) as pool:
+            for lo, chunk in formats.iter_chunks(tokens, chunk_tokens):
+                pending.append(pool.submit(ranges.feed, lo, chunk))
+                hasher.update(chunk)
+                while len(pending) > AHEAD:
+                    pending.popleft().result()
+                if progress:
+                    progress(chunk.nbytes)
+            while pending:
+                pending.popleft().result()
 
 
 AHEAD = 2  # chunks the range/shingle thread may lag behind the hashing thread
