@@ -19,7 +19,7 @@ from winsample import disk
 from winsample import formats
 from winsample.cli import main
 
-from .conftest import CORPUS, FIXTURES, GPT2_SHA256
+from ..conftest import CORPUS, FIXTURES, GPT2_SHA256
 
 GOLDEN = FIXTURES / "golden_v1"
 GPT2 = {"name": "gpt2", "ranks_sha256": GPT2_SHA256, "n_vocab": 50257, "eot": 50256}
@@ -748,3 +748,11 @@ def test_a_long_window_is_shown_by_its_first_512_tokens_not_the_whole_file(tmp_p
     assert (w["length"], w["shown_tokens"], w["text"]) == (2000, 512, " word" * 512)
     human = CliRunner().invoke(main, ["verify", str(tmp_path / "t.bin"), "-T", "2000", "--show", "1"])
     assert " word" * 513 not in human.stdout and "1,488 more tokens not shown" in human.stdout
+
+
+def test_library_never_prints(capsys, tmp_path, hamlet_ids):
+    from winsample import verify
+
+    folder = make_folder(tmp_path / "d", hamlet_ids[:500], hamlet_ids[600:700])
+    verify.verify(folder)
+    assert capsys.readouterr() == ("", "")

@@ -11,14 +11,17 @@ from hypothesis import strategies as st
 from winsample import disk
 from winsample import formats, verify
 from winsample.errors import DataError
+from winsample.verify import plan as plan_checks
+from winsample.verify import run
+from winsample.verify import scan as scan_mod
 
-from .test_verify import make_folder, make_plan, write_bin
+from .test_run import make_folder, make_plan, write_bin
 
 
 def _prepared_nothing(plan_path, path, folder, sizes):
-    """Stand-in for _prepare_plan that only reads: _check_plan must then compute everything itself."""
+    """Stand-in for prepare_plan that only reads: check_plan must then compute everything itself."""
     try:
-        return verify._Prepared(*formats.load_plan(plan_path))
+        return verify.Prepared(*formats.load_plan(plan_path))
     except DataError as e:
         return e
 
@@ -34,8 +37,8 @@ def test_report_is_the_same_with_and_without_plans_prepared_during_the_scan(tmp_
     plan = make_plan(tmp_path / "p.npy", folder / "train.bin", starts, 101, T=100, shuffle=layout == "shuffled")
     monkeypatch.setattr(disk, "CHUNK_BYTES", 2 * 333)  # many chunks: the helper thread lags and catches up
     overlapped = verify.verify(folder, [plan]).to_dict()
-    monkeypatch.setattr(verify, "_prepare_plan", _prepared_nothing)
-    monkeypatch.setattr(verify, "_AHEAD", 0)
+    monkeypatch.setattr(run, "prepare_plan", _prepared_nothing)
+    monkeypatch.setattr(scan_mod, "AHEAD", 0)
     serial = verify.verify(folder, [plan]).to_dict()
     assert overlapped == serial
     names = {c["name"]: c["status"] for c in serial["checks"] if c["file"] == "p.npy"}
@@ -65,7 +68,7 @@ def test_ids_out_of_range_found_in_file_order_across_pieces(tmp_path, monkeypatc
     ids[[1500, 2999]] = 60000
     write_bin(tmp_path / "x.bin", ids)
     monkeypatch.setattr(disk, "CHUNK_BYTES", 2 * 100)
-    monkeypatch.setattr(verify, "SCAN_PIECE", 2 * 100)
+    monkeypatch.setattr(scan_mod, "SCAN_PIECE", 2 * 100)
     scan = verify.scan_file(tmp_path / "x.bin", "<u2", 50257, shingle_bits=shingles)
     assert (scan.first_bad, scan.first_bad_id, scan.bad_count, scan.max_id) == (1500, 60000, 2, 60000)
     assert scan.checksum == disk.checksum_file(tmp_path / "x.bin")
@@ -76,7 +79,7 @@ def test_alignment_gives_the_same_report_one_window_at_a_time(tmp_path, monkeypa
     folder = make_folder(tmp_path / "d", ids, ids[:500])
     plan = make_plan(tmp_path / "p.npy", folder / "train.bin", np.r_[np.arange(0, 5800, 37), 5950], 101, T=100)
     batched = verify.verify(folder, [plan]).to_dict()
-    monkeypatch.setattr(verify, "ALIGN_CELLS", 1)  # one window per step
+    monkeypatch.setattr(plan_checks, "ALIGN_CELLS", 1)  # one window per step
     assert verify.verify(folder, [plan]).to_dict() == batched
     align = [c for c in batched["checks"] if c["name"] == "alignment"][0]
     assert align["status"] == "fail" and "row 157 at start 5950" in align["detail"]  # the window past N - T - 1

@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from winsample import retokenize, tokenizer
+from winsample import tokenizer
+from winsample.verify import retokenize
 from winsample.cli import main
 from winsample.encode import encode_corpus
 from winsample.verify import verify
 
-from .conftest import CORPUS
+from ..conftest import CORPUS
 
 EOT = 50256
 

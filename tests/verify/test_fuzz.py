@@ -35,7 +35,7 @@ from winsample import formats
 from winsample.cli import main
 from winsample.encode import encode_corpus
 
-from .conftest import CORPUS, REPO
+from ..conftest import CORPUS, REPO
 
 SEED = 19
 MUTATIONS = 500  # random ones, besides TARGETED: about 15 s of CPU

@@ -1,0 +1,86 @@
+"""The ``decode`` check: the first --show windows (of the first plan, or of a token file) as text."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import WinsampleError
+from .registry import DECODE
+from .report import Status, Window
+
+
+if TYPE_CHECKING:
+    from .plan import Plan
+
+NO_PLAN_WINDOW = 64  # tokens per decoded window when there is neither a plan nor -T
+
+SHOW_TOKENS = 512  # tokens of each shown window that are decoded for the report
+
+
+def decode(report, plan: Plan | None, targets, scans, enc, enc_error, T, show) -> None:
+    if show <= 0:
+        report.add(DECODE, "", Status.SKIP, "--show 0")
+        return
+    if plan is not None:
+        scan = plan.scan
+        starts = plan.rows["start"][:show].astype(np.int64)
+        lengths = plan.rows["length"][:show].astype(np.int64)
+        label = f"{plan.label} → {scan.label}"
+    else:
+        scan = next((scans[t.path] for t in targets if not scans[t.path].stray), None)
+        if scan is None:
+            report.add(DECODE, "", Status.SKIP, "no file readable as whole tokens")
+            return
+        w = T or NO_PLAN_WINDOW
+        starts = np.arange(0, min(scan.n, w * show), w, dtype=np.int64)
+        lengths = np.minimum(w, scan.n - starts)
+        label = scan.label
+    if enc is None:
+        report.add(DECODE, label, Status.WARN, f"cannot decode: {enc_error}")
+        return
+    tokens = scan.tokens()
+    n = len(tokens)
+    problems = 0
+    prev_s = prev_e = None
+    tracer = _tracer_of(scan, targets)
+    for s, L in zip(starts.tolist(), lengths.tolist()):
+        # A person reads the first SHOW_TOKENS of each window: a long-context T must not print the file.
+        s0, end = max(s, 0), min(s + L, n)
+        e0 = min(end, s0 + SHOW_TOKENS)
+        ids = tokens[s0:e0].tolist() if e0 > s0 else []
+        ov = 0
+        if prev_e is not None and prev_s <= s0 < prev_e:
+            ov = min(prev_e, end) - s0
+        try:
+            text = _text(enc, ids)
+            otext = _text(enc, ids[:ov])
+        except Exception as e:  # ids outside the vocabulary: tiktoken raises
+            text, otext, problems = f"<cannot decode: {type(e).__name__}>", "", problems + 1
+        source = tracer.document(int(tracer.doc_at(s0))) if tracer is not None and s0 < n else None
+        report.windows.append(Window(scan.label, s, L, text, ov, otext, source, e0 - s0 if e0 < end else None))
+        prev_s, prev_e = s0, end
+    shown = len(report.windows)
+    if problems:
+        report.add(DECODE, label, Status.WARN, f"{problems} of {shown} window(s) hold ids the tokenizer cannot decode")
+    else:
+        report.add(DECODE, label, Status.PASS, f"{shown} window(s) decoded with {enc.name}", shown=shown)
+
+
+def _tracer_of(scan, targets):
+    """The provenance tracer of the file ``scan`` read, or None (none recorded, or unsound:
+    the ``provenance`` check reports that)."""
+    from ..provenance import open_tracer
+
+    for t in targets:
+        if t.label == scan.label and t.entry is not None:
+            try:
+                return open_tracer(t.path)
+            except WinsampleError:
+                return None
+    return None
+
+
+def _text(enc, ids: list[int]) -> str:
+    return enc.decode(ids)

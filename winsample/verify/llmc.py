@@ -1,0 +1,230 @@
+"""llm.c shard streams: llmc_shards (headers, sizes, meta.json's record) and llmc_documents
+(each document starts with EOT), for shards named on their own or listed by a data folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .. import disk
+from .. import tokensrc
+from .. import formats, tokenizer
+from ..errors import DataError, InputError, WinsampleError
+from .decode import decode
+from .files import check_min_length, check_vocab
+from .meta import load_meta_tokenizer
+from .options import DEFAULT_MIN_COVERAGE
+from .plan import check_plans
+from .registry import LLMC_DOCUMENTS, LLMC_SHARDS, META
+from .report import Report, Status
+from .scan import FileScan, Target, scan_file
+
+
+def scan_llmc(files: list[Path], n_vocab: int, label: str, progress=None) -> tuple[FileScan | None, list[str]]:
+    """One pass over an llm.c shard stream: (its FileScan, whose tokens() is the stream; header problems).
+
+    The scan's checksum combines the shard files' own (header included); None when a header fails."""
+    problems, counts = [], []
+    for f in files:
+        try:
+            counts.append(tokensrc.read_llmc_header(f))
+        except DataError as e:
+            problems.append(str(e))
+    if problems:
+        return None, problems
+    parts, total, bad, max_id, first_bad, first_bad_id = [], 0, 0, None, None, None
+    shard_scans = []
+    for f, c in zip(files, counts):
+        sc = scan_file(f, tokensrc.LLMC_DTYPE, n_vocab, label=f.name, progress=progress, offset=tokensrc.LLMC_HEADER_BYTES)
+        shard_scans.append(sc)
+        parts.append((sc.size + tokensrc.LLMC_HEADER_BYTES, sc.checksum))
+        if sc.bad_count and first_bad is None:
+            first_bad, first_bad_id = total + sc.first_bad, sc.first_bad_id
+        bad += sc.bad_count
+        if sc.max_id is not None:
+            max_id = sc.max_id if max_id is None else max(max_id, sc.max_id)
+        total += sc.n
+    stream = tokensrc.ConcatTokens(files, counts, tokensrc.LLMC_DTYPE, header_bytes=tokensrc.LLMC_HEADER_BYTES)
+    scan = FileScan(Path(label), label, tokensrc.LLMC_DTYPE, total * 2, total, 0, disk.combine_checksums(parts),
+                    max_id, bad, first_bad, first_bad_id)
+    scan.tokens = lambda: stream
+    scan.shard_scans = shard_scans
+    return scan, problems
+
+
+def _llmc_names_ok(report: Report, split: str, entry: dict) -> bool:
+    """meta.json's shard names must be the ones encode writes (never a path out of the folder)."""
+    problems = tokensrc.shard_entry_problems(split, entry)
+    if problems:
+        report.add(LLMC_SHARDS, f"{tokensrc.LLMC_DIR}/{split}_*.bin", Status.FAIL, "; ".join(problems))
+    return not problems
+
+
+def _eot_figures(tokens, eot: int) -> tuple[int, int | None]:
+    """(how many ids are the EOT, the first id) of a stream, in bounded pieces."""
+    count = 0
+    for _lo, chunk in formats.iter_chunks(tokens, disk.CHUNK_BYTES // 2):
+        count += int(np.count_nonzero(np.asarray(chunk) == eot))
+    return count, (int(tokens[0]) if len(tokens) else None)
+
+
+def check_llmc(report: Report, label: str, scan: FileScan | None, problems: list[str], eot: int | None, entry: dict | None = None,
+                part: bool = False) -> None:
+    """llmc_shards (headers, sizes; with meta.json: names, counts, checksums) and llmc_documents.
+    ``part``: the shards are a part of a split (``entry`` lists just them, with no document count)."""
+    if scan is None:
+        report.add(LLMC_SHARDS, label, Status.FAIL, f"{len(problems)} bad shard(s): " + "; ".join(problems), problems=problems)
+        return
+    k = len(scan.shard_scans)
+    if entry is not None:
+        listed = entry.get("shards", [])
+        bad = []
+        if len(listed) != k:
+            bad.append(f"meta.json lists {len(listed)} shards, {k} found")
+        for sh, sc in zip(listed, scan.shard_scans):
+            if sh.get("tokens") != sc.n:
+                bad.append(f"{sh['file']}: header counts {sc.n} tokens, meta.json says {sh.get('tokens')}")
+            full = sc.size + tokensrc.LLMC_HEADER_BYTES
+            if sh.get("bytes") != full:
+                bad.append(f"{sh['file']}: {full} bytes, meta.json says {sh.get('bytes')}")
+            if sh.get("checksum") != sc.checksum:
+                bad.append(f"{sh['file']}: hashes to {sc.checksum}, meta.json says {sh.get('checksum')}")
+        if entry.get("tokens") != scan.n:
+            bad.append(f"the shards hold {scan.n} tokens, meta.json says {entry.get('tokens')}")
+        if bad:
+            report.add(LLMC_SHARDS, label, Status.FAIL, f"{len(bad)} disagreement(s) with meta.json: " + "; ".join(bad), problems=bad)
+            return
+    report.add(
+        LLMC_SHARDS, label, Status.PASS,
+        f"{k} shard(s), {scan.n} tokens: headers (magic {tokensrc.LLMC_MAGIC}, version {tokensrc.LLMC_VERSION}, count) and sizes (1024 + 2 × count) agree"
+        + (", checksums as meta.json records" if entry is not None else "; no meta.json: no checksums to compare"),
+        shards=k, tokens=scan.n,
+    )
+    if eot is None:
+        report.add(LLMC_DOCUMENTS, label, Status.SKIP, "the tokenizer has no <|endoftext|>: document starts cannot be found")
+        return
+    count, first = _eot_figures(scan.tokens(), eot)
+    if scan.n == 0:
+        report.add(LLMC_DOCUMENTS, label, Status.PASS, "no tokens, no documents", documents=0)
+    elif entry is not None and not part:
+        want = entry.get("documents")
+        if first != eot or count != want:
+            why = f"the first id is {first}, not the EOT {eot}" if first != eot else f"{count} EOT ids for {want} documents"
+            report.add(LLMC_DOCUMENTS, label, Status.FAIL, f"every document must start with <|endoftext|> ({eot}) and no EOT stand elsewhere: {why}",
+                       documents=want, eots=count)
+        else:
+            report.add(LLMC_DOCUMENTS, label, Status.PASS, f"each of the {want} documents starts with EOT {eot}, and no EOT stands elsewhere", documents=want)
+    elif first != eot and part:  # a later shard of a split: encode cuts shards by count, not at documents
+        report.add(LLMC_DOCUMENTS, label, Status.SKIP, f"a part of a split that starts inside a document (shards are cut by"
+                   f" token count): {count} EOT ids in it, the split's document count is checked on all its shards", eots=count)
+    elif first != eot:
+        report.add(LLMC_DOCUMENTS, label, Status.WARN,
+                   f"the first id is {first}, not the EOT {eot}: the stream does not start at a document start (modded-nanogpt aligns sequences to EOT);"
+                   f" {count} EOT ids further on", eots=count)
+    else:
+        why = "a part of a split: meta.json records no count for it" if part else "no meta.json"
+        report.add(LLMC_DOCUMENTS, label, Status.PASS, f"{count} documents, each starting with EOT {eot} ({why}: the count is not compared)", documents=count)
+
+
+def check_listed_llmc(report: Report, ds, T: int | None, progress=None) -> None:
+    """The llm.c shard streams a data folder's meta.json lists (``ds``: a ``context.Dataset``):
+    they join the token files checked (the first one stands in for them when no .bin is kept)."""
+    eot = ds.meta.tokenizer.get("eot", getattr(ds.enc, "eot", None))
+    llmc_splits = tokensrc.layout_splits(ds.meta_json, tokensrc.LLMC)
+    if llmc_splits is None:
+        report.add(LLMC_SHARDS, formats.META_JSON, Status.FAIL, "meta.json: layouts.llmc.splits is not an object of split entries")
+    for split, entry in (llmc_splits or {}).items():
+        files = [ds.folder / sh["file"] for sh in entry["shards"]] if _llmc_names_ok(report, split, entry) else None
+        if files is None:
+            continue
+        label = f"{tokensrc.LLMC_DIR}/{split}_*.bin"
+        scan, problems = scan_llmc(files, ds.n_vocab, label, progress)
+        check_llmc(report, label, scan, problems, eot, entry)
+        if scan is not None:
+            check_min_length(report, scan, T)
+            check_vocab(report, scan, ds.n_vocab)
+            if not ds.targets:
+                key = Path(label)
+                ds.scans[key] = scan
+                ds.targets.append(Target(key, label, split))
+
+
+def verify_llmc(report: Report, path: Path, groups: dict, opts) -> Report:
+    """verify of llm.c shards named on their own: each group of shards is one stream. Shards
+    a winsample data folder wrote (its meta.json above their ``llmc/`` folder, or ``--meta``,
+    lists them: ``layouts.llmc_owner``) are compared with what it records, read with its
+    tokenizer: a folder or glob must hold all of a split's shards, one shard file is compared
+    alone. Others are read as uint16 with ``encoding`` (default gpt2). ``opts``: VerifyOptions."""
+    owner = tokensrc.llmc_owner(groups, opts.meta_path)
+    if owner is not None and owner.problem is not None:
+        report.add(META, str(owner.meta_file), Status.FAIL, f"{owner.problem}: the shards cannot be compared with what it records")
+        if owner.meta is None or not owner.groups:
+            return report
+    got = _llmc_tokenizer(report, owner, opts.encoding)
+    if got is None:
+        return report
+    enc, n_vocab, eot = got
+    targets, scans = [], {}
+    for name, files in groups.items():
+        _check_group(report, path, groups, name, files, owner, n_vocab, eot, opts, targets, scans)
+    _report_owner(report, path, groups, owner, enc, n_vocab)
+    first_plan = check_plans(report, opts.plans, path, None, scans, targets, DEFAULT_MIN_COVERAGE)  # not --min-coverage (as before)
+    decode(report, first_plan, targets, scans, enc, None, opts.T, opts.show)
+    return report
+
+
+def _llmc_tokenizer(report: Report, owner, encoding: str | None):
+    """(tokenizer, n_vocab, eot) the shards are read with: their meta.json's, else ``encoding``;
+    None after a failing meta line when meta.json's does not load."""
+    if owner is not None:
+        enc, err = load_meta_tokenizer(owner.meta.tokenizer, owner.meta_file)
+        if enc is None:
+            report.add(META, str(owner.meta_file), Status.FAIL, f"{owner.meta_file}: its tokenizer does not load: {err}")
+            return None
+        return enc, owner.meta.n_vocab, owner.meta.tokenizer.get("eot", getattr(enc, "eot", None))
+    try:
+        enc = tokenizer.load(encoding or tokenizer.DEFAULT_ENCODING)
+    except WinsampleError as e:
+        raise InputError(str(e)) from None
+    return enc, enc.n_vocab, getattr(enc, "eot", None)
+
+
+def _check_group(report: Report, path: Path, groups: dict, name: str, files: list[Path], owner, n_vocab: int, eot,
+                 opts, targets: list, scans: dict) -> None:
+    """One group of shards named on their own: its llm.c checks, then min_length and vocab_range."""
+    label = files[0].name if len(files) == 1 else f"{name}_*.bin ({len(files)} shards)"
+    group = owner.groups.get(name) if owner is not None else None
+    if group is not None and group.partial and not path.is_file():  # a shard lost from the folder, or left out of the glob
+        report.add(LLMC_SHARDS, label, Status.FAIL, f"{owner.meta_file} lists {len(group.entry['shards'])} {group.split} shard(s);"
+                   f" {len(group.missing)} not here: {', '.join(group.missing[:5])}{', …' if len(group.missing) > 5 else ''}",
+                   missing=group.missing)
+        return
+    scan, problems = scan_llmc(files, n_vocab, label, opts.progress)
+    check_llmc(report, label, scan, problems, eot, group.compared() if group is not None else None,
+               part=group is not None and group.partial)
+    gone = tokensrc.missing_shards(files)
+    if gone and group is None:  # no meta.json to say how many there were: a gap in the numbers is the only sign
+        report.add(LLMC_SHARDS, label, Status.WARN, f"{len(gone)} shard number(s) missing between the first and the last:"
+                   f" {', '.join(gone[:5])}{', …' if len(gone) > 5 else ''} (a shard lost, or left out of the glob)",
+                   missing=gone)
+    if scan is not None:
+        check_min_length(report, scan, opts.T)
+        check_vocab(report, scan, n_vocab)
+        key = path if len(groups) == 1 else Path(label)
+        scans[key] = scan
+        targets.append(Target(key, label))
+
+
+def _report_owner(report: Report, path: Path, groups: dict, owner, enc, n_vocab: int) -> None:
+    """The meta line of shards named on their own: no meta.json, or the one that lists them."""
+    if owner is None:
+        report.add(META, str(path), Status.SKIP,
+                   f"no meta.json: llm.c shards read as uint16, n_vocab {n_vocab} ({enc.name}): headers, sizes, vocabulary and EOT"
+                   " document starts checked; no checksums, document counts or split leakage to compare")
+    elif owner.problem is None:
+        unlisted = [n for n in groups if n not in owner.groups]
+        report.add(META, str(owner.meta_file), Status.WARN if unlisted else Status.PASS,
+                   f"{owner.meta_file} lists these shards (layouts.llmc): their sizes, counts and checksums are compared with it"
+                   f" (llmc_shards), read with its tokenizer ({enc.name}, n_vocab {n_vocab}); split leakage: `winsample verify"
+                   f" {owner.meta_file.parent}`" + (f"; not listed there, so not compared: {', '.join(unlisted)}" if unlisted else ""))

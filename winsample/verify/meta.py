@@ -1,0 +1,114 @@
+"""The ``meta`` check (meta.json against the files it describes) and ``provenance``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .. import formats, tokenizer
+from ..errors import WinsampleError
+from .registry import META, PROVENANCE
+from .report import Report, Status
+from .scan import FileScan
+
+
+def load_meta_tokenizer(tok: dict, meta_file: Path | None):  # tok: meta's tokenizer entry
+    """(encoding, None) or (None, error text) for meta's tokenizer entry."""
+    try:
+        return tokenizer.from_meta(tok, meta_file.parent if meta_file is not None else None), None
+    except WinsampleError as e:
+        return None, str(e)
+
+
+def check_meta(report, meta, meta_file, targets, scans, enc, enc_error, ranks_sha=None) -> None:
+    problems: list[str] = []
+    item = meta.itemsize
+    for t in targets:
+        e, s = t.entry, scans[t.path]
+        if e is None:
+            continue
+        where = f"splits.{t.split}"
+        if e.bytes != s.size:
+            problems.append(f"{where}.bytes {e.bytes} but {t.label} has {s.size}")
+        if e.tokens != s.n or e.tokens * item != s.size:
+            problems.append(f"{where}.tokens {e.tokens} but {t.label} holds {s.n} (+{s.stray} stray bytes)")
+        if e.checksum != s.checksum:
+            problems.append(f"{where}.checksum {e.checksum} but {t.label} hashes to {s.checksum}")
+        mt = e.max_token
+        if mt is not None and s.max_id is not None and not s.stray and mt != s.max_id:
+            problems.append(f"{where}.max_token {mt} but the largest id in {t.label} is {s.max_id}")
+        if s.max_id is not None and s.max_id > formats.dtype_max(meta.dtype):
+            problems.append(f"dtype {meta.dtype} cannot hold id {s.max_id}")
+        if e.sharded:
+            problems += _shard_doc_problems(s, e, where)
+            continue
+        if e.has_doc_index and e.doc_index is None:
+            problems.append(f"{where}.doc_index is None, not a file name")
+            continue
+        di = e.doc_index or formats.doc_index_name(t.split)  # v1 files written before doc_index: the default name
+        problems += _doc_index_problems(meta_file.parent / di, e, s, where)
+    tok = meta.tokenizer
+    if enc_error is not None:
+        problems.append(f"tokenizer {meta.tokenizer_name!r} does not load: {enc_error}")
+    elif enc is not None:
+        if ranks_sha is not None:
+            ranks_sha.result()  # the hash was computed in the background; mismatches reads it
+        problems += tokenizer.mismatches(enc, tok)
+    label = meta_file.name if not targets or meta_file.parent == targets[0].path.parent else str(meta_file)
+    if problems:
+        report.add(META, label, Status.FAIL, f"{len(problems)} disagreement(s): " + "; ".join(problems), problems=problems)
+    else:
+        what = (f"tokens, bytes, documents, checksums and tokenizer {meta.tokenizer_name!r} agree with the files" if targets
+                else f"tokenizer {meta.tokenizer_name!r} agrees; no .bin in this layout: the splits are checked through their llm.c shards")
+        report.add(META, label, Status.PASS, what)
+
+
+def check_provenance(report: Report, meta: formats.Meta, meta_file: Path, targets) -> None:
+    """One ``provenance`` line per split: its records against the document index and inputs."""
+    from ..provenance import split_problems
+
+    if not isinstance(meta.extra.get("provenance"), dict):
+        report.add(PROVENANCE, meta_file.name, Status.SKIP, "no provenance recorded (a dataset written before winsample kept it)")
+        return
+    for t in targets:
+        if t.entry is None:
+            continue
+        label = formats.prov_name(t.split)
+        docs = t.entry.documents
+        problems = split_problems(meta_file.parent, meta, t.split, docs)
+        if problems:
+            report.add(PROVENANCE, label, Status.FAIL, f"{len(problems)} problem(s): " + "; ".join(problems), problems=problems)
+        else:
+            report.add(PROVENANCE, label, Status.PASS, f"{docs} record(s), one per document of {t.label}: inputs, offsets, lines and ids sound",
+                       records=docs)
+
+
+def _doc_index_problems(p: Path, e: formats.SplitEntry, s: FileScan, where: str) -> list[str]:
+    if not p.exists():
+        return [f"{where}: document index {p.name} is missing"]
+    try:
+        starts = formats.read_doc_index(p)
+    except WinsampleError as err:
+        return [f"{where}: {err}"]
+    out = []
+    if len(starts) != e.documents:
+        out.append(f"{where}.documents {e.documents} but {p.name} lists {len(starts)}")
+    if len(starts):
+        if starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= max(s.n, 1):
+            out.append(f"{p.name}: document starts must begin at 0, increase, and stay below N = {s.n}")
+    return out
+
+
+def _shard_doc_problems(scan: FileScan, entry: formats.SplitEntry, where: str) -> list[str]:
+    """The document-index check for a sharded split: counts and order, across shards."""
+    out = list(getattr(scan, "shard_problems", []))
+    try:
+        starts = scan.tokens().doc_starts()
+    except WinsampleError as e:
+        return out + [f"{where}: {e}"]
+    if len(starts) != entry.documents:
+        out.append(f"{where}.documents {entry.documents} but the shard indexes list {len(starts)}")
+    if len(starts) and (starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= max(scan.n, 1)):
+        out.append(f"{where}: document starts across shards must begin at 0, increase, and stay below N = {scan.n}")
+    return out

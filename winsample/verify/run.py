@@ -1,0 +1,279 @@
+"""``verify(path, plans, ...) -> Report``: find what to check, scan each token file once, then
+report every check that applies, in a fixed order.
+
+The plans' own figures (bounds, order, coverage) and the retokenize sample are computed on helper
+threads while the token files are scanned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from .. import disk
+from .. import tokensrc
+from .. import formats, tokenizer
+from ..errors import DataError, InputError, WinsampleError
+from . import retokenize
+from .context import Dataset
+from .decode import decode
+from .figures import prepare_plan
+from .files import check_dtype, check_leakage, check_min_length, check_vocab
+from .llmc import check_listed_llmc, verify_llmc
+from .megatron import check_listed_megatron, check_megatron
+from .meta import check_meta, check_provenance, load_meta_tokenizer
+from .options import VerifyOptions
+from .plan import check_plans
+from .registry import META, MEGATRON_INDEX, MIN_LENGTH, RETOKENIZE
+from .report import Report, Status
+from .scan import Target, require_file, scan_file, scan_logical
+from .shingles import sampling_bits
+
+
+def verify(path: str | Path, plans=(), options: VerifyOptions | None = None, **kwargs) -> Report:
+    """Run every check that applies to ``path`` (a data folder or one .bin) and ``plans``.
+
+    Options come as a ``VerifyOptions`` or as its fields by keyword (``T=``, ``min_coverage=``,
+    ``retokenize_sample=``, …). Returns a Report; raises InputError only when something named
+    cannot be read at all.
+    """
+    opts = options if options is not None else VerifyOptions()
+    opts = dataclasses.replace(opts, plans=tuple(plans) or tuple(opts.plans), **kwargs)
+    return verify_with(path, opts)
+
+
+def verify_with(path: str | Path, opts: VerifyOptions) -> Report:
+    """``verify`` with its options as one object."""
+    foreign = tokensrc.foreign_layout(path, opts.meta_path)
+    path = Path(path)
+    _check_inputs(path, opts, foreign)
+    report = Report()
+    if foreign is not None and foreign[0] == tokensrc.LLMC:
+        return verify_llmc(report, path, foreign[1], opts)
+    megatron_idx = None
+    if foreign is not None:  # a Megatron prefix: its .bin is the token file, its .idx says the dtype
+        try:
+            megatron_idx = tokensrc.read_megatron_index(Path(f"{foreign[1]}.idx"))
+        except DataError as e:
+            report.add(MEGATRON_INDEX, f"{foreign[1]}.idx", Status.FAIL, str(e))
+            return report
+        path = Path(f"{foreign[1]}.bin")
+    ds = Dataset(path, path if path.is_dir() else None, megatron_idx)
+    _open_meta(ds, opts.meta_path)
+    _find_targets(ds, opts.meta_path)
+    _load_tokenizer(ds, opts.encoding)
+    _run_checks(report, ds, opts)
+    return report
+
+
+def _check_inputs(path: Path, opts: VerifyOptions, foreign) -> None:
+    """InputError (exit 2) for a run that cannot happen: PATH or a plan missing, a bad option value."""
+    if not path.exists() and foreign is None and not tokensrc.is_logical(path, opts.meta_path):
+        raise InputError(f"{path}: no such file or folder")
+    if opts.writes:  # --plot PNG: never one of the files checked
+        ins = formats.dataset_files(path, opts.meta_path)
+        for p in opts.plans:
+            ins += [Path(p), formats.plan_sidecar(p), formats.materialized_path(p)]
+        disk.refuse_overwrite(opts.writes, ins)
+    if opts.T is not None and opts.T < 1:
+        raise InputError(f"-T {opts.T}: the window length must be at least 1 token")
+    for name, v in (("--min-coverage", opts.min_coverage), ("--max-leakage", opts.max_leakage)):
+        if not 0 <= v <= 1:  # NaN too: it would make the check pass whatever the data
+            raise InputError(f"{name} {v}: must be a share in [0, 1]")
+    for p in opts.plans:
+        if not Path(p).exists():
+            raise InputError(f"{p}: no such plan file")
+
+
+def _open_meta(ds: Dataset, meta_path) -> None:
+    """meta.json: where it is, whether it reads (a failing ``meta`` check when not)."""
+    if meta_path is not None:
+        ds.meta_file = Path(meta_path)
+        if not ds.meta_file.exists():
+            raise InputError(f"{ds.meta_file}: no such meta file")
+    else:
+        ds.meta_file = tokensrc.find_meta(ds.path)
+    if ds.meta_file is not None:
+        try:
+            ds.meta = formats.load_meta(ds.meta_file)
+        except DataError as e:  # not JSON, newer version, schema broken: a failing `meta` check
+            ds.meta_error = str(e)
+    ds.meta_json = ds.meta.to_json() if ds.meta is not None else None  # tokensrc.py reads its own entries from it
+    ds.written = tokensrc.written(ds.meta_json)
+
+
+def _find_targets(ds: Dataset, meta_path) -> None:
+    """Which token files: each opened by formats' one rule (a sharded split by its logical name)."""
+    meta, folder = ds.meta, ds.folder
+    if folder is not None:
+        if meta is not None:
+            if tokensrc.NANOGPT in ds.written or tokensrc.MEGATRON in ds.written:  # else no .bin is kept
+                for src in tokensrc.open_folder(folder, meta, meta_path=ds.meta_file):
+                    ds.targets.append(Target(src.path, src.entry.file, src.name, src.entry, src))
+        else:
+            for split in formats.SPLITS:
+                p = folder / formats.bin_name(split)
+                if p.exists():
+                    ds.targets.append(Target(p, p.name, split, None, tokensrc.open_split(p, tokensrc.NO_META)))
+        if not ds.targets and not (meta is not None and tokensrc.LLMC in ds.written):
+            raise InputError(f"{folder}: no train.bin / val.bin and no meta.json: not a data folder")
+    else:
+        path = ds.path
+        found = meta.split_for(path) if meta is not None else None
+        if meta is not None and found is None:
+            if meta_path is not None:
+                ds.meta_error = f"{ds.meta_file}: describes {', '.join(e.file for e in meta.splits.values())}, not {path.name}"
+            else:
+                ds.meta_file = None  # a meta.json beside the file that is about other files: not ours
+            ds.meta = meta = None
+        src = tokensrc.open_split(path, meta if meta is not None else tokensrc.NO_META, meta_path=ds.meta_file)
+        ds.targets.append(Target(path, path.name, src.name, src.entry, src))
+    ds.dtype = meta.dtype if meta is not None else formats.DEFAULT_DTYPE
+    if meta is None and ds.megatron_idx is not None:
+        ds.dtype = tokensrc.megatron_token_dtype(ds.megatron_idx)
+
+
+def _load_tokenizer(ds: Dataset, encoding: str | None) -> None:
+    """meta's tokenizer (its failure to load is a meta problem), else --encoding, else gpt2."""
+    if ds.meta is not None:
+        ds.n_vocab = ds.meta.n_vocab
+        ds.enc, ds.enc_error = load_meta_tokenizer(ds.meta.tokenizer, ds.meta_file)
+        if ds.enc is not None:  # hashing the ranks (pure Python, ~50 ms) overlaps the file scan
+            enc = ds.enc
+            sha_pool = ThreadPoolExecutor(1)
+            ds.ranks_sha = sha_pool.submit(lambda: enc.sha256)
+            sha_pool.shutdown(wait=False)
+        return
+    try:
+        ds.enc = tokenizer.resolve(encoding)
+    except WinsampleError as e:
+        raise InputError(str(e)) from None
+    ds.n_vocab = ds.enc.n_vocab
+
+
+def _run_checks(report: Report, ds: Dataset, opts: VerifyOptions) -> None:
+    """Scan the files (plans and retokenize on helper threads meanwhile), then every check in report order."""
+    leak = ds.folder is not None and {"train", "val"} <= {t.split for t in ds.targets}
+    for t in ds.targets:
+        if t.src.sharded:  # a split kept in shard files: meta's count will do
+            ds.sizes[t.path] = t.entry.tokens
+            continue
+        require_file(t.path)
+        ds.sizes[t.path] = t.path.stat().st_size // np.dtype(ds.dtype).itemsize
+    # retokenize reads its sample and re-encodes it (tiktoken releases the GIL) during the scans
+    retok = _start_retokenize(ds, opts.retokenize_sample, opts.retokenize_bytes)
+    bits = sampling_bits(sum(ds.sizes.values()), opts.max_shingles) if leak else None
+    # the plans' own work (read, coverage union) needs no token: a helper thread does it during the scans
+    plan_pool = ThreadPoolExecutor(1)
+    prepared = {Path(p): plan_pool.submit(prepare_plan, Path(p), ds.path, ds.folder, ds.sizes) for p in opts.plans}
+    plan_pool.shutdown(wait=False)
+    _scan_targets(ds, bits if leak else None, opts.progress)
+    _check_files(report, ds, opts)
+    _check_meta_lines(report, ds)
+    if leak:
+        by_split = {t.split: ds.scans[t.path] for t in ds.targets}
+        check_leakage(report, by_split["train"], by_split["val"], bits, opts.max_leakage)
+    first_plan = check_plans(report, opts.plans, ds.path, ds.folder, ds.scans, ds.targets, opts.min_coverage, prepared)
+    _finish_retokenize(report, retok)
+    decode(report, first_plan, ds.targets, ds.scans, ds.enc, ds.enc_error, opts.T, opts.show)
+
+
+def _scan_targets(ds: Dataset, bits: int | None, progress) -> None:
+    """One pass per token file; train and val also keep shingles when ``bits`` is set (split_leakage)."""
+    for t in ds.targets:
+        want = bits if bits is not None and t.split in ("train", "val") else None
+        if t.src.sharded:
+            ds.scans[t.path] = scan_logical(t.src, ds.n_vocab, label=t.label, shingle_bits=want, progress=progress)
+            continue
+        shared = t.src.tokens if t.src is not None and t.src.layout is None and not t.src.stray else None
+        ds.scans[t.path] = scan_file(t.path, ds.dtype, ds.n_vocab, label=t.label, shingle_bits=want, progress=progress,
+                                     tokens=shared)
+
+
+def _check_files(report: Report, ds: Dataset, opts: VerifyOptions) -> None:
+    """dtype_divisible, min_length and vocab_range of each token file, then the foreign layouts'
+    files meta.json lists (or the .idx of a Megatron prefix named on its own)."""
+    meta = ds.meta
+    for t in ds.targets:
+        if t.path not in ds.sizes:  # an llm.c stream: checked below
+            continue
+        s = ds.scans[t.path]
+        check_dtype(report, s, guessed=meta is None)
+        if s.n == 0 and not s.stray and t.entry is not None and t.entry.tokens == 0 and meta.fraction_of(t.split) == 0:
+            report.add(MIN_LENGTH, s.label, Status.SKIP, f"empty by design: meta.json's split fraction for {t.split} is 0", tokens=0)
+        else:
+            check_min_length(report, s, opts.T)
+        check_vocab(report, s, ds.n_vocab)
+    listed = meta is not None and ds.folder is not None
+    if listed and tokensrc.LLMC in ds.written:
+        check_listed_llmc(report, ds, opts.T, opts.progress)
+    elif meta is None and ds.folder is None and ds.megatron_idx is not None:
+        check_megatron(report, ds.megatron_idx, ds.path)
+    if listed and tokensrc.MEGATRON in ds.written:
+        check_listed_megatron(report, ds)
+
+
+def _check_meta_lines(report: Report, ds: Dataset) -> None:
+    """The meta line (meta.json against the files, or why there is none), then provenance."""
+    meta, path, folder, enc = ds.meta, ds.path, ds.folder, ds.enc
+    if ds.meta_error is not None:
+        report.add(META, str(ds.meta_file.name if folder else ds.meta_file), Status.FAIL, ds.meta_error)
+    elif meta is not None:
+        check_meta(report, meta, ds.meta_file, [t for t in ds.targets if t.path in ds.sizes], ds.scans, enc, ds.enc_error,
+                   ds.ranks_sha)
+    elif ds.megatron_idx is not None:
+        report.add(META, path.name, Status.SKIP, f"no meta.json: a Megatron prefix, read as {ds.dtype} (dtype code"
+                   f" {ds.megatron_idx.dtype_code}), n_vocab {ds.n_vocab} ({enc.name}); no checksums or tokenizer record to compare")
+    elif folder is not None:
+        report.add(META, formats.META_JSON, Status.WARN, f"{folder}: no meta.json: read as {ds.dtype}, n_vocab {ds.n_vocab} ({enc.name})")
+    else:
+        report.add(META, path.name, Status.SKIP, f"no meta.json beside {path.name}: read as {ds.dtype}, n_vocab {ds.n_vocab} ({enc.name})")
+    # provenance: where each document came from (datasets written before it have none)
+    if meta is not None and ds.meta_error is None:
+        check_provenance(report, meta, ds.meta_file, ds.targets)
+
+
+def _start_retokenize(ds: Dataset, docs: int, max_bytes: int = retokenize.DEFAULT_BYTES):
+    """A future of the retokenize outcomes (``retokenize.check``) for the whole-token files of
+    the dataset, or a (status, detail) pair when the check cannot run at all."""
+    if ds.enc is None:
+        return (Status.SKIP, f"the tokenizer does not load: {ds.enc_error}")
+    units = [u for t in ds.targets if (u := _retokenize_unit(ds, t)) is not None]
+    if not units:
+        return None
+    pool = ThreadPoolExecutor(1)
+    fut = pool.submit(retokenize.check, ds.enc, units, docs, max_bytes)
+    pool.shutdown(wait=False)
+    return fut
+
+
+def _retokenize_unit(ds: Dataset, t: Target) -> retokenize.Unit | None:
+    """What retokenize samples from one token file (None: a file it leaves to other checks)."""
+    meta, src = ds.meta, t.src
+    if t.path not in ds.sizes or src is None or src.sharded or src.layout is not None:
+        return None  # llm.c streams and shard sets are not sampled (yet)
+    if src.stray or src.n == 0:
+        return None  # dtype_divisible / min_length say why
+    tail = meta is not None and (meta.split or {}).get("method") == "tail"
+    eot_appended = bool(meta.eot_appended) if meta is not None and meta.eot_appended is not None else meta is not None
+    try:
+        starts = src.doc_starts()
+    except (WinsampleError, OSError):
+        starts = None  # the meta check names a broken index; documents then split at EOT
+    return retokenize.Unit(t.label, src.tokens, starts, eot_appended and starts is not None, ds.enc.eot,
+                           partial_first=tail and t.split == "val", partial_last=tail and t.split == "train",
+                           recorded=meta is not None,
+                           bos_prepended=bool(meta is not None and meta.extra.get("bos_prepended")))
+
+
+def _finish_retokenize(report: Report, retok) -> None:
+    if retok is None:
+        return
+    if isinstance(retok, tuple):
+        report.add(RETOKENIZE, "", *retok)
+        return
+    for o in retok.result():
+        report.add(RETOKENIZE, o.label, o.status, o.detail, documents=o.documents, bytes=o.bytes, mismatches=o.mismatches)
