@@ -15,7 +15,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "winsample"
-MODULES = {p.stem: p for p in PACKAGE.glob("*.py")}
+MODULES = {p.stem: [p] for p in PACKAGE.glob("*.py")}  # a module, or a package: one node, all its files
+MODULES.update({d.name: sorted(d.rglob("*.py")) for d in PACKAGE.iterdir() if (d / "__init__.py").exists()})
 JSON_READERS = {"formats", "sources", "resume", "tokenizer_hf", "fastengine"}  # tokenizer_hf: a tokenizer.json / tokenizer_config.json, not winsample metadata; fastengine: the tokenizer.json it hands gigatoken
 # keys only meta.json / a sidecar has ("shards" is left out: layouts.py's llm.c entries use it too)
 SCHEMA_KEYS = {"splits", "sharded", "doc_index", "ranks_sha256", "materialized", "eot_appended", "n_vocab",
@@ -24,20 +25,28 @@ SCHEMA_OWNERS = {"formats", "tokenizer", "layouts"}  # formats: the schema; toke
 
 
 def tree(name: str) -> ast.Module:
-    return ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    return ast.Module(body=[n for p in MODULES[name] for n in ast.parse(p.read_text(encoding="utf-8")).body],
+                      type_ignores=[])
+
+
+def _absolute(path: Path, node: ast.ImportFrom) -> list[str]:
+    """The winsample.* modules an ImportFrom in ``path`` names, as dotted paths below winsample."""
+    here = list(path.relative_to(PACKAGE).with_suffix("").parts)[:-1]  # the importing file's package
+    base = here[: len(here) - (node.level - 1)] if node.level > 1 else here
+    if node.module:
+        return [".".join(base + node.module.split("."))]
+    return [".".join(base + [a.name]) for a in node.names]
 
 
 def imports(name: str) -> set[str]:
     """winsample modules ``name`` imports, anywhere in its code (``from . import x``, ``from .x import y``)."""
     out = set()
-    for node in ast.walk(tree(name)):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                out.add(node.module.split(".")[0])
-            else:
-                out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("winsample."):
-            out.add(node.module.split(".")[1])
+    for path in MODULES[name]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                out |= {m.split(".")[0] for m in _absolute(path, node) if m}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("winsample."):
+                out.add(node.module.split(".")[1])
     return {m for m in out if m in MODULES and m != name}
 
 
@@ -75,8 +84,8 @@ def test_import_graph_has_no_cycle():
 
 
 def test_formats_and_tokenizer_sit_below_the_features():
-    features = {"cli", "encode", "engine_ray", "pipeline", "windows", "verify", "inspect", "plot", "batch"}
-    for low in ("formats", "tokenizer", "errors", "chunking"):
+    features = {"cli", "encode", "engine_ray", "pipeline", "windows", "verify", "inspect", "plot", "train", "planning"}
+    for low in ("formats", "tokenizer", "errors", "chunking", "tokensrc"):
         assert not imports(low) & features, low
     assert imports("errors") == set()
     families = {"tokenizer_base", "tokenizer_hf", "tokenizer_spm"}  # the Tokenizer interface and its families
@@ -118,3 +127,30 @@ def test_no_feature_looks_up_schema_keys():
             if key in SCHEMA_KEYS:
                 found.append(f"{name}.py:{n.lineno} [{key!r}]")
     assert found == [], found
+
+
+COMMANDS = {"windows", "verify", "inspect", "encode", "cli", "plot"}  # the modules behind a CLI command
+
+
+def test_train_and_planning_import_no_command_module():
+    """The training loop (train/) and the planning it re-plans with depend on formats and token
+    sources, never on a command: the Loader opens tokens with tokensrc, re-plans with planning."""
+    assert {"planning", "train", "tokensrc", "windows"} <= set(MODULES)  # the packages are seen
+    assert "tokensrc" in imports("train") and "planning" in imports("train")  # the parser sees package imports
+    for low in ("train", "planning", "tokensrc"):
+        assert not imports(low) & COMMANDS, (low, imports(low) & COMMANDS)
+
+
+def test_no_module_reaches_into_anothers_private_names():
+    """``from .x import _name`` / ``x._name`` across modules of the moved packages: shared names are public."""
+    found = []
+    for name in ("windows", "planning", "train", "tokensrc"):
+        for path in MODULES[name]:
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.level:
+                    found += [f"{path.name}:{node.lineno} {a.name}" for a in node.names if a.name.startswith("_") and a.name != "_fast"]
+                elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                        and isinstance(node.value, ast.Name) and node.value.id not in ("self", "cls", "np", "e"):
+                    found.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
+    assert found == [], found
+

@@ -4,7 +4,7 @@ A ``Plan`` is the plan rows (``formats.PLAN_DTYPE``), its sidecar (``formats.Pla
 needs (T, span, targets). ``get_batch`` samples only *full* windows (length == span): a short
 window (a short document, ``--tail short``, a semantic window ending early) has no fixed
 (T,) shape, so it is skipped rather than padded; train on those through ``--materialize``
-(padded, with their lengths) if you need them, or use ``winsample.Loader`` (loader.py), which
+(padded, with their lengths) if you need them, or use ``winsample.Loader`` (train/loader.py), which
 walks every window once per epoch and pads short ones.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import formats
-from .errors import ConfigError, DataError
+from .. import formats
+from ..errors import ConfigError, DataError
 
 
 @dataclass
