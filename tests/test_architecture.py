@@ -1,6 +1,8 @@
 """The shape of the package: dependencies point one way, and the schema has one home.
 
-- The import graph of ``winsample/`` (every import, top-level or inside a function) has no cycle.
+- The import graph of ``winsample/`` (every import, top-level or inside a function) has no cycle;
+  a package (``planning/``, ``windows/``, ``train/``, ``tokensrc/``) is one node, all its files.
+- ``train/`` (the training loop), ``planning/`` and ``tokensrc/`` import no command module.
 - No module but ``formats.py`` decodes meta.json, a plan sidecar or a shard meta: ``json.load``
   appears only in ``formats.py``, ``sources.py`` (the user's JSONL documents) and ``resume.py``
   (encode's own checkpoint journal); no module calls the dict readers ``formats.read_meta`` /
