@@ -16,6 +16,7 @@ from .options import Options, check_options, epoch_offset, resolve_stride, span_
 from .planners import SemanticPlanner, plan_packed, plan_regular
 from .stats import plan_stats, shuffle_rows
 
+
 def load_tokenizer(src: formats.OpenSplit, why: str):
     """``src.tokenizer`` (the one rule: ``--encoding``, else meta's, its ``file`` included, else
     gpt2), or ConfigError naming ``why`` when it cannot be loaded."""

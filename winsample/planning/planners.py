@@ -12,6 +12,7 @@ import numpy as np
 from . import boundaries as bnd
 from .stats import fill_fresh, make_rows
 
+
 def _ranks_in_groups(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(group id, index within group) for every item of consecutive groups of ``counts`` items."""
     group = np.repeat(np.arange(len(counts)), counts)

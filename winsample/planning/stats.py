@@ -8,6 +8,7 @@ import numpy as np
 
 from .options import PLAN_DTYPE
 
+
 def make_rows(starts, lengths, docs) -> np.ndarray:
     rows = np.empty(len(starts), PLAN_DTYPE)
     rows["start"], rows["length"], rows["doc"] = starts, lengths, docs

@@ -38,7 +38,6 @@ def check_writable(path: Path) -> None:
     formats.check_replaceable(path)
 
 
-
 def source_entry(src: formats.OpenSplit, progress=None) -> formats.PlanSource:
     """The sidecar's ``source``: checksum from meta.json when it describes the file, else streamed."""
     if src.files is not None:  # llm.c shards: the checksum verify computes for the stream
