@@ -87,7 +87,7 @@ def kernels(request):
     Both must give the same edges and plans; ``make test`` builds the C module, so a missing
     one fails here rather than testing numpy twice.
     """
-    from winsample import boundaries
+    from winsample.planning import boundaries
 
     if request.param == "c":
         assert boundaries.FAST is not None, "winsample._fast is not built: run `pip install -e .` (make test does)"

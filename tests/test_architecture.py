@@ -163,3 +163,29 @@ def test_every_module_attribute_a_module_uses_exists():
                 if not hasattr(mod, n.attr) and isinstance(n.ctx, ast.Load):
                     missing.append(f"{path.relative_to(PACKAGE.parent)}:{n.lineno} {n.value.id}.{n.attr}")
     assert missing == []
+
+
+COMMANDS = {"windows", "verify", "inspect", "encode", "cli", "plot"}  # the modules behind a CLI command
+
+
+def test_train_and_planning_import_no_command_module():
+    """The training loop (train/) and the planning it re-plans with depend on formats and token
+    sources, never on a command: the Loader opens tokens with tokensrc, re-plans with planning."""
+    assert {"planning", "train", "tokensrc", "windows"} <= set(MODULES)  # the packages are seen
+    assert "tokensrc" in imports("train") and "planning" in imports("train")  # the parser sees package imports
+    for low in ("train", "planning", "tokensrc"):
+        assert not imports(low) & COMMANDS, (low, imports(low) & COMMANDS)
+
+
+def test_no_module_reaches_into_anothers_private_names():
+    """``from .x import _name`` / ``x._name`` across modules: what modules share is public."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                found += [f"{path.relative_to(PACKAGE)}:{node.lineno} {a.name}" for a in node.names
+                          if a.name.startswith("_") and a.name not in ("_fast", "__version__")]
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                    and isinstance(node.value, ast.Name) and node.value.id not in ("self", "cls", "np", "e", "os", "sys"):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.value.id}.{node.attr}")
+    assert found == [], found

@@ -5,7 +5,7 @@ folder that holds ``corpus/`` (a copy of the bundled corpus): ```sh blocks with 
 venv's ``winsample`` first on PATH), ```python blocks each in a fresh namespace (so every
 snippet stands on its own), ```make blocks written to ``./Makefile`` for later sh blocks. Blocks marked ``<!-- not tested: … -->`` (they need torch, a CI
 runner, a shell profile) are only compiled when they are Python; README's nanoGPT ``get_batch``
-is run by tests/test_loader_torch.py inside a nanoGPT-style loop.
+is run by tests/train/test_loader_torch.py inside a nanoGPT-style loop.
 """
 
 from __future__ import annotations

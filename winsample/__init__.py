@@ -2,7 +2,6 @@
 
 __version__ = "0.1.0"
 
-from .batch import Plan, get_batch, read_plan  # noqa: E402  (the training-loop API)
-from .loader import Exposure, Loader  # noqa: E402
+from .train import Exposure, Loader, Plan, get_batch, read_plan  # noqa: E402  (the training-loop API)
 
 __all__ = ["Exposure", "Loader", "Plan", "get_batch", "read_plan", "__version__"]

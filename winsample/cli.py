@@ -165,7 +165,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 
 @click.group(cls=WinsampleGroup, context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "WINSAMPLE"})
 @click.version_option(__version__, "--version", prog_name="winsample",
-                      message=f"%(prog)s %(version)s (C kernels: {'off' if windows_mod.bnd.FAST is None else 'on'})")
+                      message=f"%(prog)s %(version)s (C kernels: {'off' if windows_mod.boundaries.FAST is None else 'on'})")
 def main():
     """Turn text into token files, cut them into training windows, and prove both are sound.
 

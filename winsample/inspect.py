@@ -304,7 +304,7 @@ def inspect_plan(path: Path, at: int, count: int) -> dict:
     exposure = {}
     span, tokens_n = side.span, side.source.tokens
     if side.params.get("targets") and span is not None and tokens_n is not None and n:
-        from .loader import label_counts  # every window once, as winsample.Loader serves an epoch
+        from .train import label_counts  # every window once, as winsample.Loader serves an epoch
 
         for short, served in (("pad", rows), ("drop", rows[rows["length"] == span])):
             exposure[short] = label_counts(rows, served, tokens_n)

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import disk
 from .. import formats
-from ..boundaries import sorted_unique
+from ..planning.boundaries import sorted_unique
 from ..errors import DataError, WinsampleError
 from .options import DEFAULT_MIN_COVERAGE
 from .figures import PlanFigures, Prepared, coverage_in_order, int_param, plan_figures, plan_file
@@ -270,7 +270,7 @@ def _param_problems(params: dict, side, rows, span, T, targets_flag) -> list[str
 def _check_shuffle(report, label, rows, params) -> None:
     """A shuffled plan must be the seed's permutation of its rows in start order (what
     ``windows --shuffle`` writes), so a sidecar saying ``shuffle`` cannot hide rows out of order."""
-    from ..windows import shuffle_rows
+    from ..planning import shuffle_rows
 
     seed, epoch, k = params.get("seed"), params.get("epoch"), params.get("shards")
     ok_int = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0  # noqa: E731

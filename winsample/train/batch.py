@@ -4,7 +4,7 @@ A ``Plan`` is the plan rows (``formats.PLAN_DTYPE``), its sidecar (``formats.Pla
 needs (T, span, targets). ``get_batch`` samples only *full* windows (length == span): a short
 window (a short document, ``--tail short``, a semantic window ending early) has no fixed
 (T,) shape, so it is skipped rather than padded; train on those through ``--materialize``
-(padded, with their lengths) if you need them, or use ``winsample.Loader`` (loader.py), which
+(padded, with their lengths) if you need them, or use ``winsample.Loader`` (train/loader.py), which
 walks every window once per epoch and pads short ones.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import tokensrc
-from . import formats
-from .errors import ConfigError, DataError
+from .. import formats
+from ..errors import ConfigError, DataError
+from ..tokensrc import open_source
 
 
 @dataclass
@@ -61,7 +61,7 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng) -> tuple[np
     Windows are drawn uniformly, with replacement, from the plan's full windows by ``rng``
     (a ``np.random.Generator`` or an int seed). ``plan`` is a ``Plan`` or its path (``read_plan``);
     ``tokens`` is the token array (a memmap of the plan's .bin) or its path (opened by
-    ``tokensrc.open_split``); only the drawn windows are read.
+    ``tokensrc.open_source``, the rule every command opens tokens by); only the drawn windows are read.
     """
     if isinstance(plan, (str, Path)):
         plan = read_plan(plan)
@@ -71,7 +71,7 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng) -> tuple[np
     if not plan.targets:
         raise ConfigError("plan was made with --no-targets: a window has no next token for y; re-plan with targets")
     if isinstance(tokens, (str, Path)):
-        tokens = tokensrc.open_split(tokens).tokens
+        tokens = open_source(tokens).tokens
     want = plan.sidecar.source.tokens
     if want is not None and len(tokens) != want:
         raise DataError(

@@ -35,10 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import tokensrc
-from . import formats
+from .. import formats
+from ..errors import ConfigError, DataError
+from ..tokensrc import open_source
 from .batch import Plan, read_plan
-from .errors import ConfigError, DataError
 
 SHORT = ("drop", "pad")
 LABELS = ("all", "fresh")
@@ -239,9 +239,7 @@ class Loader:
 
     def _open(self):
         if self._tokens is None:
-            from .windows import describe_source  # dtype, and the logical stream of a sharded dataset
-
-            src = describe_source(self._tokens_arg)  # tokensrc.open_split, refused early when it cannot be planned
+            src = open_source(self._tokens_arg)  # tokensrc.open_source, refused early when it cannot be planned
             self._tokenizer = src.tokenizer_entry  # meta.json's tokenizer entry (None for a bare .bin)
             self._tokens = src.tokens  # a memmap, or the logical stream of a sharded split
         return self._tokens
@@ -325,7 +323,7 @@ class Loader:
         t = self._tokenizer or {}
         if isinstance(t.get("eot"), int):
             return t["eot"]
-        from . import tokenizer
+        from .. import tokenizer
 
         return tokenizer.load(tokenizer.DEFAULT_ENCODING).eot  # a bare .bin is nanoGPT's: GPT-2
 
@@ -395,17 +393,17 @@ def _sweep(sa, sb, pa, pb) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def replan_for_epoch(plan: Plan, tokens_path, epoch: int) -> Plan:
     """The plan ``winsample windows`` writes for ``epoch`` with the same options as ``plan`` (a
     ``--random-offset`` plan): windows over ``tokens_path`` with that epoch's offset."""
-    from . import windows
+    from .. import planning  # the planning layer, not the windows command; loaded only to re-plan
 
     if not isinstance(tokens_path, (str, Path)):
         raise ConfigError("Loader: a --random-offset plan is re-planned for each epoch from the .bin: pass tokens_path as a path")
     p = _params(plan)
     if p.get("boundaries") in ("paragraph", "sentence"):
         raise ConfigError(f"{plan.path or 'plan'}: --random-offset with --boundaries {p['boundaries']} is refused by windows; re-plan it")
-    o = windows.Options(T=[int(p["T"])], targets=bool(p["targets"]), stride=int(p["stride"]), random_offset=True,
-                        seed=int(p["seed"]), epoch=int(epoch), tail=p.get("tail"), short=p.get("short", "keep"),
-                        boundaries=p.get("boundaries", "none"), pack=bool(p.get("pack")), shuffle=bool(p.get("shuffle")))
-    (res,) = windows.build_plans(tokens_path, o)
+    o = planning.Options(T=[int(p["T"])], targets=bool(p["targets"]), stride=int(p["stride"]), random_offset=True,
+                         seed=int(p["seed"]), epoch=int(epoch), tail=p.get("tail"), short=p.get("short", "keep"),
+                         boundaries=p.get("boundaries", "none"), pack=bool(p.get("pack")), shuffle=bool(p.get("shuffle")))
+    (res,) = planning.build_plans(tokens_path, o)
     side = plan.sidecar  # the same source and tokenizer; this epoch's params and stats
     if isinstance(side, dict):
         side = dict(side, params=res["params"], stats=res["stats"])

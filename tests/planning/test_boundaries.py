@@ -11,13 +11,13 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from winsample import boundaries as B
+from winsample.planning import boundaries as B
 from winsample import disk
 from winsample import formats
 from winsample.cli import main
 from winsample.tokenizer import load
 
-from .conftest import CORPUS
+from ..conftest import CORPUS
 
 EOT = 50256
 WS = b" \t\n\r\x0b\x0c"

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import formats
-from .errors import DataError
+from .. import formats
+from ..errors import DataError
 
 # Tokens per chunk: ~2 MB of uint16 keeps the working arrays in cache, which is what makes the
 # pass fast; memory stays flat whatever the file size.
@@ -48,24 +48,24 @@ ASCII_TERMINALS = frozenset(b".!?")
 CJK_TERMINALS = tuple(c.encode() for c in "。！？")  # E3 80 82, EF BC 81, EF BC 9F
 _CJK_VALUES = np.array([int.from_bytes(c, "big") for c in CJK_TERMINALS], dtype=np.int64)
 # Few enough candidate ids → test them with ==, which streams ~3x faster than a table gather.
-_MAX_EQ_IDS = 6
+MAX_EQ_IDS = 6
 
 KINDS = ("paragraph", "sentence")
 
 
-def _load_fast():
+def load_fast():
     """The C kernels (``_fast.c``), or None: not built (no C compiler at install) or
     ``WINSAMPLE_PURE=1``. Both paths give the same edges and plans; numpy is just slower."""
     if os.environ.get("WINSAMPLE_PURE", "").strip().lower() not in ("", "0", "false", "no", "off"):
         return None
     try:
-        from . import _fast
+        from .. import _fast
     except ImportError:
         return None
     return _fast
 
 
-FAST = _load_fast()
+FAST = load_fast()
 
 
 def sorted_unique(x: np.ndarray) -> np.ndarray:
@@ -186,12 +186,12 @@ def _eq_any(chunk: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 def _candidates(chunk: np.ndarray, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    if len(ids) <= _MAX_EQ_IDS:
+    if len(ids) <= MAX_EQ_IDS:
         return np.flatnonzero(_eq_any(chunk, ids))
     return np.flatnonzero(np.take(mask, np.asarray(chunk), mode="clip"))
 
 
-_SUB = 1 << 18  # tokens per paragraph sub-block: its bool scratch (3 × 256 KB; 4 for CRLF) stays in L2
+SUB = 1 << 18  # tokens per paragraph sub-block: its bool scratch (3 × 256 KB; 4 for CRLF) stays in L2
 _scratch = threading.local()
 
 
@@ -199,7 +199,7 @@ def _bools(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Four reusable bool buffers of at least ``m`` items for this thread (no page faults per chunk)."""
     bufs = getattr(_scratch, "bufs", None)
     if bufs is None or len(bufs[0]) < m:
-        bufs = _scratch.bufs = tuple(np.empty(max(m, _SUB), bool) for _ in range(4))
+        bufs = _scratch.bufs = tuple(np.empty(max(m, SUB), bool) for _ in range(4))
     return bufs[0][:m], bufs[1][:m], bufs[2][:m], bufs[3][:m]
 
 
@@ -217,16 +217,16 @@ def _paragraph_edges(chunk: np.ndarray, t: Tables, back: tuple[int, int]) -> np.
     per-thread scratch buffers.
     """
     out = []
-    for lo in range(0, len(chunk), _SUB):  # _SUB >= 2: a later block's look-behind is in the chunk
+    for lo in range(0, len(chunk), SUB):  # SUB >= 2: a later block's look-behind is in the chunk
         bb = back if lo == 0 else (int(chunk[lo - 2]), int(chunk[lo - 1]))
-        out.append(_paragraph_block(chunk[lo : lo + _SUB], t, bb) + lo)
+        out.append(_paragraph_block(chunk[lo : lo + SUB], t, bb) + lo)
     return np.concatenate(out) if len(out) > 1 else (out[0] if out else np.zeros(0, np.int64))
 
 
 def _paragraph_block(chunk: np.ndarray, t: Tables, back: tuple[int, int]) -> np.ndarray:
     m = len(chunk)
     c2, c1 = int(t.para_code[back[0]]), int(t.para_code[back[1]])
-    if len(t.para_ids) + len(t.cr_ids) + len(t.nlcr_ids) > _MAX_EQ_IDS:
+    if len(t.para_ids) + len(t.cr_ids) + len(t.nlcr_ids) > MAX_EQ_IDS:
         return _paragraph_block_gather(chunk, t, c2, c1)
     single, dbl, hit, spare = _bools(m)
     cr = None  # mask of lone "\r" tokens, kept only when the block has one (LF text has none)

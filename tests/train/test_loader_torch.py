@@ -19,8 +19,8 @@ import torch.nn.functional as F
 
 import winsample
 
-from .conftest import CORPUS, REPO
-from .test_docs_snippets import blocks, run_block
+from ..conftest import CORPUS, REPO
+from ..test_docs_snippets import blocks, run_block
 
 VOCAB = 50304  # nanoGPT's padded GPT-2 vocabulary
 torch.set_num_threads(1)  # CI has 2 cores for everything

@@ -21,7 +21,7 @@ import winsample
 from winsample import formats, windows
 from winsample.cli import main
 from winsample.errors import ConfigError, DataError
-from winsample.loader import StepOutOfRange
+from winsample.train import StepOutOfRange
 
 _TMP = tempfile.TemporaryDirectory(prefix="loader-plans-")  # removed when the test process ends
 PAD = 1_000_000  # x padding in these tests: no position of a test file is this large
@@ -199,7 +199,7 @@ def _cli(*args):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory, corpus_dir=None):
-    from .conftest import CORPUS
+    from ..conftest import CORPUS
 
     d = tmp_path_factory.mktemp("loader")
     _cli("encode", CORPUS, "-o", d / "data", "-q")
@@ -284,7 +284,7 @@ def test_windows_refuses_random_offset_with_semantic_edges(data, tmp_path, mode)
 
 def test_semantic_cuts_do_not_move_with_the_offset_which_is_why_it_is_refused(data):
     """The planner itself: two offsets give windows that are nearly all the same (the refusal's reason)."""
-    from winsample import boundaries as bnd
+    from winsample.planning import boundaries as bnd
     from winsample.tokenizer import load
 
     tokens = np.fromfile(data / "train.bin", dtype="<u2")

@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from winsample import boundaries as B
+from winsample.planning import boundaries as B
 from winsample import windows as W
 from winsample.errors import DataError
 from winsample.tokenizer import Tokenizer, load
 
-from .conftest import CORPUS
+from ..conftest import CORPUS
 from .test_boundaries import brute_edges, oracle_edges
 
 pytestmark = pytest.mark.usefixtures("kernels")  # every test on the C kernels and on numpy
@@ -149,7 +149,7 @@ def test_iter_boundaries_yields_every_edge_once_in_order(corpus_ids, kind):
 def test_paragraph_sub_blocks_and_scratch_reuse_give_the_same_edges(corpus_ids, monkeypatch):
     enc = load("gpt2")
     want = B.find_boundaries(corpus_ids, "paragraph", enc, chunk_tokens=len(corpus_ids) + 1, threads=1)
-    monkeypatch.setattr(B, "_SUB", 101)  # many sub-blocks per chunk, each a different length
+    monkeypatch.setattr(B, "SUB", 101)  # many sub-blocks per chunk, each a different length
     assert B.find_boundaries(corpus_ids, "paragraph", enc, chunk_tokens=5000, threads=2).tolist() == want.tolist()
 
 
@@ -182,7 +182,7 @@ SMALL = TinyEnc([b"a", b".", b" ", b"\n", b"\r", b"\r\n", b"\n\r", b"\n\r\n"])
 @given(ids=st.lists(st.integers(0, TINY.n_vocab - 1), max_size=300), chunk=st.integers(1, 64))
 def test_edges_by_table_gather_match_string_search(kind, ids, chunk):
     arr = np.array(ids, "<u2")
-    assert len(B.token_tables(TINY).para_ids) > B._MAX_EQ_IDS  # this vocabulary takes the gather path
+    assert len(B.token_tables(TINY).para_ids) > B.MAX_EQ_IDS  # this vocabulary takes the gather path
     want = oracle_edges(arr, TINY, kind)
     assert B.find_boundaries(arr, kind, TINY, chunk_tokens=chunk, threads=2).tolist() == want
 
@@ -192,7 +192,7 @@ def test_edges_by_table_gather_match_string_search(kind, ids, chunk):
 @given(ids=st.lists(st.integers(0, SMALL.n_vocab - 1), max_size=200), chunk=st.integers(1, 16))
 def test_edges_by_eq_passes_with_crlf_tokens_match_the_byte_definition(kind, ids, chunk):
     t = B.token_tables(SMALL)
-    assert len(t.para_ids) + len(t.cr_ids) + len(t.nlcr_ids) <= B._MAX_EQ_IDS and len(t.crnl_ids) and len(t.nlcr_ids)
+    assert len(t.para_ids) + len(t.cr_ids) + len(t.nlcr_ids) <= B.MAX_EQ_IDS and len(t.crnl_ids) and len(t.nlcr_ids)
     arr = np.array(ids, "<u2")
     assert B.find_boundaries(arr, kind, SMALL, chunk_tokens=chunk, threads=2).tolist() == brute_edges(ids, SMALL, kind)
 
@@ -200,7 +200,7 @@ def test_edges_by_eq_passes_with_crlf_tokens_match_the_byte_definition(kind, ids
 def test_gpt2_paragraph_edges_by_gather_equal_the_eq_passes(corpus_ids, monkeypatch):
     enc = load("gpt2")
     want = B.find_boundaries(corpus_ids, "paragraph", enc).tolist()
-    monkeypatch.setattr(B, "_MAX_EQ_IDS", 0)
+    monkeypatch.setattr(B, "MAX_EQ_IDS", 0)
     assert B.find_boundaries(corpus_ids, "paragraph", enc).tolist() == want
 
 
@@ -208,7 +208,7 @@ def test_gpt2_crlf_paragraph_edges_by_gather_equal_the_eq_passes(crlf_corpus_ids
     enc = load("gpt2")
     want = B.find_boundaries(crlf_corpus_ids, "paragraph", enc, chunk_tokens=999).tolist()
     assert len(want) > 50
-    monkeypatch.setattr(B, "_MAX_EQ_IDS", 0)
+    monkeypatch.setattr(B, "MAX_EQ_IDS", 0)
     assert B.find_boundaries(crlf_corpus_ids, "paragraph", enc, chunk_tokens=999).tolist() == want
 
 

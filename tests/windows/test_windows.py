@@ -18,7 +18,7 @@ from winsample import formats
 from winsample import windows as W
 from winsample.cli import main
 
-from .bench.article_sampler import SlidingWindowSampler
+from ..bench.article_sampler import SlidingWindowSampler
 
 
 def bin_file(path, n, dtype="<u2"):
@@ -413,10 +413,10 @@ def test_an_id_outside_the_vocabulary_fails_naming_file_and_position(tmp_path, k
 
 @pytest.mark.parametrize("value, on", [("", True), ("0", True), ("false", True), ("OFF", True), ("1", False), ("yes", False)])
 def test_winsample_pure_turns_the_c_module_off_only_when_set_to_a_true_value(monkeypatch, value, on):
-    from winsample import boundaries as B
+    from winsample.planning import boundaries as B
 
     monkeypatch.setenv("WINSAMPLE_PURE", value)
-    assert (B._load_fast() is not None) == on
+    assert (B.load_fast() is not None) == on
     r = CliRunner().invoke(main, ["--version"])
     assert r.exit_code == 0 and r.stdout.strip().endswith("(C kernels: on)")  # the module loaded at import time
 
@@ -630,7 +630,7 @@ def corpus_data(tmp_path_factory) -> Path:
     """The shipped corpus encoded once per session (default options)."""
     data = tmp_path_factory.getbasetemp() / "corpus_data"
     if not (data / "train.bin").exists():
-        from .conftest import CORPUS
+        from ..conftest import CORPUS
 
         r = CliRunner().invoke(main, ["encode", str(CORPUS), "-o", str(data), "-q"])
         assert r.exit_code == 0, r.stderr
@@ -657,7 +657,7 @@ def test_winsample_pure_gives_the_same_plan_bytes_as_the_c_module(tmp_path_facto
     plans = {}
     for pure in ("0", "1"):
         env = dict(os.environ, WINSAMPLE_PURE=pure)
-        probe = subprocess.run([sys.executable, "-c", "from winsample import boundaries as b; print(b.FAST is None)"],
+        probe = subprocess.run([sys.executable, "-c", "from winsample.planning import boundaries as b; print(b.FAST is None)"],
                                env=env, capture_output=True, text=True, check=True)
         assert probe.stdout.strip() == {"0": "False", "1": "True"}[pure]  # the C module is built, and the switch works
         out = tmp_path / f"pure{pure}.npy"

@@ -1,0 +1,75 @@
+"""One entry point that opens a token source for planning or training, whatever its layout.
+
+``open_source(path, meta=None, encoding=None)`` is ``nanogpt.open_split`` for a nanoGPT .bin
+(with its meta.json, or a bare .bin), and builds the same ``OpenSplit`` for a Megatron
+prefix / .bin / .idx and for llm.c shards (``kinds.foreign_layout``). It is refused before
+anything is planned when it cannot be read as whole tokens: a size that is not whole tokens
+(InputError: exit 2, nothing written), a file that changed since its meta.json was written
+(DataError).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DataError, InputError
+from . import kinds, llmc, megatron
+from .layouts import MEGATRON
+from .nanogpt import OpenSplit, open_split
+from .sharded import ConcatTokens
+
+
+def open_source(path, meta=None, encoding=None) -> OpenSplit:
+    """``nanogpt.open_split`` of ``path`` (``meta`` or the sibling meta.json), or the OpenSplit
+    of a Megatron prefix or llm.c shards; InputError / DataError when it cannot be planned."""
+    foreign = kinds.foreign_layout(path, meta)
+    if foreign is not None:
+        return foreign_source(Path(path), *foreign, encoding, meta)
+    src = open_split(path, meta, encoding)
+    if src.stray:
+        item = src.itemsize
+        raise InputError(
+            f"{src.path}: {src.nbytes} bytes is not a multiple of {item} (dtype {src.dtype}):"
+            f" {src.stray} stray byte(s); the file is truncated or has the wrong dtype"
+        )
+    if (problem := src.size_problem()) is not None:
+        raise DataError(problem)
+    return src
+
+
+def foreign_source(path: Path, layout: str, what, encoding=None, meta_path=None) -> OpenSplit:
+    """The OpenSplit of llm.c shards (``what``: {group: files}) or a Megatron prefix (``what``: prefix).
+    Shards a data folder's meta.json lists (``llmc.llmc_owner``) take its tokenizer, unless
+    ``encoding`` names one."""
+    if layout == MEGATRON:
+        return _megatron_source(what, encoding, layout)
+    if len(what) != 1:
+        raise InputError(f"{path}: holds {len(what)} groups of llm.c shards ({', '.join(what)}); plan one at a time, e.g. {path}/{next(iter(what))}_*.bin")
+    files = next(iter(what.values()))
+    counts = [llmc.read_llmc_header(f) for f in files]
+    stream = ConcatTokens(files, counts, llmc.LLMC_DTYPE, header_bytes=llmc.LLMC_HEADER_BYTES)
+    owner = llmc.llmc_owner(what, meta_path) if encoding is None else None
+    tok = None
+    if owner is not None and owner.meta is not None:
+        from .. import tokenizer
+
+        tok = tokenizer.from_meta(owner.meta.tokenizer, owner.meta_file.parent)
+    return OpenSplit(path, llmc.LLMC_DTYPE, len(stream), stream.nbytes, encoding=encoding, layout=layout,
+                             files=files, _tokens=stream, _tokenizer=tok)
+
+
+def _megatron_source(prefix, encoding, layout: str) -> OpenSplit:
+    idx = megatron.read_megatron_index(f"{prefix}.idx")
+    bin_path = Path(f"{prefix}.bin")
+    dtype = megatron.megatron_token_dtype(idx)
+    nbytes = bin_path.stat().st_size
+    problems = megatron.megatron_problems(idx, nbytes)
+    if problems:
+        raise DataError(f"{idx.path}: " + "; ".join(problems) + "; run winsample verify")
+    starts = megatron.megatron_doc_starts(idx)
+    n = nbytes // np.dtype(dtype).itemsize
+    if n and (len(starts) == 0 or starts[0] != 0):  # ids before the first document: a piece of its own
+        starts = np.concatenate([[0], starts]).astype(np.int64)
+    return OpenSplit(bin_path, dtype, n, nbytes, encoding=encoding, layout=layout, known_starts=starts)

@@ -1,0 +1,230 @@
+"""``winsample windows``: plan a token file and write the plans (.npy + sidecar, txt, jsonl).
+
+Every check happens before anything is written; .npy plans of one run are staged and moved into
+place as one set. The planning itself is ``winsample.planning``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import disk
+from .. import tokensrc
+from .. import formats, provenance
+from ..errors import ConfigError, DataError, InputError
+from ..planning import Options, build_plans, check_options, load_tokenizer, shard_rows, shard_stats
+
+MATERIALIZE_ROWS = 4096  # rows gathered per batch when materializing: memory ~ rows × span × 8 B
+
+
+def output_paths(out: str, T: int, multi: bool, shards: int | None) -> list[Path]:
+    base = formats.plan_for_scale(out, T) if multi else Path(out)
+    if not shards:
+        return [base]
+    return [formats.plan_shard(base, r, shards) for r in range(shards)]
+
+
+def check_writable(path: Path) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        why = "is not a folder" if folder.exists() else "does not exist"
+        raise InputError(f"{path}: cannot write: {folder} {why}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{path}: cannot write: folder {folder} is not writable")
+    disk.check_replaceable(path)
+
+
+def source_entry(src: tokensrc.OpenSplit, progress=None) -> formats.PlanSource:
+    """The sidecar's ``source``: checksum from meta.json when it describes the file, else streamed."""
+    if src.files is not None:  # llm.c shards: the checksum verify computes for the stream
+        checksum = tokensrc.llmc_stream_checksum(src.files, progress)
+    else:
+        checksum = src.checksum if src.entry is not None else disk.checksum_file(src.path, progress)
+    return formats.PlanSource(path=str(src.path), file=src.path.name, bytes=src.nbytes, checksum=checksum,
+                              dtype=src.dtype, tokens=src.n)
+
+
+def materialize(path: Path, rows: np.ndarray, tokens, span: int, pad_id: int, dtype: str) -> None:
+    """(n, span) token windows as .npy at ``path``, short windows padded with ``pad_id``; atomic."""
+    from numpy.lib.format import open_memmap
+
+    with disk.atomic_path(path) as tmp:
+        arr = open_memmap(tmp, mode="w+", dtype=np.dtype(dtype), shape=(len(rows), span))
+        cols = np.arange(span, dtype=np.int64)
+        n = len(tokens)
+        for lo in range(0, len(rows), MATERIALIZE_ROWS):
+            r = rows[lo : lo + MATERIALIZE_ROWS]
+            idx = r["start"][:, None] + cols
+            w = np.asarray(tokens[np.minimum(idx, max(n - 1, 0))]) if n else np.zeros(idx.shape, dtype)
+            w = np.where(cols < r["length"][:, None], w, pad_id)
+            arr[lo : lo + len(r)] = w
+        arr.flush()
+        del arr
+
+
+def run(bin_path, out: str, o: Options, meta_path=None, stream=None, progress=None) -> list[dict]:
+    """Plan ``bin_path`` and write the result; returns one summary dict per plan file set.
+
+    ``out`` is the plan path (``-`` with ``stream``, a text stream, for txt/jsonl).
+    Every check happens before anything is written.
+    """
+    check_options(o)
+    multi = len(o.T) > 1
+    if not out:
+        raise ConfigError("-o is empty: give the plan's file name, or - for --format txt|jsonl on stdout")
+    if out == "-":
+        if o.format == "npy":
+            raise ConfigError("-o - streams text: use --format txt or jsonl, or give a file name for .npy")
+    else:
+        if out.endswith(("/", os.sep)):
+            raise ConfigError(f"-o {out}: names a folder; give the plan's file name, e.g. {out}train.plan.npy")
+        disk.refuse_overwrite(written_paths(out, o), formats.dataset_files(bin_path, meta_path))
+        suffix = Path(out).suffix.lower()
+        text_name = suffix in (".txt", ".tsv", ".jsonl")
+        if (o.format == "npy" and text_name) or (o.format != "npy" and suffix == ".npy"):
+            raise ConfigError(f"-o {out} with --format {o.format}: the name says {suffix[1:]}, the contents would be"
+                              f" {o.format}; name it {Path(out).stem}.{'npy' if o.format == 'npy' else o.format} or pick the other --format")
+        for T in o.T:
+            for p in output_paths(out, T, multi, o.shards):
+                check_writable(p)
+    return _plan_and_write(bin_path, out, o, meta_path, stream, progress, multi)
+
+
+def written_paths(out: str, o: Options) -> list[Path]:
+    """Every file a run with ``-o out`` writes: plans, their sidecars and materialized windows."""
+    if o.format != "npy":
+        return [Path(out)]
+    paths = []
+    for T in o.T:
+        for p in output_paths(out, T, len(o.T) > 1, o.shards):
+            paths += [p, formats.plan_sidecar(p)] + ([formats.materialized_path(p)] if o.materialize else [])
+    return paths
+
+
+def _plan_and_write(bin_path, out: str, o: Options, meta_path, stream, progress, multi: bool) -> list[dict]:
+    plans = build_plans(bin_path, o, meta_path, progress)
+    summaries: list[dict] = []
+    # .npy plans: every file of this run is written into a staging folder beside the plan and
+    # moved into place as one set (sidecars last), so a crash leaves the old set or the new one.
+    # Writers into one folder take turns (disk.locked_folder): two runs writing one plan at
+    # once each leave a complete set, never the plan of one with the tokens of the other.
+    with disk.locked_folder(Path(out).parent) if o.format == "npy" else nullcontext():
+        _write_all(plans, out, o, multi, stream, summaries)
+    return summaries
+
+
+def _write_all(plans, out: str, o: Options, multi: bool, stream, summaries: list) -> None:
+    stage = None
+    names: list[str] = []
+    try:
+        try:
+            stage = formats.plan_staging_dir(out) if o.format == "npy" else None  # in the try: see encode
+        except OSError as e:  # e.g. a folder that lists as writable but is not (/proc)
+            raise InputError(f"{out}: cannot write beside it: {e.strerror or e}") from None
+        try:
+            _write_plans(plans, out, o, multi, stream, stage, names, summaries)
+            if stage is not None:
+                names.sort(key=lambda n: n.endswith(".json"))  # sidecars last: a plan is current only with its sidecar
+                disk.commit_staged(stage, Path(out).parent, names)
+        except BrokenPipeError:  # `-o - | head` closed stdout: the CLI stops quietly, as after any command
+            raise
+        except OSError as e:  # a full disk, a quota: name the file and say what happened
+            where = e.filename or out
+            raise InputError(f"{where}: cannot write: {disk.os_error_text(e)}; nothing was written") from None
+    except BaseException:
+        if o.format == "npy":
+            formats.recover_plan(out)  # no COMMIT mark yet: drops the staging folder
+        raise
+
+
+def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names: list, summaries: list) -> None:
+    for plan in plans:
+        rows, params, stats, src = plan["rows"], plan["params"], plan["stats"], plan["src"]
+        summary = {"windows": stats["windows"], "span": params["span"], "coverage": stats["coverage"],
+                   "uncovered_tail": stats["uncovered_tail"], "T": params["T"], "stride": params["stride"],
+                   "overlap": params["overlap"], "offset": params["offset"], "tokens": src.n,
+                   "covered_tokens": stats["covered_tokens"], "uncovered_tokens": stats["uncovered_tokens"],
+                   "uncovered_head": stats["uncovered_head"], "files": []}
+        if o.format != "npy":
+            _write_text(out, rows, o, plan, stream)
+            summary["files"] = [] if out == "-" else [out]
+            summaries.append(summary)
+            continue
+        source = source_entry(src)
+        paths = output_paths(out, plan["T"], multi, o.shards)
+        parts = shard_rows(rows, o.shards) if o.shards else [rows]
+        pad_id = None
+        if o.materialize:
+            enc = plan["enc"]
+            pad_id = enc.eot if enc else src.eot
+        for r, (p, part) in enumerate(zip(paths, parts)):
+            side_params = dict(params, shard=r if o.shards else None)
+            side = formats.PlanSidecar(source=source, params=side_params, stats=stats,
+                                       tokenizer=src.tokenizer_entry or None)
+            if o.shards:  # a shard's stats describe its own rows; the whole plan's go to plan_stats
+                side.stats = shard_stats(part, src.n, plan["doc_starts"], plan["doc_ends"])
+                side.plan_stats = stats
+            if o.materialize:
+                mp = formats.materialized_path(p)
+                with disk.naming(mp):
+                    materialize(stage / mp.name, part, plan["tokens"], params["span"], pad_id, src.dtype)
+                side.materialized = {"file": mp.name, "shape": [int(len(part)), params["span"]],
+                                     "dtype": src.dtype, "pad_id": int(pad_id)}
+                summary["files"].append(str(mp))
+                names.append(mp.name)
+            with disk.naming(p):
+                formats.write_plan(stage / p.name, part, side)
+            names += [p.name, formats.plan_sidecar(p).name]
+            summary["files"].append(str(p))
+        summaries.append(summary)
+
+
+def _write_text(out: str, rows: np.ndarray, o: Options, plan: dict, stream) -> None:
+    def lines():
+        if o.format == "txt":
+            for lo in range(0, len(rows), 65536):  # rows formatted in batches, not one by one
+                r = rows[lo : lo + 65536]
+                yield "".join(f"{s}\t{n}\n" for s, n in zip(r["start"].tolist(), r["length"].tolist()))
+            return
+        enc = None
+        if o.decode:
+            enc = plan["enc"] or load_tokenizer(plan["src"], "--decode")
+        # With provenance, "doc" is the document the window starts in (a window planned across
+        # documents included) and "source" where that document came from.
+        tracer = provenance.tracer_for(plan["src"], plan.get("meta_path"))
+        for lo in range(0, len(rows), 65536):
+            batch = rows[lo : lo + 65536]
+            docs = tracer.doc_at(batch["start"]).tolist() if tracer is not None and len(batch) else None
+            for k, row in enumerate(batch):
+                i = lo + k
+                start = int(row["start"])
+                obj: dict[str, Any] = {"start": start, "length": int(row["length"]), "doc": int(row["doc"])}
+                if docs is not None:
+                    obj["doc"] = docs[k]
+                    obj["doc_offset"] = start - int(tracer.starts[docs[k]])  # tokens into the document
+                obj["fresh"] = int(row["fresh"])
+                if docs is not None:
+                    obj["source"] = tracer.document(docs[k])
+                if enc is not None:
+                    s = obj["start"]
+                    ids = np.asarray(plan["tokens"][s : s + obj["length"]])
+                    if len(ids) and int(ids.max()) >= enc.n_vocab:  # tiktoken raises KeyError on them
+                        j = int(np.argmax(ids >= enc.n_vocab))
+                        raise DataError(f"{plan['src'].path}: token {s + j}: id {int(ids[j])} is not in the tokenizer"
+                                        f" ({enc.name}, n_vocab {enc.n_vocab}); cannot --decode window {i}")
+                    obj["text"] = enc.decode(ids.tolist())
+                yield json.dumps(obj, ensure_ascii=False) + "\n"
+
+    if out == "-":
+        for chunk in lines():
+            stream.write(chunk)
+    else:
+        with disk.naming(out), disk.atomic_open(out, "w") as f:
+            for chunk in lines():
+                f.write(chunk)
