@@ -189,3 +189,19 @@ def test_no_module_reaches_into_anothers_private_names():
                     and isinstance(node.value, ast.Name) and node.value.id not in ("self", "cls", "np", "e", "os", "sys"):
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.value.id}.{node.attr}")
     assert found == [], found
+
+
+def test_every_command_opens_tokens_by_one_function():
+    """windows, verify, inspect, plot, provenance, the Loader and get_batch open a token file with
+    ``tokensrc.open_source`` (a folder's splits with ``open_folder``, which opens each the same
+    way); nothing outside tokensrc/ calls the nanoGPT reader ``open_split`` itself."""
+    callers = {}
+    for name in MODULES:
+        for n in ast.walk(tree(name)):
+            if isinstance(n, ast.Call):
+                f = n.func
+                called = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+                if called in ("open_split", "open_source"):
+                    callers.setdefault(called, set()).add(name)
+    assert callers["open_split"] <= {"tokensrc"}, callers["open_split"]
+    assert {"planning", "verify", "inspect", "plot", "provenance", "train"} <= callers["open_source"]

@@ -129,7 +129,7 @@ def inspect_path(
         if kind != "tokens":
             raise InputError(f"{path}: no such file or folder")
         try:
-            src = tokensrc.open_split(path, meta_path, encoding)
+            src = tokensrc.open_source(path, meta_path, encoding, strict=False)
         except InputError:
             raise InputError(f"{path}: no such file or folder") from None
     if kind == "data":
@@ -195,7 +195,7 @@ def inspect_tokens(
     """Meta summary of a token file and its ids ``[at, at+count)`` decoded one by one."""
     warnings: list[str] = []
     if src is None:
-        src = tokensrc.open_split(path, meta_path, encoding)
+        src = tokensrc.open_source(path, meta_path, encoding, strict=False)
     if src.meta is None and meta_path is None and (guess := tokensrc.find_meta(path)) is not None:
         warnings.append(f"{guess} does not describe {path.name}; reading it as {src.dtype}")
     tokens = src.tokens

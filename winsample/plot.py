@@ -287,14 +287,14 @@ def plot_plan(png: str | Path, bin_path: str | Path, plan_path: str | Path,
     """Draw the coverage picture of the plan at ``plan_path`` over the token file ``bin_path``
     into ``png``; returns what ``plot_coverage`` returns.
 
-    The token file opens by ``tokensrc.open_split`` (a split kept in shards by its logical name,
+    The token file opens by ``tokensrc.open_source`` (a split kept in shards by its logical name,
     dtype from its meta.json, else '<u2'); document starts from its document index when there is
     one; the vocabulary size from the meta or sidecar tokenizer. ``progress(n)`` is called with tokens counted for the token-id
     histogram (the only pass over the .bin).
     """
     bin_path = Path(bin_path)
     rows, side = formats.load_plan(plan_path)
-    src = tokensrc.open_split(bin_path)
+    src = tokensrc.open_source(bin_path, strict=False)
     tokens = src.tokens
     n_vocab = src.meta.n_vocab if src.meta is not None else int(side.n_vocab or 0)
     doc_starts = src.doc_starts()

@@ -61,11 +61,11 @@ class Tracer:
 def open_tracer(bin_path, meta_path=None) -> Tracer | None:
     """The ``Tracer`` of a split's token file (``data/train.bin``, merged or sharded), or None
     when it has no meta.json, no document index or no provenance (datasets from before it)."""
-    return tracer_for(tokensrc.open_split(bin_path, meta_path))
+    return tracer_for(tokensrc.open_source(bin_path, meta_path, strict=False))
 
 
 def tracer_for(src, meta_path=None) -> Tracer | None:
-    """``open_tracer`` for a split already opened (``tokensrc.open_split``)."""
+    """``open_tracer`` for a split already opened (``tokensrc.open_source``)."""
     if src.meta is None or src.name is None or src.layout is not None:
         return None
     prov = formats.read_provenance(src.folder, src.meta, src.name)

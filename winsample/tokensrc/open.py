@@ -17,17 +17,26 @@ import numpy as np
 from ..errors import DataError, InputError
 from . import kinds, llmc, megatron
 from .layouts import MEGATRON
-from .nanogpt import OpenSplit, open_split
+from .nanogpt import NO_META, OpenSplit, open_split
 from .sharded import ConcatTokens
 
 
-def open_source(path, meta=None, encoding=None) -> OpenSplit:
-    """``nanogpt.open_split`` of ``path`` (``meta`` or the sibling meta.json), or the OpenSplit
-    of a Megatron prefix or llm.c shards; InputError / DataError when it cannot be planned."""
-    foreign = kinds.foreign_layout(path, meta)
+def open_source(path, meta=None, encoding=None, *, strict: bool = True, meta_path=None) -> OpenSplit:
+    """The one rule that opens a token source: ``nanogpt.open_split`` of ``path`` (``meta``, a
+    meta.json path or a ``Meta`` with ``meta_path`` its file, or the sibling meta.json), or the
+    OpenSplit of a Megatron prefix or llm.c shards (sniffed by ``kinds.foreign_layout`` unless
+    ``meta`` is already decided: a ``Meta``, or ``NO_META`` for a bare file whatever lies beside it).
+
+    ``strict``: InputError / DataError when it cannot be planned (stray bytes, a file that changed
+    since meta.json). ``strict=False`` opens it anyway, for the commands that report such a file
+    (verify, inspect, the plot) rather than refuse it."""
+    sniff = meta is None or (isinstance(meta, (str, Path)) and str(meta) != NO_META)  # a Meta, NO_META: decided
+    foreign = kinds.foreign_layout(path, meta) if sniff else None
     if foreign is not None:
         return foreign_source(Path(path), *foreign, encoding, meta)
-    src = open_split(path, meta, encoding)
+    src = open_split(path, meta, encoding, meta_path=meta_path)
+    if not strict:
+        return src
     if src.stray:
         item = src.itemsize
         raise InputError(

@@ -117,7 +117,7 @@ def _find_targets(ds: Dataset, meta_path) -> None:
             for split in formats.SPLITS:
                 p = folder / formats.bin_name(split)
                 if p.exists():
-                    ds.targets.append(Target(p, p.name, split, None, tokensrc.open_split(p, tokensrc.NO_META)))
+                    ds.targets.append(Target(p, p.name, split, None, tokensrc.open_source(p, tokensrc.NO_META, strict=False)))
         if not ds.targets and not (meta is not None and tokensrc.LLMC in ds.written):
             raise InputError(f"{folder}: no train.bin / val.bin and no meta.json: not a data folder")
     else:
@@ -129,7 +129,7 @@ def _find_targets(ds: Dataset, meta_path) -> None:
             else:
                 ds.meta_file = None  # a meta.json beside the file that is about other files: not ours
             ds.meta = meta = None
-        src = tokensrc.open_split(path, meta if meta is not None else tokensrc.NO_META, meta_path=ds.meta_file)
+        src = tokensrc.open_source(path, meta if meta is not None else tokensrc.NO_META, strict=False, meta_path=ds.meta_file)
         ds.targets.append(Target(path, path.name, src.name, src.entry, src))
     ds.dtype = meta.dtype if meta is not None else formats.DEFAULT_DTYPE
     if meta is None and ds.megatron_idx is not None:
