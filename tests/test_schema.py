@@ -161,7 +161,7 @@ def write_plan(tmp_path, **side):
 def test_plan_sidecar_reads_typed_and_round_trips(tmp_path):
     plan = write_plan(tmp_path)
     rows, side = formats.load_plan(plan)
-    assert side.source.file == "train.bin" and side.source.tokens == 15 and side.params["span"] == 5
+    assert side.source.file == "train.bin" and side.source.tokens == 15 and side.params.span == 5
     assert side.to_json() == json.loads(formats.plan_sidecar(plan).read_text())
 
 

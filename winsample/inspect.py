@@ -303,7 +303,7 @@ def inspect_plan(path: Path, at: int, count: int) -> dict:
     }
     exposure = {}
     span, tokens_n = side.span, side.source.tokens
-    if side.params.get("targets") and span is not None and tokens_n is not None and n:
+    if side.params.targets and span is not None and tokens_n is not None and n:
         from .train import label_counts  # every window once, as winsample.Loader serves an epoch
 
         for short, served in (("pad", rows), ("drop", rows[rows["length"] == span])):
@@ -331,8 +331,8 @@ def inspect_plan(path: Path, at: int, count: int) -> dict:
         "format": formats.PLAN_FORMAT,
         "version": side.version,
         "source": side.source.to_json(),
-        "params": side.params,
-        "stats": side.stats,
+        "params": side.params.to_json(),
+        "stats": side.stats.to_json(),
         "tokenizer": side.tokenizer or {},
         "counts": counts,
         "exposure": exposure,

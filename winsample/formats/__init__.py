@@ -113,7 +113,7 @@ from .dataset import staging_dir, recover, dataset_files
 from .meta import FORMAT_NAME, FORMAT_VERSION, ShardEntry, SplitEntry, check_version, Meta, validate_meta, load_meta, read_meta, write_meta, find_meta_for, split_of
 from .names import SPLITS, META_JSON, bin_name, doc_index_name, SHARDS_DIR, SHARD_LAYOUT, SHARD_FORMAT, shard_bin_name, shard_doc_index_name, shard_prov_name, shard_prov_ids_name, shard_meta_name, is_sharded, plan_sidecar, plan_for_scale, plan_shard, materialized_path, PARTIAL_DIR, PARTIAL_JOURNAL, partial_dir, is_shard_name
 from .npy import MAX_NPY_HEADER, write_doc_index, write_doc_index_stream, NPY_HEADER_LOCK, npy_header, load_npy, read_doc_index, load_npy_mmap
-from .plan import PLAN_FORMAT, PLAN_VERSION, PLAN_DTYPE, plan_staging_dir, recover_plan, PlanSource, PlanSidecar, write_plan, rows_checksum, load_plan, read_plan
+from .plan import PLAN_FORMAT, PLAN_VERSION, PLAN_DTYPE, plan_staging_dir, recover_plan, PlanSource, PlanParams, PlanStats, PlanSidecar, write_plan, rows_checksum, load_plan, read_plan
 from .provenance import PROV_VERSION, PROV_DTYPE, PROV_OFFSET_UNIT, prov_name, prov_ids_name, encode_id, decode_id, ProvenanceWriter, iter_prov_records, prov_segment, write_provenance, prov_entries, prov_meta, Provenance, read_provenance
 from .schema import META_DTYPES, schema_error, is_int, get_int, get_str, get_obj, get_name, get_dtype, extra_keys, load_json, read_json
 from .shardmeta import ShardMeta, write_shard_meta, read_shard_meta

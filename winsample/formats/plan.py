@@ -100,6 +100,88 @@ class PlanSource:
         return out
 
 
+class _Fields:
+    """A sidecar object whose known keys are attributes (a key it lacks reads as the field's
+    default) and whose JSON is written back key for key, in the order it was read or built.
+
+    Values are kept as written, not coerced: ``verify`` reports a tampered value (``targets:
+    "yes"``) as a failing check, which it could not if reading refused it."""
+
+    KEYS: tuple[str, ...] = ()
+
+    def __init__(self, values: dict | None = None, **fields):
+        values = dict(values or {}, **fields)
+        object.__setattr__(self, "keys", tuple(values))  # present keys, in order
+        object.__setattr__(self, "extra", {k: v for k, v in values.items() if k not in self.KEYS})
+        for k in self.KEYS:
+            object.__setattr__(self, k, values.get(k, self.DEFAULTS.get(k)))
+
+    DEFAULTS: dict = {}
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is read-only: use replace()")
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.keys
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and other.to_json() == self.to_json()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.to_json()!r})"
+
+    def replace(self, **changes):
+        """A copy with ``changes`` (a key not there yet is added at the end)."""
+        return type(self)(dict(self.to_json(), **changes))
+
+    def to_json(self) -> dict:
+        return {k: (getattr(self, k) if k in self.KEYS else self.extra[k]) for k in self.keys}
+
+
+class PlanParams(_Fields):
+    """``params`` of a plan sidecar: how ``windows`` cut the plan (``formats`` docstring).
+
+    ``T``/``span``/``stride`` are validated positive integers where present; the others are
+    windows' option values. A plan written before a key existed reads that key's default."""
+
+    KEYS = ("T", "targets", "span", "stride", "overlap", "offset", "random_offset", "seed", "epoch", "tail", "short",
+            "boundaries", "pack", "shuffle", "shard", "shards", "shard_method")
+    DEFAULTS = {"targets": True, "random_offset": False, "pack": False, "shuffle": False}
+    T: int | None
+    targets: bool
+    span: int | None
+    stride: int | None
+    overlap: float | None
+    offset: int | None
+    random_offset: bool
+    seed: int | None
+    epoch: int | None
+    tail: str | None
+    short: str | None
+    boundaries: str | None
+    pack: bool
+    shuffle: bool
+    shard: int | None
+    shards: int | None
+    shard_method: str | None
+
+
+class PlanStats(_Fields):
+    """``stats`` (and ``plan_stats``) of a plan sidecar: its figures, all in tokens but
+    ``windows`` and ``coverage`` (the share of tokens inside at least one window)."""
+
+    KEYS = ("windows", "coverage", "covered_tokens", "uncovered_tokens", "uncovered_tail", "uncovered_head",
+            "uncovered_dropped", "documents")
+    windows: int | None
+    coverage: float | None
+    covered_tokens: int | None
+    uncovered_tokens: int | None
+    uncovered_tail: int | None
+    uncovered_head: int | None
+    uncovered_dropped: int | None
+    documents: int | None
+
+
 _SIDECAR_KEYS = ("format", "version", "source", "params", "stats", "plan_stats", "tokenizer", "materialized", "rows_checksum")
 
 
@@ -111,10 +193,18 @@ class PlanSidecar:
     are positive integers); ``materialized.file`` is a plain name beside the plan.
     """
 
+    def __post_init__(self):  # built from dicts (windows, tests): typed from here on
+        if isinstance(self.params, dict):
+            self.params = PlanParams(self.params)
+        if isinstance(self.stats, dict):
+            self.stats = PlanStats(self.stats)
+        if isinstance(self.plan_stats, dict):
+            self.plan_stats = PlanStats(self.plan_stats)
+
     source: PlanSource = field(default_factory=PlanSource)
-    params: dict = field(default_factory=dict)
-    stats: dict = field(default_factory=dict)
-    plan_stats: dict | None = None  # a shard of a plan: the whole plan's stats (``stats`` are the shard's)
+    params: PlanParams = field(default_factory=PlanParams)
+    stats: PlanStats = field(default_factory=PlanStats)
+    plan_stats: PlanStats | None = None  # a shard of a plan: the whole plan's stats (``stats`` are the shard's)
     tokenizer: dict | None = None
     materialized: dict | None = None
     rows_checksum: str | None = None  # xxh3-128 of the rows as write_plan saved them; None: a plan from before it was kept
@@ -125,7 +215,7 @@ class PlanSidecar:
     @property
     def windows(self) -> int | None:
         """The window count the sidecar records (``stats.windows``), None if it records none."""
-        return self.stats.get("windows")
+        return self.stats.windows
 
     @property
     def n_vocab(self) -> int | None:
@@ -134,16 +224,16 @@ class PlanSidecar:
 
     @property
     def T(self) -> int | None:
-        return self.params.get("T")
+        return self.params.T
 
     @property
     def span(self) -> int | None:
-        return self.params.get("span")
+        return self.params.span
 
     @property
     def targets(self) -> bool:
         """Windows carry next-token targets (``params.targets``; true when not recorded)."""
-        return bool(self.params.get("targets", True))
+        return bool(self.params.targets)
 
     @classmethod
     def from_json(cls, obj: Any, where: str) -> PlanSidecar:
@@ -165,7 +255,8 @@ class PlanSidecar:
             get_name(mat, "file", where, "materialized")
             get_dtype(mat, "dtype", where, "materialized", required=False)
         rows_sum = get_str(obj, "rows_checksum", where, "", required=False)
-        return cls(source=PlanSource.from_json(src or {}, where), params=params, stats=stats, plan_stats=plan_stats, tokenizer=tok,
+        return cls(source=PlanSource.from_json(src or {}, where), params=PlanParams(params), stats=PlanStats(stats),
+                   plan_stats=PlanStats(plan_stats) if plan_stats is not None else None, tokenizer=tok,
                    materialized=mat, rows_checksum=rows_sum, version=version, extra=extra_keys(obj, _SIDECAR_KEYS),
                    has_source=src is not None)
 
@@ -173,9 +264,9 @@ class PlanSidecar:
         out: dict = {"format": PLAN_FORMAT, "version": self.version}
         if self.has_source:
             out["source"] = self.source.to_json()
-        out.update(params=self.params, stats=self.stats)
+        out.update(params=self.params.to_json(), stats=self.stats.to_json())
         if self.plan_stats is not None:
-            out["plan_stats"] = self.plan_stats
+            out["plan_stats"] = self.plan_stats.to_json()
         if self.tokenizer is not None:
             out["tokenizer"] = self.tokenizer
         if self.materialized is not None:

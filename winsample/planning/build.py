@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import tokensrc
-from .. import formats
 from ..errors import ConfigError, DataError
 from ..tokensrc import open_source
 from . import boundaries as bnd

@@ -80,6 +80,14 @@ class Options:
     encoding: str | None = None
     extra: dict = field(default_factory=dict)
 
+    @classmethod
+    def replan(cls, params, epoch: int) -> Options:
+        """The options that cut a ``--random-offset`` plan (its sidecar's ``PlanParams``) for
+        ``epoch``: the same cut, that epoch's offset."""
+        return cls(T=[int(params.T)], targets=bool(params.targets), stride=int(params.stride), random_offset=True,
+                   seed=int(params.seed), epoch=int(epoch), tail=params.tail, short=params.short or "keep",
+                   boundaries=params.boundaries or "none", pack=bool(params.pack), shuffle=bool(params.shuffle))
+
 
 def check_options(o: Options) -> None:
     """ConfigError for options that cannot work (before anything is read or written)."""

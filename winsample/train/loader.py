@@ -29,7 +29,7 @@ Positions are token indices into the .bin; ranges are half-open.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -211,7 +211,6 @@ class Loader:
     def exposure(self, epoch: int = 0) -> Exposure:
         """How many labels epoch ``epoch`` trains on, and how often each token is a label (all ranks)."""
         ep = self._epoch(epoch)
-        rows = ep.plan.rows
         served = ep.rows[np.sort(ep.order[: ep.steps * self.world_size * self.batch_size])]
         f = label_counts(ep.plan.rows, served, len(self._open()), fresh=self.labels == "fresh")
         return Exposure(epoch=int(epoch), batches=ep.steps, world_size=self.world_size, batch_size=self.batch_size,
@@ -255,8 +254,8 @@ class Loader:
         else:
             if self._base is None:
                 self._base = src if isinstance(src, Plan) else read_plan(src)
-            p = _params(self._base)
-            if p.get("random_offset") and p.get("epoch") != epoch:  # a new offset every epoch
+            p = self._base.sidecar.params
+            if p.random_offset and p.epoch != epoch:  # a new offset every epoch
                 return replan_for_epoch(self._base, self._tokens_arg, epoch)
             return self._base
         return got if isinstance(got, Plan) else read_plan(got)
@@ -295,29 +294,29 @@ class Loader:
         where = plan.path or f"the plan of epoch {epoch}"
         if not plan.targets:
             raise ConfigError(f"{where}: made with --no-targets: a window has no next token for y; re-plan with targets")
-        p = _params(plan)
-        if p.get("shard") is not None and self.world_size > 1:
-            raise ConfigError(f"{where}: is shard {p['shard']} of {p.get('shards')}; give the Loader the whole plan, it splits the windows by rank itself")
+        p = plan.sidecar.params
+        if p.shard is not None and self.world_size > 1:
+            raise ConfigError(f"{where}: is shard {p.shard} of {p.shards}; give the Loader the whole plan, it splits the windows by rank itself")
         if self._cache:
             first = next(iter(self._cache.values())).plan
             if plan.span != first.span:
                 raise ConfigError(f"{where}: T {plan.T}, but epoch {next(iter(self._cache))}'s plan has T {first.T}: one T per Loader")
-        source = _source(plan)
-        want, n = source.get("tokens"), len(self._tokens)
+        source = plan.sidecar.source
+        want, n = source.tokens, len(self._tokens)
         named = self._tokens_arg if isinstance(self._tokens_arg, (str, Path)) else "the tokens given"
         if isinstance(want, int) and n != want:
-            raise DataError(f"{where} was made for {want} tokens ({source.get('file')}),"
+            raise DataError(f"{where} was made for {want} tokens ({source.file}),"
                             f" but {named} holds {n}: pass the .bin the plan was made for")
         dtype = getattr(self._tokens, "dtype", None)
-        if isinstance(self._tokens_arg, (str, Path)) and source.get("dtype") and dtype is not None and np.dtype(dtype).itemsize != np.dtype(formats.normalize_dtype(source["dtype"])).itemsize:
-            raise DataError(f"{where} was made for {source['dtype']} tokens, but {named} holds {np.dtype(dtype)}")
+        if isinstance(self._tokens_arg, (str, Path)) and source.dtype and dtype is not None and np.dtype(dtype).itemsize != np.dtype(formats.normalize_dtype(source.dtype)).itemsize:
+            raise DataError(f"{where} was made for {source.dtype} tokens, but {named} holds {np.dtype(dtype)}")
         if len(plan.rows) and int((plan.rows["start"].astype(np.int64) + plan.rows["length"]).max()) > n:
             raise DataError(f"{where}: a window ends past the end of the tokens ({n})")
         if len(plan.rows) and (int(plan.rows["length"].min()) < 2 or int(plan.rows["length"].max()) > plan.span):
             raise DataError(f"{where}: window lengths must be in [2, span {plan.span}]")
 
     def _eot(self, plan: Plan) -> int:
-        tok = _side(plan, "tokenizer")
+        tok = plan.sidecar.tokenizer or {}
         if isinstance(tok.get("eot"), int):
             return tok["eot"]
         t = self._tokenizer or {}
@@ -333,23 +332,6 @@ class Loader:
             state["_tokens"] = None
         state["_cache"] = OrderedDict()
         return state
-
-
-# The plan's sidecar: a dict, or formats' typed sidecar (attributes ``params``, ``source``, ``tokenizer``).
-def _side(plan: Plan, part: str) -> dict:
-    side = plan.sidecar
-    got = side.get(part) if isinstance(side, dict) else getattr(side, part, None)
-    if got is not None and not isinstance(got, dict):
-        got = got.to_json()
-    return got or {}
-
-
-def _params(plan: Plan) -> dict:
-    return _side(plan, "params")
-
-
-def _source(plan: Plan) -> dict:
-    return _side(plan, "source")
 
 
 def label_counts(plan_rows: np.ndarray, served: np.ndarray, n: int, fresh: bool = False) -> dict:
@@ -397,16 +379,10 @@ def replan_for_epoch(plan: Plan, tokens_path, epoch: int) -> Plan:
 
     if not isinstance(tokens_path, (str, Path)):
         raise ConfigError("Loader: a --random-offset plan is re-planned for each epoch from the .bin: pass tokens_path as a path")
-    p = _params(plan)
-    if p.get("boundaries") in ("paragraph", "sentence"):
-        raise ConfigError(f"{plan.path or 'plan'}: --random-offset with --boundaries {p['boundaries']} is refused by windows; re-plan it")
-    o = planning.Options(T=[int(p["T"])], targets=bool(p["targets"]), stride=int(p["stride"]), random_offset=True,
-                         seed=int(p["seed"]), epoch=int(epoch), tail=p.get("tail"), short=p.get("short", "keep"),
-                         boundaries=p.get("boundaries", "none"), pack=bool(p.get("pack")), shuffle=bool(p.get("shuffle")))
-    (res,) = planning.build_plans(tokens_path, o)
-    side = plan.sidecar  # the same source and tokenizer; this epoch's params and stats
-    if isinstance(side, dict):
-        side = dict(side, params=res["params"], stats=res["stats"])
-    else:
-        side = replace(side, params=res["params"], stats=res["stats"])
+    p = plan.sidecar.params
+    if p.boundaries in ("paragraph", "sentence"):
+        raise ConfigError(f"{plan.path or 'plan'}: --random-offset with --boundaries {p.boundaries} is refused by windows; re-plan it")
+    (res,) = planning.build_plans(tokens_path, planning.Options.replan(p, epoch))
+    # the same source and tokenizer; this epoch's params and stats
+    side = replace(plan.sidecar, params=formats.PlanParams(res["params"]), stats=formats.PlanStats(res["stats"]))
     return Plan(res["rows"], side, None)

@@ -13,12 +13,17 @@ from .. import formats
 from ..errors import DataError
 
 
-def int_param(d: dict, *keys):
+def int_param(d, *keys):
+    """The integer at ``keys`` of a sidecar part (``PlanParams``, ``PlanStats``, a dict), None if
+    it is not an integer (absent, null, or a value a tampered sidecar holds)."""
     v = d
     for k in keys:
-        if not isinstance(v, dict):
+        if isinstance(v, dict):
+            v = v.get(k)
+        elif hasattr(v, "KEYS") and k in v.KEYS:
+            v = getattr(v, k)
+        else:
             return None
-        v = v.get(k)
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 

@@ -103,7 +103,7 @@ def _locate(report: Report, plan_path: Path, got, path: Path, folder, scans) -> 
         return None
     params = side.params
     return Plan(label, got.rows, side, scan, file_path, int_param(params, "span"), int_param(params, "T"),
-                params.get("targets", True))
+                params.targets)
 
 
 def _check_bounds(report: Report, plan: Plan, got: Prepared, fig: PlanFigures, targets) -> None:
@@ -112,7 +112,7 @@ def _check_bounds(report: Report, plan: Plan, got: Prepared, fig: PlanFigures, t
     params = side.params
     problems = _source_problems(plan, targets)
     if span is None or span < 1:
-        problems.append(f"sidecar params.span is {params.get('span')!r}, not a positive integer")
+        problems.append(f"sidecar params.span is {params.span!r}, not a positive integer")
     problems += _param_problems(params, side, rows, span, plan.T, plan.targets)
     nwin = int_param(side.stats, "windows")
     if nwin is not None and nwin != len(rows):
@@ -169,7 +169,7 @@ def _first_out_of_bounds(rows: np.ndarray, fig: PlanFigures, n: int, span: int |
 
 def _check_order(report: Report, plan: Plan, fig: PlanFigures) -> None:
     rows, label = plan.rows, plan.label
-    if plan.side.params.get("shuffle"):
+    if plan.side.params.shuffle:
         _check_shuffle(report, label, rows, plan.side.params)
     elif fig.decreases:
         i = fig.first_decrease
@@ -226,11 +226,11 @@ def _coverage(plan: Plan, fig: PlanFigures, columns) -> dict | None:
     return c
 
 
-def _shard_problem(params: dict, side, nrows: int) -> str | None:
+def _shard_problem(params: formats.PlanParams, side, nrows: int) -> str | None:
     """Why a sidecar's claim to be one rank's shard does not hold (None: it does). A shard's
     coverage is not checked alone, so the claim must be consistent: shard r of K of a plan of W
     rows (``plan_stats.windows``) holds exactly the rows r, r + K, …"""
-    k, r = params.get("shards"), params.get("shard")
+    k, r = params.shards, params.shard
     if k is None:
         return None if r is None else f"params.shard is {r!r} but params.shards is null"
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
@@ -248,7 +248,7 @@ def _shard_problem(params: dict, side, nrows: int) -> str | None:
     return None
 
 
-def _param_problems(params: dict, side, rows, span, T, targets_flag) -> list[str]:
+def _param_problems(params: formats.PlanParams, side, rows, span, T, targets_flag) -> list[str]:
     """Sidecar parameters that do not fit each other or the rows: a sidecar may not switch a
     check off by claiming what is not so (no targets, a shard, a shuffle)."""
     out = []
@@ -256,12 +256,12 @@ def _param_problems(params: dict, side, rows, span, T, targets_flag) -> list[str
         out.append(f"params.targets is {targets_flag!r}, not true/false")
     elif T is not None and span is not None and span != T + int(targets_flag):
         out.append(f"params.span {span} but T {T} with targets {str(targets_flag).lower()} spans {T + int(targets_flag)}")
-    elif T is None and params.get("T") is not None:
-        out.append(f"params.T is {params.get('T')!r}, not an integer")
+    elif T is None and params.T is not None:
+        out.append(f"params.T is {params.T!r}, not an integer")
     why = _shard_problem(params, side, len(rows))
     if why:
         out.append(why)
-    sh = params.get("shuffle")
+    sh = params.shuffle
     if sh is not None and not isinstance(sh, bool):
         out.append(f"params.shuffle is {sh!r}, not true/false")
     return out
@@ -272,7 +272,7 @@ def _check_shuffle(report, label, rows, params) -> None:
     ``windows --shuffle`` writes), so a sidecar saying ``shuffle`` cannot hide rows out of order."""
     from ..planning import shuffle_rows
 
-    seed, epoch, k = params.get("seed"), params.get("epoch"), params.get("shards")
+    seed, epoch, k = params.seed, params.epoch, params.shards
     ok_int = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0  # noqa: E731
     if not ok_int(seed) or not ok_int(epoch):
         report.add(ORDER, label, Status.FAIL, f"params.shuffle without a usable seed/epoch ({seed!r}, {epoch!r}): cannot tell a shuffle from disorder")

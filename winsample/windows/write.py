@@ -168,8 +168,8 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
             side = formats.PlanSidecar(source=source, params=side_params, stats=stats,
                                        tokenizer=src.tokenizer_entry or None)
             if o.shards:  # a shard's stats describe its own rows; the whole plan's go to plan_stats
-                side.stats = shard_stats(part, src.n, plan["doc_starts"], plan["doc_ends"])
-                side.plan_stats = stats
+                side.stats = formats.PlanStats(shard_stats(part, src.n, plan["doc_starts"], plan["doc_ends"]))
+                side.plan_stats = formats.PlanStats(stats)
             if o.materialize:
                 mp = formats.materialized_path(p)
                 with disk.naming(mp):
