@@ -2,8 +2,8 @@
 
 - The import graph of ``winsample/`` (every import, top-level or inside a function) has no cycle.
 - No module but ``formats.py`` decodes meta.json, a plan sidecar or a shard meta: ``json.load``
-  appears only in ``formats.py``, ``sources.py`` (the user's JSONL documents) and ``resume.py``
-  (encode's own checkpoint journal); no module calls the dict readers ``formats.read_meta`` /
+  appears only in ``formats.py`` and the ``encode`` package (``encode/inputs.py``: the user's JSONL
+  documents; ``encode/resume.py``: encode's own checkpoint journal); no module calls the dict readers ``formats.read_meta`` /
   ``read_plan`` / ``validate_meta`` (they stay for tests and scripts); and no module but
   ``formats.py``, ``tokenizer.py`` (the tokenizer entry's own fields) and ``layouts.py`` looks up a key only
   meta.json or a sidecar has (``layouts.py`` owns meta's ``layouts`` entries).
@@ -15,29 +15,44 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "winsample"
-MODULES = {p.stem: p for p in PACKAGE.glob("*.py")}
-JSON_READERS = {"formats", "sources", "resume", "tokenizer_hf", "fastengine"}  # tokenizer_hf: a tokenizer.json / tokenizer_config.json, not winsample metadata; fastengine: the tokenizer.json it hands gigatoken
+# A subpackage (``encode/``) is one node: its modules' imports are its imports.
+MODULES = {p.stem: [p] for p in PACKAGE.glob("*.py")} | {
+    p.parent.name: sorted(p.parent.rglob("*.py")) for p in PACKAGE.glob("*/__init__.py")}
+JSON_READERS = {"formats", "encode", "tokenizer_hf", "fastengine"}  # tokenizer_hf: a tokenizer.json / tokenizer_config.json, not winsample metadata; fastengine: the tokenizer.json it hands gigatoken
 # keys only meta.json / a sidecar has ("shards" is left out: layouts.py's llm.c entries use it too)
 SCHEMA_KEYS = {"splits", "sharded", "doc_index", "ranks_sha256", "materialized", "eot_appended", "n_vocab",
                "plan_stats", "continues"}
 SCHEMA_OWNERS = {"formats", "tokenizer", "layouts"}  # formats: the schema; tokenizer, layouts: their own entries in it
 
 
+def trees(name: str):
+    """(path, parsed module) of each file of node ``name`` (a module, or every file of a subpackage)."""
+    for path in MODULES[name]:
+        yield path, ast.parse(path.read_text(encoding="utf-8"))
+
+
 def tree(name: str) -> ast.Module:
-    return ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    """The files of node ``name`` as one module (their statements in order)."""
+    return ast.Module(body=[s for _, t in trees(name) for s in t.body], type_ignores=[])
 
 
 def imports(name: str) -> set[str]:
-    """winsample modules ``name`` imports, anywhere in its code (``from . import x``, ``from .x import y``)."""
+    """winsample modules ``name`` imports, anywhere in its code (``from . import x``, ``from .x import y``,
+    and from inside a subpackage ``from .. import x``, ``from ...x import y``)."""
     out = set()
-    for node in ast.walk(tree(name)):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                out.add(node.module.split(".")[0])
-            else:
-                out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("winsample."):
-            out.add(node.module.split(".")[1])
+    for path, t in trees(name):
+        inside = path.relative_to(PACKAGE).parts[:-1]  # the subpackages the file is in
+        for node in ast.walk(t):
+            if isinstance(node, ast.ImportFrom) and node.level >= 1:
+                base = inside[: len(inside) - (node.level - 1)]
+                if base:  # within a subpackage: that node
+                    out.add(base[0])
+                elif node.module:
+                    out.add(node.module.split(".")[0])
+                else:
+                    out |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("winsample."):
+                out.add(node.module.split(".")[1])
     return {m for m in out if m in MODULES and m != name}
 
 
@@ -75,7 +90,7 @@ def test_import_graph_has_no_cycle():
 
 
 def test_formats_and_tokenizer_sit_below_the_features():
-    features = {"cli", "encode", "engine_ray", "pipeline", "windows", "verify", "inspect", "plot", "batch"}
+    features = {"cli", "encode", "windows", "verify", "inspect", "plot", "batch"}
     for low in ("formats", "tokenizer", "errors", "chunking"):
         assert not imports(low) & features, low
     assert imports("errors") == set()

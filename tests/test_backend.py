@@ -537,14 +537,14 @@ def test_the_self_check_also_checks_the_batch_calls_the_threads_make(tmp_path, m
     (None, 5.0, 100e6, 4),  # unknown size (stdin, gzip): every worker (the CPUs allowing)
 ])
 def test_encoder_threads_are_those_whose_time_saved_repays_their_engines_build(text_bytes, build, speed, threads):
-    from winsample import pipeline
+    from winsample.encode import pipeline
 
     assert pipeline.encoder_threads(4, text_bytes, build, speed, cpus=8) == threads
 
 
 @pytest.mark.payback
 def test_encoder_threads_never_outnumber_the_cpus():
-    from winsample import pipeline
+    from winsample.encode import pipeline
 
     assert pipeline.encoder_threads(64, 10**12, 0.1, 100e6, cpus=2) == 2
     assert pipeline.encoder_threads(64, None, 0.1, 100e6, cpus=3) == 3
@@ -553,7 +553,7 @@ def test_encoder_threads_never_outnumber_the_cpus():
 
 @pytest.mark.payback
 def test_a_small_input_gets_one_encoder_thread_whatever_workers_asks(tmp_path, monkeypatch):
-    from winsample import encode
+    from winsample.encode.executors import local as encode
 
     pools = []
     make = encode._make_pool

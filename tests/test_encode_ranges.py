@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import xxhash
 
-from winsample import encode as encode_mod
-from winsample import formats, sources
+from winsample.encode.executors import local as encode_mod
+from winsample import formats
+from winsample.encode import inputs as sources
 from winsample.chunking import is_safe_cut, last_safe_cut_bytes
 from winsample.encode import encode_corpus
 from winsample.errors import DataError

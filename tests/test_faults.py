@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from winsample import encode as encode_mod
-from winsample import pipeline
-from winsample import formats, resume
+from winsample.encode.executors import local as encode_mod
+from winsample.encode import pipeline
+from winsample import formats
+from winsample.encode import resume
 from winsample.encode import encode_corpus
 from winsample.errors import InputError, Interrupted
 from winsample.verify import verify as run_verify
@@ -44,7 +45,7 @@ CHECKPOINT_SECONDS = 0.2  # in the encode children: checkpoints often enough for
 # background job of a non-interactive shell inherits SIGINT ignored, and Python keeps it so.
 _CHILD = (
     "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
-    "from winsample import resume; resume.CHECKPOINT_SECONDS = float(sys.argv.pop(1));"
+    "from winsample.encode import resume; resume.CHECKPOINT_SECONDS = float(sys.argv.pop(1));"
     "from winsample.cli import main; main(prog_name='winsample')"
 )
 

@@ -46,7 +46,7 @@ def cluster(tmp_path_factory):
 
 
 def ray_encode(inputs, out, **kw):
-    from winsample.engine_ray import encode_ray
+    from winsample.encode.executors.ray import encode_ray
 
     kw.setdefault("shard_size", SMALL)
     return encode_ray([str(i) for i in inputs], out, **kw)
@@ -253,7 +253,7 @@ def test_without_ray_the_engine_names_the_extra(tmp_path, monkeypatch):
 
 
 def test_import_winsample_never_imports_ray():
-    code = "import sys, winsample, winsample.cli, winsample.engine_ray, winsample.windows, winsample.verify; print('ray' in sys.modules)"
+    code = "import sys, winsample, winsample.cli, winsample.encode.executors.ray, winsample.windows, winsample.verify; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -246,7 +246,7 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
         progress=on_progress, backend=backend, notice=lambda line: say(quiet, f"note: {line}"), bos=bos,
     )
     if engine == "ray":
-        from .engine_ray import DEFAULT_SHARD_BYTES, encode_ray
+        from .encode.executors.ray import DEFAULT_SHARD_BYTES, encode_ray
 
         if resume:
             raise click.UsageError("--resume applies to --engine local; --engine ray always reuses finished shards")

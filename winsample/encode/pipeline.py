@@ -31,9 +31,10 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from . import __version__, formats, layouts, resume, tokenizer
-from .errors import ConfigError, DataError, InputError
-from .sources import read_text_range
+from .. import __version__, formats, layouts, tokenizer
+from . import resume
+from ..errors import ConfigError, DataError, InputError
+from .inputs import read_text_range
 
 SPLIT_METHODS = ("doc", "tail")
 ERROR_MODES = ("strict", "replace")

@@ -39,14 +39,15 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, formats, layouts, pipeline, resume, tokenizer
-from .chunking import TextChunker
-from .errors import ConfigError, DataError, InputError, Interrupted, WinsampleError
-from .pipeline import (
+from ... import __version__, formats, layouts, tokenizer
+from .. import pipeline, resume
+from ...chunking import TextChunker
+from ...errors import ConfigError, DataError, InputError, Interrupted, WinsampleError
+from ..pipeline import (
     ERROR_MODES, SPLIT_METHODS, DocRule, SplitWriter, check_options, encode_texts, locked, starts_chunks,
     write_error, write_index,
 )
-from .sources import (
+from ..inputs import (
     READ_BYTES, Origin, RangeFault, TextFile, iter_documents, range_error, read_text_range, replaced_count, resolve_inputs, text_pieces,
 )
 

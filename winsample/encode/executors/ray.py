@@ -49,10 +49,11 @@ from types import SimpleNamespace
 import numpy as np
 import xxhash
 
-from . import formats, pipeline, tokenizer
-from .chunking import TextChunker, iter_safe_cuts
-from .errors import ConfigError, DataError, InputError, WinsampleError
-from .pipeline import LONG_RUN_CHARS, PIECE_CHARS, DocRule, SplitWriter, check_pattern, encode_texts, write_index
+from ... import formats, tokenizer
+from .. import pipeline
+from ...chunking import TextChunker, iter_safe_cuts
+from ...errors import ConfigError, DataError, InputError, WinsampleError
+from ..pipeline import LONG_RUN_CHARS, PIECE_CHARS, DocRule, SplitWriter, check_pattern, encode_texts, write_index
 
 DEFAULT_SHARD_BYTES = 256 << 20  # 256 MiB of input per task: ~20 s of tiktoken per core, few files per TB
 SEARCH_BYTES = 1 << 20  # bytes read per step when looking for a cut point
@@ -213,7 +214,7 @@ def _encoding(job: dict):
 
 
 def _source(p: dict):
-    from .sources import Source
+    from ..inputs import Source
 
     return Source(p["label"], Path(p["path"]), p["kind"], p["gz"], p["size"])
 
@@ -235,7 +236,7 @@ def decide_text(p: dict, job: dict) -> tuple[bool, bool]:
     stops at the first non-whitespace text, since every shard task checks its own byte range
     anyway and the whole file's shards wait on this answer.
     """
-    from .sources import iter_documents
+    from ..inputs import iter_documents
 
     _check_unchanged(p)
     rule = _rule(job)
@@ -286,7 +287,7 @@ def _documents(p: dict, start: int, end: int, job: dict, lines: dict | None = No
     line counts from the piece's first line (the driver adds the lines before it); its line
     count goes to ``lines["lines"]``.
     """
-    from . import sources
+    from .. import inputs as sources
 
     _check_unchanged(p)
     id_field = job.get("id_field")
@@ -332,7 +333,7 @@ def shard_task(job: dict, shard: dict, *decisions) -> formats.ShardMeta:
     Documents go where ``pipeline.DocRule`` sends them, their ids from ``pipeline.encode_texts``
     into ``pipeline.SplitWriter``s: the local runner's steps, one shard at a time.
     """
-    from .sources import Origin, replaced_count
+    from ..inputs import Origin, replaced_count
 
     out = Path(job["out_dir"])
     idx = shard["index"]
@@ -488,7 +489,7 @@ def encode_ray(
     OUT_DIR must be on storage every node sees. Returns the summary of ``encode_corpus`` plus
     ``shards`` and ``shards_reused``. ``progress(nbytes, ntokens, total=None)`` per finished shard.
     """
-    from .sources import resolve_inputs
+    from ..inputs import resolve_inputs
 
     t0 = time.perf_counter()
     pipeline.check_options(split, errors, val_fraction, workers)

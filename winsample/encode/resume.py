@@ -25,7 +25,7 @@ import json
 import os
 from pathlib import Path
 
-from . import formats
+from .. import formats
 
 JOURNAL_FORMAT = "winsample-partial"
 JOURNAL_VERSION = 1
