@@ -831,8 +831,8 @@ def test_a_tampered_real_checkpoint_is_discarded_and_the_run_starts_over(tmp_pat
         j = json.loads(json.dumps(journal))
         j["writers"]["train"].update(bad)
         with pytest.raises(resume.Stale, match=reason):
-            if resume._malformed(j) is not None:
-                raise resume.Stale(resume._malformed(j))
+            if resume.malformed(j) is not None:
+                raise resume.Stale(resume.malformed(j))
             encode_mod_reopen(out, j)
     j = json.loads(json.dumps(journal))
     j["stats"]["documents"] = -1

@@ -16,7 +16,7 @@ import pytest
 import xxhash
 from click.testing import CliRunner
 
-from winsample.encode.executors import local as encode_mod
+from winsample.encode.executors import checkpoint, local as encode_mod
 from winsample.encode import pipeline
 from winsample import formats
 from winsample.cli import main
@@ -704,7 +704,7 @@ def test_interrupt_with_a_checkpoint_keeps_the_new_folder_and_partial(tmp_path, 
     from winsample.errors import Interrupted
 
     monkeypatch.setattr(resume, "CHECKPOINT_SECONDS", 0)  # a checkpoint at every input's end
-    monkeypatch.setattr(encode_mod, "CHECKPOINT_IN_BACKGROUND", False)  # ... recorded before the run goes on
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_IN_BACKGROUND", False)  # ... recorded before the run goes on
     src = write_tree(tmp_path / "in", _many_docs(30))
     out = tmp_path / "out" / "sub"
     journal = out / formats.PARTIAL_DIR / formats.PARTIAL_JOURNAL
@@ -813,8 +813,8 @@ def test_the_cli_forks_its_workers_so_they_inherit_the_loaded_tokenizer(tmp_path
     code = (
         "import threading, winsample.encode.executors.local as e\n"
         "seen = []\n"
-        "make = e._make_pool\n"
-        "e._make_pool = lambda *a: (seen.append(threading.active_count()), make(*a))[1]\n"
+        "from winsample.encode.executors import pool as p\nmake = p.make_pool\n"
+        "p.make_pool = lambda *a: (seen.append(threading.active_count()), make(*a))[1]\n"
         "from winsample.cli import main\n"
         "try:\n"
         f"    main(['encode', {str(CORPUS)!r}, '-o', {str(tmp_path / 'd')!r}, '--workers', '2', '-q'])\n"

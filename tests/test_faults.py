@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from winsample.encode.executors import local as encode_mod
+from winsample.encode.executors import checkpoint, local as encode_mod
 from winsample.encode import pipeline
 from winsample import formats
 from winsample.encode import resume
@@ -394,7 +394,7 @@ def _crash_after_checkpoints(out: Path, inputs, *, after: int = 12, **kw):
 @pytest.fixture
 def small_batches(monkeypatch):
     monkeypatch.setattr(resume, "CHECKPOINT_SECONDS", 0)  # a checkpoint at every input's end
-    monkeypatch.setattr(encode_mod, "CHECKPOINT_IN_BACKGROUND", False)  # ... recorded before the run goes on
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_IN_BACKGROUND", False)  # ... recorded before the run goes on
     monkeypatch.setattr(encode_mod, "TASK_CHARS", 3000)
     monkeypatch.setattr(pipeline, "SNAPSHOT_BYTES", 256)  # --split tail: many hash snapshots to rebuild
 

@@ -68,7 +68,7 @@ def read_journal(work: Path, params: dict, sources) -> dict:
         raise Stale(f"unreadable checkpoint: {e}") from None
     if not isinstance(j, dict) or j.get("format") != JOURNAL_FORMAT or j.get("version") != JOURNAL_VERSION:
         raise Stale(f"{path}: not a checkpoint this winsample writes")
-    problem = _malformed(j)
+    problem = malformed(j)
     if problem:
         raise Stale(f"{path}: malformed checkpoint ({problem})")
     if j.get("params") != params:
@@ -92,7 +92,7 @@ def _count(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
-def _malformed(j: dict) -> str | None:
+def malformed(j: dict) -> str | None:
     """What is wrong with a journal's fields (every one is untrusted: a tampered journal must
     never put a wrong count into meta.json or cut a file at a position that is not a token)."""
     writers = j.get("writers")
@@ -117,4 +117,4 @@ def _malformed(j: dict) -> str | None:
     return None
 
 
-__all__ = ["CHECKPOINT_SECONDS", "Stale", "read_journal", "write_journal", "resumable", "input_key"]
+__all__ = ["CHECKPOINT_SECONDS", "Stale", "read_journal", "write_journal", "resumable", "input_key", "malformed"]

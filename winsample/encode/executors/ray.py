@@ -39,41 +39,25 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import SimpleNamespace
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import xxhash
 
 from ... import formats, tokenizer
-from .. import pipeline
-from ...chunking import TextChunker, iter_safe_cuts
+from .. import inputs, pipeline
+from .ray_plan import plan_shards
+from ..config import DEFAULT_SHARD_BYTES, EncodeConfig, RunSpec, parse_size  # noqa: F401 (re-exported)
+from ...chunking import TextChunker
 from ...errors import ConfigError, DataError, InputError, WinsampleError
 from ..pipeline import LONG_RUN_CHARS, PIECE_CHARS, DocRule, SplitWriter, check_pattern, encode_texts, write_index
 
-DEFAULT_SHARD_BYTES = 256 << 20  # 256 MiB of input per task: ~20 s of tiktoken per core, few files per TB
-SEARCH_BYTES = 1 << 20  # bytes read per step when looking for a cut point
 MAX_RETRIES = 3  # Ray re-runs a task whose worker died this many times
 INSTALL_HINT = "pip install 'winsample[ray]'"
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.I)
-
-
-def parse_size(text: str | int) -> int:
-    """'256MB' / '64KB' / '1.5G' / '4096' → bytes (K, M, G, T are powers of 1024)."""
-    if isinstance(text, int):
-        return text
-    m = _SIZE.match(str(text))
-    if not m:
-        raise ConfigError(f"--shard-size {text!r}: give bytes like 256MB, 64KB or 1G")
-    n = float(m.group(1)) * 1024 ** " kmgt".index((m.group(2) or " ").lower())
-    if n < 1:
-        raise ConfigError(f"--shard-size {text!r} must be at least 1 byte")
-    return int(n)
 
 
 def import_ray():
@@ -85,127 +69,62 @@ def import_ray():
     return ray
 
 
-# --- planning -------------------------------------------------------------------------------
-
-
-def _splittable(src) -> bool:
-    return src.path is not None and not src.gz and src.kind in ("text", "jsonl")
-
-
-def _jsonl_cut(path: Path, at: int, size: int) -> int | None:
-    """First byte offset >= ``at`` that starts a line (just after a \\n), below ``size``."""
-    with open(path, "rb") as f:
-        pos = at - 1
-        while pos < size:
-            f.seek(pos)
-            block = f.read(SEARCH_BYTES)
-            if not block:
-                return None
-            i = block.find(b"\n")
-            if i >= 0:
-                cut = pos + i + 1
-                return cut if cut < size else None
-            pos += len(block)
-    return None
-
-
-def _text_cut(path: Path, at: int, size: int, cuts=iter_safe_cuts) -> int | None:
-    """First safe cut (``chunking.is_safe_cut``) at a byte offset >= ``at``, below ``size``.
-
-    Reads ``SEARCH_BYTES`` windows starting a few bytes before ``at``; only the validly decoded
-    part of a window is searched, so a cut's neighbouring characters are the ones the whole
-    file decodes to (UTF-8 resynchronises at every lead byte). ``cuts``: the tokenizer's
-    ``iter_safe_cuts``.
-    """
-    with open(path, "rb") as f:
-        while at < size:
-            base = max(at - 8, 0)
-            f.seek(base)
-            block = f.read(SEARCH_BYTES + 16)
-            i = 0
-            while i < min(4, len(block)) and 0x80 <= block[i] < 0xC0:  # start on a character
-                i += 1
-            data = block[i:]
-            try:
-                text, bad = data.decode("utf-8"), None
-            except UnicodeDecodeError as e:
-                text, bad = data[: e.start].decode("utf-8"), e.start
-            first = None
-            for p in cuts(text):  # lazily: the first one past `at` is near
-                b = base + i + len(text[:p].encode("utf-8"))
-                if b >= at:
-                    first = b
-                    break
-            if first is not None:
-                return first if first < size else None
-            if not block or base + len(block) >= size:
-                return None
-            valid = len(data) if bad is None else bad
-            at = max(at + 1, base + i + valid - 8 if bad is None else base + i + bad + 1)
-    return None
-
-
-def plan_shards(sources, shard_bytes: int, tok: tokenizer.Tokenizer | None = None) -> list[list[tuple[int, int, int]]]:
-    """Shards as lists of pieces ``(source index, start byte, end byte)``, in input order.
-
-    Greedy and deterministic: pieces join the current shard while it has room; a file that
-    does not fit is cut (when it can be) at the first cut point past the room left (text: where
-    ``tok`` says cutting is safe; default chunking's rule).
-    """
-    cuts = tok.iter_safe_cuts if tok is not None else iter_safe_cuts
-    out: list[list[tuple[int, int, int]]] = []
-    cur: list[tuple[int, int, int]] = []
-    room = shard_bytes
-
-    def close():
-        nonlocal cur, room
-        if cur:
-            out.append(cur)
-        cur, room = [], shard_bytes
-
-    for i, src in enumerate(sources):
-        size = src.size or 0
-        if size == 0:
-            cur.append((i, 0, 0))
-            continue
-        pos = 0
-        while pos < size:
-            if room <= 0:
-                close()
-            left = size - pos
-            if left <= room:
-                cur.append((i, pos, size))
-                room -= left
-                break
-            if not _splittable(src):
-                if cur:
-                    close()
-                    continue
-                cur.append((i, pos, size))
-                close()
-                break
-            if src.kind == "jsonl":
-                cut = _jsonl_cut(src.path, pos + room, size)
-            else:
-                cut = _text_cut(src.path, pos + room, size, cuts)
-            if cut is None:
-                cur.append((i, pos, size))
-                close()
-                break
-            cur.append((i, pos, cut))
-            close()
-            pos = cut
-    close()
-    return out
-
-
 # --- the shard task -------------------------------------------------------------------------
 
-_ENC: dict = {}
+@dataclass(frozen=True)
+class ShardJob:
+    """What every task of one run needs: where to write, the tokenizer and the options that
+    decide the bytes (all in a shard's key, but ``out_dir`` and ``backend``)."""
+
+    out_dir: str
+    encoding: str
+    pattern: str
+    dtype: str
+    split: str
+    tokenizer_file: str | None
+    fraction: float
+    seed: int
+    eot: bool
+    eot_id: int | None
+    errors: str
+    text_field: str
+    id_field: str | None
+    backend: str
+    bos: bool = False
+    bos_id: int | None = None
+    tokenizer_sha256: str | None = None
+
+    @classmethod
+    def of(cls, spec: RunSpec, out_dir: Path, enc, backend: str) -> ShardJob:
+        c = spec.config
+        return cls(
+            out_dir=str(out_dir.resolve()), encoding=c.encoding, pattern=c.pattern or "gpt2", dtype=spec.dtype,
+            split=c.split, tokenizer_file=str(Path(c.tokenizer_file).resolve()) if c.tokenizer_file else None,
+            fraction=c.val_fraction, seed=c.seed, eot=c.eot, eot_id=enc.eot, errors=c.errors, text_field=c.text_field,
+            id_field=c.id_field, backend=backend, bos=c.bos, bos_id=enc.bos if c.bos else None,
+            # a changed tokenizer.json / .model at the same path must not reuse shards
+            tokenizer_sha256=enc.sha256 if enc.family != "tiktoken" else None,
+        )
+
+    def keyed(self) -> dict:
+        """The options in a shard's key, as they always were: ``bos`` only when asked (shards
+        made before --bos existed keep their keys), the tokenizer's hash only for files."""
+        out = {k: v for k, v in asdict(self).items() if k not in ("out_dir", "backend")}  # every backend writes the same bytes
+        if not self.bos:
+            del out["bos"], out["bos_id"]
+        if self.tokenizer_sha256 is None:
+            del out["tokenizer_sha256"]
+        return out
+
+    def rule(self) -> DocRule:
+        return DocRule(self.split, self.fraction, self.seed, self.eot, self.eot_id, self.dtype, self.bos_id if self.bos else None)
 
 
-def _encoding(job: dict):
-    key = (job["encoding"], job["tokenizer_file"], job["pattern"], job.get("backend", "reference"))
+_ENC: dict = {}  # a worker process's tokenizer, kept for its next task of the same job
+
+
+def _encoding(job: ShardJob):
+    key = (job.encoding, job.tokenizer_file, job.pattern, job.backend)
     if key not in _ENC:
         _ENC.clear()
         # the driver chose the backend (its self-check passed there); fast checks itself again here
@@ -213,10 +132,8 @@ def _encoding(job: dict):
     return _ENC[key]
 
 
-def _source(p: dict):
-    from ..inputs import Source
-
-    return Source(p["label"], Path(p["path"]), p["kind"], p["gz"], p["size"])
+def _source(p: dict) -> inputs.Source:
+    return inputs.Source(p["label"], Path(p["path"]), p["kind"], p["gz"], p["size"])
 
 
 def _check_unchanged(p: dict) -> None:
@@ -228,7 +145,7 @@ def _check_unchanged(p: dict) -> None:
         raise DataError(f"{p['label']}: the file changed since the job was planned ({p['size']} bytes then, {st.st_size} now); encode a stable copy")
 
 
-def decide_text(p: dict, job: dict) -> tuple[bool, bool]:
+def decide_text(p: dict, job: ShardJob) -> tuple[bool, bool]:
     """(goes to val, has any non-whitespace text) for the one document of text file ``p``.
 
     The same rule as the local runner (``pipeline.DocRule``). Hashing reads and checks the whole
@@ -236,13 +153,11 @@ def decide_text(p: dict, job: dict) -> tuple[bool, bool]:
     stops at the first non-whitespace text, since every shard task checks its own byte range
     anyway and the whole file's shards wait on this answer.
     """
-    from ..inputs import iter_documents
-
     _check_unchanged(p)
-    rule = _rule(job)
+    rule = job.rule()
     h = rule.hasher()
     has_text = False
-    for _where, doc in iter_documents([_source(p)], text_field=job["text_field"], errors=job["errors"]):
+    for _where, doc in inputs.iter_documents([_source(p)], text_field=job.text_field, errors=job.errors):
         for text in doc:
             rule.feed(h, text)
             if not has_text and rule.has_text(text):
@@ -252,60 +167,16 @@ def decide_text(p: dict, job: dict) -> tuple[bool, bool]:
     return rule.val_of_hash(h), has_text
 
 
-def _rule(job: dict) -> DocRule:
-    return DocRule(job["split"], job["fraction"], job["seed"], job["eot"], job["eot_id"], job["dtype"],
-                   job["bos_id"] if job.get("bos") else None)
-
-
-class _RangeReader:
-    """Bytes ``[start, end)`` of a file, shaped like ``sources._Reader`` for its parsers."""
-
-    def __init__(self, p: dict, start: int, end: int):
-        self.src = SimpleNamespace(label=f"{p['label']} (part from byte {start})", gz=False)
-        self.f = open(p["path"], "rb")
-        self.f.seek(start)
-        self.base, self.left, self.offset = start, end - start, 0
-
-    def read(self, n: int = 1 << 20) -> bytes:
-        data = self.f.read(min(n, self.left)) if self.left else b""
-        self.left -= len(data)
-        self.offset += len(data)
-        return data
-
-    def where(self, offset: int) -> str:
-        return f"byte {self.base + offset}"
-
-    def close(self) -> None:
-        self.f.close()
-
-
-def _documents(p: dict, start: int, end: int, job: dict, lines: dict | None = None):
-    """(where, document, origin) for the documents of piece ``[start, end)`` of input ``p``.
-
-    A document is a str (JSONL line, Parquet row) or an iterator of text pieces (a text file,
-    or the part of it in this piece). In a JSONL piece that starts past byte 0, an origin's
-    line counts from the piece's first line (the driver adds the lines before it); its line
-    count goes to ``lines["lines"]``.
-    """
-    from .. import inputs as sources
-
+def _documents(p: dict, start: int, end: int, job: ShardJob, replaced: inputs.Replaced, lines: dict | None = None):
+    """(where, document, origin) for the documents of piece ``[start, end)`` of input ``p``
+    (``inputs.iter_documents`` for a whole file, else ``inputs.range_documents``)."""
     _check_unchanged(p)
-    id_field = job.get("id_field")
     if start == 0 and end == p["size"]:
-        yield from sources.iter_documents([_source(p)], text_field=job["text_field"], errors=job["errors"],
-                                          id_field=id_field, origins=True, index=p["index"])
+        yield from inputs.iter_documents([_source(p)], text_field=job.text_field, errors=job.errors, id_field=job.id_field,
+                                         origins=True, index=p["index"], replaced=replaced)
         return
-    reader = _RangeReader(p, start, end)
-    try:
-        if p["kind"] == "jsonl":
-            for where, text, offset, line, doc_id in sources._jsonl_docs(reader, job["errors"], job["text_field"], id_field, start):
-                yield where, text, sources.Origin(p["index"], offset, line, doc_id)
-            if lines is not None:
-                lines["lines"] = reader.lines
-        else:
-            yield reader.src.label, sources._text_chunks(reader, job["errors"]), sources.Origin(p["index"], 0, 1, None)
-    finally:
-        reader.close()
+    yield from inputs.range_documents(p["label"], p["path"], p["kind"], p["index"], start, end, text_field=job.text_field,
+                                      errors=job.errors, id_field=job.id_field, replaced=replaced, counted=lines)
 
 
 def _outputs_intact(out: Path, meta: formats.ShardMeta) -> bool:
@@ -327,15 +198,126 @@ def _outputs_intact(out: Path, meta: formats.ShardMeta) -> bool:
     return bool(meta.splits)
 
 
-def shard_task(job: dict, shard: dict, *decisions) -> formats.ShardMeta:
+class _ShardEncoder:
+    """One shard's documents into its split writers: the local runner's steps, one shard at a time."""
+
+    def __init__(self, job: ShardJob, work: Path):
+        self.job, self.enc, self.rule = job, _encoding(job), job.rule()
+        self.writers = {n: SplitWriter(work, n, job.dtype) for n in self.rule.writers}
+        self.continues = dict.fromkeys(self.writers, False)
+        self.stats = pipeline.new_stats()
+        self.replaced = inputs.Replaced()
+        self.piece_lines: dict[int, dict] = {}  # piece number -> {"lines": n} for a JSONL piece read as a range
+
+    def write_text(self, w: SplitWriter, texts, where) -> None:
+        chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS, self.enc.last_safe_cut)
+        for text in texts:
+            for piece in chunker.feed(text):
+                self._write_piece(w, piece, where)
+        for piece in chunker.finish():
+            self._write_piece(w, piece, where)
+        self.stats["unsplittable_runs"] += chunker.unsplittable_runs
+
+    def _write_piece(self, w: SplitWriter, piece: str, where) -> None:
+        ids, _, maxes = encode_texts(self.enc, self.job.dtype, [piece], where)
+        w.write(ids, int(maxes[0]))
+
+    def start_doc(self, w: SplitWriter, origin: inputs.Origin) -> None:
+        w.start_doc()
+        w.add_origin(origin)
+        if self.rule.bos_ids is not None:  # encode --bos
+            w.write(self.rule.bos_ids, self.rule.bos_id)
+
+    def end_doc(self, w: SplitWriter) -> None:
+        if self.rule.eot_ids is not None:
+            w.write(self.rule.eot_ids, self.rule.eot_id)
+
+    def cut_piece(self, p: dict, start: int, end: int, decision: tuple[bool, bool]) -> None:
+        """A piece of a text file cut across shards: one document, decided by ``decide_text``."""
+        first, last = start == 0, end == p["size"]
+        val, has_text = decision
+        if first:
+            self.stats["documents"] += 1
+            self.stats["documents_skipped_empty"] += not has_text
+        dest = self.rule.dest(has_text, val)
+        if dest == "skip":
+            return
+        w = self.writers[dest]
+        if first:
+            self.start_doc(w, inputs.Origin(p["index"], 0, 1, None))  # a text file is one document from byte 0
+        elif w.tokens == 0 and w.documents == 0:
+            self.continues[w.name] = True
+        for where, doc, _origin in _documents(p, start, end, self.job, self.replaced):
+            self.write_text(w, doc, where)
+        if last:
+            self.end_doc(w)
+
+    def piece(self, k: int, p: dict, start: int, end: int) -> None:
+        """Whole documents: JSONL lines, Parquet rows, a whole text file."""
+        val = has_text = None
+        if p["kind"] == "text":  # a whole text file: decide first (one extra read), then encode
+            val, has_text = decide_text(p, self.job)
+        counted = self.piece_lines[k] = {}
+        for where, doc, origin in _documents(p, start, end, self.job, self.replaced, counted):
+            self.stats["documents"] += 1
+            if isinstance(doc, str):
+                has_text, val = self.rule.has_text(doc), self.rule.val_of_text(doc)
+                texts = (doc[i : i + PIECE_CHARS] for i in range(0, len(doc), PIECE_CHARS))
+            else:
+                texts = doc
+            dest = self.rule.dest(has_text, val)
+            if dest == "skip":
+                self.stats["documents_skipped_empty"] += 1
+                for _ in texts:  # still read it: errors in it must surface as locally
+                    pass
+                continue
+            w = self.writers[dest]
+            self.start_doc(w, origin)
+            self.write_text(w, texts, where)
+            self.end_doc(w)
+
+    def run(self, pieces: list, decisions: tuple) -> None:
+        try:
+            for k, (p, start, end, dec) in enumerate(pieces):
+                if p["kind"] == "text" and not (start == 0 and end == p["size"]):
+                    self.cut_piece(p, start, end, decisions[dec])
+                else:
+                    self.piece(k, p, start, end)
+        finally:
+            for w in self.writers.values():
+                w.close()
+        self.stats["replaced_characters"] = self.replaced.count
+
+    def entries(self, work: Path, out: Path, idx: int) -> dict[str, formats.ShardEntry]:
+        """Each writer's files moved into ``out`` under the shard's names, and their entries."""
+        entries = {}
+        for n, w in self.writers.items():
+            size = w.path.stat().st_size
+            if size != w.tokens * w.item:
+                raise DataError(f"{w.path}: wrote {size} bytes, expected {w.tokens} tokens × {w.item}")
+            docs = work / formats.doc_index_name(n)
+            write_index(work, w.starts_path, docs, w.documents)
+            e = pipeline.split_entry(n, w, file=formats.shard_bin_name(n, idx), doc_index=formats.shard_doc_index_name(n, idx))
+            # provenance records of the documents starting here (raw; the driver joins them)
+            prov = {"prov": formats.shard_prov_name(n, idx), "prov_ids": formats.shard_prov_ids_name(n, idx),
+                    "prov_id_bytes": w.prov.id_bytes, "prov_checksum": formats.format_checksum(w.prov.rec_hasher),
+                    "prov_ids_checksum": formats.format_checksum(w.prov.ids_hasher)}
+            entries[n] = formats.ShardEntry(e.file, e.doc_index, e.tokens, e.bytes, e.documents, e.max_token, e.checksum,
+                                            self.continues[n], extra=prov)
+            os.replace(w.path, out / e.file)
+            os.replace(docs, out / e.doc_index)
+            os.replace(w.prov.rec_path, out / prov["prov"])
+            os.replace(w.prov.ids_path, out / prov["prov_ids"])
+        return entries
+
+
+def shard_task(job: ShardJob, shard: dict, *decisions) -> formats.ShardMeta:
     """Encode one shard into ``OUT_DIR/shards``; return its meta (``reused``: it was intact).
 
     Documents go where ``pipeline.DocRule`` sends them, their ids from ``pipeline.encode_texts``
     into ``pipeline.SplitWriter``s: the local runner's steps, one shard at a time.
     """
-    from ..inputs import Origin, replaced_count
-
-    out = Path(job["out_dir"])
+    out = Path(job.out_dir)
     idx = shard["index"]
     meta_path = out / formats.shard_meta_name(idx)
     old = formats.read_shard_meta(meta_path)
@@ -344,111 +326,19 @@ def shard_task(job: dict, shard: dict, *decisions) -> formats.ShardMeta:
         return old
     meta_path.unlink(missing_ok=True)
 
-    enc = _encoding(job)
-    dtype = job["dtype"]
-    rule = _rule(job)
     work = out / formats.SHARDS_DIR / f".work-{idx:05d}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    writers = {n: SplitWriter(work, n, dtype) for n in rule.writers}
-    continues = dict.fromkeys(writers, False)
-    stats = pipeline.new_stats()
-    replaced0 = replaced_count()
-    piece_lines: dict[int, dict] = {}  # piece number -> {"lines": n} for a JSONL piece read as a range
-
-    def write_text(w, texts, where) -> None:
-        chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS, enc.last_safe_cut)
-        for text in texts:
-            for piece in chunker.feed(text):
-                ids, _, maxes = encode_texts(enc, dtype, [piece], where)
-                w.write(ids, int(maxes[0]))
-        for piece in chunker.finish():
-            ids, _, maxes = encode_texts(enc, dtype, [piece], where)
-            w.write(ids, int(maxes[0]))
-        stats["unsplittable_runs"] += chunker.unsplittable_runs
-
-    def end_doc(w) -> None:
-        if rule.eot_ids is not None:
-            w.write(rule.eot_ids, rule.eot_id)
-
-    def start_doc(w) -> None:
-        w.start_doc()
-        if rule.bos_ids is not None:  # encode --bos
-            w.write(rule.bos_ids, rule.bos_id)
-
-    try:
-        for k, (p, start, end, dec) in enumerate(shard["pieces"]):
-            first, last = start == 0, end == p["size"]
-            if p["kind"] == "text" and not (first and last):  # a piece of a document cut across shards
-                val, has_text = decisions[dec]
-                if first:
-                    stats["documents"] += 1
-                    stats["documents_skipped_empty"] += not has_text
-                dest = rule.dest(has_text, val)
-                if dest == "skip":
-                    continue
-                w = writers[dest]
-                if first:
-                    start_doc(w)
-                    w.add_origin(Origin(p["index"], 0, 1, None))  # a text file is one document from byte 0
-                elif w.tokens == 0 and w.documents == 0:
-                    continues[w.name] = True
-                for where, doc, _origin in _documents(p, start, end, job):
-                    write_text(w, doc, where)
-                if last:
-                    end_doc(w)
-                continue
-            if p["kind"] == "text":  # a whole text file: decide first (one extra read), then encode
-                val, has_text = decide_text(p, job)
-            counted = piece_lines[k] = {}
-            for where, doc, origin in _documents(p, start, end, job, counted):
-                stats["documents"] += 1
-                if isinstance(doc, str):
-                    has_text, val = rule.has_text(doc), rule.val_of_text(doc)
-                    texts = (doc[i : i + PIECE_CHARS] for i in range(0, len(doc), PIECE_CHARS))
-                else:
-                    texts = doc
-                dest = rule.dest(has_text, val)
-                if dest == "skip":
-                    stats["documents_skipped_empty"] += 1
-                    for _ in texts:  # still read it: errors in it must surface as locally
-                        pass
-                    continue
-                w = writers[dest]
-                start_doc(w)
-                w.add_origin(origin)
-                write_text(w, texts, where)
-                end_doc(w)
-    finally:
-        for w in writers.values():
-            w.close()
-    stats["replaced_characters"] = replaced_count() - replaced0
-
-    entries = {}
-    for n, w in writers.items():
-        size = w.path.stat().st_size
-        if size != w.tokens * w.item:
-            raise DataError(f"{w.path}: wrote {size} bytes, expected {w.tokens} tokens × {w.item}")
-        docs = work / formats.doc_index_name(n)
-        write_index(work, w.starts_path, docs, w.documents)
-        e = pipeline.split_entry(n, w, file=formats.shard_bin_name(n, idx), doc_index=formats.shard_doc_index_name(n, idx))
-        # provenance records of the documents starting here (raw; the driver joins them)
-        prov = {"prov": formats.shard_prov_name(n, idx), "prov_ids": formats.shard_prov_ids_name(n, idx),
-                "prov_id_bytes": w.prov.id_bytes, "prov_checksum": formats.format_checksum(w.prov.rec_hasher),
-                "prov_ids_checksum": formats.format_checksum(w.prov.ids_hasher)}
-        entries[n] = formats.ShardEntry(e.file, e.doc_index, e.tokens, e.bytes, e.documents, e.max_token, e.checksum,
-                                        continues[n], extra=prov)
-        os.replace(w.path, out / e.file)
-        os.replace(docs, out / e.doc_index)
-        os.replace(w.prov.rec_path, out / prov["prov"])
-        os.replace(w.prov.ids_path, out / prov["prov_ids"])
-    inputs = []
+    encoder = _ShardEncoder(job, work)
+    encoder.run(shard["pieces"], decisions)
+    entries = encoder.entries(work, out, idx)
+    inputs_ = []
     for k, (p, s, e, _) in enumerate(shard["pieces"]):
-        inputs.append({"path": p["label"], "start": s, "end": e})
-        if "lines" in piece_lines.get(k, {}):
-            inputs[-1]["lines"] = piece_lines[k]["lines"]
-    meta = formats.ShardMeta(index=idx, key=shard["key"], inputs=inputs,
-                             input_bytes=sum(e - s for _, s, e, _ in shard["pieces"]), splits=entries, stats=stats)
+        inputs_.append({"path": p["label"], "start": s, "end": e})
+        if "lines" in encoder.piece_lines.get(k, {}):
+            inputs_[-1]["lines"] = encoder.piece_lines[k]["lines"]
+    meta = formats.ShardMeta(index=idx, key=shard["key"], inputs=inputs_, stats=encoder.stats, splits=entries,
+                             input_bytes=sum(e - s for _, s, e, _ in shard["pieces"]))
     formats.write_shard_meta(meta_path, meta)
     shutil.rmtree(work, ignore_errors=True)
     return meta
@@ -457,137 +347,130 @@ def shard_task(job: dict, shard: dict, *decisions) -> formats.ShardMeta:
 # --- the driver -----------------------------------------------------------------------------
 
 
-def encode_ray(
-    inputs: Sequence[str],
-    out_dir: str | Path,
-    *,
-    address: str | None = None,
-    shard_size: str | int = DEFAULT_SHARD_BYTES,
-    merge: bool = False,
-    encoding: str = "gpt2",
-    tokenizer_file: str | None = None,
-    pattern: str | None = None,
-    val_fraction: float = 0.1,
-    split: str = "doc",
-    seed: int = 1337,
-    workers: int | None = None,
-    text_field: str = "text",
-    fmt: str = "auto",
-    eot: bool = True,
-    dtype: str | None = None,
-    errors: str = "strict",
-    progress=None,
-    backend: str = "auto",
-    notice=None,
-    id_field: str | None = None,
-    bos: bool = False,
-) -> dict:
+def encode_ray(inputs: Sequence[str], out_dir: str | Path, *, progress=None, notice=None, **options) -> dict:
     """Encode ``inputs`` on Ray into a sharded dataset in OUT_DIR (or, ``merge``, an ordinary one).
 
-    Options as ``encode.encode_corpus``; ``address``: ``ray.init`` address (None: start a local
-    cluster of ``workers`` CPUs, default all); ``shard_size``: input bytes per task.
-    OUT_DIR must be on storage every node sees. Returns the summary of ``encode_corpus`` plus
-    ``shards`` and ``shards_reused``. ``progress(nbytes, ntokens, total=None)`` per finished shard.
+    Options as ``encode.encode_corpus`` (``EncodeConfig``'s fields); ``address``: ``ray.init``
+    address (None: start a local cluster of ``workers`` CPUs, default all); ``shard_size``:
+    input bytes per task. OUT_DIR must be on storage every node sees. Returns the summary of
+    ``encode_corpus`` plus ``shards`` and ``shards_reused``. ``progress(nbytes, ntokens,
+    total=None)`` per finished shard.
     """
-    from ..inputs import resolve_inputs
+    return run_ray(EncodeConfig.of(inputs, out_dir, engine="ray", **options), progress=progress, notice=notice)
 
-    t0 = time.perf_counter()
-    pipeline.check_options(split, errors, val_fraction, workers)
-    shard_bytes = parse_size(shard_size)
-    ray = import_ray()
-    enc = tokenizer.load(encoding, tokenizer_file, pattern or "gpt2")
-    check_pattern(enc, tokenizer_file, pattern)
-    pattern = pattern or "gpt2"
-    dtype = pipeline.resolve_dtype(enc, dtype)
-    backend_entry = tokenizer.with_backend(enc, backend)[1]
+
+@dataclass
+class _Setup:
+    """What the driver settled before any task: the run's spec, tokenizer, inputs, OUT_DIR."""
+
+    spec: RunSpec
+    enc: object
+    backend_entry: dict
+    sources: list
+    out_dir: Path
+
+
+def _prepare(config: EncodeConfig, notice) -> _Setup:
+    """The checks before anything is written, in the order they always ran."""
+    enc = tokenizer.load(config.encoding, config.tokenizer_file, config.pattern or "gpt2")
+    check_pattern(enc, config.tokenizer_file, config.pattern)
+    dtype = pipeline.resolve_dtype(enc, config.dtype)
+    backend_entry = tokenizer.with_backend(enc, config.backend)[1]
     if notice is not None and backend_entry.get("note"):
         notice(backend_entry.pop("note"))
-    pipeline.check_edges(enc, eot, bos)
-    sources = resolve_inputs(list(inputs), fmt, notice)
+    pipeline.check_edges(enc, config.eot, config.bos)
+    sources = inputs.resolve_inputs(list(config.inputs), config.fmt, notice)
     for s in sources:
         if s.path is None:
             raise ConfigError("--engine ray reads inputs from files every node can see, not stdin: save it to a file first")
-    out_dir = pipeline.check_out_dir(out_dir, sources, tokenizer_file, sharded=True)
-    pipeline.check_split_possible(sources, split, val_fraction)
+    out_dir = pipeline.check_out_dir(config.out_dir, sources, config.tokenizer_file, sharded=True)
+    pipeline.check_split_possible(sources, config.split, config.val_fraction)
     try:
         (out_dir / formats.SHARDS_DIR).mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise InputError(f"{out_dir}: cannot create output folder: {e.strerror}") from None
+    return _Setup(RunSpec(config, dtype, enc.eot, enc.bos), enc, backend_entry, sources, out_dir)
 
+
+def run_ray(config: EncodeConfig, *, progress=None, notice=None) -> dict:
+    """``encode_ray`` with its options as one ``EncodeConfig``."""
+    t0 = time.perf_counter()
+    ray = import_ray()
+    setup = _prepare(config, notice)
+    enc, sources, out_dir = setup.enc, setup.sources, setup.out_dir
     describe = enc.describe()
-    job = dict(
-        out_dir=str(out_dir.resolve()), encoding=encoding, pattern=pattern, dtype=dtype, split=split,
-        tokenizer_file=str(Path(tokenizer_file).resolve()) if tokenizer_file else None,
-        fraction=val_fraction, seed=seed, eot=eot, eot_id=enc.eot, errors=errors,
-        text_field=text_field, id_field=id_field, backend=backend_entry["name"],
-    )
-    if bos:  # only when asked: shards made before --bos existed keep their keys
-        job.update(bos=True, bos_id=enc.bos)
-    if enc.family != "tiktoken":  # a changed tokenizer.json / .model at the same path must not reuse shards
-        job["tokenizer_sha256"] = enc.sha256
-    opts = dict(split=split, fraction=val_fraction, seed=seed, eot=eot, dtype=dtype, bos=bos)
-
+    job = ShardJob.of(setup.spec, out_dir, enc, setup.backend_entry["name"])
     with pipeline.locked(out_dir):
         formats.recover(out_dir)
-        plan = plan_shards(sources, shard_bytes, enc)
-        started = False
-        if not ray.is_initialized():
-            if address:
-                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-            else:
-                ray.init(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
-                         logging_level=logging.WARNING)
-            started = True
-        try:
-            metas = _run_tasks(ray, job, sources, plan, progress)
-        finally:
-            if started:
-                ray.shutdown()
-        splits, stats = _finish(out_dir, metas, opts, sources, dtype)
-        prov_segs = _prov_segments(out_dir, plan, metas, splits, sources, tail=split == "tail")
-        meta = pipeline.build_meta(sources, describe, opts, splits, stats)
-        meta.extra["backend"] = backend_entry
-        keep = {formats.shard_meta_name(m.index) for m in metas}
-        for m in metas:
-            for e in m.splits.values():
-                keep |= {e.file, e.doc_index, e.extra["prov"], e.extra["prov_ids"]}  # raw records: a rerun reuses the shard
-        if merge:
-            _merge(out_dir, meta, prov_segs, id_field)
-            shutil.rmtree(out_dir / formats.SHARDS_DIR, ignore_errors=True)
-        else:
-            for s in splits.values():
-                for e in s.shards:
-                    keep |= {e.file, e.doc_index}
-            meta.sharded = {
-                "layout": formats.SHARD_LAYOUT, "version": 1, "count": len(metas), "shard_bytes": shard_bytes,
-                "shards": [{"index": m.index, "meta": formats.shard_meta_name(m.index), "inputs": m.inputs} for m in metas],
-            }
-            # provenance is one file per split, as --merge and the local engine write it
-            meta.extra["provenance"] = formats.prov_meta(id_field, {
-                s: formats.write_provenance(out_dir, s, prov_segs[s], id_field) for s in formats.SPLITS})
-            if id_field is None:
-                for s in formats.SPLITS:
-                    (out_dir / formats.prov_ids_name(s)).unlink(missing_ok=True)
-            formats.write_meta(out_dir / formats.META_JSON, meta)
-            # the meta now describes the shards: files of an earlier merged or local set go
-            for s in formats.SPLITS:
-                for name in (formats.bin_name(s), formats.doc_index_name(s)):
-                    (out_dir / name).unlink(missing_ok=True)
-            _prune(out_dir, keep)
-
-    extra = {"encoding": enc.name, "dtype": dtype, "engine": "ray", "merged": merge, "shards": len(metas),
+        plan = plan_shards(sources, config.shard_bytes, enc)
+        metas = _on_cluster(ray, config, lambda: _run_tasks(ray, job, sources, plan, progress))
+        splits, stats = _finish(out_dir, metas, config, sources, setup.spec.dtype)
+        prov_segs = _prov_segments(out_dir, plan, metas, splits, sources, tail=config.tail)
+        meta = pipeline.build_meta(sources, describe, setup.spec, splits, stats)
+        meta.extra["backend"] = setup.backend_entry
+        _write_dataset(out_dir, config, meta, metas, splits, prov_segs)
+    extra = {"encoding": enc.name, "dtype": setup.spec.dtype, "engine": "ray", "merged": config.merge, "shards": len(metas),
              "shards_reused": sum(m.reused for m in metas)}
     return pipeline.summary(out_dir, meta, stats, sources, time.perf_counter() - t0, extra)
 
 
-def _shard_key(job: dict, pieces: list) -> str:
-    keyed = {k: v for k, v in job.items() if k not in ("out_dir", "backend")}  # every backend writes the same bytes
-    if job["split"] == "tail":  # tail shards do not depend on the fraction or seed: reusable
+def _on_cluster(ray, config: EncodeConfig, work):
+    """``work()`` on the cluster at ``config.address``, or on a local one started (and stopped) for it."""
+    started = False
+    if not ray.is_initialized():
+        if config.address:
+            ray.init(address=config.address, log_to_driver=False, logging_level=logging.WARNING)
+        else:
+            ray.init(num_cpus=config.workers or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.WARNING)
+        started = True
+    try:
+        return work()
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _write_dataset(out_dir: Path, config: EncodeConfig, meta: formats.Meta, metas: list, splits: dict, prov_segs: dict) -> None:
+    """Commit the result: merged into train.bin / val.bin (``merge``), or meta.json over the shards."""
+    id_field = config.id_field
+    keep = {formats.shard_meta_name(m.index) for m in metas}
+    for m in metas:
+        for e in m.splits.values():
+            keep |= {e.file, e.doc_index, e.extra["prov"], e.extra["prov_ids"]}  # raw records: a rerun reuses the shard
+    if config.merge:
+        _merge(out_dir, meta, prov_segs, id_field)
+        shutil.rmtree(out_dir / formats.SHARDS_DIR, ignore_errors=True)
+        return
+    for s in splits.values():
+        for e in s.shards:
+            keep |= {e.file, e.doc_index}
+    meta.sharded = {
+        "layout": formats.SHARD_LAYOUT, "version": 1, "count": len(metas), "shard_bytes": config.shard_bytes,
+        "shards": [{"index": m.index, "meta": formats.shard_meta_name(m.index), "inputs": m.inputs} for m in metas],
+    }
+    # provenance is one file per split, as --merge and the local engine write it
+    meta.extra["provenance"] = formats.prov_meta(id_field, {
+        s: formats.write_provenance(out_dir, s, prov_segs[s], id_field) for s in formats.SPLITS})
+    if id_field is None:
+        for s in formats.SPLITS:
+            (out_dir / formats.prov_ids_name(s)).unlink(missing_ok=True)
+    formats.write_meta(out_dir / formats.META_JSON, meta)
+    # the meta now describes the shards: files of an earlier merged or local set go
+    for s in formats.SPLITS:
+        for name in (formats.bin_name(s), formats.doc_index_name(s)):
+            (out_dir / name).unlink(missing_ok=True)
+    _prune(out_dir, keep)
+
+
+def _shard_key(job: ShardJob, pieces: list) -> str:
+    keyed = job.keyed()
+    if job.split == "tail":  # tail shards do not depend on the fraction or seed: reusable
         keyed.pop("fraction"), keyed.pop("seed")
     return xxhash.xxh3_128_hexdigest(repr((sorted(keyed.items()), pieces)).encode())
 
 
-def _run_tasks(ray, job: dict, sources, plan, progress) -> list[dict]:
+def _run_tasks(ray, job: ShardJob, sources, plan, progress) -> list[dict]:
     task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(shard_task)
     decide = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(decide_text)
     info = []
@@ -645,10 +528,10 @@ def _split_entry(name: str, parts: list[formats.ShardEntry]) -> formats.SplitEnt
     )
 
 
-def _finish(out_dir: Path, metas: list[formats.ShardMeta], opts: dict, sources, dtype: str) -> tuple[dict, dict]:
+def _finish(out_dir: Path, metas: list[formats.ShardMeta], config: EncodeConfig, sources, dtype: str) -> tuple[dict, dict]:
     """Split entries of the sharded dataset (cutting one shard for --split tail) and stats; the local engine's checks."""
     stats = {k: sum(m.stats[k] for m in metas) for k in pipeline.STATS}
-    frac, tail = opts["fraction"], opts["split"] == "tail"
+    frac, tail = config.val_fraction, config.tail
     if tail:
         parts = {"train": [], "val": []}
         alls = [m.splits["all"] for m in metas]
@@ -802,4 +685,4 @@ def _prune(out_dir: Path, keep: set[str]) -> None:
             p.unlink(missing_ok=True)
 
 
-__all__ = ["encode_ray", "plan_shards", "parse_size", "DEFAULT_SHARD_BYTES"]
+__all__ = ["encode_ray", "run_ray", "ShardJob", "plan_shards", "parse_size", "DEFAULT_SHARD_BYTES"]
