@@ -23,7 +23,7 @@ from winsample.cli import main
 from winsample.encode import encode_corpus
 from winsample.errors import ConfigError, InputError
 
-from .conftest import CORPUS
+from ..conftest import CORPUS
 
 EOT = 50256
 

@@ -16,7 +16,7 @@ from winsample.chunking import is_safe_cut, last_safe_cut_bytes
 from winsample.encode import encode_corpus
 from winsample.errors import DataError
 
-from .conftest import CORPUS
+from ..conftest import CORPUS
 
 EOT = 50256
 # Multi-byte text around the cuts: CJK, combining marks, emoji ZWJ, CRLF, long space runs.

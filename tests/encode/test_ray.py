@@ -24,7 +24,7 @@ from winsample.cli import main
 from winsample.encode import encode_corpus
 from winsample.formats import ConcatTokens
 
-from .conftest import CORPUS
+from ..conftest import CORPUS
 
 import ray  # noqa: E402  (the test extra installs it: a missing ray fails the suite, never skips it)
 
@@ -36,7 +36,7 @@ def cluster(tmp_path_factory):
     fault = tmp_path_factory.mktemp("fault") / "die-once"
     os.environ["RAY_AUTH_MODE"] = "disabled"  # a private local test cluster: no token files
     # tests/ray_fault_hook.py runs in every worker before its first task: the retry test's fault
-    here = str(Path(__file__).resolve().parent)
+    here = str(Path(__file__).resolve().parent.parent)  # tests/: ray_fault_hook.py
     path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
     env = {"WINSAMPLE_RAY_FAULT": str(fault), "PYTHONPATH": path}
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
