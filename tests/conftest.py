@@ -35,7 +35,7 @@ def _every_encoder_thread(request, monkeypatch):
     (test inputs are far too small to repay a second engine): the threaded paths stay tested.
     The payback rule itself is tested on its own (marker ``payback``: the rule as shipped)."""
     if request.node.get_closest_marker("payback") is None:
-        from winsample import pipeline
+        from winsample.encode import pipeline
 
         monkeypatch.setattr(pipeline, "encoder_threads", lambda workers, *_: workers)
 

@@ -13,7 +13,7 @@ FAULT_ENV = "WINSAMPLE_RAY_FAULT"
 
 
 def install() -> None:
-    from winsample import engine_ray
+    from winsample.encode.executors import ray as engine_ray
 
     real = engine_ray.shard_task
 

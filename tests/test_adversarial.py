@@ -682,7 +682,7 @@ def test_reliability_doc_matches_the_suite():
 
 # --- issue #19: cases that need processes, signals or a patched system call ---------------------------
 
-from winsample import resume  # noqa: E402
+from winsample.encode import resume  # noqa: E402
 from winsample.errors import InputError  # noqa: E402
 
 from .test_faults import _crash_after_checkpoints, _docs, encode_args, one_error_line, small_batches, wait_for  # noqa: E402,F401
@@ -832,8 +832,8 @@ def test_a_tampered_real_checkpoint_is_discarded_and_the_run_starts_over(tmp_pat
         j = json.loads(json.dumps(journal))
         j["writers"]["train"].update(bad)
         with pytest.raises(resume.Stale, match=reason):
-            if resume._malformed(j) is not None:
-                raise resume.Stale(resume._malformed(j))
+            if resume.malformed(j) is not None:
+                raise resume.Stale(resume.malformed(j))
             encode_mod_reopen(out, j)
     j = json.loads(json.dumps(journal))
     j["stats"]["documents"] = -1
@@ -844,7 +844,7 @@ def test_a_tampered_real_checkpoint_is_discarded_and_the_run_starts_over(tmp_pat
 
 
 def encode_mod_reopen(out, journal):
-    from winsample.pipeline import SplitWriter as W
+    from winsample.encode.pipeline import SplitWriter as W
 
     probe = W.__new__(W)  # only reopen's checks: the item size, before any file is touched
     probe.item, probe.path = 2, out / formats.PARTIAL_DIR / "train.bin"

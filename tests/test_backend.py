@@ -233,20 +233,13 @@ def test_self_check_covers_the_kinds_of_text_the_issue_names():
 BASE = 10**9  # a planted resident size (bytes) before any engine cache
 
 
-@pytest.fixture
-def budget(monkeypatch):
-    """A budget of its own for the test (engines of other tests are not counted)."""
-    monkeypatch.setattr(fastengine, "_BUDGET", fastengine._Budget())
-    return fastengine._BUDGET
-
-
 @pytest.mark.parametrize("rate, blind, builds", [
     (fastengine.CACHE_BUDGET / 50_000, False, 4),  # over the budget at every look (60k chars each): rebuilt each time
     (fastengine.CACHE_BUDGET / 100_000, False, 2),  # 0.6 of the budget at 60k chars: kept, rebuilt at 120k, kept
     (0, False, 1),  # no growth (text that repeats its pre-tokens): the engine is kept
     (0, True, 2),  # the resident size cannot be read: rebuilt once 100k chars (BLIND_REBUILD_BYTES) went by
 ])
-def test_engine_memory_is_bounded_by_rebuilding_and_ids_do_not_change(ref_gpt2, monkeypatch, budget, rate, blind, builds):
+def test_engine_memory_is_bounded_by_rebuilding_and_ids_do_not_change(ref_gpt2, monkeypatch, rate, blind, builds):
     text = (CORPUS / "hamlet.txt").read_text(encoding="utf-8")
     eng = tokenizer.load("gpt2").fast_engine()
     # planted memory: the engine's cache grows by `rate` bytes per char it encoded since its build
@@ -283,10 +276,11 @@ def _grows_by(eng, mem, nbytes):
     eng._build = grown
 
 
-def test_over_the_budget_the_engine_built_first_rebuilds_not_the_others(monkeypatch, budget):
+def test_over_the_budget_the_engine_built_first_rebuilds_not_the_others(monkeypatch):
     mem = _planted(monkeypatch)
     tok = tokenizer.load("gpt2")
     a, b = tok.fast_engine(), tok.fast_engine()
+    budget = fastengine.new_budget([a, b])  # one run's engines share its budget
     a.encode("first")
     assert budget.ceiling == BASE + fastengine.CACHE_BUDGET  # the size once built, plus the budget
     _grows_by(b, mem, 30 << 20)
@@ -303,9 +297,10 @@ def test_over_the_budget_the_engine_built_first_rebuilds_not_the_others(monkeypa
     assert b.builds == 1
 
 
-def test_a_rebuild_that_leaves_the_process_over_raises_the_ceiling_by_a_quarter(monkeypatch, budget):
+def test_a_rebuild_that_leaves_the_process_over_raises_the_ceiling_by_a_quarter(monkeypatch):
     mem = _planted(monkeypatch)
     eng = tokenizer.load("gpt2").fast_engine()
+    budget = eng.budget  # an engine made outside a run has a budget of its own
     eng.encode("built")
     mem[0] = BASE + 2 * fastengine.CACHE_BUDGET  # memory that is no engine's cache grew
     _look(eng)
@@ -314,10 +309,11 @@ def test_a_rebuild_that_leaves_the_process_over_raises_the_ceiling_by_a_quarter(
     assert eng.builds == 2  # not a rebuild at every look
 
 
-def test_an_engine_that_never_looks_again_does_not_stop_the_others_rebuilding(monkeypatch, budget):
+def test_an_engine_that_never_looks_again_does_not_stop_the_others_rebuilding(monkeypatch):
     mem = _planted(monkeypatch)
     tok = tokenizer.load("gpt2")
     idle, busy = tok.fast_engine(), tok.fast_engine()
+    fastengine.new_budget([idle, busy])
     idle.encode("built first, then left alone"), busy.encode("built second")
     mem[0] = BASE + 2 * fastengine.CACHE_BUDGET
     for _ in range(fastengine.PASSES):
@@ -327,15 +323,17 @@ def test_an_engine_that_never_looks_again_does_not_stop_the_others_rebuilding(mo
     assert (idle.builds, busy.builds) == (1, 2)
 
 
-def test_a_new_run_starts_a_new_budget_without_the_engines_of_earlier_runs(monkeypatch, budget):
+def test_a_new_run_starts_a_new_budget_without_the_engines_of_earlier_runs(monkeypatch):
     mem = _planted(monkeypatch)
     tok = tokenizer.load("gpt2")
     left, mine = tok.fast_engine(), tok.fast_engine()
+    fastengine.new_budget([left, mine])  # an earlier run's budget
     left.encode("an earlier run's engine, left built"), mine.encode("this run's")
     mem[0] = BASE // 2
-    fastengine.new_budget([mine])
-    assert fastengine._BUDGET.ceiling == BASE // 2 + fastengine.CACHE_BUDGET  # from the size now
-    mem[0] = fastengine._BUDGET.ceiling
+    budget = fastengine.new_budget([mine])
+    assert budget.ceiling == BASE // 2 + fastengine.CACHE_BUDGET  # from the size now
+    assert mine.budget is budget and left.budget is not budget
+    mem[0] = budget.ceiling
     _look(mine)
     assert mine.builds == 2  # the oldest of this run at once: the earlier run's engine is not waited for
 
@@ -538,14 +536,14 @@ def test_the_self_check_also_checks_the_batch_calls_the_threads_make(tmp_path, m
     (None, 5.0, 100e6, 4),  # unknown size (stdin, gzip): every worker (the CPUs allowing)
 ])
 def test_encoder_threads_are_those_whose_time_saved_repays_their_engines_build(text_bytes, build, speed, threads):
-    from winsample import pipeline
+    from winsample.encode import pipeline
 
     assert pipeline.encoder_threads(4, text_bytes, build, speed, cpus=8) == threads
 
 
 @pytest.mark.payback
 def test_encoder_threads_never_outnumber_the_cpus():
-    from winsample import pipeline
+    from winsample.encode import pipeline
 
     assert pipeline.encoder_threads(64, 10**12, 0.1, 100e6, cpus=2) == 2
     assert pipeline.encoder_threads(64, None, 0.1, 100e6, cpus=3) == 3
@@ -554,11 +552,11 @@ def test_encoder_threads_never_outnumber_the_cpus():
 
 @pytest.mark.payback
 def test_a_small_input_gets_one_encoder_thread_whatever_workers_asks(tmp_path, monkeypatch):
-    from winsample import encode
+    from winsample.encode.executors import pool
 
     pools = []
-    make = encode._make_pool
-    monkeypatch.setattr(encode, "_make_pool", lambda n, spec: (pools.append(n), make(n, spec))[1])
+    make = pool.make_pool
+    monkeypatch.setattr(pool, "make_pool", lambda n, *a: (pools.append(n), make(n, *a))[1])
     src = tmp_path / "t.txt"
     src.write_text((CORPUS / "hamlet.txt").read_text(encoding="utf-8")[:50_000], encoding="utf-8")
     two = encode_corpus([str(src)], tmp_path / "w2", workers=2, split="tail")

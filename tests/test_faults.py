@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from winsample import encode as encode_mod
-from winsample import pipeline
+from winsample.encode.executors import checkpoint, local as encode_mod
+from winsample.encode import pipeline
 from winsample import disk
-from winsample import formats, resume
+from winsample import formats
+from winsample.encode import resume
 from winsample.encode import encode_corpus
 from winsample.errors import InputError, Interrupted
 from winsample.verify import verify as run_verify
@@ -45,7 +46,7 @@ CHECKPOINT_SECONDS = 0.2  # in the encode children: checkpoints often enough for
 # background job of a non-interactive shell inherits SIGINT ignored, and Python keeps it so.
 _CHILD = (
     "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
-    "from winsample import resume; resume.CHECKPOINT_SECONDS = float(sys.argv.pop(1));"
+    "from winsample.encode import resume; resume.CHECKPOINT_SECONDS = float(sys.argv.pop(1));"
     "from winsample.cli import main; main(prog_name='winsample')"
 )
 
@@ -394,7 +395,7 @@ def _crash_after_checkpoints(out: Path, inputs, *, after: int = 12, **kw):
 @pytest.fixture
 def small_batches(monkeypatch):
     monkeypatch.setattr(resume, "CHECKPOINT_SECONDS", 0)  # a checkpoint at every input's end
-    monkeypatch.setattr(encode_mod, "CHECKPOINT_IN_BACKGROUND", False)  # ... recorded before the run goes on
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_IN_BACKGROUND", False)  # ... recorded before the run goes on
     monkeypatch.setattr(encode_mod, "TASK_CHARS", 3000)
     monkeypatch.setattr(pipeline, "SNAPSHOT_BYTES", 256)  # --split tail: many hash snapshots to rebuild
 

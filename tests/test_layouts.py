@@ -556,8 +556,6 @@ def test_shard_names_in_meta_cannot_lead_out_of_the_folder(layered):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from winsample import tokensrc
-
 from winsample import tokensrc  # noqa: E402
 from winsample.tokensrc import megatron  # noqa: E402
 

@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from winsample import encode as encode_mod
+from winsample.encode.executors import local as encode_mod
 from winsample import formats, tokenizer
 from winsample.cli import main
 from winsample.encode import encode_corpus

@@ -222,7 +222,7 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
     Each document's source (input, byte offset, line, --id-field value) is kept in
     OUT_DIR/*.prov.npy: `inspect PLAN --at K` and `windows --format jsonl` show it.
     """
-    from .encode import encode_corpus
+    from . import encode as encode_pkg
 
     if out_dir == "-":  # "-" is stdout for windows -o and the inputs; a data folder cannot stream
         raise click.UsageError("-o -: encode writes a folder (train.bin, val.bin, meta.json), not stdout;"
@@ -240,28 +240,24 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
             tokens[0] += ntokens
             bar.set_postfix(tokens=f"{tokens[0]:,}", refresh=False)
 
-    kwargs = dict(
-        encoding=encoding, tokenizer_file=tokenizer_file, pattern=pattern, val_fraction=val_fraction, split=split,
-        seed=seed, workers=workers, text_field=text_field, id_field=id_field, fmt=fmt, eot=not no_eot, dtype=dtype, errors=errors,
-        progress=on_progress, backend=backend, notice=lambda line: say(quiet, f"note: {line}"), bos=bos,
-    )
     if engine == "ray":
-        from .engine_ray import DEFAULT_SHARD_BYTES, encode_ray
-
         if resume:
             raise click.UsageError("--resume applies to --engine local; --engine ray always reuses finished shards")
         if layout.strip().lower() != "nanogpt":
             raise click.UsageError("--layout: --engine ray writes the nanogpt layout only; use --engine local for megatron and llmc")
-        run = lambda: encode_ray(list(inputs), out_dir, address=address, merge=merge,  # noqa: E731
-                                 shard_size=shard_size or DEFAULT_SHARD_BYTES, **kwargs)
     else:
         given = [n for n, v in (("--address", address), ("--shard-size", shard_size), ("--merge", merge)) if v]
         if given:
             raise click.UsageError(f"{', '.join(given)} only apply to --engine ray")
-        run = lambda: encode_corpus(list(inputs), out_dir, resume_partial=resume, layout=layout,  # noqa: E731
-                                    shard_tokens=shard_tokens, **kwargs)
     try:
-        summary = run()
+        config = encode_pkg.EncodeConfig(
+            tuple(inputs), out_dir, encoding=encoding, tokenizer_file=tokenizer_file, pattern=pattern,
+            val_fraction=val_fraction, split=split, seed=seed, workers=workers, text_field=text_field, id_field=id_field,
+            fmt=fmt, eot=not no_eot, bos=bos, dtype=dtype, errors=errors, backend=backend, engine=engine, resume=resume,
+            layout=layout, shard_tokens=shard_tokens, address=address, merge=merge,
+            **({"shard_size": shard_size} if shard_size else {}),
+        )
+        summary = encode_pkg.run(config, progress=on_progress, notice=lambda line: say(quiet, f"note: {line}"))
     finally:
         bar.close()
     extra = ""

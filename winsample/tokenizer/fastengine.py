@@ -91,19 +91,20 @@ class Engine:
     ``build()`` makes the underlying gigatoken object, on the first ``encode`` (so a forked
     worker builds its own instead of inheriting the parent's pages) and again when a look
     (after every ``look_bytes`` of text, counted in chars: only a bound is needed) finds the
-    process over its budget and this engine the one to rebuild (``_Budget``).
+    process over its budget and this engine the one to rebuild (``Budget``).
     ``release()`` drops it. ``TypeError`` from gigatoken (text with lone surrogates, which no
     UTF-8 engine takes) propagates: the caller falls back to the reference.
     """
 
-    def __init__(self, build: Callable[[], object], look_bytes: int | None = None):
+    def __init__(self, build: Callable[[], object], look_bytes: int | None = None, budget: Budget | None = None):
         self._build = build
+        self.budget = budget if budget is not None else Budget()  # shared with the engines of its run
         self._look_bytes = look_bytes or LOOK_BYTES
         self._obj = None
         self._since = 0  # chars encoded since the last look
         self._since_build = 0  # chars encoded since the build
         self._passes = 0  # looks over the budget let pass in a row
-        self._seq = 0  # build order among the engines of its run's budget (_Budget)
+        self._seq = 0  # build order among the engines of its run's budget (Budget)
         self.builds = 0
         self.build_seconds: float | None = None  # what a fresh build took (the last one timed)
 
@@ -121,7 +122,7 @@ class Engine:
             self.build_seconds = max(took, getattr(self._build, "first_seconds", 0.0)) if not self.builds else took
             self.builds += 1
             self._since_build = 0
-            _BUDGET.built(self, first=self.builds == 1, before=before, after=resident_bytes())
+            self.budget.built(self, first=self.builds == 1, before=before, after=resident_bytes())
         self._since += size
         self._since_build += size
         return self._obj
@@ -130,14 +131,14 @@ class Engine:
         now = resident_bytes()
         if now is None:
             return self._since_build >= BLIND_REBUILD_BYTES
-        if not _BUDGET.over(now):
+        if not self.budget.over(now):
             self._passes = 0
             return False
         # The engine built longest ago holds the most cache: it rebuilds. One that never looks
         # again (idle, or left over from an earlier run) cannot hold the others up: after PASSES
         # looks over the budget in a row, the looking engine rebuilds itself.
         self._passes += 1
-        if _BUDGET.oldest() is self or self._passes > PASSES:
+        if self.budget.oldest() is self or self._passes > PASSES:
             self._passes = 0
             return True
         return False
@@ -180,7 +181,7 @@ class Engine:
 
     def fresh(self) -> Engine:
         """An engine with the same recipe and no object yet (one per encoder thread)."""
-        engine = Engine(self._build, self._look_bytes)
+        engine = Engine(self._build, self._look_bytes, self.budget)
         engine.build_seconds = self.build_seconds
         return engine
 
@@ -195,14 +196,18 @@ class Engine:
         if self._obj is not None:
             self._obj = None
             self._since = 0
-            _BUDGET.dropped(self)
+            self.budget.dropped(self)
             _trim()
 
     def __getstate__(self):  # a pickled engine (forkserver, spawn, Ray) starts without the object
-        return {**self.__dict__, "_obj": None, "_since": 0, "_since_build": 0, "_passes": 0, "_seq": 0, "builds": 0}
+        return {**self.__dict__, "_obj": None, "_since": 0, "_since_build": 0, "_passes": 0, "_seq": 0, "builds": 0,
+                "budget": None}
+
+    def __setstate__(self, state) -> None:  # a budget of its own where it lands
+        self.__dict__.update(state, budget=Budget())
 
 
-class _Budget:
+class Budget:
     """The memory budget the built engines of one run share (``new_budget``).
 
     ``ceiling``: the resident size the process may reach: its size when the budget starts
@@ -251,14 +256,15 @@ class _Budget:
             return min(self.live, key=lambda e: e._seq, default=None)
 
 
-def new_budget(engines=()) -> None:
-    """Start a budget for one run: ``engines`` (already built, oldest first) count in it, and
-    engines of earlier runs no longer do (one left built in a cache never looks again)."""
-    global _BUDGET
-    _BUDGET = _Budget(engines)
-
-
-_BUDGET = _Budget()
+def new_budget(engines=()) -> Budget:
+    """Start a budget for one run and return it: ``engines`` (oldest first; those built count in
+    it at once) and the engines they make (``fresh``) share it, and engines of earlier runs no
+    longer do (one left built in a cache never looks again). No budget is global: an engine
+    made outside a run has one of its own, shared with its ``fresh`` ones."""
+    budget = Budget(engines)
+    for engine in engines:
+        engine.budget = budget
+    return budget
 
 
 def padded_groups(sizes: list[int]) -> list[list[int]]:

@@ -16,15 +16,15 @@ import pytest
 import xxhash
 from click.testing import CliRunner
 
-from winsample import encode as encode_mod
-from winsample import pipeline
+from winsample.encode.executors import checkpoint, local as encode_mod
+from winsample.encode import pipeline
 from winsample import disk
 from winsample import formats
 from winsample.cli import main
 from winsample.encode import encode_corpus
 from winsample.errors import ConfigError, InputError
 
-from .conftest import CORPUS
+from ..conftest import CORPUS
 
 EOT = 50256
 
@@ -292,7 +292,7 @@ def test_peak_memory_does_not_grow_with_input_size(tmp_path):
     play = (CORPUS / "hamlet.txt").read_text(encoding="utf-8")
     # Small buffers so that both sizes are well past every fixed-size buffer (the plateau).
     script = (
-        "import sys; from winsample import encode as e, disk as f, pipeline as p;"
+        "import sys; from winsample import formats as f; from winsample.encode import pipeline as p; from winsample.encode.executors import local as e;"
         "f.CHUNK_BYTES = 1 << 20; p.SNAPSHOT_BYTES = 2 << 20; e.HOLD_BYTES = 2 << 20;"
         "e.encode_corpus(sys.argv[1:3], sys.argv[3], val_fraction=0.5, seed=int(sys.argv[4]), workers=1);"
         # VmHWM is this process's own peak; ru_maxrss would also count the forking parent.
@@ -701,11 +701,11 @@ def test_failed_run_keeps_a_new_folder_someone_put_a_file_in(tmp_path):
 
 
 def test_interrupt_with_a_checkpoint_keeps_the_new_folder_and_partial(tmp_path, monkeypatch):
-    from winsample import resume
+    from winsample.encode import resume
     from winsample.errors import Interrupted
 
     monkeypatch.setattr(resume, "CHECKPOINT_SECONDS", 0)  # a checkpoint at every input's end
-    monkeypatch.setattr(encode_mod, "CHECKPOINT_IN_BACKGROUND", False)  # ... recorded before the run goes on
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_IN_BACKGROUND", False)  # ... recorded before the run goes on
     src = write_tree(tmp_path / "in", _many_docs(30))
     out = tmp_path / "out" / "sub"
     journal = out / formats.PARTIAL_DIR / formats.PARTIAL_JOURNAL
@@ -723,7 +723,7 @@ def test_interrupt_with_a_checkpoint_keeps_the_new_folder_and_partial(tmp_path, 
 
 
 def test_write_backs_inside_long_inputs_never_cost_an_inputs_checkpoint(tmp_path, monkeypatch):
-    from winsample import resume
+    from winsample.encode import resume
 
     monkeypatch.setattr(resume, "CHECKPOINT_SECONDS", 0)  # a checkpoint due at every input's end
     monkeypatch.setattr(encode_mod, "WRITE_BACK_SECONDS", 0)  # and a write-back after every batch
@@ -740,7 +740,7 @@ def test_write_backs_inside_long_inputs_never_cost_an_inputs_checkpoint(tmp_path
 def test_a_checkpoint_that_cannot_be_synced_in_the_background_fails_the_run_naming_the_file(tmp_path, monkeypatch):
     import errno
 
-    from winsample import resume
+    from winsample.encode import resume
     from winsample.errors import InputError
 
     monkeypatch.setattr(resume, "CHECKPOINT_SECONDS", 0)
@@ -812,10 +812,10 @@ def test_the_cli_forks_its_workers_so_they_inherit_the_loaded_tokenizer(tmp_path
     import sys
 
     code = (
-        "import threading, winsample.encode as e\n"
+        "import threading, winsample.encode.executors.local as e\n"
         "seen = []\n"
-        "make = e._make_pool\n"
-        "e._make_pool = lambda *a: (seen.append(threading.active_count()), make(*a))[1]\n"
+        "from winsample.encode.executors import pool as p\nmake = p.make_pool\n"
+        "p.make_pool = lambda *a: (seen.append(threading.active_count()), make(*a))[1]\n"
         "from winsample.cli import main\n"
         "try:\n"
         f"    main(['encode', {str(CORPUS)!r}, '-o', {str(tmp_path / 'd')!r}, '--workers', '2', '-q'])\n"

@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 import xxhash
 
-from winsample import encode as encode_mod
-from winsample import formats, sources
+from winsample.encode.executors import local as encode_mod
+from winsample import formats
+from winsample.encode import inputs as sources
 from winsample.tokenizer.chunking import is_safe_cut, last_safe_cut_bytes
 from winsample.encode import encode_corpus
 from winsample.errors import DataError
 
-from .conftest import CORPUS
+from ..conftest import CORPUS
 
 EOT = 50256
 # Multi-byte text around the cuts: CJK, combining marks, emoji ZWJ, CRLF, long space runs.

@@ -26,20 +26,20 @@ import os
 from array import array
 from collections.abc import Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import xxhash
 
-from . import tokensrc
+from .. import tokensrc
 
-from . import disk
-from . import __version__, formats, resume, tokenizer
-from .errors import ConfigError, DataError, InputError
-from .sources import read_text_range
-
-SPLIT_METHODS = ("doc", "tail")
-ERROR_MODES = ("strict", "replace")
+from .. import disk
+from .. import __version__, formats, tokenizer
+from . import resume
+from ..errors import ConfigError, DataError, InputError
+from .config import ERROR_MODES, SPLIT_METHODS, EncodeConfig, RunSpec, check_options  # noqa: F401 (re-exported)
+from .inputs import Origin, read_text_range
 
 PIECE_CHARS = 1 << 20  # a big document is cut into pieces of about this many chars
 LONG_RUN_CHARS = 16 << 20  # a piece longer than this had no safe cut: counted as unsplittable
@@ -69,9 +69,13 @@ class DocRule:
         self.early = "all" if self.tail else ("train" if self.threshold == 0 else None)
 
     @classmethod
-    def of(cls, opts: dict) -> DocRule:
-        return cls(opts["split"], opts["fraction"], opts["seed"], opts["eot"], opts["eot_id"], opts["dtype"],
-                   opts["bos_id"] if opts.get("bos") else None)
+    def of(cls, spec: RunSpec) -> DocRule:
+        c = spec.config
+        return cls(c.split, c.val_fraction, c.seed, c.eot, spec.eot_id, spec.dtype, spec.bos_id if c.bos else None)
+
+    def piece(self, has_text: bool = True) -> Piece:
+        """The event of a text piece of a document: its writer when known before the document's end."""
+        return PIECES[self.early if has_text else None]
 
     @property
     def writers(self) -> list[str]:
@@ -102,6 +106,36 @@ class DocRule:
         if not has_text:
             return "skip"
         return "all" if self.tail else ("val" if val else "train")
+
+
+# --- the events of a batch, in document order (a runner's reader → its writer) ---------------
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """The ids of one text of the batch belong to the current document; ``dest``: its writer
+    when that is known before the document's end (``DocRule.early``), else None (hold them)."""
+
+    dest: str | None
+
+
+PIECES = {d: Piece(d) for d in (None, "all", "train")}  # one of each: a batch holds many
+
+
+@dataclass(frozen=True, slots=True)
+class DocEnd:
+    """The current document is complete: ``dest`` (``skip``, ``all``, ``train``, ``val``), where it came from."""
+
+    dest: str
+    origin: Origin
+
+
+@dataclass(frozen=True, slots=True)
+class InputDone:
+    """Input ``index`` is read to its end; ``stats``: the run's counts so far (a checkpoint's)."""
+
+    index: int
+    stats: dict
 
 
 def new_stats() -> dict:
@@ -524,7 +558,6 @@ def check_out_dir(out_dir, sources, tokenizer_file=None, sharded: bool = False) 
     return out_dir
 
 
-MAX_WORKERS = 1024  # --workers: processes started at once
 def check_edges(tok: tokenizer.Tokenizer, eot: bool, bos: bool) -> None:
     """ConfigError, naming the option to change, when the tokenizer lacks the id a document edge needs."""
     if eot and tok.eot is None:
@@ -598,20 +631,6 @@ def encoder_threads(workers: int, text_bytes: int | None, build_seconds: float, 
     return k
 
 
-def check_options(split: str, errors: str, val_fraction: float, workers: int | None) -> None:
-    """ConfigError for option values no engine can use (before anything is read or written)."""
-    if split not in SPLIT_METHODS:
-        raise ConfigError(f"unknown split {split!r}: choose doc or tail")
-    if errors not in ERROR_MODES:
-        raise ConfigError(f"unknown errors mode {errors!r}: choose strict or replace")
-    if not 0 <= val_fraction < 1:
-        raise ConfigError(f"--val-fraction {val_fraction} must be in [0, 1)")
-    if workers is not None and workers < 1:
-        raise ConfigError(f"--workers {workers} must be at least 1")
-    if workers is not None and workers > MAX_WORKERS:  # each is a process: bounded before any is started
-        raise ConfigError(f"--workers {workers}: at most {MAX_WORKERS} encoder processes")
-
-
 def check_split_possible(sources, split: str, fraction: float) -> None:
     """ConfigError before anything is read when the split is sure to leave train or val empty:
     one plain-text input is one document, and --split doc keeps each document whole."""
@@ -633,17 +652,18 @@ def split_entry(name: str, w, *, file: str | None = None, doc_index: str | None 
     )
 
 
-def build_meta(sources, tokenizer_entry: dict, opts: dict, splits: dict[str, formats.SplitEntry], stats: dict,
+def build_meta(sources, tokenizer_entry: dict, spec: RunSpec, splits: dict[str, formats.SplitEntry], stats: dict,
                sharded: dict | None = None, provenance: dict | None = None) -> formats.Meta:
-    """meta.json of a run over ``sources`` with ``opts`` (split, fraction, seed, eot, dtype);
+    """meta.json of a run over ``sources`` with ``spec`` (split, fraction, seed, eot, dtype);
     ``provenance``: each split's provenance entry (``formats.write_provenance``)."""
+    c = spec.config
     return formats.Meta(
-        dtype=opts["dtype"], tokenizer=tokenizer_entry, splits=splits, version=formats.FORMAT_VERSION,
-        winsample_version=__version__, eot_appended=opts["eot"],
-        split={"method": opts["split"], "fraction": opts["fraction"], "seed": opts["seed"]},
+        dtype=spec.dtype, tokenizer=tokenizer_entry, splits=splits, version=formats.FORMAT_VERSION,
+        winsample_version=__version__, eot_appended=c.eot,
+        split={"method": c.split, "fraction": c.val_fraction, "seed": c.seed},
         inputs=[s.meta() for s in sources], stats=stats, sharded=sharded,
-        extra={"bos_prepended": bool(opts.get("bos")),
-               **({} if provenance is None else {"provenance": formats.prov_meta(opts.get("id_field"), provenance)})},
+        extra={"bos_prepended": bool(c.bos),
+               **({} if provenance is None else {"provenance": formats.prov_meta(c.id_field, provenance)})},
     )
 
 

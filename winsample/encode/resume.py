@@ -25,9 +25,9 @@ import json
 import os
 from pathlib import Path
 
-from . import disk
-from . import formats
-from .errors import WinsampleError
+from .. import disk
+from .. import formats
+from ..errors import WinsampleError
 
 JOURNAL_FORMAT = "winsample-partial"
 JOURNAL_VERSION = 1
@@ -70,7 +70,7 @@ def read_journal(work: Path, params: dict, sources) -> dict:
         raise Stale(f"unreadable checkpoint: {e}") from None
     if not isinstance(j, dict) or j.get("format") != JOURNAL_FORMAT or j.get("version") != JOURNAL_VERSION:
         raise Stale(f"{path}: not a checkpoint this winsample writes")
-    problem = _malformed(j)
+    problem = malformed(j)
     if problem:
         raise Stale(f"{path}: malformed checkpoint ({problem})")
     if j.get("params") != params:
@@ -94,7 +94,7 @@ def _count(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
-def _malformed(j: dict) -> str | None:
+def malformed(j: dict) -> str | None:
     """What is wrong with a journal's fields (every one is untrusted: a tampered journal must
     never put a wrong count into meta.json or cut a file at a position that is not a token)."""
     writers = j.get("writers")
@@ -119,4 +119,4 @@ def _malformed(j: dict) -> str | None:
     return None
 
 
-__all__ = ["CHECKPOINT_SECONDS", "Stale", "read_journal", "write_journal", "resumable", "input_key"]
+__all__ = ["CHECKPOINT_SECONDS", "Stale", "read_journal", "write_journal", "resumable", "input_key", "malformed"]

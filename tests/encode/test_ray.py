@@ -26,7 +26,7 @@ from winsample.cli import main
 from winsample.encode import encode_corpus
 from winsample.tokensrc import ConcatTokens
 
-from .conftest import CORPUS
+from ..conftest import CORPUS
 
 import ray  # noqa: E402  (the test extra installs it: a missing ray fails the suite, never skips it)
 
@@ -38,7 +38,7 @@ def cluster(tmp_path_factory):
     fault = tmp_path_factory.mktemp("fault") / "die-once"
     os.environ["RAY_AUTH_MODE"] = "disabled"  # a private local test cluster: no token files
     # tests/ray_fault_hook.py runs in every worker before its first task: the retry test's fault
-    here = str(Path(__file__).resolve().parent)
+    here = str(Path(__file__).resolve().parent.parent)  # tests/: ray_fault_hook.py
     path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
     env = {"WINSAMPLE_RAY_FAULT": str(fault), "PYTHONPATH": path}
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
@@ -48,7 +48,7 @@ def cluster(tmp_path_factory):
 
 
 def ray_encode(inputs, out, **kw):
-    from winsample.engine_ray import encode_ray
+    from winsample.encode.executors.ray import encode_ray
 
     kw.setdefault("shard_size", SMALL)
     return encode_ray([str(i) for i in inputs], out, **kw)
@@ -255,7 +255,7 @@ def test_without_ray_the_engine_names_the_extra(tmp_path, monkeypatch):
 
 
 def test_import_winsample_never_imports_ray():
-    code = "import sys, winsample, winsample.cli, winsample.engine_ray, winsample.windows, winsample.verify; print('ray' in sys.modules)"
+    code = "import sys, winsample, winsample.cli, winsample.encode.executors.ray, winsample.windows, winsample.verify; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

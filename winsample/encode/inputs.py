@@ -32,29 +32,58 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from .tokenizer.chunking import last_safe_cut_bytes
-from .errors import ConfigError, DataError, InputError, json_place
+from ..tokenizer.chunking import last_safe_cut_bytes
+from ..errors import ConfigError, DataError, InputError, json_place
 
 FOLDER_SUFFIXES = (".txt", ".md", ".text", ".jsonl")
 FORMATS = ("auto", "text", "jsonl")
 READ_BYTES = 1 << 20  # per read: big enough for disk speed, small enough to keep memory flat
 GZ_STEP = 64 << 10  # decompressed bytes per gzip read: how close a broken stream's error position is
 
-# --errors replace: Python's decoder calls this once per invalid byte sequence; we count them.
-_REPLACED = [0]
+class Replaced:
+    """How many invalid byte sequences one run replaced by U+FFFD (``--errors replace``).
+
+    A run makes its own and hands it to the readers (``iter_documents``), so two runs in one
+    process never count each other's."""
+
+    def __init__(self) -> None:
+        self.count = 0
 
 
-def _count_and_replace(e: UnicodeDecodeError):
-    _REPLACED[0] += 1
-    return "\ufffd", e.end
+class _ReplacingDecoder:
+    """Incremental UTF-8 that replaces each invalid sequence by U+FFFD and counts it in ``replaced``:
+    exactly what Python's ``replace`` error handler gives (the decode resumes after the bad
+    bytes, where the handler would resume)."""
+
+    def __init__(self, replaced: Replaced):
+        self.replaced = replaced
+        self.pending = b""
+
+    def getstate(self) -> tuple[bytes, int]:
+        return self.pending, 0
+
+    def decode(self, data: bytes, final: bool = False) -> str:
+        view = memoryview(self.pending + data if self.pending else data)
+        out = []
+        while True:
+            try:
+                text, used = codecs.utf_8_decode(view, "strict", final)
+            except UnicodeDecodeError as e:
+                out.append(str(view[: e.start], "utf-8"))  # valid up to the bad bytes
+                out.append("\ufffd")
+                self.replaced.count += 1
+                view = view[e.end :]
+                continue
+            out.append(text)
+            self.pending = bytes(view[used:])
+            return "".join(out) if len(out) > 1 else text
 
 
-codecs.register_error("winsample-replace", _count_and_replace)
-
-
-def replaced_count() -> int:
-    """Invalid byte sequences replaced by U+FFFD so far in this process (take differences)."""
-    return _REPLACED[0]
+def _decoder(errors: str, replaced: Replaced):
+    """The incremental UTF-8 decoder of ``errors`` (``strict`` raises; ``replace`` counts in ``replaced``)."""
+    if errors == "strict":
+        return codecs.getincrementaldecoder("utf-8")("strict")
+    return _ReplacingDecoder(replaced)
 
 
 class Origin(NamedTuple):
@@ -230,12 +259,14 @@ def _source(label: str, path: Path, kind: str, gz: bool) -> Source:
     return Source(label, path, kind, gz, st.st_size, st.st_mtime_ns, dev=st.st_dev, ino=st.st_ino)
 
 
-class _Reader:
-    """Reads one source's bytes in pieces; checks the file did not change while it was read."""
+class Reader:
+    """Reads one source's bytes in pieces; checks the file did not change while it was read.
+    ``replaced`` counts what ``--errors replace`` replaces in what it reads."""
 
-    def __init__(self, src: Source, progress: Callable[[int], None] | None):
+    def __init__(self, src: Source, progress: Callable[[int], None] | None, replaced: Replaced | None = None):
         self.src = src
         self.progress = progress
+        self.replaced = replaced if replaced is not None else Replaced()
         self.raw = None
         self.offset = 0  # bytes of (decompressed) data handed out so far
         self._disk_pos = 0
@@ -303,13 +334,13 @@ class _Reader:
             self.raw.close()
 
 
-def _nul_error(reader: _Reader, offset: int) -> DataError:
+def _nul_error(reader: Reader, offset: int) -> DataError:
     return DataError(
         f"{reader.src.label}: binary file (NUL byte at {reader.where(offset)}); winsample encodes UTF-8 text"
     )
 
 
-def _utf8_error(reader: _Reader, offset: int, line: int, e: UnicodeDecodeError) -> DataError:
+def _utf8_error(reader: Reader, offset: int, line: int, e: UnicodeDecodeError) -> DataError:
     bad = e.object[e.start : e.start + 4]
     return DataError(
         f"{reader.src.label}: invalid UTF-8 at {reader.where(offset)} (line {line}): {e.reason}"
@@ -317,13 +348,9 @@ def _utf8_error(reader: _Reader, offset: int, line: int, e: UnicodeDecodeError) 
     )
 
 
-def _decode_errors(errors: str) -> str:
-    return "strict" if errors == "strict" else "winsample-replace"
-
-
-def _text_chunks(reader: _Reader, errors: str) -> Iterator[str]:
+def text_chunks(reader: Reader, errors: str) -> Iterator[str]:
     """The decoded text of a whole plain-text source, in pieces."""
-    dec = codecs.getincrementaldecoder("utf-8")(_decode_errors(errors))
+    dec = _decoder(errors, reader.replaced)
     line = 1
     while True:
         data = reader.read()
@@ -356,13 +383,12 @@ def _scalar_id(where: str, obj: dict, id_field: str):
     return value
 
 
-def _jsonl_docs(reader, errors: str, field: str, id_field: str | None = None,
+def jsonl_docs(reader, errors: str, field: str, id_field: str | None = None,
                 base: int = 0) -> Iterator[tuple[str, str, int, int, str | int | None]]:
     """(where, text, offset, line, id) for each line of a JSONL source; blank lines are skipped
     (but counted: ``line`` is the record's line in the file). ``offset`` is the line's first
     byte, plus ``base``. When the source is read to its end, ``reader.lines`` is its line count."""
     label = reader.src.label
-    dec_errors = _decode_errors(errors)
     carry = b""
     lineno = 0
     offset = 0  # byte offset of the start of the current line
@@ -385,7 +411,7 @@ def _jsonl_docs(reader, errors: str, field: str, id_field: str | None = None,
             if not raw.strip():
                 continue
             try:
-                s = raw.decode("utf-8", dec_errors)
+                s = raw.decode("utf-8") if errors == "strict" else _decoder(errors, reader.replaced).decode(raw, True)
             except UnicodeDecodeError as e:
                 raise _utf8_error(reader, start + e.start, lineno, e) from None
             try:
@@ -485,12 +511,14 @@ def iter_documents(
     id_field: str | None = None,
     origins: bool = False,
     index: int = 0,
+    replaced: Replaced | None = None,
 ) -> Iterator[tuple]:
     """(where, document) for each document in input order: the whole text (JSONL, Parquet) or
     an iterator of its text pieces (a text file), which the caller must consume before asking
     for the next document. With ``origins``: (where, document, Origin), the input index
     counted from ``index`` for ``sources[0]``; ``id_field`` is read (and checked) per record.
-    ``progress(nbytes)`` is called with bytes read from disk (compressed bytes for .gz).
+    ``progress(nbytes)`` is called with bytes read from disk (compressed bytes for .gz);
+    ``replaced`` counts what ``errors="replace"`` replaces.
     """
     for k, src in enumerate(sources):
         i = index + k
@@ -498,17 +526,67 @@ def iter_documents(
             for where, text, row, doc_id in _parquet_docs(src, text_field, progress, id_field):
                 yield (where, text, Origin(i, 0, row, doc_id)) if origins else (where, text)
             continue
-        reader = _Reader(src, progress)
+        reader = Reader(src, progress, replaced)
         try:
             if src.kind == "jsonl":
-                for where, text, offset, line, doc_id in _jsonl_docs(reader, errors, text_field, id_field):
+                for where, text, offset, line, doc_id in jsonl_docs(reader, errors, text_field, id_field):
                     yield (where, text, Origin(i, offset, line, doc_id)) if origins else (where, text)
             else:
-                doc = _text_chunks(reader, errors)
+                doc = text_chunks(reader, errors)
                 yield (src.label, doc, Origin(i, 0, 1, None)) if origins else (src.label, doc)
         except BaseException:
             reader.abort()
             raise
+        reader.close()
+
+
+class RangeReader:
+    """Bytes ``[start, end)`` of a file, read like a ``Reader`` (a piece of an input cut in parts)."""
+
+    def __init__(self, label: str, path, start: int, end: int, replaced: Replaced | None = None):
+        self.src = _Part(f"{label} (part from byte {start})")
+        self.replaced = replaced if replaced is not None else Replaced()
+        self.f = open(path, "rb")
+        self.f.seek(start)
+        self.base, self.left, self.offset = start, end - start, 0
+
+    def read(self, n: int = READ_BYTES) -> bytes:
+        data = self.f.read(min(n, self.left)) if self.left else b""
+        self.left -= len(data)
+        self.offset += len(data)
+        return data
+
+    def where(self, offset: int) -> str:
+        return f"byte {self.base + offset}"
+
+    def close(self) -> None:
+        self.f.close()
+
+
+class _Part(NamedTuple):
+    label: str
+    gz: bool = False
+
+
+def range_documents(label: str, path, kind: str, index: int, start: int, end: int, *, text_field: str = "text",
+                    errors: str = "strict", id_field: str | None = None, replaced: Replaced | None = None,
+                    counted: dict | None = None) -> Iterator[tuple[str, object, Origin]]:
+    """(where, document, Origin) for the documents in bytes ``[start, end)`` of input ``index``
+    (a JSONL part cut after a line end, or part of a text file: one document of text pieces).
+
+    In a JSONL part an origin's line counts from the part's first line (the caller adds the
+    lines before it); its line count goes to ``counted["lines"]``.
+    """
+    reader = RangeReader(label, path, start, end, replaced)
+    try:
+        if kind == "jsonl":
+            for where, text, offset, line, doc_id in jsonl_docs(reader, errors, text_field, id_field, start):
+                yield where, text, Origin(index, offset, line, doc_id)
+            if counted is not None:
+                counted["lines"] = reader.lines
+        else:
+            yield reader.src.label, text_chunks(reader, errors), Origin(index, 0, 1, None)
+    finally:
         reader.close()
 
 
@@ -691,9 +769,9 @@ def range_error(src: Source, kind: str, size: int) -> DataError:
     """The one-line error for a ``RangeFault`` on ``src``: for bad bytes, exactly the one the
     decoded path gives (the file is read again from its start to find it)."""
     if kind == "bytes":
-        reader = _Reader(src, None)
+        reader = Reader(src, None)
         try:
-            for _ in _text_chunks(reader, "strict"):
+            for _ in text_chunks(reader, "strict"):
                 pass
         finally:
             reader.abort()
@@ -707,8 +785,8 @@ def range_error(src: Source, kind: str, size: int) -> DataError:
 def text_pieces(src: Source) -> Iterator[str]:
     """The decoded text of a plain-text ``src`` in pieces, exactly as ``iter_documents`` gives it
     (strict UTF-8, the same errors); the file is closed when the iterator ends or is dropped."""
-    reader = _Reader(src, None)
+    reader = Reader(src, None)
     try:
-        yield from _text_chunks(reader, "strict")
+        yield from text_chunks(reader, "strict")
     finally:
         reader.abort()

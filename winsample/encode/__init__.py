@@ -1,0 +1,26 @@
+"""``winsample encode``: text → train.bin / val.bin / doc indexes / meta.json.
+
+- ``config``: :class:`EncodeConfig`, a run's options, checked once;
+- ``inputs``: finding the inputs and reading their documents (text, gzip, JSONL, Parquet);
+- ``pipeline``: what both runners do with a document (split rule, ids, writers, meta.json);
+- ``resume``: the checkpoint journal of ``--resume``;
+- ``executors.local``: the local runner (encoder processes or threads);
+- ``executors.ray``: ``--engine ray``, the same bytes from Ray tasks (Ray imported only there).
+"""
+
+from __future__ import annotations
+
+from .config import ERROR_MODES, SPLIT_METHODS, EncodeConfig
+from .executors.local import encode_corpus, run_local
+
+
+def run(config: EncodeConfig, *, progress=None, notice=None) -> dict:
+    """Run ``config`` on its engine (``local`` or ``ray``); return the summary (``--json`` prints it)."""
+    if config.engine == "ray":
+        from .executors.ray import run_ray
+
+        return run_ray(config, progress=progress, notice=notice)
+    return run_local(config, progress=progress, notice=notice)
+
+
+__all__ = ["run", "encode_corpus", "EncodeConfig", "SPLIT_METHODS", "ERROR_MODES"]

@@ -1,0 +1,620 @@
+"""``winsample encode``: text → train.bin / val.bin / doc indexes / meta.json, streaming and parallel.
+
+Pipeline (one main process, ``workers`` encoders; with the fast engine, as many threads as
+the input repays: ``pipeline.encoder_threads``)::
+
+    read bytes (1 MiB) → UTF-8 decode → cut big documents at safe points (chunking.py)
+      → batches of ~1 MiB text → workers: encode_ordinary + range check + cast
+      → results in order → hold the current document's ids → train or val writer
+
+The encoders are processes for the reference libraries (they hold the GIL while they encode)
+and threads of the main process for the fast engine (its batch call releases the GIL, so no
+process is started and no ids are sent back through a pipe; ``pool.make_pool``).
+
+At most ``4 × workers`` batches (2 × encoder threads) are in flight, so memory does not grow with the corpus. A
+document's ids are held until its end decides its split (in memory up to ``HOLD_BYTES``, then
+in a spill file in the staging folder), and everything is written into
+``formats.staging_dir(out_dir)`` and committed as one set, meta.json last.
+
+This module is the local runner of the pipeline in ``encode/pipeline.py`` (shared with ``executors.ray``):
+the split rule, empty-document skip and EOT (``pipeline.DocRule``), ids, split writers, meta.json
+and the summary come from there; batching, the worker pool, holding a document until its split
+is known and ``--resume`` are this runner's own. ``--split tail``: val gets the last
+``floor(N × fraction)`` of the N tokens, cut at a token boundary (nanoGPT's shakespeare split).
+A document cut in two counts in both splits: val's first "document" is then the tail piece.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ... import tokensrc
+
+from ... import disk
+from ... import __version__, formats, tokenizer
+from ...tokenizer.chunking import TextChunker
+from ...errors import ConfigError, DataError, Interrupted, WinsampleError
+from .. import inputs, pipeline, resume
+from ..config import EncodeConfig, RunSpec
+from ..inputs import READ_BYTES, Origin, RangeFault, TextFile, iter_documents, range_error, read_text_range, text_pieces
+from ..pipeline import DocEnd, DocRule, InputDone, Piece, SplitWriter, encode_texts, locked, write_error, write_index
+from . import checkpoint, pool as pool_mod
+from .finish import finish_tail, write_layouts
+
+PIECE_CHARS = pipeline.PIECE_CHARS  # a big document is cut into pieces of about this many chars
+LONG_RUN_CHARS = pipeline.LONG_RUN_CHARS  # a piece longer than this had no safe cut: counted as unsplittable
+TASK_CHARS = 1 << 20  # text per batch sent to a worker: amortises IPC, keeps latency low
+PIECE_BYTES = 1 << 20  # a plain-text file is sent to workers as byte ranges of about this size
+RANGE_MIN_BYTES = 64 << 10  # smaller plain-text files are read and decoded here and sent as text
+INFLIGHT_PER_WORKER = 4  # batches in flight per worker process: covers the main process's stalls, still bounded
+WRITE_BACK_SECONDS = 1.0  # how often what is written is synced inside a long input (no checkpoint)
+INFLIGHT_PER_THREAD = 2  # per encoder thread (the fast engine): no pipe to cover, less memory held
+HOLD_BYTES = 32 << 20  # a document's ids beyond this wait in a spill file, not in memory
+
+ProgressFn = Callable[..., None]
+
+
+# --- main side: writers -------------------------------------------------------------------
+
+
+class _Holder:
+    """The ids of the document being read, until its split is known; spills past HOLD_BYTES."""
+
+    def __init__(self, stage: Path, dtype: str):
+        self.path = stage / "document.spill.raw"
+        self.dtype = dtype
+        self.parts: list[tuple[np.ndarray, int]] = []  # (ids, their max)
+        self.nbytes = 0
+        self.spill = None
+        self.spilled = 0
+
+    def add(self, ids: np.ndarray, max_id: int) -> None:
+        self.parts.append((ids, max_id))
+        self.nbytes += ids.nbytes
+        if self.nbytes > HOLD_BYTES:
+            with disk.naming(self.path):
+                if self.spill is None:
+                    self.spill = open(self.path, "w+b")
+                for p, _ in self.parts:
+                    self.spill.write(p.data)
+            self.spilled += self.nbytes
+            self.parts, self.nbytes = [], 0
+
+    def flush_to(self, writer: SplitWriter | None) -> None:
+        """Write everything held to ``writer`` (None: drop it) and start empty."""
+        if self.spilled:
+            if writer is not None:
+                self.spill.seek(0)
+                left = self.spilled
+                while left:
+                    data = self.spill.read(min(left, disk.CHUNK_BYTES))
+                    left -= len(data)
+                    writer.write(np.frombuffer(data, dtype=self.dtype))
+            self.spill.seek(0)
+            self.spill.truncate()
+            self.spilled = 0
+        if writer is not None:
+            for p, m in self.parts:
+                writer.write(p, m)
+        self.parts, self.nbytes = [], 0
+
+    def close(self) -> None:
+        if self.spill is not None:
+            self.spill.close()
+            self.path.unlink(missing_ok=True)
+
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+def encode_corpus(inputs: Sequence[str], out_dir: str | Path, *, progress: ProgressFn | None = None,
+                  notice: Callable[[str], None] | None = None, **options) -> dict:
+    """Encode ``inputs`` (paths, folders, ``-``) into OUT_DIR as one atomic set; return the summary.
+
+    Each document becomes ``encode_ordinary(text)`` (+ the EOT id unless ``eot=False``), and
+    its origin a provenance record (``formats``: input, byte offset, line, and the JSONL field /
+    Parquet column ``id_field`` when given: a string or integer, else DataError). The summary has ``train``/``val`` ``{tokens, documents}`` plus counts and timing.
+    ``backend`` (``tokenizer.with_backend``): ``auto``, ``fast`` or ``reference``; the ids are
+    the same whichever runs, and meta.json's ``backend`` says which did. ``notice(line)`` gets
+    the one line that says why ``auto`` fell back to the reference.
+    ``progress(nbytes, ntokens, total=None)`` is called with increments of input bytes read and
+    tokens written; the first call carries ``total`` (input bytes, None if unknown).
+    Raises DataError (bad data), InputError / ConfigError (cannot do the job); on any error
+    or interrupt OUT_DIR keeps its previous set and no temp file, and an OUT_DIR (and parents)
+    this run created is removed again unless an interrupt keeps ``.partial/`` in it.
+
+    Outputs grow in ``OUT_DIR/.partial/`` with a checkpoint at the end of an input file at most
+    every ``resume.CHECKPOINT_SECONDS``. After an interrupt (signal, kill, power loss) the partial
+    is kept; ``resume_partial=True`` continues from its checkpoint when the inputs and options
+    still match (else starts over) and gives the same bytes as an uninterrupted run. A run
+    without it, an error the run detects, and success all remove the partial.
+
+    ``layout``: which layouts to write (``layouts.LAYOUTS``, a sequence or a comma list):
+    ``nanogpt`` (train.bin/val.bin + doc indexes), ``megatron`` (+ train.idx/val.idx beside the
+    .bin files), ``llmc`` (llmc/<split>_NNNNNN.bin shards of at most ``shard_tokens`` ids). The
+    foreign layouts are derived from the split files before anything is committed (no second
+    read of the text), and land in the same atomic set; without nanogpt and megatron no .bin
+    is kept. ConfigError before anything is read for a combination that cannot work (llmc
+    with a uint32 vocabulary).
+    """
+    return run_local(EncodeConfig.of(inputs, out_dir, **options), progress=progress, notice=notice)
+
+
+@dataclass
+class _Setup:
+    """What a local run settled before reading: its spec, tokenizer, inputs, OUT_DIR and encoders."""
+
+    spec: RunSpec
+    enc: tokenizer.Tokenizer
+    backend_entry: dict
+    describe: dict
+    chosen: tuple
+    sources: list
+    out_dir: Path
+    workers: int
+    threads: int
+    params: dict  # everything that changes the output bytes: a checkpoint made with others is not reused
+
+
+def _prepare(config: EncodeConfig, notice) -> _Setup:
+    """Every check before anything is read, in the order they always ran."""
+    enc = tokenizer.load(config.encoding, config.tokenizer_file, config.pattern or "gpt2")
+    pipeline.check_pattern(enc, config.tokenizer_file, config.pattern)
+    dtype = pipeline.resolve_dtype(enc, config.dtype)
+    chosen = tokensrc.check_layouts(config.layout, dtype, enc.n_vocab, config.shard_tokens, enc.eot)
+    pipeline.check_edges(enc, config.eot, config.bos)
+    if tokensrc.LLMC in chosen and config.bos:  # llm.c shards mark every document start with the EOT themselves
+        raise ConfigError("--layout llmc starts each document with the end-of-document id itself: drop --bos")
+    sources = inputs.resolve_inputs(list(config.inputs), config.fmt, notice)
+    out_dir = pipeline.check_out_dir(config.out_dir, sources, config.tokenizer_file)
+    workers = config.workers or os.cpu_count() or 1  # OUT_DIR is created by locked(), which removes it again on failure
+    enc, backend_entry = tokenizer.with_backend(enc, config.backend)
+    if notice is not None and backend_entry.get("note"):
+        notice(backend_entry.pop("note"))
+    pool_mod.bound_malloc(fast=enc.backend == "fast", on_main=workers == 1)
+    describe = enc.describe()
+    spec = RunSpec(config, dtype, enc.eot, enc.bos)
+    if config.resume and not resume.resumable(sources):
+        raise ConfigError("--resume cannot continue reading stdin (-): encode a file instead")
+    pipeline.check_split_possible(sources, config.split, config.val_fraction)  # the last check before reading: it hides no other
+    threads = _encoder_threads(enc, workers, sources)
+    params = dict(spec.options(), format=config.fmt, tokenizer=describe, winsample_version=__version__)
+    return _Setup(spec, enc, backend_entry, describe, chosen, sources, out_dir, workers, threads, params)
+
+
+def _encoder_threads(enc, workers: int, sources) -> int:
+    """How many encoders run: ``workers``, but for the fast engine only as many as the input repays."""
+    if enc.backend != "fast":
+        return workers
+    if workers == 1:
+        enc.start_budget()
+        return 1
+    # one engine per thread, each built holding the GIL: only as many as the input repays
+    size = pipeline.known_text_bytes(sources)
+    threads = pipeline.encoder_threads(workers, size, *(enc.engine_costs() if size is not None else (0.0, 1.0)))
+    enc.hand_over()  # the first encoder thread takes the checked engine; the others build their own
+    return threads
+
+
+def run_local(config: EncodeConfig, *, progress: ProgressFn | None = None, notice: Callable[[str], None] | None = None) -> dict:
+    """``encode_corpus`` with its options as one ``EncodeConfig``."""
+    t0 = time.perf_counter()
+    setup = _prepare(config, notice)
+    # The pool starts before the lock and the staging files exist, so forked workers hold neither.
+    pool = pool_mod.make_pool(setup.threads, setup.enc, setup.spec.dtype) if setup.workers > 1 else None
+    try:
+        with locked(setup.out_dir):
+            result, meta = _commit(setup, pool, progress)
+    finally:
+        if pool is not None:
+            pool.close()
+    extra = {"resumed": result.resumed, "encoding": setup.enc.name, "backend": setup.backend_entry["name"],
+             "dtype": setup.spec.dtype, "layouts": list(setup.chosen), "workers": setup.workers, "encoders": setup.threads}
+    return pipeline.summary(setup.out_dir, meta, result.stats, setup.sources, time.perf_counter() - t0, extra)
+
+
+def _commit(setup: _Setup, pool, progress) -> tuple[_Result, formats.Meta]:
+    """Encode into OUT_DIR/.partial, then commit the set; on an interrupt keep a checkpoint for --resume."""
+    out_dir = setup.out_dir
+    work = formats.partial_dir(out_dir)
+    keep = False
+    try:
+        # Inside the try: a signal that lands right after the staging folder is made must
+        # still remove it (seen in the SIGTERM test on a loaded machine).
+        stage = formats.staging_dir(out_dir)
+        start = checkpoint.open_partial(work, setup.params, setup.sources, setup.spec.config.resume)
+        result = _LocalRun(setup, work, pool, progress, start).run()
+        meta = _stage(setup, work, stage, result)
+        return result, meta
+    except (KeyboardInterrupt, Interrupted) as e:
+        # Interrupted from outside: a checkpoint is work --resume can reuse.
+        keep = (work / formats.PARTIAL_JOURNAL).exists()
+        formats.recover(out_dir)  # no COMMIT mark yet: drops the staging folder
+        if not keep:
+            raise
+        signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+        kept = Interrupted(signum)
+        kept.args = (f"{kept}; the work done so far is kept in {work}: rerun with --resume to continue",)
+        raise kept from None
+    except OSError as e:
+        formats.recover(out_dir)
+        raise write_error(out_dir, e) from None
+    except BaseException:
+        formats.recover(out_dir)
+        raise
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _stage(setup: _Setup, work: Path, stage: Path, result: _Result) -> formats.Meta:
+    """meta.json of the result, the layouts written, everything moved to ``stage`` and committed."""
+    out_dir, id_field = setup.out_dir, setup.spec.config.id_field
+    splits = {s: pipeline.split_entry(s, result.writers[s]) for s in formats.SPLITS}
+    meta = pipeline.build_meta(setup.sources, setup.describe, setup.spec, splits, result.stats, provenance=result.provenance)
+    meta.extra["backend"] = setup.backend_entry
+    for s in formats.SPLITS:
+        w = result.writers[s]
+        size = w.path.stat().st_size
+        if size != w.tokens * w.item:
+            raise DataError(f"{w.path}: wrote {size} bytes, expected {w.tokens} tokens × {w.item}")
+    names, remove = write_layouts(work, out_dir, meta, setup.chosen, setup.spec)
+    for s in formats.SPLITS:  # provenance describes documents, whatever the layouts
+        names.append(formats.prov_name(s))
+        if id_field is not None:
+            names.append(formats.prov_ids_name(s))
+        elif (out_dir / formats.prov_ids_name(s)).is_file():
+            remove.append(formats.prov_ids_name(s))  # an earlier run's ids: not this set's
+    for name in names:
+        (stage / name).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(work / name, stage / name)
+    with disk.naming(stage / formats.META_JSON):
+        formats.write_meta(stage / formats.META_JSON, meta)
+    disk.commit_staged(stage, out_dir, names + [formats.META_JSON], remove)
+    return meta
+
+
+@dataclass
+class _Result:
+    writers: dict  # split name -> SplitWriter (or finish_tail's record)
+    stats: dict
+    resumed: dict | None
+    provenance: dict
+
+
+class _LocalRun:
+    """Read, encode and write everything into ``stage`` (the partial folder); ``run`` returns
+    the writers and stats. ``start`` (``checkpoint.open_partial``) may hold a checkpoint to
+    continue from; checkpoints are written with the run's params when every input is a file."""
+
+    def __init__(self, setup: _Setup, stage: Path, pool, progress, start: dict):
+        self.setup, self.stage, self.pool, self.progress = setup, stage, pool, progress
+        self.sources, self.enc, self.spec = setup.sources, setup.enc, setup.spec
+        self.writers, self.stats, self.resumed = checkpoint.resume_writers(stage, self.spec, start)
+        self.holder = _Holder(stage, self.spec.dtype)
+        self.rule = DocRule.of(self.spec)
+        self.checkpoints = resume.resumable(self.sources)
+        self.syncer = checkpoint.Checkpointer()
+        self.last_checkpoint = self.last_sync = time.monotonic()
+        self.writer: SplitWriter | None = None  # the current document's writer, once known
+        self.fresh = True  # no piece of the current document seen yet
+
+    def sync(self, done: int | None = None, snap: dict | None = None) -> None:
+        """With ``done``: a checkpoint (inputs ``[:done]`` complete, ``snap`` their stats), made
+        at most every CHECKPOINT_SECONDS, waiting for a write-back still syncing rather than
+        skipping. Without: a write-back (sync what is written, record nothing), at most every
+        WRITE_BACK_SECONDS and only when the helper is idle: inside a long input too, so that
+        the final fsync before the commit has little left to wait for."""
+        now = time.monotonic()
+        if done is not None:
+            if not self.checkpoints or now - self.last_checkpoint < resume.CHECKPOINT_SECONDS:
+                return
+        elif now - self.last_sync < WRITE_BACK_SECONDS or self.syncer.busy():
+            return
+        to_sync: list = []
+        states = {name: w.checkpoint(to_sync) for name, w in self.writers.items()}
+        record = None
+        if done is not None:
+            stage, params, sources = self.stage, self.setup.params, self.sources
+
+            def record() -> None:
+                with disk.naming(stage / formats.PARTIAL_JOURNAL):
+                    resume.write_journal(stage, params, sources, done, states, snap)
+
+            self.last_checkpoint = now
+        self.syncer.start(to_sync, record)
+        self.last_sync = now
+
+    def consume(self, items: list, ids: np.ndarray, lengths: np.ndarray, maxes: np.ndarray) -> None:
+        """Hand a batch's ids to the writers, event by event (``pipeline.Piece`` / ``DocEnd`` / ``InputDone``)."""
+        offsets = np.concatenate(([0], np.cumsum(lengths))).tolist()
+        maxes = maxes.tolist()
+        k = 0
+        for item in items:
+            if type(item) is Piece:
+                self._piece(item.dest, ids[offsets[k] : offsets[k + 1]], maxes[k])
+                k += 1
+            elif type(item) is InputDone:
+                self.sync(item.index + 1, item.stats)
+            else:
+                self._end(item)
+        if self.progress:
+            self.progress(0, int(lengths.sum()))
+
+    def _piece(self, dest: str | None, piece: np.ndarray, m: int) -> None:
+        if self.fresh:
+            self.fresh = False
+            if self.rule.bos_ids is not None:  # the document's first piece: BOS before it
+                piece = np.concatenate((self.rule.bos_ids, piece))
+                m = max(m, self.rule.bos_id)
+        if dest is not None and self.writer is None:
+            self.writer = self.writers[dest]
+            self.writer.start_doc()
+            self.holder.flush_to(self.writer)
+        if self.writer is not None:
+            self.writer.write(piece, m)
+        else:
+            self.holder.add(piece, m)
+
+    def _end(self, end: DocEnd) -> None:
+        if end.dest == "skip":
+            self.holder.flush_to(None)
+        else:
+            w = self.writer
+            if w is None:
+                w = self.writers[end.dest]
+                w.start_doc()
+                self.holder.flush_to(w)
+            w.add_origin(end.origin)
+            if self.rule.eot_ids is not None:
+                w.write(self.rule.eot_ids, self.spec.eot_id)
+        self.writer = None
+        self.fresh = True
+
+    def result(self, items: list, get) -> None:
+        try:
+            out = get()
+        except RangeFault as f:  # a byte range of a text file: the exact error reading it gives
+            raise range_error(self.sources[f.args[0]], f.args[1], f.args[2]) from None
+        self.consume(items, *out)
+        self.sync()
+
+    def run(self) -> _Result:
+        first = self.resumed["inputs"] if self.resumed else 0
+        progress = self.progress
+        if progress:
+            progress(0, 0, pipeline.known_text_bytes(self.sources))
+            if first:
+                progress(self.resumed["input_bytes"], self.resumed["tokens"])
+        read_cb = (lambda n: progress(n, 0)) if progress else None
+        try:
+            self._encode_all(_Batches(self.sources, self.spec, self.stats, read_cb, self.enc).batches(first))
+            self.syncer.wait()
+        finally:
+            self.syncer.wait(raising=False)  # before the files close: their descriptors are being synced
+            self.holder.close()
+            for w in self.writers.values():
+                w.close()
+        return self._finish()
+
+    def _encode_all(self, batches) -> None:
+        """Every batch encoded (here, or by the pool with a bounded number in flight), in order."""
+        pool, enc, dtype = self.pool, self.enc, self.spec.dtype
+        inflight: deque = deque()
+        per = INFLIGHT_PER_THREAD if enc.backend == "fast" else INFLIGHT_PER_WORKER
+        limit = max(1, per * self.setup.threads)
+        while True:
+            try:
+                items, texts, where = next(batches)
+            except StopIteration:
+                break
+            except WinsampleError:
+                # Reading a later input failed: a fault in a range read before it comes first.
+                for _, fut in inflight:
+                    try:
+                        pool.get(fut)
+                    except RangeFault as f:
+                        raise range_error(self.sources[f.args[0]], f.args[1], f.args[2]) from None
+                    except Exception:
+                        pass
+                raise
+            if pool is None:
+                self.result(items, lambda: encode_texts(enc, dtype, texts, where))
+                continue
+            inflight.append((items, pool.submit(texts, where)))
+            while len(inflight) >= limit:
+                items0, fut = inflight.popleft()
+                self.result(items0, lambda: pool.get(fut))
+        while inflight:
+            items0, fut = inflight.popleft()
+            self.result(items0, lambda: pool.get(fut))
+
+    def _finish(self) -> _Result:
+        c, stage, writers = self.spec.config, self.stage, self.writers
+        if c.tail:
+            out, prov = finish_tail(stage, writers["all"], c.val_fraction, self.spec.dtype, c.id_field)
+            self.stats["tail_cut"] = out["train"].tokens
+        else:
+            out = writers
+            prov = {}
+            for s in formats.SPLITS:
+                write_index(stage, out[s].starts_path, stage / formats.doc_index_name(s), out[s].documents)
+                w = out[s].prov
+                with disk.naming(stage / formats.prov_name(s)):
+                    prov[s] = formats.write_provenance(stage, s, [formats.prov_segment(w.rec_path, w.ids_path)], c.id_field)
+        pipeline.check_outcome(self.sources, self.stats, out["train"].tokens, out["val"].tokens, c.val_fraction, c.tail)
+        return _Result(out, self.stats, self.resumed, prov)
+
+
+class _Batches:
+    """(items, texts, where) batches of about TASK_CHARS chars, documents in order.
+
+    ``items`` describes the batch in order (``pipeline`` events): a ``Piece`` for each text
+    (its writer when the document's split is already known), a ``DocEnd`` at each document's
+    end, an ``InputDone`` (with the stats so far) when an input is read to its end. ``stats``
+    counts on from what it holds. Documents are cut where ``tok`` says cutting is safe.
+    """
+
+    def __init__(self, sources, spec: RunSpec, stats: dict, read_cb, tok: tokenizer.Tokenizer):
+        self.sources, self.config, self.stats, self.read_cb, self.tok = sources, spec.config, stats, read_cb, tok
+        self.rule = DocRule.of(spec)
+        # A tokenizer with no safe-cut rule (SentencePiece, an unproven tokenizer.json): every
+        # document goes to one worker whole, and those longer than one piece are counted.
+        self.whole = not tok.can_cut
+        self.replaced = inputs.Replaced()  # this run's --errors replace count
+        self.items: list = []
+        self.texts: list = []
+        self.size = 0
+        self.where0 = None
+
+    def _add(self, item, text) -> None:
+        self.items.append(item)
+        self.texts.append(text)
+        self.size += (text[3] - text[2]) if isinstance(text, tuple) else len(text)
+
+    def _take(self, where_next):
+        """The batch so far (and a new one begun, starting at ``where_next``)."""
+        batch = self.items, self.texts, self.where0
+        self.items, self.texts, self.size, self.where0 = [], [], 0, where_next
+        return batch
+
+    def batches(self, first: int = 0):
+        """The batches, reading from input ``first`` on."""
+        stats = self.stats
+        replaced_base = stats["replaced_characters"]
+        try:
+            for where, doc, origin in self._documents(first):
+                if where is None:  # input number `doc` is read to its end
+                    stats["replaced_characters"] = replaced_base + self.replaced.count
+                    self.items.append(InputDone(doc, dict(stats)))
+                    continue
+                stats["documents"] += 1
+                if self.where0 is None:
+                    self.where0 = where
+                if isinstance(doc, TextFile):  # a plain-text file: byte ranges, read and decoded by workers
+                    has_text, val = yield from self._text_file(doc, where)
+                elif isinstance(doc, str) and (len(doc) <= PIECE_CHARS or self.whole):  # small, or uncuttable: no chunker
+                    has_text, val = self._small(doc)
+                else:
+                    has_text, val = yield from self._big(doc, where)
+                dest = self.rule.dest(has_text, val)
+                stats["documents_skipped_empty"] += dest == "skip"
+                self.items.append(DocEnd(dest, origin))
+                if self.size >= TASK_CHARS:
+                    yield self._take(None)
+        except WinsampleError:
+            # Reading failed: a bad byte range of an earlier file, still in this batch, comes first.
+            for t in self.texts:
+                if isinstance(t, tuple):
+                    try:
+                        read_text_range(*t)
+                    except RangeFault as f:
+                        raise range_error(self.sources[f.args[0]], f.args[1], f.args[2]) from None
+            raise
+        if self.items:
+            yield self.items, self.texts, self.where0 or ""
+
+    def _text_file(self, doc: TextFile, where):
+        rule = self.rule
+        h = rule.hasher()  # TextFile.open saw text in the file's first bytes
+        if self.whole and doc.size > PIECE_BYTES:
+            self.stats["whole_documents"] += 1
+        for spec in doc.ranges(max(doc.size, 1) if self.whole else PIECE_BYTES, h, self.read_cb):
+            self._add(rule.piece(), spec)
+            if self.size >= TASK_CHARS:
+                yield self._take(where)
+        # A run the decoded path counts (a piece > LONG_RUN_CHARS chars, fed READ_BYTES at a
+        # time) needs more than LONG_RUN_CHARS - READ_BYTES - 2 chars without a safe cut, so a
+        # range at least that many bytes long: only then is the file read again to count.
+        if doc.oversized and doc.longest > LONG_RUN_CHARS - READ_BYTES - 8:
+            self.stats["unsplittable_runs"] += _unsplittable_runs(doc.src, self.tok.last_safe_cut)
+        return True, rule.val_of_hash(h)
+
+    def _small(self, doc: str) -> tuple[bool, bool]:
+        if len(doc) > PIECE_CHARS:
+            self.stats["whole_documents"] += 1
+        has_text = self.rule.has_text(doc)
+        if has_text:
+            self._add(self.rule.piece(), doc)
+        return has_text, self.rule.val_of_text(doc)
+
+    def _joined(self, doc, h) -> bool:
+        """The decoded pieces of a text file, joined: one document, one task (no safe-cut rule)."""
+        rule = self.rule
+        parts = []
+        for text in doc:
+            rule.feed(h, text)
+            parts.append(text)
+        text = "".join(parts)
+        del parts
+        if len(text) > PIECE_CHARS:
+            self.stats["whole_documents"] += 1
+        has_text = rule.has_text(text)
+        if text:
+            self._add(rule.piece(has_text), text)
+        return has_text
+
+    def _big(self, doc, where):
+        rule = self.rule
+        h = rule.hasher()
+        has_text = False
+        chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS, self.tok.last_safe_cut)
+        if isinstance(doc, str):  # a big JSONL/Parquet text: feed it in slices so it spreads over workers
+            big = doc
+            doc = (big[i : i + PIECE_CHARS] for i in range(0, len(big), PIECE_CHARS))
+        elif self.whole:
+            has_text = self._joined(doc, h)
+            doc = iter(())
+        for text in doc:
+            rule.feed(h, text)
+            if not has_text and rule.has_text(text):
+                has_text = True
+            for piece in chunker.feed(text):
+                self._add(rule.piece(has_text), piece)
+                if self.size >= TASK_CHARS:
+                    yield self._take(where)
+        for piece in chunker.finish():
+            self._add(rule.piece(has_text), piece)
+        self.stats["unsplittable_runs"] += chunker.unsplittable_runs
+        return has_text, rule.val_of_hash(h)
+
+    def _documents(self, first: int):
+        """(where, document, origin) of ``iter_documents`` over ``sources[first:]``, with
+        ``(None, i, None)`` after input i's last document; a plain-text file that can be read as
+        byte ranges comes as a ``TextFile`` instead (one document: offset 0, line 1)."""
+        c, sources = self.config, self.sources
+        for i in range(first, len(sources)):
+            tf = TextFile.open(sources[i], i, c.errors, RANGE_MIN_BYTES, self.tok.last_safe_cut_bytes)
+            if tf is None:
+                yield from iter_documents([sources[i]], text_field=c.text_field, errors=c.errors, progress=self.read_cb,
+                                          id_field=c.id_field, origins=True, index=i, replaced=self.replaced)
+            else:
+                try:
+                    yield sources[i].label, tf, Origin(i, 0, 1, None)
+                except BaseException:
+                    tf.abort()
+                    raise
+                tf.close()
+            yield None, i, None
+
+
+def _unsplittable_runs(src, cut=None) -> int:
+    """``TextChunker.unsplittable_runs`` for the decoded text of ``src``, as the decoded path counts them."""
+    chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS, cut)
+    for text in text_pieces(src):
+        chunker.feed(text)
+    chunker.finish()
+    return chunker.unsplittable_runs
+
+
+__all__ = ["encode_corpus", "run_local"]

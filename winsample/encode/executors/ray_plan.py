@@ -1,0 +1,130 @@
+"""``--engine ray``'s plan: inputs in order packed into shards of about ``shard_bytes`` bytes.
+
+A shard is a list of pieces ``(input index, start byte, end byte)``; small files share a shard,
+and an uncompressed text or JSONL file that does not fit is cut: text at the first safe cut (the
+tokenizer's ``iter_safe_cuts``) at or after the target byte, JSONL after a line end. ``.gz``
+and Parquet files are never cut.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ... import tokenizer
+from ...tokenizer.chunking import iter_safe_cuts
+
+SEARCH_BYTES = 1 << 20  # bytes read per step when looking for a cut point
+
+
+def _splittable(src) -> bool:
+    return src.path is not None and not src.gz and src.kind in ("text", "jsonl")
+
+
+def _jsonl_cut(path: Path, at: int, size: int) -> int | None:
+    """First byte offset >= ``at`` that starts a line (just after a \\n), below ``size``."""
+    with open(path, "rb") as f:
+        pos = at - 1
+        while pos < size:
+            f.seek(pos)
+            block = f.read(SEARCH_BYTES)
+            if not block:
+                return None
+            i = block.find(b"\n")
+            if i >= 0:
+                cut = pos + i + 1
+                return cut if cut < size else None
+            pos += len(block)
+    return None
+
+
+def _text_cut(path: Path, at: int, size: int, cuts=iter_safe_cuts) -> int | None:
+    """First safe cut (``chunking.is_safe_cut``) at a byte offset >= ``at``, below ``size``.
+
+    Reads ``SEARCH_BYTES`` windows starting a few bytes before ``at``; only the validly decoded
+    part of a window is searched, so a cut's neighbouring characters are the ones the whole
+    file decodes to (UTF-8 resynchronises at every lead byte). ``cuts``: the tokenizer's
+    ``iter_safe_cuts``.
+    """
+    with open(path, "rb") as f:
+        while at < size:
+            base = max(at - 8, 0)
+            f.seek(base)
+            block = f.read(SEARCH_BYTES + 16)
+            i = 0
+            while i < min(4, len(block)) and 0x80 <= block[i] < 0xC0:  # start on a character
+                i += 1
+            data = block[i:]
+            try:
+                text, bad = data.decode("utf-8"), None
+            except UnicodeDecodeError as e:
+                text, bad = data[: e.start].decode("utf-8"), e.start
+            first = None
+            for p in cuts(text):  # lazily: the first one past `at` is near
+                b = base + i + len(text[:p].encode("utf-8"))
+                if b >= at:
+                    first = b
+                    break
+            if first is not None:
+                return first if first < size else None
+            if not block or base + len(block) >= size:
+                return None
+            valid = len(data) if bad is None else bad
+            at = max(at + 1, base + i + valid - 8 if bad is None else base + i + bad + 1)
+    return None
+
+
+def plan_shards(sources, shard_bytes: int, tok: tokenizer.Tokenizer | None = None) -> list[list[tuple[int, int, int]]]:
+    """Shards as lists of pieces ``(source index, start byte, end byte)``, in input order.
+
+    Greedy and deterministic: pieces join the current shard while it has room; a file that
+    does not fit is cut (when it can be) at the first cut point past the room left (text: where
+    ``tok`` says cutting is safe; default chunking's rule).
+    """
+    cuts = tok.iter_safe_cuts if tok is not None else iter_safe_cuts
+    out: list[list[tuple[int, int, int]]] = []
+    cur: list[tuple[int, int, int]] = []
+    room = shard_bytes
+
+    def close():
+        nonlocal cur, room
+        if cur:
+            out.append(cur)
+        cur, room = [], shard_bytes
+
+    for i, src in enumerate(sources):
+        size = src.size or 0
+        if size == 0:
+            cur.append((i, 0, 0))
+            continue
+        pos = 0
+        while pos < size:
+            if room <= 0:
+                close()
+            left = size - pos
+            if left <= room:
+                cur.append((i, pos, size))
+                room -= left
+                break
+            if not _splittable(src):
+                if cur:
+                    close()
+                    continue
+                cur.append((i, pos, size))
+                close()
+                break
+            if src.kind == "jsonl":
+                cut = _jsonl_cut(src.path, pos + room, size)
+            else:
+                cut = _text_cut(src.path, pos + room, size, cuts)
+            if cut is None:
+                cur.append((i, pos, size))
+                close()
+                break
+            cur.append((i, pos, cut))
+            close()
+            pos = cut
+    close()
+    return out
+
+
+__all__ = ["plan_shards"]
