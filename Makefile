@@ -39,7 +39,7 @@ bench: $(VENV)/.test
 	RAY_AUTH_MODE=disabled $(PY) tests/bench/run.py
 
 docs: $(VENV)/.base
-	$(PY) -m winsample._docgen docs/cli.md
+	$(PY) -m winsample.cli.docgen docs/cli.md
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .hypothesis winsample/*.so

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from winsample import cli, formats
+from winsample import formats
+from winsample.cli import common as cli
 from winsample.cli import main
 from winsample.inspect import inspect_path, render_piece, render_text
 

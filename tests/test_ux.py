@@ -222,7 +222,7 @@ def test_no_bar_to_draw_imports_no_tqdm():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom winsample import cli\n"
+    code = ("import sys\nfrom winsample.cli import common as cli\n"
             "with cli.progress(True, desc='x') as bar:\n    bar.update(5)\n    bar.set_postfix(tokens='1')\n"
             "print('tqdm' in sys.modules, 'importlib.metadata' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -235,7 +235,7 @@ def test_a_terminal_gets_a_real_bar(monkeypatch, capsys):
 
     from tqdm import tqdm
 
-    from winsample import cli
+    from winsample.cli import common as cli
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     bar = cli.progress(False, desc="encode", total=10)

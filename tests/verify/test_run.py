@@ -614,16 +614,17 @@ def test_quiet_report_lists_only_what_did_not_pass(tmp_path):
 def test_colour_only_on_a_terminal_and_never_with_NO_COLOR(monkeypatch, golden):
     import sys
 
-    from winsample import cli, verify
+    from winsample import verify
+    from winsample.cli import common, render
 
     report = verify.verify(golden)
-    assert "\x1b[" in cli._verify_text(report, strict=False, quiet=False, colour=True)
-    assert "\x1b[" not in cli._verify_text(report, strict=False, quiet=False, colour=False)
+    assert "\x1b[" in render.verify_text(report, strict=False, quiet=False, colour=True)
+    assert "\x1b[" not in render.verify_text(report, strict=False, quiet=False, colour=False)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     monkeypatch.delenv("NO_COLOR", raising=False)
-    assert cli.use_color()
+    assert common.use_color()
     monkeypatch.setenv("NO_COLOR", "1")
-    assert not cli.use_color()
+    assert not common.use_color()
 
 
 def test_progress_callback_sees_every_byte_once(golden):

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from .cli import main
+from .main import main
 
 WIDTH = 100  # fixed, so the output does not depend on the terminal that runs it
 
@@ -23,7 +23,7 @@ def _context(command: click.Command, name: str, parent: click.Context | None = N
 def render() -> str:
     parts = [
         "# CLI reference\n",
-        "Generated from the code by `make docs` (`python -m winsample._docgen docs/cli.md`);",
+        "Generated from the code by `make docs` (`python -m winsample.cli.docgen docs/cli.md`);",
         "a test fails when this file is stale.\n",
         "## winsample\n",
     ]

@@ -1,0 +1,74 @@
+"""What every command shares: the -q / --json options, progress bars, lines for people, JSON on stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+EXIT_CODE_KEY = "winsample.exit_code"  # ctx.meta: the exit code to keep if stdout closes early
+
+
+class NoBar:
+    """What ``progress`` gives with no bar to draw: tqdm's calls, doing nothing (tqdm, and the
+    importlib.metadata it imports, cost ~50 ms of a start that draws no bar)."""
+
+    total = None
+
+    def update(self, n=1) -> None:
+        pass
+
+    def refresh(self) -> None:
+        pass
+
+    def set_postfix(self, **kwargs) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def progress(quiet: bool, **kwargs):
+    """A tqdm bar on stderr, off with -q or when stderr is not a terminal."""
+    if quiet or not sys.stderr.isatty():
+        return NoBar()
+    from tqdm import tqdm
+
+    # tqdm starts a monitor thread with its first bar; a second thread makes encode's worker
+    # pool use forkserver instead of fork (workers then reload the tokenizer).
+    tqdm.monitor_interval = 0
+    return tqdm(file=sys.stderr, dynamic_ncols=True, **kwargs)
+
+
+def say(quiet: bool, message: str) -> None:
+    """A line for people, on stderr, unless -q."""
+    if not quiet:
+        click.echo(message, err=True)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 document', '2 documents' (``many`` for irregular plurals)."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
+def use_color(stream=None) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set to anything (no-color.org)."""
+    stream = stream or sys.stdout
+    return bool(stream.isatty()) and not os.environ.get("NO_COLOR")
+
+
+def emit_json(obj) -> None:
+    """The one JSON document of ``--json``, on stdout."""
+    click.echo(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary on stderr.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")

@@ -1,0 +1,95 @@
+"""``winsample encode``: text → token files, through one ``EncodeConfig``."""
+
+from __future__ import annotations
+
+import click
+
+from . import render
+from .common import emit_json, json_option, progress, quiet_option, say
+from .main import main
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(), help="Folder for train.bin, val.bin, meta.json (created if missing).")
+@click.option("--encoding", default="gpt2", show_default=True, help="tiktoken encoding name (gpt2 works offline).")
+@click.option("--tokenizer-file", type=click.Path(), help="Instead of --encoding: a Hugging Face tokenizer.json (or its folder, with tokenizer_config.json), a SentencePiece model, or a .tiktoken ranks file (optionally .gz); told apart by content.")
+@click.option("--pattern", type=click.Choice(["gpt2", "cl100k", "o200k"]), default=None, help="Pre-tokenizer regex for a .tiktoken --tokenizer-file (default gpt2); a tokenizer.json or SentencePiece file has its own.")
+@click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True, help="Share of documents (or tokens, --split tail) for val.bin.")
+@click.option("--split", type=click.Choice(["doc", "tail"]), default="doc", show_default=True, help="doc: by a seeded hash of each document's text (a lone text file is refused: one split would be empty); tail: the last tokens.")
+@click.option("--seed", type=int, default=1337, show_default=True, help="Seed of the document hash (--split doc).")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Encoders [default: CPU count]: processes for the reference backend, threads for the fast engine (only as many as the input repays their builds); 1 runs in-process.")
+@click.option("--text-field", default="text", show_default=True, help="JSONL field / Parquet column holding the text.")
+@click.option("--id-field", default=None, metavar="FIELD", help="JSONL field / Parquet column with each record's id (string or integer), kept in the provenance files.")
+@click.option("--format", "fmt", type=click.Choice(["auto", "text", "jsonl"]), default="auto", show_default=True, help="Input format; auto: by file extension (stdin: text).")
+@click.option("--no-eot", is_flag=True, help="Do not append the end-of-document id (<|endoftext|>, the tokenizer's EOS) after each document.")
+@click.option("--bos", is_flag=True, help="Put the beginning-of-document id (the tokenizer's BOS; <|endoftext|> for tiktoken) before each document.")
+@click.option("--dtype", type=click.Choice(["uint16", "uint32"]), default=None, help="Token dtype [default: uint16, uint32 if the vocabulary needs it].")
+@click.option("--errors", type=click.Choice(["strict", "replace"]), default="strict", show_default=True, help="Invalid UTF-8: fail, or replace with U+FFFD and count.")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="local: worker processes here; ray: tasks on a Ray cluster (pip install 'winsample[ray]').")
+@click.option("--address", default=None, help="--engine ray: cluster to join (auto, ray://host:10001) [default: start a local one].")
+@click.option("--shard-size", default=None, help="--engine ray: input bytes per task, e.g. 256MB, 64KB [default: 256MB].")
+@click.option("--merge", is_flag=True, help="--engine ray: concatenate the shards into train.bin / val.bin.")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run from OUT_DIR/.partial (same inputs and options); same bytes as a clean run.")
+@click.option("--layout", default="nanogpt", show_default=True,
+              help="Comma list of layouts to write: nanogpt (train.bin, val.bin), megatron (+ train.idx, val.idx), llmc (llmc/train_000000.bin, … shards).")
+@click.option("--shard-tokens", type=click.IntRange(1, 2**31 - 1), default=100_000_000, show_default=True,
+              help="--layout llmc: at most this many tokens per shard.")
+@click.option("--backend", type=click.Choice(["auto", "fast", "reference"]), default="auto", show_default=True,
+              help="Tokenizer engine: fast (gigatoken, pip install 'winsample[fast]'), reference (tiktoken), or auto: fast"
+                   " when it loads and passes a built-in self-check against the reference. Same ids either way.")
+@quiet_option
+@json_option
+def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, id_field, fmt, no_eot, bos, dtype, errors, engine, address, shard_size, merge, resume, layout, shard_tokens, backend, quiet, as_json):
+    """Encode text files, folders or - (stdin) into OUT_DIR/train.bin, val.bin and meta.json.
+
+    \b
+      winsample encode corpus/ -o data/
+      winsample encode docs.jsonl --text-field body --split tail -o data/ --json
+      winsample encode corpus/ -o data/ --tokenizer-file llama3/ --bos
+      winsample encode sft.jsonl --id-field id -o data/    # windows trace back to record ids
+
+    Each document's source (input, byte offset, line, --id-field value) is kept in
+    OUT_DIR/*.prov.npy: `inspect PLAN --at K` and `windows --format jsonl` show it.
+    """
+    from .. import encode as encode_pkg
+
+    if out_dir == "-":  # "-" is stdout for windows -o and the inputs; a data folder cannot stream
+        raise click.UsageError("-o -: encode writes a folder (train.bin, val.bin, meta.json), not stdout;"
+                               " give a folder (./- for one named '-')")
+    bar = progress(quiet, unit="B", unit_scale=True, unit_divisor=1024, desc="encode")
+    tokens = [0]
+
+    def on_progress(nbytes, ntokens, total=None):
+        if total is not None:
+            bar.total = total
+            bar.refresh()
+        if nbytes:
+            bar.update(nbytes)
+        if ntokens:
+            tokens[0] += ntokens
+            bar.set_postfix(tokens=f"{tokens[0]:,}", refresh=False)
+
+    if engine == "ray":
+        if resume:
+            raise click.UsageError("--resume applies to --engine local; --engine ray always reuses finished shards")
+        if layout.strip().lower() != "nanogpt":
+            raise click.UsageError("--layout: --engine ray writes the nanogpt layout only; use --engine local for megatron and llmc")
+    else:
+        given = [n for n, v in (("--address", address), ("--shard-size", shard_size), ("--merge", merge)) if v]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} only apply to --engine ray")
+    try:
+        config = encode_pkg.EncodeConfig(
+            tuple(inputs), out_dir, encoding=encoding, tokenizer_file=tokenizer_file, pattern=pattern,
+            val_fraction=val_fraction, split=split, seed=seed, workers=workers, text_field=text_field, id_field=id_field,
+            fmt=fmt, eot=not no_eot, bos=bos, dtype=dtype, errors=errors, backend=backend, engine=engine, resume=resume,
+            layout=layout, shard_tokens=shard_tokens, address=address, merge=merge,
+            **({"shard_size": shard_size} if shard_size else {}),
+        )
+        summary = encode_pkg.run(config, progress=on_progress, notice=lambda line: say(quiet, f"note: {line}"))
+    finally:
+        bar.close()
+    say(quiet, render.encode_summary(summary, out_dir))
+    if as_json:
+        emit_json(summary)

@@ -1,0 +1,47 @@
+"""``winsample inspect``: what a token file, data folder or plan holds; writes nothing."""
+
+from __future__ import annotations
+
+import click
+
+from .common import emit_json, json_option, use_color
+from .main import main
+
+
+_INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim": True}, "warn": {"fg": "yellow"}}
+
+
+@main.command("inspect")
+@click.argument("path", type=click.Path(path_type=str))
+@click.option("--at", "at", type=int, default=0, show_default=True, metavar="I",
+              help="First token (of a .bin) or row (of a plan) to show.")
+@click.option("--count", "count", type=click.IntRange(min=0), default=32, show_default=True, metavar="K",
+              help="How many tokens or plan rows to show.")
+@click.option("--meta", "meta_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="meta.json describing PATH, when it is not beside it.")
+@click.option("--encoding", default=None, metavar="NAME",
+              help="Tokenizer to decode with, instead of the one meta.json names (gpt2 without meta).")
+@json_option
+def inspect_cmd(path, at, count, meta_path, encoding, as_json):
+    """Show what a token file, data folder or window plan holds; writes nothing.
+
+    \b
+    PATH a .bin:    meta summary and tokens [I, I+K) as ids and decoded, │ between tokens
+                    (⏎ a newline, ⟨e6 bb⟩ bytes that are not UTF-8 on their own)
+    PATH a folder:  meta summary of every split
+    PATH a plan:    parameters, counts and windows [I, I+K) (start, length, doc, fresh)
+
+    Checksums are shown as recorded, not recomputed: `winsample verify` checks them.
+    """
+    from ..inspect import AtOutOfRange, inspect_path, render_text
+
+    try:
+        report = inspect_path(path, at=at, count=count, meta_path=meta_path, encoding=encoding)
+    except AtOutOfRange as e:
+        raise click.BadParameter(str(e), param_hint="'--at'") from None
+    if as_json:
+        emit_json(report)
+        return
+    color = use_color()
+    style = (lambda text, role: click.style(text, **_INSPECT_STYLES[role])) if color else (lambda text, role: text)
+    click.echo(render_text(report, style), color=color)

@@ -1,0 +1,110 @@
+"""The ``winsample`` group: the one place where library errors become one line and an exit code."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import click
+
+from .. import __version__
+from ..errors import Interrupted, WinsampleError
+from .common import EXIT_CODE_KEY
+
+
+class WinsampleGroup(click.Group):
+    """The one place where library errors become messages and exit codes."""
+
+    def invoke(self, ctx: click.Context):
+        signal.signal(signal.SIGTERM, _raise_interrupted)
+        if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
+            signal.signal(signal.SIGHUP, _raise_interrupted)  # a closed terminal: clean up like SIGTERM
+        try:
+            return super().invoke(ctx)
+        except WinsampleError as e:
+            _fail(ctx, f"error: {e}", e.exit_code)
+        except KeyboardInterrupt:
+            _fail(ctx, f"error: {Interrupted(signal.SIGINT)}", 128 + signal.SIGINT)
+        except BrokenPipeError:
+            # `winsample … | head` closed stdout: stop quietly, and keep Python from
+            # complaining again when it flushes stdout at exit.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            # a command whose verdict is known before it prints (verify) keeps its exit code
+            ctx.exit(ctx.meta.get(EXIT_CODE_KEY, 0))
+        except click.exceptions.NoArgsIsHelpError:  # a bare command: its help, as click shows it
+            raise
+        except click.UsageError as e:  # a subcommand's options, an unknown command
+            _fail(ctx, _usage_line(e), e.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except Exception as e:  # a bug: one line, and the traceback only when asked for
+            if os.environ.get("WINSAMPLE_DEBUG"):
+                raise
+            _fail(ctx, f"internal error: {type(e).__name__}: {e} (set WINSAMPLE_DEBUG=1 for a traceback)", 2)
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:  # bare `winsample`: the help, as click shows it
+            raise
+        except click.UsageError as e:  # the group's own options (`winsample --bogus`)
+            click.echo(_usage_line(e), err=True)
+            raise click.exceptions.Exit(e.exit_code) from None
+
+
+def _usage_line(e: click.UsageError) -> str:
+    """A usage error as one line, like every other error: click's own is three (usage, hint, message)."""
+    where = e.ctx.command_path if e.ctx is not None else "winsample"
+    return f"error: {e.format_message().rstrip('.')} (see '{where} --help')".replace("\n", " ")
+
+
+def entry(prog_name: str = "winsample") -> None:
+    """The ``winsample`` command: ``main``, and an exit that always happens.
+
+    After a signal (exit 128 + N) a helper thread may still be blocked in a read; Python would
+    wait for it at exit, so the process ends with ``os._exit`` instead (output flushed first)."""
+    import threading
+
+    try:
+        main(prog_name=prog_name)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if code >= 128 and threading.active_count() > 1:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+            os._exit(code)
+        raise
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+def _fail(ctx: click.Context, message: str, code: int):
+    # one line, whatever a file name holds: a newline in a name must not split the error line
+    click.echo(message.replace("\r", "\\r").replace("\n", "\\n"), err=True)
+    ctx.exit(code)
+
+
+def _fast_kernels():
+    from ..planning import boundaries
+
+    return boundaries.FAST
+
+
+@click.group(cls=WinsampleGroup, context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "WINSAMPLE"})
+@click.version_option(__version__, "--version", prog_name="winsample",
+                      message=f"%(prog)s %(version)s (C kernels: {'off' if _fast_kernels() is None else 'on'})")
+def main():
+    """Turn text into token files, cut them into training windows, and prove both are sound.
+
+    \b
+      winsample encode corpus/ -o data/          text → train.bin, val.bin, meta.json
+      winsample windows data/train.bin -T 1024 -o train.plan.npy
+      winsample verify data/ --plan train.plan.npy
+    """

@@ -1,0 +1,114 @@
+"""All the human text of the commands: summary lines on stderr and verify's report.
+
+What a command prints for people is built here from what its library call returned, so the
+library never formats for a terminal and the commands stay parse → call → print.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .common import plural
+
+
+def encode_summary(summary: dict, out_dir) -> str:
+    """The line encode prints when it is done: what was encoded, and the notes worth a look."""
+    extra = ""
+    if summary["skipped_empty"]:  # read but not written: "encoded" counts what is in train and val
+        extra += f" ({summary['skipped_empty']} more read: empty, skipped)"
+    if summary["replaced_characters"]:
+        extra += f", {summary['replaced_characters']} invalid UTF-8 sequences replaced"
+    resumed = summary.get("resumed")
+    if resumed and resumed.get("discarded"):
+        extra += f", nothing resumed ({resumed['discarded']})"
+    elif resumed:
+        extra += f", resumed after {resumed['inputs']} input(s) ({resumed['tokens']:,} tokens reused)"
+    if summary["unsplittable_runs"]:
+        extra += f", {summary['unsplittable_runs']} long run(s) without a safe cut encoded whole"
+    if summary.get("whole_documents"):
+        extra += (f", {plural(summary['whole_documents'], 'long document')} encoded whole"
+                  " (the tokenizer has no safe-cut rule: one worker each)")
+    return (
+        f"encoded {plural(summary['documents'] - summary['skipped_empty'], 'document')}{extra}:"
+        f" train {plural(summary['train']['tokens'], 'token')} ({plural(summary['train']['documents'], 'doc')}),"
+        f" val {plural(summary['val']['tokens'], 'token')} ({plural(summary['val']['documents'], 'doc')}),"
+        f" {summary['mb_per_s']} MB/s → {out_dir}"
+        + (f" (layouts: {', '.join(summary['layouts'])})" if summary.get("layouts", ["nanogpt"]) != ["nanogpt"] else "")
+    )
+
+
+def plan_summary(s: dict) -> list[str]:
+    """What windows prints for one plan written: its figures, and a note when it trains on little."""
+    from ..verify import percent
+
+    lines = []
+    where = ", ".join(s["files"]) or "stdout"
+    lines.append(f"{plural(s['windows'], 'window')} of span {s['span']} (T {s['T']}, stride {s['stride']},"
+                   f" overlap {s['overlap']:.1%}) over {plural(s['tokens'], 'token')}: coverage {percent(s['coverage'])},"
+                   f" {uncovered(s)} → {where}")
+    if not s["windows"]:  # written (an empty val split may be meant), but nothing trains on it
+        lines.append(f"note: no window fits in {plural(s['tokens'], 'token')} (span {s['span']}): the plan is empty;"
+                 " verify fails its min_length and the Loader refuses it")
+    elif s["tokens"] < s["span"]:  # by the contract (--short keep), but rarely meant
+        lines.append(f"note: {plural(s['tokens'], 'token')} < span {s['span']}: no full window, only a short one"
+                 " (get_batch draws full windows only; --short drop skips short ones)")
+    return lines
+
+
+def uncovered(s: dict) -> str:
+    """Where the tokens no window covers are: head (an offset), tail, or both."""
+    parts = [plural(s["uncovered_tail"], "tail token")]
+    if s.get("uncovered_head"):
+        parts.insert(0, plural(s["uncovered_head"], "head token"))
+    return " and ".join(parts) + " uncovered"
+
+
+_MARK = {"pass": "✓", "fail": "✗", "warn": "!", "skip": "·"}
+_COLOUR = {"pass": "green", "fail": "red", "warn": "yellow", "skip": None}
+# The part of a decoded window that the previous window already showed is wrapped in ⟦…⟧
+# (visible in logs and pipes too) and, on a colour terminal, also dimmed.
+OVERLAP_OPEN, OVERLAP_CLOSE = "⟦", "⟧"
+
+
+def verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
+    """The human report: one line per check, then the decoded windows, then a verdict.
+
+    With -q only the checks that did not pass (like ``ruff -q``): nothing at all when all is
+    well, and the exit code says the rest."""
+    paint = (lambda t, **k: click.style(t, **k)) if colour else (lambda t, **k: t)
+    width = max((len(c.file) for c in report.checks), default=0)
+    lines = []
+    for c in report.checks:
+        if quiet and c.status in ("pass", "skip"):
+            continue
+        mark = paint(_MARK[c.status], fg=_COLOUR[c.status], bold=True) if _COLOUR[c.status] else _MARK[c.status]
+        lines.append(f"{mark} {c.name:<15} {c.file:<{width}}  {c.detail}")
+    if report.windows and not quiet:
+        lines.append("")
+        for w in report.windows:
+            head = f"── {w.file} [{w.start}, {w.start + w.length}) {w.length} tokens"
+            if w.overlap:
+                head += f", first {w.overlap} shared with the previous window {OVERLAP_OPEN}…{OVERLAP_CLOSE}"
+            if w.source is not None:
+                from ..provenance import source_text
+
+                head += f" · from {source_text(w.source)}"
+            lines.append(paint(head, bold=True))
+            rest = w.text[len(w.overlap_text):] if w.text.startswith(w.overlap_text) else w.text
+            if w.overlap:
+                lines.append(paint(OVERLAP_OPEN + w.overlap_text + OVERLAP_CLOSE, dim=True) + rest)
+            else:
+                lines.append(w.text)
+            if w.shown is not None:
+                lines.append(paint(f"… ({w.length - w.shown:,} more tokens not shown)", dim=True))
+    n = {s: sum(c.status == s for c in report.checks) for s in _MARK}
+    counts = f"{n['pass']} passed, {n['fail']} failed, {n['warn']} warnings, {n['skip']} skipped"
+    if report.ok(strict):
+        verdict = paint("verify: ok", fg="green", bold=True) + f" ({counts})"
+    else:
+        why = " (--strict: warnings fail)" if strict and not n["fail"] else ""
+        verdict = paint("verify: FAILED", fg="red", bold=True) + f" ({counts}){why}"
+    if quiet:
+        return "\n".join(lines)
+    lines += ["", verdict]
+    return "\n".join(lines)

@@ -1,0 +1,81 @@
+"""``winsample windows``: a token file → window plans."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .. import windows as windows_mod
+from . import render
+from .common import emit_json, json_option, progress, quiet_option, say
+from .main import main
+
+
+def _parse_scales(ctx, param, values):
+    """-T 512,1024 and -T 512 -T 1024 both mean two scales (in the order given, no repeats)."""
+    scales = []
+    for value in values:
+        try:
+            scales += [int(v) for v in str(value).split(",") if v.strip()]
+        except ValueError:
+            raise click.BadParameter(f"{value!r}: give an integer or a comma list like 512,1024") from None
+    if not scales:
+        raise click.BadParameter("give at least one value")
+    return list(dict.fromkeys(scales))
+
+
+@main.command()
+@click.argument("bin_path", metavar="BIN", type=click.Path(dir_okay=True))
+@click.option("-T", "--context", "T", required=True, multiple=True, callback=_parse_scales,
+              help="Model input length in tokens; several (-T 512 -T 1024 or 512,1024) write one plan per scale.")
+@click.option("--stride", type=int, help="Tokens between window starts, 1 to the span (T + 1, or T with --no-targets) [default: T // 2]; a larger stride would skip tokens and is refused.")
+@click.option("--overlap", type=float, help="Overlap rate F in [0, 1): stride = round(span × (1 − F)).")
+@click.option("--targets/--no-targets", default=True, show_default=True,
+              help="Windows span T+1 tokens (x = w[:T], y = w[1:]) or just T.")
+@click.option("--offset", type=int, help="First start (clamped to N − span).")
+@click.option("--random-offset", is_flag=True, help="Offset drawn uniformly from [0, stride) per (seed, epoch); --boundaries none|doc only (semantic cuts snap to the same edges).")
+@click.option("--seed", type=int, help="Seed for --random-offset and --shuffle.")
+@click.option("--epoch", type=int, help="Epoch for --random-offset and --shuffle [default: 0].")
+@click.option("--tail", type=click.Choice(windows_mod.TAILS),
+              help="Leftover after the last regular window: one window at N − span (align, default), a shorter one (short), or none (drop).")
+@click.option("--short", type=click.Choice(windows_mod.SHORTS), default="keep", show_default=True,
+              help="A document shorter than the span: one short window, or none.")
+@click.option("--boundaries", type=click.Choice(windows_mod.BOUNDARIES), default="none", show_default=True,
+              help="Never cross documents (doc); also end/start on paragraph or sentence edges when they fit.")
+@click.option("--pack", is_flag=True, help="With --boundaries doc: pack whole short documents into shared windows.")
+@click.option("--shuffle", is_flag=True, help="Permute window order by (seed, epoch).")
+@click.option("--shards", type=int, help="Split into K plan files, round-robin (PLAN.shard0ofK.npy …).")
+@click.option("--materialize", is_flag=True, help="Also write the token windows, (n, span), as PLAN.tokens.npy.")
+@click.option("--format", "fmt", type=click.Choice(windows_mod.FORMATS), default="npy", show_default=True,
+              help="npy plan + sidecar, txt (start<TAB>length lines) or jsonl.")
+@click.option("--decode", is_flag=True, help="With --format jsonl: add each window's text.")
+@click.option("-o", "--output", required=True, help="Plan file (PLAN.npy), or - for txt/jsonl on stdout.")
+@click.option("--meta", "meta_path", type=click.Path(dir_okay=False),
+              help="meta.json describing BIN [default: the one beside it; for llm.c shards, the data folder's above llmc/].")
+@click.option("--encoding", help="Tokenizer name when meta.json does not name a usable one [bare .bin: gpt2].")
+@quiet_option
+@json_option
+def windows(bin_path, T, stride, overlap, targets, offset, random_offset, seed, epoch, tail, short, boundaries,
+            pack, shuffle, shards, materialize, fmt, decode, output, meta_path, encoding, quiet, as_json):
+    """Plan training windows over a token file: integer offsets, exact and reproducible.
+
+    \b
+      winsample windows data/train.bin -T 1024 -o train.plan.npy
+      winsample windows data/train.bin -T 256 --boundaries paragraph -o plan.npy
+      winsample windows data/train.bin -T 8 --stride 4 --format txt -o - | head
+    """
+    if as_json and output == "-":
+        raise click.UsageError("--json and -o - both want stdout: write the plan to a file, or drop --json")
+    opts = windows_mod.Options(
+        T=T, targets=targets, stride=stride, overlap=overlap, offset=offset, random_offset=random_offset,
+        seed=seed, epoch=epoch, tail=tail, short=short, boundaries=boundaries, pack=pack, shuffle=shuffle,
+        shards=shards, materialize=materialize, format=fmt, decode=decode, encoding=encoding,
+    )
+    with progress(quiet, unit="tok", unit_scale=True, desc="scanning") as bar:
+        summaries = windows_mod.run(bin_path, output, opts, meta_path, stream=sys.stdout, progress=bar.update)
+    if as_json:
+        emit_json(summaries[0] if len(summaries) == 1 else {"plans": summaries})
+    for s in summaries:
+        for line in render.plan_summary(s):
+            say(quiet, line)
