@@ -1,6 +1,6 @@
 # winsample — `make demo` and `make test` work from a fresh clone with only Python >= 3.11 and make.
 .DELETE_ON_ERROR:
-.PHONY: demo test bench docs clean venv
+.PHONY: demo test lint bench docs clean venv
 
 PYTHON ?= python3
 VENV   := .venv
@@ -32,7 +32,10 @@ demo: $(VENV)/.base
 	@echo "demo outputs in $(DEMO)/:"
 	@ls -l $(DEMO) $(DEMO)/data
 
-test: $(VENV)/.test
+lint: $(VENV)/.test
+	$(VENV)/bin/ruff check winsample tests
+
+test: $(VENV)/.test lint
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.test

@@ -17,16 +17,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from winsample import disk
-from winsample import formats
+from winsample import disk, formats
 from winsample.cli import main
 from winsample.encode import encode_corpus
 
@@ -683,7 +682,6 @@ def test_reliability_doc_matches_the_suite():
 # --- issue #19: cases that need processes, signals or a patched system call ---------------------------
 
 from winsample.encode import resume  # noqa: E402
-from winsample.errors import InputError  # noqa: E402
 
 from .test_faults import _crash_after_checkpoints, _docs, encode_args, one_error_line, small_batches, wait_for  # noqa: E402,F401
 

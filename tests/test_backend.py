@@ -6,7 +6,6 @@ ref_cl100k), never from winsample.
 
 from __future__ import annotations
 
-import gc
 import gzip
 import json
 import os
@@ -23,10 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from winsample import tokenizer
-from winsample.tokenizer import fastengine
 from winsample.cli import main
 from winsample.encode import encode_corpus
 from winsample.errors import ConfigError
+from winsample.tokenizer import fastengine
 
 from .conftest import CORPUS, REPO
 

@@ -29,8 +29,8 @@ def test_format_md_examples_are_what_the_demo_commands_write(tmp_path):
     """docs/format.md shows meta.json and a plan sidecar "from a real make demo run": they must be."""
     import json
 
-    from winsample.encode import encode_corpus
     from winsample import windows
+    from winsample.encode import encode_corpus
 
     from .conftest import CORPUS
 

@@ -23,11 +23,11 @@ import tokenizers
 from click.testing import CliRunner
 
 from winsample import tokenizer
+from winsample.cli import main
+from winsample.errors import ConfigError
 from winsample.tokenizer import fastengine
 from winsample.tokenizer import hf as tokenizer_hf
 from winsample.tokenizer import spm as tokenizer_spm
-from winsample.cli import main
-from winsample.errors import ConfigError
 
 from .conftest import CORPUS
 

@@ -21,12 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from winsample.encode.executors import checkpoint, local as encode_mod
-from winsample.encode import pipeline
-from winsample import disk
-from winsample import formats
-from winsample.encode import resume
-from winsample.encode import encode_corpus
+from winsample import disk, formats
+from winsample.encode import encode_corpus, pipeline, resume
+from winsample.encode.executors import checkpoint
+from winsample.encode.executors import local as encode_mod
 from winsample.errors import InputError, Interrupted
 from winsample.verify import verify as run_verify
 

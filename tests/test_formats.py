@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 import xxhash
 
-from winsample import disk
-from winsample import formats
+from winsample import disk, formats
 from winsample.errors import DataError, InputError
 
 from .conftest import FIXTURES

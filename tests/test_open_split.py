@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from winsample import tokensrc
-from winsample import formats
+from winsample import formats, tokensrc
 from winsample.cli import main
 from winsample.errors import InputError
 

@@ -5,8 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from winsample import disk
-from winsample import formats, plot
+from winsample import disk, formats, plot
 from winsample.errors import ConfigError
 
 from .conftest import FIXTURES

@@ -103,7 +103,7 @@ def test_record_at_the_offset_is_the_document_with_that_id(tmp_path):
 @pytest.mark.parametrize("value, kind", [("null", "null"), ("[1, 2]", "list"), ('{"a": 1}', "dict"), ("true", "bool"), ("1.5", "float")])
 def test_non_scalar_id_is_bad_input_naming_file_and_line(tmp_path, value, kind):
     src = tmp_path / "bad.jsonl"
-    src.write_text('{"id": "a", "text": "fine"}\n\n{"id": %s, "text": "the bad one"}\n' % value)
+    src.write_text('{"id": "a", "text": "fine"}\n\n{"id": ' + value + ', "text": "the bad one"}\n')
     r = run("encode", src, "-o", tmp_path / "out", "--id-field", "id", "--workers", "1")
     assert r.exit_code == 1
     assert r.stdout == ""

@@ -25,10 +25,10 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from winsample.encode.executors import local as encode_mod
 from winsample import formats, tokenizer
 from winsample.cli import main
 from winsample.encode import encode_corpus
+from winsample.encode.executors import local as encode_mod
 from winsample.errors import ConfigError
 
 from .conftest import CORPUS
@@ -486,7 +486,8 @@ def test_ranks_missing_bytes_in_a_subprocess_exits_2_without_hanging(tmp_path, g
 
 
 def test_missing_library_says_what_to_install(monkeypatch):
-    from winsample.tokenizer import hf as tokenizer_hf, spm as tokenizer_spm
+    from winsample.tokenizer import hf as tokenizer_hf
+    from winsample.tokenizer import spm as tokenizer_spm
 
     monkeypatch.setitem(sys.modules, "tokenizers", None)
     monkeypatch.setitem(sys.modules, "sentencepiece", None)

@@ -21,8 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import tokensrc
-from . import formats, provenance, tokenizer
+from . import formats, provenance, tokenizer, tokensrc
 from .errors import ConfigError, InputError, WinsampleError
 
 DEFAULT_COUNT = 32  # tokens (or plan rows) shown: about one line of prose

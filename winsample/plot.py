@@ -25,9 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import disk
-from . import tokensrc
-from . import formats
+from . import disk, formats, tokensrc
 from .errors import ConfigError, InputError
 
 DEPTH_BINS = 4000  # about the pixel width of a wide screen: finer bins would not show

@@ -6,7 +6,7 @@ when the last regular window already ends at n it yields that window again (the 
 article says it prevents), and with ``drop_short=True`` it never adds a tail window.
 """
 
-from typing import Iterator
+from collections.abc import Iterator
 
 
 class SlidingWindowSampler:

@@ -71,8 +71,7 @@ def _make_token_file(n_bytes: int) -> None:
     bin_path = folder / "train.bin"
     import numpy as np
 
-    from winsample import disk
-    from winsample import formats, tokenizer
+    from winsample import disk, formats, tokenizer
 
     enc = tokenizer.load_encoding("gpt2")
     docs = [enc.encode_ordinary(p.read_text(encoding="utf-8")) + [enc.eot_token]

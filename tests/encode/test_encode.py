@@ -16,12 +16,11 @@ import pytest
 import xxhash
 from click.testing import CliRunner
 
-from winsample.encode.executors import checkpoint, local as encode_mod
-from winsample.encode import pipeline
-from winsample import disk
-from winsample import formats
+from winsample import disk, formats
 from winsample.cli import main
-from winsample.encode import encode_corpus
+from winsample.encode import encode_corpus, pipeline
+from winsample.encode.executors import checkpoint
+from winsample.encode.executors import local as encode_mod
 from winsample.errors import ConfigError, InputError
 
 from ..conftest import CORPUS
@@ -360,7 +359,7 @@ def test_jsonl_gz_text_gz_and_folder_order(tmp_path, ref_gpt2):
     lines = [{"body": "first line doc"}, {"body": "second \u00e9 doc", "x": 1}]
     with gzip.open(src / "b.jsonl.gz", "wt", encoding="utf-8") as f:
         f.write("\n".join(json.dumps(o) for o in lines) + "\n\n")
-    (src / "a.txt.gz").write_bytes(gzip.compress("gzipped text".encode()))
+    (src / "a.txt.gz").write_bytes(gzip.compress(b"gzipped text"))
     (src / "c.csv").write_text("not, encoded")  # other extensions are skipped
     (src / "sub").mkdir()
     (src / "sub" / "z.text").write_text("deep text")

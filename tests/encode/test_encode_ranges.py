@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import xxhash
 
-from winsample.encode.executors import local as encode_mod
 from winsample import formats
-from winsample.encode import inputs as sources
-from winsample.tokenizer.chunking import is_safe_cut, last_safe_cut_bytes
 from winsample.encode import encode_corpus
+from winsample.encode import inputs as sources
+from winsample.encode.executors import local as encode_mod
 from winsample.errors import DataError
+from winsample.tokenizer.chunking import is_safe_cut, last_safe_cut_bytes
 
 from ..conftest import CORPUS
 
@@ -77,7 +77,7 @@ def test_byte_ranges_are_cut_inside_documents_at_safe_points(tmp_path, monkeypat
 def test_window_cut_skips_a_split_character_and_maps_to_bytes():
     window = "滑b\nc".encode()[2:]  # starts inside 滑: two continuation bytes, then "b\nc"
     assert last_safe_cut_bytes(window, 100) == 100 + 1 + 1  # before "\n": skip 1 byte, "b" is 1 byte
-    assert last_safe_cut_bytes("a b".encode()[:2]) is None  # the letter after the space is not in the window
+    assert last_safe_cut_bytes(b"a b"[:2]) is None  # the letter after the space is not in the window
 
 
 @pytest.mark.parametrize("split", ["doc", "tail"])

@@ -14,21 +14,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import ray  # noqa: E402  (the test extra installs it: a missing ray fails the suite, never skips it)
 import xxhash
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from winsample import disk
-from winsample import tokensrc
-from winsample import formats
+from winsample import disk, formats, tokensrc
 from winsample.cli import main
 from winsample.encode import encode_corpus
 from winsample.tokensrc import ConcatTokens
 
 from ..conftest import CORPUS
-
-import ray  # noqa: E402  (the test extra installs it: a missing ray fails the suite, never skips it)
 
 SMALL = "64KB"  # the corpus files are ~100 KB: most are cut inside, several share a shard
 

@@ -11,10 +11,9 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from winsample.planning import boundaries as B
-from winsample import disk
-from winsample import formats
+from winsample import disk, formats
 from winsample.cli import main
+from winsample.planning import boundaries as B
 from winsample.tokenizer import load
 
 from ..conftest import CORPUS
@@ -189,7 +188,9 @@ def test_crlf_paragraph_edges_are_the_lf_ones_in_text_terms(enc, ref_gpt2):
     text = (CORPUS / "hamlet.txt").read_text()[:20000]
     lf = ref_gpt2.encode_ordinary(text)
     cr = ref_gpt2.encode_ordinary(crlf(text))
-    before = lambda ids, edges: {ref_gpt2.decode(ids[:b]).replace("\r\n", "\n") for b in edges}
+    def before(ids, edges):
+        return {ref_gpt2.decode(ids[:b]).replace("\r\n", "\n") for b in edges}
+
     e_lf = before(lf, B.find_boundaries(np.array(lf, "<u2"), "paragraph", enc).tolist())
     e_cr = before(cr, B.find_boundaries(np.array(cr, "<u2"), "paragraph", enc).tolist())
     # LF text can hide a cut inside one "\n\n" token (628); CRLF text has every one of them

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from winsample.planning import boundaries as B
 from winsample import windows as W
 from winsample.errors import DataError
+from winsample.planning import boundaries as B
 from winsample.tokenizer import Tokenizer, load
 
 from ..conftest import CORPUS

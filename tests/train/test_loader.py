@@ -187,7 +187,7 @@ def test_a_list_or_a_callable_gives_each_epoch_its_plan():
     tokens = np.arange(60, dtype=np.uint32)
     for source in ([p0, p1], lambda e: (p0, p1)[e % 2]):
         lo = winsample.Loader(source, tokens, 1, 0, pad_id=PAD)
-        firsts = lambda e: sorted(lo.batch(e, s)[0][0, 0] for s in range(3))  # noqa: E731
+        firsts = lambda e, lo=lo: sorted(lo.batch(e, s)[0][0, 0] for s in range(3))  # noqa: E731
         assert firsts(0) == [0, 20, 40] and firsts(1) == [5, 25, 45] and firsts(2) == [0, 20, 40]
 
 

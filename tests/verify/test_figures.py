@@ -22,14 +22,14 @@ def test_coverage_union_equals_a_boolean_mask(n, wins):
         mask[max(s, 0) : max(min(e, n), 0)] = True
     c = verify.coverage_stats(start, end, n)
     assert c["covered"] == int(mask.sum())
-    # largest run of False: brute force over the mask, first one on ties
-    best, best_at, run_at = 0, 0, None
+    # largest run of False: brute force over the mask
+    best, run_at = 0, None
     for i in range(n + 1):
         if i < n and not mask[i]:
             run_at = i if run_at is None else run_at
         elif run_at is not None:
             if i - run_at > best:
-                best, best_at = i - run_at, run_at
+                best = i - run_at
             run_at = None
     assert c["gap_length"] == best
     if best:

@@ -31,7 +31,6 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from winsample import formats
 from winsample.cli import main
 from winsample.encode import encode_corpus
 

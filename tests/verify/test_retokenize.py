@@ -15,10 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from winsample import tokenizer
-from winsample.verify import retokenize
 from winsample.cli import main
 from winsample.encode import encode_corpus
-from winsample.verify import verify
+from winsample.verify import retokenize, verify
 
 from ..conftest import CORPUS
 
@@ -149,7 +148,7 @@ def test_a_bare_bin_splits_documents_at_eot(tmp_path, ref_gpt2, monkeypatch, spl
     np.array(ids[:k] + [th, e] + ids[k + 1 :], "<u2").tofile(bad)
     rk = checks(verify(bad), "retokenize")
     # no meta.json: gpt2 is only assumed, so the difference warns (--strict fails on it)
-    assert rk[0].status == "warn" and f"document 0 (tokens 0–" in rk[0].detail and f"token {k} is {th}" in rk[0].detail
+    assert rk[0].status == "warn" and "document 0 (tokens 0–" in rk[0].detail and f"token {k} is {th}" in rk[0].detail
     assert "no meta.json" in rk[0].detail and not verify(bad).ok(strict=True)
 
 

@@ -15,8 +15,7 @@ import pytest
 import xxhash
 from click.testing import CliRunner
 
-from winsample import disk
-from winsample import formats
+from winsample import disk, formats
 from winsample.cli import main
 
 from ..conftest import CORPUS, FIXTURES, GPT2_SHA256
@@ -725,7 +724,7 @@ def test_a_shard_claim_that_does_not_hold_is_held_to_coverage(tmp_path):
     plan = make_plan(tmp_path / "p.npy", p, [0, 16], 9, T=8)
     for claim, why in [({}, "a shard of 2 without plan_stats.windows"),
                        ({"plan_stats": {"windows": 7}}, "shard 0 of 2 of a 7-window plan holds 4 rows, this one 2")]:
-        edit_sidecar(plan, lambda side: (side["params"].update(shards=2, shard=0), side.pop("plan_stats", None), side.update(claim)))
+        edit_sidecar(plan, lambda side, claim=claim: (side["params"].update(shards=2, shard=0), side.pop("plan_stats", None), side.update(claim)))
         code, doc = run_json(p, "--plan", plan)
         assert code == 1 and one(doc, "coverage")["status"] == "fail" and why in one(doc, "plan_bounds")["detail"]
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from winsample import disk, formats, verify
+from winsample import disk, verify
 from winsample.verify import shingles
 
 from .test_run import brute_share, hamlet_ids, macbeth_ids, make_folder  # noqa: F401 (fixtures)

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from winsample import disk
-from winsample import formats, verify
+from winsample import disk, formats, verify
 from winsample.errors import DataError
 from winsample.verify import plan as plan_checks
 from winsample.verify import run

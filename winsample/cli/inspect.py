@@ -7,7 +7,6 @@ import click
 from .common import emit_json, json_option, use_color
 from .main import main
 
-
 _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim": True}, "warn": {"fg": "yellow"}}
 
 

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
 from ..errors import InputError
 from .names import glob_escape
-
 
 # --- atomic writes ----------------------------------------------------------------------
 

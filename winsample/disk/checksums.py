@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-import xxhash
-from .names import open_regular
 
+import xxhash
+
+from .names import open_regular
 
 CHECKSUM_ALGO = "xxh3_128"
 

@@ -6,8 +6,8 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from ..errors import InputError
 
+from ..errors import InputError
 
 LOCK_NAME = ".winsample.lock"  # flock'ed by a writer so two runs never write one folder
 

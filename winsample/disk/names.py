@@ -7,6 +7,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
 from ..errors import ConfigError, DataError, InputError
 
 

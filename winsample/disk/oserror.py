@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-
 _NO_ROOM = {
     errno.ENOSPC: "no space left on the device",
     errno.EFBIG: "file too large (a file-size limit was reached)",

@@ -7,10 +7,10 @@ import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
+
 from ..errors import DataError
 from .atomic import atomic_open, fsync_dir
 from .names import inside_name, read_small_text
-
 
 # --- a set of files that must appear together ----------------------------------------------
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from .. import tokensrc
-from ..errors import ConfigError, WinsampleError
+from ..errors import ConfigError
 
 SPLIT_METHODS = ("doc", "tail")
 ERROR_MODES = ("strict", "replace")

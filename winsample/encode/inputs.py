@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ..tokenizer.chunking import last_safe_cut_bytes
 from ..errors import ConfigError, DataError, InputError, json_place
+from ..tokenizer.chunking import last_safe_cut_bytes
 
 FOLDER_SUFFIXES = (".txt", ".md", ".text", ".jsonl")
 FORMATS = ("auto", "text", "jsonl")

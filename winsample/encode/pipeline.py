@@ -32,12 +32,9 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from .. import tokensrc
-
-from .. import disk
-from .. import __version__, formats, tokenizer
-from . import resume
+from .. import __version__, disk, formats, tokenizer, tokensrc
 from ..errors import ConfigError, DataError, InputError
+from . import resume
 from .config import ERROR_MODES, SPLIT_METHODS, EncodeConfig, RunSpec, check_options  # noqa: F401 (re-exported)
 from .inputs import Origin, read_text_range
 

@@ -21,12 +21,10 @@ discarded and the run starts from the first input, saying why.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from .. import disk
-from .. import formats
+from .. import disk, formats
 from ..errors import WinsampleError
 
 JOURNAL_FORMAT = "winsample-partial"

@@ -109,12 +109,109 @@ Checksums are xxh3-128 (``"xxh3_128:<32 hex>"``): it runs at several GB/s, faste
 disk, where sha256 would be the slowest part of a run.
 """
 
-from .dataset import staging_dir, recover, dataset_files
-from .meta import FORMAT_NAME, FORMAT_VERSION, ShardEntry, SplitEntry, check_version, Meta, validate_meta, load_meta, read_meta, write_meta, find_meta_for, split_of
-from .names import SPLITS, META_JSON, bin_name, doc_index_name, SHARDS_DIR, SHARD_LAYOUT, SHARD_FORMAT, shard_bin_name, shard_doc_index_name, shard_prov_name, shard_prov_ids_name, shard_meta_name, is_sharded, plan_sidecar, plan_for_scale, plan_shard, materialized_path, PARTIAL_DIR, PARTIAL_JOURNAL, partial_dir, is_shard_name
-from .npy import MAX_NPY_HEADER, write_doc_index, write_doc_index_stream, NPY_HEADER_LOCK, npy_header, load_npy, read_doc_index, load_npy_mmap
-from .plan import PLAN_FORMAT, PLAN_VERSION, PLAN_DTYPE, plan_staging_dir, recover_plan, PlanSource, PlanParams, PlanStats, PlanSidecar, write_plan, rows_checksum, load_plan, read_plan
-from .provenance import PROV_VERSION, PROV_DTYPE, PROV_OFFSET_UNIT, prov_name, prov_ids_name, encode_id, decode_id, ProvenanceWriter, iter_prov_records, prov_segment, write_provenance, prov_entries, prov_meta, Provenance, read_provenance
-from .schema import META_DTYPES, schema_error, is_int, get_int, get_str, get_obj, get_name, get_dtype, extra_keys, load_json, read_json
-from .shardmeta import ShardMeta, write_shard_meta, read_shard_meta
-from .tokens import DTYPES, DEFAULT_DTYPE, dtype_for_vocab, normalize_dtype, dtype_max, check_and_cast, token_count, refuse_unlabelled, open_tokens, iter_chunks
+from .dataset import dataset_files, recover, staging_dir
+from .meta import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    Meta,
+    ShardEntry,
+    SplitEntry,
+    check_version,
+    find_meta_for,
+    load_meta,
+    read_meta,
+    split_of,
+    validate_meta,
+    write_meta,
+)
+from .names import (
+    META_JSON,
+    PARTIAL_DIR,
+    PARTIAL_JOURNAL,
+    SHARD_FORMAT,
+    SHARD_LAYOUT,
+    SHARDS_DIR,
+    SPLITS,
+    bin_name,
+    doc_index_name,
+    is_shard_name,
+    is_sharded,
+    materialized_path,
+    partial_dir,
+    plan_for_scale,
+    plan_shard,
+    plan_sidecar,
+    shard_bin_name,
+    shard_doc_index_name,
+    shard_meta_name,
+    shard_prov_ids_name,
+    shard_prov_name,
+)
+from .npy import (
+    MAX_NPY_HEADER,
+    NPY_HEADER_LOCK,
+    load_npy,
+    load_npy_mmap,
+    npy_header,
+    read_doc_index,
+    write_doc_index,
+    write_doc_index_stream,
+)
+from .plan import (
+    PLAN_DTYPE,
+    PLAN_FORMAT,
+    PLAN_VERSION,
+    PlanParams,
+    PlanSidecar,
+    PlanSource,
+    PlanStats,
+    load_plan,
+    plan_staging_dir,
+    read_plan,
+    recover_plan,
+    rows_checksum,
+    write_plan,
+)
+from .provenance import (
+    PROV_DTYPE,
+    PROV_OFFSET_UNIT,
+    PROV_VERSION,
+    Provenance,
+    ProvenanceWriter,
+    decode_id,
+    encode_id,
+    iter_prov_records,
+    prov_entries,
+    prov_ids_name,
+    prov_meta,
+    prov_name,
+    prov_segment,
+    read_provenance,
+    write_provenance,
+)
+from .schema import (
+    META_DTYPES,
+    extra_keys,
+    get_dtype,
+    get_int,
+    get_name,
+    get_obj,
+    get_str,
+    is_int,
+    load_json,
+    read_json,
+    schema_error,
+)
+from .shardmeta import ShardMeta, read_shard_meta, write_shard_meta
+from .tokens import (
+    DEFAULT_DTYPE,
+    DTYPES,
+    check_and_cast,
+    dtype_for_vocab,
+    dtype_max,
+    iter_chunks,
+    normalize_dtype,
+    open_tokens,
+    refuse_unlabelled,
+    token_count,
+)

@@ -6,10 +6,11 @@ import json
 import os
 import shutil
 from pathlib import Path
-from ..errors import WinsampleError
+
 from ..disk.atomic import remove_stale_tmp
 from ..disk.names import read_small_text
 from ..disk.staging import COMMIT_MARK, STAGING_DIR, read_commit_mark, roll_forward
+from ..errors import WinsampleError
 from .names import META_JSON, SPLITS, bin_name, doc_index_name
 from .provenance import prov_ids_name, prov_name
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
 import numpy as np
+
 from ..disk.atomic import write_json_atomic
 from .names import META_JSON, SPLITS, bin_name
 from .schema import extra_keys, get_dtype, get_int, get_name, get_str, is_int, read_json, schema_error
-
 
 FORMAT_NAME = "winsample"
 FORMAT_VERSION = 1

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from ..disk.names import is_plain_name
 
+from ..disk.names import is_plain_name
 
 SPLITS = ("train", "val")
 META_JSON = "meta.json"

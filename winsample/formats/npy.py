@@ -6,11 +6,12 @@ import os
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+
 import numpy as np
-from ..errors import DataError, InputError
+
 from ..disk.atomic import atomic_open
 from ..disk.names import open_regular
-
+from ..errors import DataError, InputError
 
 MAX_NPY_HEADER = 10000  # bytes of a .npy header (numpy's own limit; it writes a few hundred)
 

@@ -7,17 +7,18 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
 import numpy as np
-from ..errors import DataError
+
 from ..disk.atomic import TMP_SUFFIX, atomic_open, write_json_atomic
 from ..disk.checksums import format_checksum, new_hasher
 from ..disk.names import glob_escape
 from ..disk.staging import COMMIT_MARK, STAGING_DIR, read_commit_mark, roll_forward
+from ..errors import DataError
 from .meta import check_version
 from .names import plan_sidecar
 from .npy import load_npy
 from .schema import extra_keys, get_dtype, get_int, get_name, get_obj, get_str, read_json, schema_error
-
 
 PLAN_FORMAT = "winsample-plan"
 PLAN_VERSION = 1

@@ -7,15 +7,16 @@ import os
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
+
 import numpy as np
-from ..errors import DataError, InputError
+
 from ..disk.atomic import atomic_open
 from ..disk.checksums import CHUNK_BYTES, format_checksum, new_hasher
 from ..disk.names import is_plain_name
+from ..errors import DataError, InputError
 from .meta import Meta
 from .names import META_JSON
 from .npy import load_npy_mmap
-
 
 # --- provenance: where each document came from ------------------------------------------------
 #

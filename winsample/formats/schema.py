@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
-from ..errors import DataError, json_place
-from ..disk.names import is_plain_name, read_small_text
-from .names import SHARDS_DIR, is_shard_name
 
+from ..disk.names import is_plain_name, read_small_text
+from ..errors import DataError, json_place
+from .names import SHARDS_DIR, is_shard_name
 
 # --- meta.json: the schema's one home ------------------------------------------------------
 #

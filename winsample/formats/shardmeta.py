@@ -6,8 +6,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from ..errors import DataError
+
 from ..disk.atomic import write_json_atomic
+from ..errors import DataError
 from .meta import ShardEntry, check_version
 from .names import SHARD_FORMAT
 from .schema import get_int, get_obj, get_str, schema_error

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-import numpy as np
-from ..errors import DataError, InputError
-from ..disk.names import require_regular
 
+import numpy as np
+
+from ..disk.names import require_regular
+from ..errors import DataError, InputError
 
 # Explicit little-endian dtype strings: a .bin never depends on the machine's byte order.
 DTYPES = {"uint16": "<u2", "uint32": "<u4"}

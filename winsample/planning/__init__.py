@@ -27,8 +27,22 @@ windows of its document, so coverage = Σ (length − fresh) with no per-token a
 
 from . import boundaries
 from .build import build_plans, doc_edges, documents, load_tokenizer, plan_params
-from .options import (BOUNDARIES, FORMATS, MAX_POSITION, MAX_SHARDS, MAX_T, PLAN_DTYPE, SHORTS, TAILS, Options,
-                      check_options, draw_offset, epoch_offset, resolve_stride, span_of)
+from .options import (
+                      BOUNDARIES,
+                      FORMATS,
+                      MAX_POSITION,
+                      MAX_SHARDS,
+                      MAX_T,
+                      PLAN_DTYPE,
+                      SHORTS,
+                      TAILS,
+                      Options,
+                      check_options,
+                      draw_offset,
+                      epoch_offset,
+                      resolve_stride,
+                      span_of,
+)
 from .planners import SemanticPlanner, plan_packed, plan_regular, plan_semantic
 from .stats import fill_fresh, make_rows, plan_stats, shard_rows, shard_stats, shuffle_rows
 

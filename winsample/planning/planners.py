@@ -245,7 +245,9 @@ class SemanticPlanner:
         active = np.flatnonzero(L > 0)
         small = L[active] <= span
         keep = active[small & ((L[active] == span) | (self.short == "keep")) & (L[active] > ov)]
-        out_s.append(ds[keep]); out_l.append(L[keep]); out_d.append(keep + d0)
+        out_s.append(ds[keep])
+        out_l.append(L[keep])
+        out_d.append(keep + d0)
         active = active[~small]
         # state of the open documents, compacted: start, previous end, doc end, doc number.
         # pe starts at s + ov: "e <= max(s + ov, pe)" is then just "e <= pe" (later s <= pe - ov)
@@ -254,14 +256,18 @@ class SemanticPlanner:
         while len(s) > self.SCALAR_BELOW:
             last = ea - s <= span
             if last.any():
-                out_s.append(s[last]); out_l.append(ea[last] - s[last]); out_d.append(dd[last])
+                out_s.append(s[last])
+                out_l.append(ea[last] - s[last])
+                out_d.append(dd[last])
                 go = ~last
                 s, pe, ea, dd = s[go], pe[go], ea[go], dd[go]
             lim = s + span
             i1 = np.searchsorted(Pl, lim, "right")  # also the first index past e: e is lim or Pl[i1 - 1]
             e = Pl[i1 - 1]  # an edge before the document is <= s <= pe: replaced by lim below
             e = np.where(e <= pe, lim, e)
-            out_s.append(s); out_l.append(e - s); out_d.append(dd)
+            out_s.append(s)
+            out_l.append(e - s)
+            out_d.append(dd)
             t = e - (span - stride)
             b = np.minimum(ea, Pl[i1])
             i1 -= 1 + (Pl[i1 - 1] > e - ov)  # the last edge <= e - ov (edges are unique)
@@ -278,7 +284,9 @@ class SemanticPlanner:
         for i in range(len(s)):  # the few long documents left: scalar steps, cheaper than rounds
             self._scalar(P, int(dd[i]), int(s[i]), int(pe[i]), None)
             rs, rl, rd = self.out.pop()
-            out_s.append(rs); out_l.append(rl); out_d.append(rd)
+            out_s.append(rs)
+            out_l.append(rl)
+            out_d.append(rd)
         starts = np.concatenate(out_s)
         order = np.argsort(starts, kind="stable")
         self.out.append((starts[order], np.concatenate(out_l)[order], np.concatenate(out_d)[order]))
@@ -302,7 +310,9 @@ def plan_packed(doc_starts, doc_ends, span: int, stride: int, offset: int = 0,
 
     def flush():
         if cur_s is not None and cur_e - cur_s > ov and (cur_e - cur_s == span or short == "keep"):
-            rows_s.append(cur_s); rows_l.append(cur_e - cur_s); rows_d.append(cur_d)
+            rows_s.append(cur_s)
+            rows_l.append(cur_e - cur_s)
+            rows_d.append(cur_d)
 
     for i, (a, b) in enumerate(zip(ds, de)):
         if b - a > span:

@@ -24,8 +24,40 @@ This module alone knows tokenizer families; it imports nothing of winsample but 
 ``chunking`` (the safe-cut rule of regex pre-tokenizers).
 """
 
-from .base import Tokenizer, texts_in_context, dist_version
-from .chunking import is_safe_cut, last_safe_cut, iter_safe_cuts, safe_cuts, TextChunker, last_safe_cut_bytes
-from .bpe import DEFAULT_ENCODING, FAMILIES, GPT2_RANKS_SHA256, ENDOFTEXT, pattern_of, PATTERNS, parse_ranks, read_ranks_file, ranks_sha256, ranks_file_bytes, gpt2_from_ranks, bundled_gpt2_ranks, load_encoding, TiktokenTokenizer, check_byte_coverage, eot_token, describe
-from .load import load, tokenizer_path, from_meta, mismatches, resolve, HF_JSON, HF_CONFIG, SPM_NAMES, RANKS_LINE, sniff, load_file, file_key, load_file_keyed
-from .backend import BACKENDS, FastTokenizer, with_backend, CHECKED, fast_checked
+from .backend import BACKENDS, CHECKED, FastTokenizer, fast_checked, with_backend
+from .base import Tokenizer, dist_version, texts_in_context
+from .bpe import (
+    DEFAULT_ENCODING,
+    ENDOFTEXT,
+    FAMILIES,
+    GPT2_RANKS_SHA256,
+    PATTERNS,
+    TiktokenTokenizer,
+    bundled_gpt2_ranks,
+    check_byte_coverage,
+    describe,
+    eot_token,
+    gpt2_from_ranks,
+    load_encoding,
+    parse_ranks,
+    pattern_of,
+    ranks_file_bytes,
+    ranks_sha256,
+    read_ranks_file,
+)
+from .chunking import TextChunker, is_safe_cut, iter_safe_cuts, last_safe_cut, last_safe_cut_bytes, safe_cuts
+from .load import (
+    HF_CONFIG,
+    HF_JSON,
+    RANKS_LINE,
+    SPM_NAMES,
+    file_key,
+    from_meta,
+    load,
+    load_file,
+    load_file_keyed,
+    mismatches,
+    resolve,
+    sniff,
+    tokenizer_path,
+)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 from importlib import resources
+
 import numpy as np
+
 from ..errors import ConfigError
 from .base import Tokenizer
-
 
 # --- backends: the reference library, or the fast engine once it proves it agrees -------------
 

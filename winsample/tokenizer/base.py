@@ -11,8 +11,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from . import chunking
 from ..errors import ConfigError
+from . import chunking
 
 
 class Tokenizer:

@@ -12,12 +12,13 @@ import stat
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+
 import numpy as np
 import tiktoken
 from tiktoken_ext import openai_public
+
 from ..errors import ConfigError, DataError, InputError
 from .base import Tokenizer, dist_version
-
 
 DEFAULT_ENCODING = "gpt2"
 FAMILIES = ("tiktoken", "hf", "sentencepiece")  # meta.json's tokenizer.family (absent: tiktoken)

@@ -398,7 +398,7 @@ def self_check(reference: Callable[[str], object], fast: Callable[[str], object]
             return f"its batch call fails: {type(e).__name__}: {e}"
         for rows in results:
             for text, want, row in zip(texts, wants, rows):
-                problem = _compare(text, want, lambda _: row, b"")
+                problem = _compare(text, want, lambda _, row=row: row, b"")
                 if problem is not None:
                     return problem.replace(" given as UTF-8 bytes", " in a batch call of several texts")
     return None

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import chunking
 from ..errors import ConfigError
+from . import chunking
 from .base import Tokenizer, dist_version, texts_in_context
 
 SUPPORTED_MODELS = ("BPE", "Unigram")

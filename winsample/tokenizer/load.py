@@ -6,6 +6,7 @@ import functools
 import re
 from collections.abc import Mapping
 from pathlib import Path
+
 from ..errors import ConfigError, InputError, WinsampleError
 from .base import Tokenizer
 from .bpe import DEFAULT_ENCODING, FAMILIES, TiktokenTokenizer, load_encoding, read_ranks_file

@@ -51,7 +51,7 @@ def import_sentencepiece():
 def _varint(data: bytes, i: int) -> tuple[int, int]:
     """(value, next index) of the varint at ``data[i]``; ValueError past the end or over 10 bytes."""
     value = shift = 0
-    for k in range(10):
+    for _ in range(10):
         if i >= len(data):
             raise ValueError("truncated varint")
         b = data[i]

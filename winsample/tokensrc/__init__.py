@@ -2,10 +2,56 @@
 as one stream of ids, by one rule (``open_source``); each layout's reader sits beside its writer.
 """
 
-from .kinds import foreign_layout, check_layouts
-from .layouts import NANOGPT, MEGATRON, LLMC, LAYOUTS, DEFAULT_LAYOUTS, written, parse_layouts, eot_positions, layout_splits
-from .llmc import LLMC_MAGIC, LLMC_VERSION, LLMC_HEADER_INTS, LLMC_HEADER_BYTES, LLMC_DTYPE, LLMC_DIR, DEFAULT_SHARD_TOKENS, llmc_shard_name, llmc_header, read_llmc_header, is_llmc_shard, llmc_tokens, llmc_count, llmc_stream, write_llmc_split, LlmcShard, llmc_shard_files, group_shards, missing_shards, split_of_group, llmc_doc_problems, shard_entry_problems, llmc_groups, LlmcGroup, LlmcOwner, llmc_owner, stale_llmc, llmc_stream_checksum
-from .megatron import MEGATRON_MAGIC, MEGATRON_VERSION, MEGATRON_HEADER, MEGATRON_CODES, MEGATRON_DTYPES, MEGATRON_TOKEN_DTYPES, INT32_MAX, INDEX_STEP, megatron_index_name, write_megatron_index, MegatronIndex, read_megatron_index, megatron_problems, megatron_doc_starts, megatron_token_dtype, megatron_prefix
-from .nanogpt import find_meta, OpenSplit, NO_META, is_logical, open_split, open_folder
-from .open import open_source, foreign_source
+from .kinds import check_layouts, foreign_layout
+from .layouts import DEFAULT_LAYOUTS, LAYOUTS, LLMC, MEGATRON, NANOGPT, eot_positions, layout_splits, parse_layouts, written
+from .llmc import (
+    DEFAULT_SHARD_TOKENS,
+    LLMC_DIR,
+    LLMC_DTYPE,
+    LLMC_HEADER_BYTES,
+    LLMC_HEADER_INTS,
+    LLMC_MAGIC,
+    LLMC_VERSION,
+    LlmcGroup,
+    LlmcOwner,
+    LlmcShard,
+    group_shards,
+    is_llmc_shard,
+    llmc_count,
+    llmc_doc_problems,
+    llmc_groups,
+    llmc_header,
+    llmc_owner,
+    llmc_shard_files,
+    llmc_shard_name,
+    llmc_stream,
+    llmc_stream_checksum,
+    llmc_tokens,
+    missing_shards,
+    read_llmc_header,
+    shard_entry_problems,
+    split_of_group,
+    stale_llmc,
+    write_llmc_split,
+)
+from .megatron import (
+    INDEX_STEP,
+    INT32_MAX,
+    MEGATRON_CODES,
+    MEGATRON_DTYPES,
+    MEGATRON_HEADER,
+    MEGATRON_MAGIC,
+    MEGATRON_TOKEN_DTYPES,
+    MEGATRON_VERSION,
+    MegatronIndex,
+    megatron_doc_starts,
+    megatron_index_name,
+    megatron_prefix,
+    megatron_problems,
+    megatron_token_dtype,
+    read_megatron_index,
+    write_megatron_index,
+)
+from .nanogpt import NO_META, OpenSplit, find_meta, is_logical, open_folder, open_split
+from .open import foreign_source, open_source
 from .sharded import ConcatTokens, stream_of

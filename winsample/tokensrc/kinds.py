@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+
 from .. import formats
 from ..errors import ConfigError, WinsampleError
 from .layouts import LLMC, MEGATRON, parse_layouts

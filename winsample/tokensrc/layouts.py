@@ -48,11 +48,11 @@ accept, so a vocabulary that needs uint32 is refused for this layout.
 from __future__ import annotations
 
 from collections.abc import Sequence
-import numpy as np
-from .. import disk
-from .. import formats
-from ..errors import ConfigError
 
+import numpy as np
+
+from .. import disk, formats
+from ..errors import ConfigError
 
 NANOGPT, MEGATRON, LLMC = "nanogpt", "megatron", "llmc"
 LAYOUTS = (NANOGPT, MEGATRON, LLMC)

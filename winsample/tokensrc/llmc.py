@@ -8,13 +8,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
 import numpy as np
-from .. import disk
-from .. import formats
+
+from .. import disk, formats
 from ..errors import ConfigError, DataError, InputError, WinsampleError
 from .layouts import LLMC, layout_splits
 from .megatron import INDEX_STEP
-
 
 # --- llm.c / modded-nanogpt ---------------------------------------------------------------------
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-import numpy as np
-from .. import disk
-from .. import formats
-from ..errors import ConfigError, DataError, InputError
 
+import numpy as np
+
+from .. import disk, formats
+from ..errors import ConfigError, DataError, InputError
 
 # --- Megatron ---------------------------------------------------------------------------------
 

@@ -6,7 +6,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
 import numpy as np
+
 from ..errors import DataError, InputError, WinsampleError
 from ..formats.meta import Meta, SplitEntry, load_meta
 from ..formats.names import META_JSON, SPLITS, bin_name
@@ -14,7 +16,6 @@ from ..formats.npy import read_doc_index
 from ..formats.schema import is_int
 from ..formats.tokens import DEFAULT_DTYPE, open_tokens, refuse_unlabelled
 from .sharded import stream_of
-
 
 # --- opening a split: the one rule ---------------------------------------------------------
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+
 import numpy as np
+
 from ..errors import DataError, InputError
 from ..formats.meta import SplitEntry
 from ..formats.names import META_JSON
 from ..formats.npy import read_doc_index
 from ..formats.tokens import open_tokens
-
 
 # --- sharded splits: one logical stream ------------------------------------------------------
 

@@ -7,9 +7,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import tokensrc
-
-from .. import formats
+from .. import formats, tokensrc
 from .scan import FileScan, Target
 
 

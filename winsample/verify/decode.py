@@ -10,7 +10,6 @@ from ..errors import WinsampleError
 from .registry import DECODE
 from .report import Status, Window
 
-
 if TYPE_CHECKING:
     from .plan import Plan
 

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import disk
-from .. import tokensrc
-from .. import formats, tokenizer
+from .. import disk, formats, tokenizer, tokensrc
 from ..errors import DataError, InputError, WinsampleError
 from .decode import decode
 from .files import check_min_length, check_vocab
@@ -35,7 +33,7 @@ def scan_llmc(files: list[Path], n_vocab: int, label: str, progress=None) -> tup
         return None, problems
     parts, total, bad, max_id, first_bad, first_bad_id = [], 0, 0, None, None, None
     shard_scans = []
-    for f, c in zip(files, counts):
+    for f in files:
         sc = scan_file(f, tokensrc.LLMC_DTYPE, n_vocab, label=f.name, progress=progress, offset=tokensrc.LLMC_HEADER_BYTES)
         shard_scans.append(sc)
         parts.append((sc.size + tokensrc.LLMC_HEADER_BYTES, sc.checksum))

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import tokensrc
-
-from .. import disk
-from .. import formats
+from .. import disk, formats, tokensrc
 from ..errors import WinsampleError
 from .registry import MEGATRON_INDEX
 from .report import Report, Status

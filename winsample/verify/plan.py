@@ -8,12 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import disk
-from .. import formats
-from ..planning.boundaries import sorted_unique
+from .. import disk, formats
 from ..errors import DataError, WinsampleError
-from .options import DEFAULT_MIN_COVERAGE
+from ..planning.boundaries import sorted_unique
 from .figures import PlanFigures, Prepared, coverage_in_order, int_param, plan_figures, plan_file
+from .options import DEFAULT_MIN_COVERAGE
 from .registry import ALIGNMENT, COVERAGE, DUPLICATES, MATERIALIZED, MIN_LENGTH, ORDER, PLAN_BOUNDS
 from .report import Report, Status, percent
 from .scan import FileScan

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import disk
-from .. import tokensrc
-from .. import formats, tokenizer
+from .. import disk, formats, tokenizer, tokensrc
 from ..errors import DataError, InputError, WinsampleError
 from . import retokenize
 from .context import Dataset
@@ -27,7 +25,7 @@ from .megatron import check_listed_megatron, check_megatron
 from .meta import check_meta, check_provenance, load_meta_tokenizer
 from .options import VerifyOptions
 from .plan import check_plans
-from .registry import META, MEGATRON_INDEX, MIN_LENGTH, RETOKENIZE
+from .registry import MEGATRON_INDEX, META, MIN_LENGTH, RETOKENIZE
 from .report import Report, Status
 from .scan import Target, require_file, scan_file, scan_logical
 from .shingles import sampling_bits

@@ -16,9 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import disk
-from .. import tokensrc
-from .. import formats
+from .. import disk, formats, tokensrc
 from ..errors import InputError
 from .shingles import SHINGLE_K, Shingler
 

@@ -14,9 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import disk
-from .. import tokensrc
-from .. import formats, provenance
+from .. import disk, formats, provenance, tokensrc
 from ..errors import ConfigError, DataError, InputError
 from ..planning import Options, build_plans, check_options, load_tokenizer, shard_rows, shard_stats
 

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ... import disk
-from ... import formats
 from .. import pipeline, resume
 from ..config import RunSpec
 from ..pipeline import DocRule, SplitWriter

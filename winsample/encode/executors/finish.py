@@ -9,10 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import tokensrc
-
-from ... import disk
-from ... import formats
+from ... import disk, formats, tokensrc
 from ..config import RunSpec
 from ..pipeline import SplitWriter, starts_chunks, write_index
 

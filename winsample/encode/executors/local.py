@@ -37,17 +37,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import tokensrc
-
-from ... import disk
-from ... import __version__, formats, tokenizer
-from ...tokenizer.chunking import TextChunker
+from ... import __version__, disk, formats, tokenizer, tokensrc
 from ...errors import ConfigError, DataError, Interrupted, WinsampleError
+from ...tokenizer.chunking import TextChunker
 from .. import inputs, pipeline, resume
 from ..config import EncodeConfig, RunSpec
 from ..inputs import READ_BYTES, Origin, RangeFault, TextFile, iter_documents, range_error, read_text_range, text_pieces
 from ..pipeline import DocEnd, DocRule, InputDone, Piece, SplitWriter, encode_texts, locked, write_error, write_index
-from . import checkpoint, pool as pool_mod
+from . import checkpoint
+from . import pool as pool_mod
 from .finish import finish_tail, write_layouts
 
 PIECE_CHARS = pipeline.PIECE_CHARS  # a big document is cut into pieces of about this many chars
@@ -429,15 +427,15 @@ class _LocalRun:
                         pass
                 raise
             if pool is None:
-                self.result(items, lambda: encode_texts(enc, dtype, texts, where))
+                self.result(items, lambda texts=texts, where=where: encode_texts(enc, dtype, texts, where))
                 continue
             inflight.append((items, pool.submit(texts, where)))
             while len(inflight) >= limit:
                 items0, fut = inflight.popleft()
-                self.result(items0, lambda: pool.get(fut))
+                self.result(items0, lambda fut=fut: pool.get(fut))
         while inflight:
             items0, fut = inflight.popleft()
-            self.result(items0, lambda: pool.get(fut))
+            self.result(items0, lambda fut=fut: pool.get(fut))
 
     def _finish(self) -> _Result:
         c, stage, writers = self.spec.config, self.stage, self.writers

@@ -42,20 +42,19 @@ import os
 import shutil
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import xxhash
 
-from ... import disk
-from ... import formats, tokenizer
-from .. import inputs, pipeline
-from .ray_plan import plan_shards
-from ..config import DEFAULT_SHARD_BYTES, EncodeConfig, RunSpec, parse_size  # noqa: F401 (re-exported)
-from ...tokenizer.chunking import TextChunker
+from ... import disk, formats, tokenizer
 from ...errors import ConfigError, DataError, InputError, WinsampleError
+from ...tokenizer.chunking import TextChunker
+from .. import inputs, pipeline
+from ..config import DEFAULT_SHARD_BYTES, EncodeConfig, RunSpec, parse_size  # noqa: F401 (re-exported)
 from ..pipeline import LONG_RUN_CHARS, PIECE_CHARS, DocRule, SplitWriter, check_pattern, encode_texts, write_index
+from .ray_plan import plan_shards
 
 MAX_RETRIES = 3  # Ray re-runs a task whose worker died this many times
 INSTALL_HINT = "pip install 'winsample[ray]'"
