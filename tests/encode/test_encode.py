@@ -791,7 +791,7 @@ def test_lock_file_removed_between_open_and_flock_is_taken_again(tmp_path, monke
 
     monkeypatch.setattr(fcntl, "flock", flock)
     with pytest.raises(ConfigError):
-        with pipeline.locked(out):
+        with disk.locked(out):
             monkeypatch.setattr(fcntl, "flock", real_flock)
             probe = os.open(out / disk.LOCK_NAME, os.O_RDWR)
             try:

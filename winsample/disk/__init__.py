@@ -15,7 +15,7 @@ from .atomic import (
     write_json_atomic,
 )
 from .checksums import CHECKSUM_ALGO, CHUNK_BYTES, SHARD_CHECKSUM, checksum_file, combine_checksums, format_checksum, new_hasher
-from .lock import LOCK_NAME, locked_folder
+from .lock import LOCK_NAME, LOCK_TRIES, locked, locked_folder
 from .names import (
     MAX_METADATA_BYTES,
     glob_escape,
@@ -27,5 +27,5 @@ from .names import (
     refuse_overwrite,
     require_regular,
 )
-from .oserror import naming, os_error_text
+from .oserror import NO_ROOM, naming, os_error_text, write_error
 from .staging import COMMIT_MARK, STAGING_DIR, commit_staged, read_commit_mark, roll_forward

@@ -43,7 +43,7 @@ from ...tokenizer.chunking import TextChunker
 from .. import inputs, pipeline, resume
 from ..config import EncodeConfig, RunSpec
 from ..inputs import READ_BYTES, Origin, RangeFault, TextFile, iter_documents, range_error, read_text_range, text_pieces
-from ..pipeline import DocEnd, DocRule, InputDone, Piece, SplitWriter, encode_texts, locked, write_error, write_index
+from ..pipeline import DocEnd, DocRule, InputDone, Piece, SplitWriter, encode_texts, write_index
 from . import checkpoint
 from . import pool as pool_mod
 from .finish import finish_tail, write_layouts
@@ -175,7 +175,7 @@ def _prepare(config: EncodeConfig, notice) -> _Setup:
         raise ConfigError("--layout llmc starts each document with the end-of-document id itself: drop --bos")
     sources = inputs.resolve_inputs(list(config.inputs), config.fmt, notice)
     out_dir = pipeline.check_out_dir(config.out_dir, sources, config.tokenizer_file)
-    workers = config.workers or os.cpu_count() or 1  # OUT_DIR is created by locked(), which removes it again on failure
+    workers = config.workers or os.cpu_count() or 1  # OUT_DIR is created by disk.locked(), which removes it again on failure
     enc, backend_entry = tokenizer.with_backend(enc, config.backend)
     if notice is not None and backend_entry.get("note"):
         notice(backend_entry.pop("note"))
@@ -211,7 +211,7 @@ def run_local(config: EncodeConfig, *, progress: ProgressFn | None = None, notic
     # The pool starts before the lock and the staging files exist, so forked workers hold neither.
     pool = pool_mod.make_pool(setup.threads, setup.enc, setup.spec.dtype) if setup.workers > 1 else None
     try:
-        with locked(setup.out_dir):
+        with disk.locked(setup.out_dir):
             result, meta = _commit(setup, pool, progress)
     finally:
         if pool is not None:
@@ -246,7 +246,7 @@ def _commit(setup: _Setup, pool, progress) -> tuple[_Result, formats.Meta]:
         raise kept from None
     except OSError as e:
         formats.recover(out_dir)
-        raise write_error(out_dir, e) from None
+        raise disk.write_error(out_dir, e) from None
     except BaseException:
         formats.recover(out_dir)
         raise

@@ -400,7 +400,7 @@ def run_ray(config: EncodeConfig, *, progress=None, notice=None) -> dict:
     enc, sources, out_dir = setup.enc, setup.sources, setup.out_dir
     describe = enc.describe()
     job = ShardJob.of(setup.spec, out_dir, enc, setup.backend_entry["name"])
-    with pipeline.locked(out_dir):
+    with disk.locked(out_dir):
         formats.recover(out_dir)
         plan = plan_shards(sources, config.shard_bytes, enc)
         metas = _on_cluster(ray, config, lambda: _run_tasks(ray, job, sources, plan, progress))
