@@ -29,8 +29,8 @@ from winsample import disk, formats
 from winsample.cli import main
 from winsample.encode import encode_corpus
 
-from . import test_faults
 from .conftest import CORPUS, REPO
+from .encode import test_faults
 
 EOT = 50256
 MIB = 1 << 20  # sources.READ_BYTES: one read
@@ -683,7 +683,7 @@ def test_reliability_doc_matches_the_suite():
 
 from winsample.encode import resume  # noqa: E402
 
-from .test_faults import _crash_after_checkpoints, _docs, encode_args, one_error_line, small_batches, wait_for  # noqa: E402,F401
+from .encode.test_faults import _crash_after_checkpoints, _docs, encode_args, one_error_line, small_batches, wait_for  # noqa: E402,F401
 
 
 def _children(pid: int) -> list[int]:
@@ -729,7 +729,7 @@ def _encode_with_workers(tmp_path, kill_corpus, reaped):
     return p, out
 
 
-from .test_faults import kill_corpus  # noqa: E402,F401
+from .encode.test_faults import kill_corpus  # noqa: E402,F401
 
 
 def test_a_killed_worker_fails_the_run_with_one_line_and_no_hang(tmp_path, kill_corpus, reaped):

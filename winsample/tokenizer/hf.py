@@ -42,7 +42,7 @@ CONFIG_JSON = "tokenizer_config.json"
 
 # The regex Split sequences (before a ByteLevel(use_regex=false) step) under which chunking's cut
 # rule is proven: each alternation ends a letter/digit run at a following \r, \n or space, starts a
-# whitespace/" word" match there, and has no lookbehind (tests/test_tokenizer_families.py checks
+# whitespace/" word" match there, and has no lookbehind (tests/tokenizer/test_families.py checks
 # the rule against the library on generated and real text for each).
 _CL100K = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 _QWEN2 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"

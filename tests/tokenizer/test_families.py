@@ -31,7 +31,7 @@ from winsample.encode import encode_corpus
 from winsample.encode.executors import local as encode_mod
 from winsample.errors import ConfigError
 
-from .conftest import CORPUS
+from ..conftest import CORPUS
 from .test_chunking import TRICKY
 
 # --- the real vocabularies --------------------------------------------------------------------

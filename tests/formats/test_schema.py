@@ -16,7 +16,7 @@ from winsample import formats
 from winsample.cli import main
 from winsample.errors import DataError
 
-from .conftest import FIXTURES
+from ..conftest import FIXTURES
 
 GOLDEN = FIXTURES / "golden_v1"
 GOLDEN_META = json.loads((GOLDEN / "meta.json").read_text())

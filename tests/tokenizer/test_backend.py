@@ -27,7 +27,7 @@ from winsample.encode import encode_corpus
 from winsample.errors import ConfigError
 from winsample.tokenizer import fastengine
 
-from .conftest import CORPUS, REPO
+from ..conftest import CORPUS, REPO
 
 EOT = 50256
 

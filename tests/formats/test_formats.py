@@ -8,7 +8,7 @@ import xxhash
 from winsample import disk, formats
 from winsample.errors import DataError, InputError
 
-from .conftest import FIXTURES
+from ..conftest import FIXTURES
 
 GOLDEN = FIXTURES / "golden_v1"
 

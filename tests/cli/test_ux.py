@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from winsample.cli import main
 
-from .conftest import CORPUS, REPO
+from ..conftest import CORPUS, REPO
 
 WS = str(Path(sys.executable).parent / "winsample")
 

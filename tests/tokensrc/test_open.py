@@ -15,7 +15,7 @@ from winsample import formats, tokensrc
 from winsample.cli import main
 from winsample.errors import InputError
 
-from .conftest import FIXTURES
+from ..conftest import FIXTURES
 
 GOLDEN = FIXTURES / "golden_v1"
 TEXT = "First paragraph, one sentence.\n\nSecond paragraph here. It has two sentences.\n\nThird one.\n"

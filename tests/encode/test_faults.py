@@ -28,7 +28,7 @@ from winsample.encode.executors import local as encode_mod
 from winsample.errors import InputError, Interrupted
 from winsample.verify import verify as run_verify
 
-from .conftest import CORPUS
+from ..conftest import CORPUS
 
 KILLS = 20  # kill -9 moments for encode (the issue asks for >= 20)
 MATERIALIZE_KILLS = 5  # kill -9 moments for windows --materialize

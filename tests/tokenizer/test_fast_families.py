@@ -29,7 +29,7 @@ from winsample.tokenizer import fastengine
 from winsample.tokenizer import hf as tokenizer_hf
 from winsample.tokenizer import spm as tokenizer_spm
 
-from .conftest import CORPUS
+from ..conftest import CORPUS
 
 FAMILIES = ("deepseek", "mistral-v1", "mistral-v3")
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from winsample.tokenizer.chunking import TextChunker, is_safe_cut, last_safe_cut, safe_cuts
 
-from .conftest import CORPUS, _tiktoken_spec
+from ..conftest import CORPUS, _tiktoken_spec
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 
