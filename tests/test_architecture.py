@@ -1,12 +1,16 @@
-"""The shape of the package: dependencies point one way, and the schema has one home.
+"""The shape of the package: packages per concern, dependencies pointing one way, one home each.
 
-- The import graph of ``winsample/`` (every import, top-level or inside a function) has no cycle.
-- No module but ``formats.py`` decodes meta.json, a plan sidecar or a shard meta: ``json.load``
-  appears only in ``formats.py``, ``sources.py`` (the user's JSONL documents) and ``resume.py``
-  (encode's own checkpoint journal); no module calls the dict readers ``formats.read_meta`` /
-  ``read_plan`` / ``validate_meta`` (they stay for tests and scripts); and no module but
-  ``formats.py``, ``tokenizer.py`` (the tokenizer entry's own fields) and ``tokensrc/`` looks up a key only
-  meta.json or a sidecar has (``tokensrc/`` owns meta's ``layouts`` entries).
+- Each package (``winsample/<name>/``) or top-level module is one node of the import graph (every
+  import, top-level or inside a function). The graph has no cycle, and every node imports only
+  nodes of a lower layer (``LAYERS``, bottom first; docs/architecture.md draws the same picture
+  and a test holds the two together).
+- No module but ``formats/`` decodes winsample's metadata: ``json.load`` appears only in
+  ``formats/``, ``disk/`` (its own commit mark), ``encode/`` (the user's JSONL, its checkpoint
+  journal) and ``tokenizer/`` (a tokenizer.json); no module calls the dict readers
+  ``formats.read_meta`` / ``read_plan`` / ``validate_meta``; and only ``formats/``, ``tokenizer/``
+  and ``tokensrc/`` (meta's ``layouts`` entries) look up a key only meta.json or a sidecar has.
+- No module reads a private name of another, every ``module.NAME`` read exists, and every
+  command opens tokens with ``tokensrc.open_source``.
 """
 
 from __future__ import annotations
@@ -17,11 +21,22 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "winsample"
 MODULES = {p.stem: [p] for p in PACKAGE.glob("*.py")}  # a module, or a package: one node, all its files
 MODULES.update({d.name: sorted(d.rglob("*.py")) for d in PACKAGE.iterdir() if (d / "__init__.py").exists()})
-JSON_READERS = {"formats", "encode", "tokenizer", "disk"}  # disk: its own commit mark; tokenizer_hf: a tokenizer.json / tokenizer_config.json, not winsample metadata; fastengine: the tokenizer.json it hands gigatoken
+JSON_READERS = {"formats", "encode", "tokenizer", "disk"}
 # keys only meta.json / a sidecar has ("shards" is left out: tokensrc/llmc.py's entries use it too)
 SCHEMA_KEYS = {"splits", "sharded", "doc_index", "ranks_sha256", "materialized", "eot_appended", "n_vocab",
                "plan_stats", "continues"}
-SCHEMA_OWNERS = {"formats", "tokenizer", "tokensrc"}  # formats: the schema; tokenizer, layouts: their own entries in it
+SCHEMA_OWNERS = {"formats", "tokenizer", "tokensrc"}  # formats: the schema; tokenizer, tokensrc: their own entries in it
+LAYERS = [  # bottom first: a node imports only nodes of lower layers
+    {"errors"},
+    {"disk", "tokenizer"},  # files on disk; tokenizer families (neither knows winsample's formats)
+    {"formats"},  # the schema and file names
+    {"tokensrc"},  # opening token sources (each layout's reader beside its writer)
+    {"planning", "provenance"},  # window planning (pure); where documents came from
+    {"train"},  # the Loader and get_batch
+    {"encode", "windows", "verify", "inspect", "plot"},  # the commands' libraries
+    {"cli", "__init__"},  # the command line; the package's public API
+    {"__main__"},
+]
 
 
 def tree(name: str) -> ast.Module:
@@ -83,13 +98,22 @@ def test_import_graph_has_no_cycle():
     assert find_cycle(graph) is None
 
 
-def test_formats_and_tokenizer_sit_below_the_features():
-    features = {"cli", "encode", "engine_ray", "pipeline", "windows", "verify", "inspect", "plot", "batch"}
-    for low in ("formats", "tokenizer", "errors", "disk"):
-        assert not imports(low) & features, low
-    assert imports("errors") == set()
-    assert imports("tokenizer") <= {"errors"}  # the tokenizer families, their interface and the fast engine: one package
-    assert imports("disk") <= {"errors"}  # files on disk, whatever they hold: below the formats
+def test_every_node_imports_only_lower_layers():
+    layer = {n: k for k, names in enumerate(LAYERS) for n in names}
+    assert set(layer) == set(MODULES) - {"_fast"}, set(MODULES) ^ set(layer)  # every package has its layer
+    wrong = {n: sorted(m for m in imports(n) if layer[m] >= layer[n]) for n in layer}
+    assert {n: w for n, w in wrong.items() if w} == {}
+
+
+def test_docs_architecture_names_every_package_in_its_layer():
+    """docs/architecture.md's table lists each package or top-level module once, in LAYERS' order."""
+    import re
+
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| *(\d+) *\| *`([\w_]+)(?:/|\.py)` *\|", doc, re.M)
+    named = {name: int(k) for k, name in rows}
+    assert len(rows) == len(named)  # each once
+    assert named == {n: k for k, names in enumerate(LAYERS) for n in names if n not in ("__init__", "__main__")}
 
 
 def _calls(node: ast.AST):
@@ -219,3 +243,16 @@ def test_every_command_opens_tokens_by_one_function():
                     callers.setdefault(called, set()).add(name)
     assert callers["open_split"] <= {"tokensrc"}, callers["open_split"]
     assert {"planning", "verify", "inspect", "plot", "provenance", "train"} <= callers["open_source"]
+
+
+def test_small_rooms():
+    """No module of winsample/ over 800 lines, no function over 100 (the C module aside)."""
+    big_modules, big_functions = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > 800:
+            big_modules.append(f"{path.relative_to(PACKAGE)}: {len(text.splitlines())} lines")
+        for n in ast.walk(ast.parse(text)):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > 100:
+                big_functions.append(f"{path.relative_to(PACKAGE)}:{n.lineno} {n.name}: {n.end_lineno - n.lineno + 1} lines")
+    assert big_modules == [] and big_functions == []
