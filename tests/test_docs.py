@@ -46,3 +46,15 @@ def test_format_md_examples_are_what_the_demo_commands_write(tmp_path):
     shown = _json_after(doc, "## Plan sidecar")
     side["source"]["path"] = shown["source"]["path"]  # where this run put it
     assert side == shown
+
+
+def test_every_test_file_the_docs_name_exists():
+    """README and docs/ point readers at tests by path; a move must take the pointers along."""
+    import re
+
+    missing = []
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for path in re.findall(r"tests/[\w/]+\.py", doc.read_text(encoding="utf-8")):
+            if not (REPO / path).is_file():
+                missing.append(f"{doc.name}: {path}")
+    assert missing == []
