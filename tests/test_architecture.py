@@ -27,7 +27,7 @@ SCHEMA_KEYS = {"splits", "sharded", "doc_index", "ranks_sha256", "materialized",
                "plan_stats", "continues"}
 SCHEMA_OWNERS = {"formats", "tokenizer", "tokensrc"}  # formats: the schema; tokenizer, tokensrc: their own entries in it
 LAYERS = [  # bottom first: a node imports only nodes of lower layers
-    {"errors"},
+    {"errors", "terminal"},
     {"disk", "tokenizer"},  # files on disk; tokenizer families (neither knows winsample's formats)
     {"formats"},  # the schema and file names
     {"tokensrc"},  # opening token sources (each layout's reader beside its writer)

@@ -23,6 +23,7 @@ import numpy as np
 
 from . import formats, provenance, tokenizer, tokensrc
 from .errors import ConfigError, InputError, WinsampleError
+from .terminal import hex_bytes, terminal_safe
 
 DEFAULT_COUNT = 32  # tokens (or plan rows) shown: about one line of prose
 BOUNDARY = "│"  # drawn between two tokens' decoded pieces
@@ -35,11 +36,6 @@ class AtOutOfRange(InputError):
 
 
 # --- rendering one token -----------------------------------------------------------------
-
-
-def hex_bytes(data: bytes) -> str:
-    """``b'\\xe6\\xbb'`` → ``⟨e6 bb⟩``."""
-    return "⟨" + " ".join(f"{b:02x}" for b in data) + "⟩"
 
 
 def render_piece(data: bytes) -> str:
@@ -376,8 +372,8 @@ def _fmt(v) -> str:
     if isinstance(v, bool) or v is None:
         return str(v).lower() if isinstance(v, bool) else "-"
     if isinstance(v, list) and all(isinstance(x, str) for x in v):
-        return ", ".join(v)
-    return str(v)  # no thousands separators: seeds and offsets are copied back into commands
+        return terminal_safe(", ".join(v))
+    return terminal_safe(str(v))  # no thousands separators: seeds and offsets are copied back into commands
 
 
 def _kv_lines(d: dict, style, indent: int = 0) -> list[str]:

@@ -10,6 +10,7 @@ import click
 
 from .. import __version__
 from ..errors import Interrupted, WinsampleError
+from ..terminal import terminal_safe
 from .common import EXIT_CODE_KEY
 
 
@@ -87,7 +88,7 @@ def _raise_interrupted(signum, frame):
 
 def _fail(ctx: click.Context, message: str, code: int):
     # one line, whatever a file name holds: a newline in a name must not split the error line
-    click.echo(message.replace("\r", "\\r").replace("\n", "\\n"), err=True)
+    click.echo(terminal_safe(message.replace("\r", "\\r").replace("\n", "\\n"), keep="\t"), err=True)
     ctx.exit(code)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from ..terminal import terminal_safe
 from .common import plural
 
 
@@ -76,29 +77,30 @@ def verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
     With -q only the checks that did not pass (like ``ruff -q``): nothing at all when all is
     well, and the exit code says the rest."""
     paint = (lambda t, **k: click.style(t, **k)) if colour else (lambda t, **k: t)
-    width = max((len(c.file) for c in report.checks), default=0)
+    safe = terminal_safe  # file names, details and corpus text come from the data: never raw to a terminal
+    width = max((len(safe(c.file)) for c in report.checks), default=0)
     lines = []
     for c in report.checks:
         if quiet and c.status in ("pass", "skip"):
             continue
         mark = paint(_MARK[c.status], fg=_COLOUR[c.status], bold=True) if _COLOUR[c.status] else _MARK[c.status]
-        lines.append(f"{mark} {c.name:<15} {c.file:<{width}}  {c.detail}")
+        lines.append(f"{mark} {c.name:<15} {safe(c.file):<{width}}  {safe(c.detail, keep='')}")
     if report.windows and not quiet:
         lines.append("")
         for w in report.windows:
-            head = f"── {w.file} [{w.start}, {w.start + w.length}) {w.length} tokens"
+            head = f"── {safe(w.file)} [{w.start}, {w.start + w.length}) {w.length} tokens"
             if w.overlap:
                 head += f", first {w.overlap} shared with the previous window {OVERLAP_OPEN}…{OVERLAP_CLOSE}"
             if w.source is not None:
                 from ..provenance import source_text
 
-                head += f" · from {source_text(w.source)}"
+                head += f" · from {safe(source_text(w.source), keep='')}"
             lines.append(paint(head, bold=True))
             rest = w.text[len(w.overlap_text):] if w.text.startswith(w.overlap_text) else w.text
             if w.overlap:
-                lines.append(paint(OVERLAP_OPEN + w.overlap_text + OVERLAP_CLOSE, dim=True) + rest)
+                lines.append(paint(OVERLAP_OPEN + safe(w.overlap_text) + OVERLAP_CLOSE, dim=True) + safe(rest))
             else:
-                lines.append(w.text)
+                lines.append(safe(w.text))
             if w.shown is not None:
                 lines.append(paint(f"… ({w.length - w.shown:,} more tokens not shown)", dim=True))
     n = {s: sum(c.status == s for c in report.checks) for s in _MARK}
