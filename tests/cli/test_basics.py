@@ -65,3 +65,12 @@ def test_encode_dash_o_dash_is_a_usage_error_not_a_folder_named_dash(tmp_path, m
 def test_bare_winsample_shows_its_help_as_click_does_not_as_an_error_line():
     r = CliRunner().invoke(main, [], prog_name="winsample")
     assert "Usage: winsample" in r.output and "Commands:" in r.output and "error:" not in r.output
+
+
+def test_every_command_takes_q_and_json():
+    """-q and --json are documented for every command (inspect refused -q)."""
+    from winsample.cli import main as group
+
+    for name, cmd in group.commands.items():
+        opts = {o for p in cmd.params for o in getattr(p, "opts", [])}
+        assert {"-q", "--json"} <= opts, name

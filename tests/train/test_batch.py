@@ -88,3 +88,15 @@ def test_get_batch_takes_randomness_only_from_an_explicit_seed(tmp_path, rng):
     plan, path = _plan(tmp_path, 100, "-T", 8)
     with pytest.raises(ConfigError, match="rng must be a np.random.Generator or an int seed"):
         winsample.get_batch(plan, path, 2, rng)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.0, "8", True, None, 10**10])
+def test_get_batch_and_the_loader_refuse_a_batch_size_that_is_no_size(bad):
+    """One ConfigError line before anything is read (10**10 windows would ask for ~74 GiB)."""
+    import winsample
+    from winsample.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="batch_size must be"):
+        winsample.get_batch("no-such-plan.npy", "no-such.bin", bad, 0)
+    with pytest.raises(ConfigError, match="batch_size must be"):
+        winsample.Loader("no-such-plan.npy", "no-such.bin", bad, 0)

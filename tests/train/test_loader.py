@@ -349,3 +349,11 @@ def test_a_plan_with_no_windows_is_refused_saying_so_not_suggesting_pad(tmp_path
     assert CliRunner().invoke(main, ["windows", str(p), "-T", "8", "-o", str(tmp_path / "q.npy"), "-q"]).exit_code == 0
     with pytest.raises(DataError, match=r"short='pad' also serves the 1 shorter window\(s\)"):
         winsample.Loader(tmp_path / "q.npy", p, 4, seed=1)
+
+
+@pytest.mark.parametrize("bad", [-5, 2**32, 2**70, 1.5, "0"])
+def test_a_pad_id_that_is_no_token_id_is_refused_up_front(bad):
+    """pad_id=-5 used to be accepted, and 2**70 to overflow only at batch()."""
+    plan = make_plan([0, 20, 40], [11] * 3, 11, 60)
+    with pytest.raises(ConfigError, match="pad_id must be"):
+        winsample.Loader(plan, np.arange(60, dtype=np.uint32), 1, 0, pad_id=bad)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import emit_json, json_option, use_color
+from .common import emit_json, json_option, quiet_option, use_color
 from .main import main
 
 _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim": True}, "warn": {"fg": "yellow"}}
@@ -20,8 +20,9 @@ _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim"
               help="meta.json describing PATH, when it is not beside it.")
 @click.option("--encoding", default=None, metavar="NAME",
               help="Tokenizer to decode with, instead of the one meta.json names (gpt2 without meta).")
+@quiet_option  # accepted as by every command; inspect draws no bar and its report is the data (stdout)
 @json_option
-def inspect_cmd(path, at, count, meta_path, encoding, as_json):
+def inspect_cmd(path, at, count, meta_path, encoding, quiet, as_json):
     """Show what a token file, data folder or window plan holds; writes nothing.
 
     \b

@@ -20,6 +20,18 @@ from ..errors import ConfigError, DataError
 from ..tokensrc import open_source
 
 
+MAX_BATCH = 1 << 24  # windows in one batch: beyond this a typo, not a batch (2**24 × T ids would not fit memory)
+
+
+def check_batch_size(who: str, batch_size) -> int:
+    """``batch_size`` as an int in [1, MAX_BATCH], else ConfigError naming ``who``."""
+    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool):
+        raise ConfigError(f"{who}: batch_size must be an int, got {batch_size!r}")
+    if not 1 <= batch_size <= MAX_BATCH:
+        raise ConfigError(f"{who}: batch_size must be in [1, {MAX_BATCH}], got {batch_size}")
+    return int(batch_size)
+
+
 @dataclass
 class Plan:
     """A window plan: ``rows`` (start, length, doc, fresh), ``sidecar`` (params, source, stats)."""
@@ -63,6 +75,7 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng) -> tuple[np
     ``tokens`` is the token array (a memmap of the plan's .bin) or its path (opened by
     ``tokensrc.open_source``, the rule every command opens tokens by); only the drawn windows are read.
     """
+    check_batch_size("get_batch", batch_size)
     if isinstance(plan, (str, Path)):
         plan = read_plan(plan)
     elif not isinstance(plan, Plan):  # e.g. np.load(PLAN.npy): the rows alone say nothing of T or targets

@@ -38,8 +38,9 @@ import numpy as np
 from .. import formats
 from ..errors import ConfigError, DataError
 from ..tokensrc import open_source
-from .batch import Plan, read_plan
+from .batch import Plan, check_batch_size, read_plan
 
+MAX_ID = (1 << 32) - 1  # the widest token id a .bin holds (uint32)
 SHORT = ("drop", "pad")
 LABELS = ("all", "fresh")
 ORDER_STREAM = 2  # third word of the permutation's seed: [seed, epoch, 2] (windows --shuffle uses 1)
@@ -111,12 +112,15 @@ class Loader:
 
     def __init__(self, plan, tokens_path, batch_size: int, seed: int, rank: int = 0, world_size: int = 1,
                  short: str = "drop", ignore_index: int = -1, labels: str = "all", pad_id: int | None = None):
-        for name, v in (("batch_size", batch_size), ("seed", seed), ("rank", rank), ("world_size", world_size),
-                        ("ignore_index", ignore_index)):
+        check_batch_size("Loader", batch_size)
+        for name, v in (("seed", seed), ("rank", rank), ("world_size", world_size), ("ignore_index", ignore_index)) + \
+                ((("pad_id", pad_id),) if pad_id is not None else ()):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
                 raise ConfigError(f"Loader: {name} must be an int, got {v!r}")
-        if batch_size < 1:
-            raise ConfigError(f"Loader: batch_size must be at least 1, got {batch_size}")
+        if pad_id is not None and not 0 <= pad_id <= MAX_ID:  # x holds token ids: a pad must be one
+            raise ConfigError(f"Loader: pad_id must be a token id in [0, {MAX_ID}], got {pad_id}")
+        if not -(1 << 63) <= ignore_index < (1 << 63):  # y is int64
+            raise ConfigError(f"Loader: ignore_index must fit int64, got {ignore_index}")
         if seed < 0:
             raise ConfigError(f"Loader: seed must be >= 0, got {seed}")
         if world_size < 1 or not 0 <= rank < world_size:
