@@ -52,8 +52,10 @@ def recover(out_dir: str | Path) -> str | None:
 
 def dataset_files(path: str | Path, meta_path: str | Path | None = None) -> list[Path]:
     """Every file of the dataset ``path`` (a data folder or a token file) belongs to, as far as
-    it can be told: the token file, the meta.json (``meta_path`` or the one in/beside it), the
-    files it names, winsample's own names in the folder, and a tokenizer file it names.
+    it can be told: the token file, the meta.json (``meta_path`` or the one in/beside it),
+    winsample's own split names in the folder, and every name meta.json holds, wherever it holds
+    it (split files, indexes, provenance, other layouts' files, a tokenizer file, and any kind
+    added later).
     Outputs must never be one of these (``refuse_overwrite``). Never raises on a broken meta."""
     path = Path(path)
     folder = path if path.is_dir() else path.parent
@@ -67,25 +69,15 @@ def dataset_files(path: str | Path, meta_path: str | Path | None = None) -> list
     except (WinsampleError, ValueError, RecursionError):
         meta = None
     base = mp.parent
-    if isinstance(meta, dict):
-        entries = list(meta["splits"].values()) if isinstance(meta.get("splits"), dict) else []
-        for e in entries:
-            if not isinstance(e, dict):
-                continue
-            for sub in [e] + [x for x in (e.get("shards") if isinstance(e.get("shards"), list) else []) if isinstance(x, dict)]:
-                for key in ("file", "doc_index"):
-                    if isinstance(sub.get(key), str) and sub[key] and "\0" not in sub[key]:
-                        files.append(base / sub[key])
-        tok = meta.get("tokenizer")
-        if isinstance(tok, dict) and isinstance(tok.get("file"), str) and tok["file"] and "\0" not in tok["file"]:
-            files += [Path(tok["file"]), base / tok["file"]]
-        stack = [meta.get("layouts")]  # other layouts' files (Megatron .idx, llm.c shards): every name they list
-        while stack:
-            v = stack.pop()
-            if isinstance(v, dict):
-                stack += list(v.values())
-            elif isinstance(v, list):
-                stack += v
-            elif isinstance(v, str) and v and "\0" not in v and not os.path.isabs(v):
-                files.append(base / v)
+    # One rule for every kind of file a dataset has or will have (provenance, other layouts' files,
+    # a tokenizer file, …): every name meta.json holds anywhere is protected, not a list of kinds.
+    stack = [meta] if isinstance(meta, dict) else []
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack += list(v.values())
+        elif isinstance(v, list):
+            stack += v
+        elif isinstance(v, str) and v and "\0" not in v and len(v) < 4096:
+            files += [Path(v), base / v] if os.path.isabs(v) else [base / v]
     return files

@@ -19,7 +19,6 @@ from .. import formats
 from ..errors import ConfigError, DataError
 from ..tokensrc import open_source
 
-
 MAX_BATCH = 1 << 24  # windows in one batch: beyond this a typo, not a batch (2**24 × T ids would not fit memory)
 
 
