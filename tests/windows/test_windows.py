@@ -692,3 +692,20 @@ def test_a_plan_name_that_says_another_format_is_refused(tmp_path, fmt, name):
     r = run_cli(b, "-T", 8, "--format", fmt, "-o", tmp_path / name)
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and f"with --format {fmt}" in r.stderr
     assert not (tmp_path / name).exists()
+
+
+def test_a_new_plan_set_replaces_every_file_an_older_run_wrote_under_its_name(tmp_path):
+    """#29 class 8: re-planning to the same -o left PLAN.tokens.npy, per-scale and per-shard
+    files of the older set beside the new one (verify then failed a plan just written)."""
+    bin_file(tmp_path / "t.bin", 5000)
+    out = tmp_path / "p.npy"
+    keep = tmp_path / "p.extra.npy"  # a user's file that only looks alike: not this plan's name
+    keep.write_bytes(b"mine")
+    first = CliRunner().invoke(main, ["windows", str(tmp_path / "t.bin"), "-T", "64,128", "--shards", "2",
+                                      "--materialize", "-o", str(out), "-q"])
+    assert first.exit_code == 0, first.stderr
+    assert len(formats.plan_family(out)) == 2 * 2 * 3  # 2 scales × 2 shards × (plan, sidecar, tokens)
+    again = CliRunner().invoke(main, ["windows", str(tmp_path / "t.bin"), "-T", "64", "-o", str(out), "-q"])
+    assert again.exit_code == 0, again.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.extra.npy", "p.npy", "p.npy.json", "t.bin"]
+    assert keep.read_bytes() == b"mine"

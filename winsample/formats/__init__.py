@@ -138,6 +138,7 @@ from .names import (
     is_sharded,
     materialized_path,
     partial_dir,
+    plan_family,
     plan_for_scale,
     plan_shard,
     plan_sidecar,

@@ -74,6 +74,21 @@ def plan_shard(plan_path: str | Path, rank: int, shards: int) -> Path:
 def materialized_path(plan_path: str | Path) -> Path:
     """Token windows written beside a plan: ``PLAN.tokens.npy``."""
     return _with_infix(plan_path, "tokens")
+def plan_family(plan_path: str | Path) -> list[Path]:
+    """The files that exist beside ``plan_path`` under the names a run with ``-o plan_path``
+    writes (``plan_for_scale``, ``plan_shard``, ``materialized_path``, sidecars, in any
+    combination): a new run's set replaces them all, so no file of an older set stays behind."""
+    import re
+
+    p = Path(plan_path)
+    name = p.name
+    if not name.endswith(".npy") or not p.parent.is_dir():
+        return []
+    stem = re.escape(name[:-4])
+    own = re.compile(rf"^{stem}(\.T[0-9]+)?(\.shard[0-9]+of[0-9]+)?(\.tokens)?\.npy(\.json)?$")
+    return sorted(q for q in p.parent.iterdir() if own.match(q.name) and (q.is_file() or q.is_symlink()))
+
+
 PARTIAL_DIR = ".partial"  # encode's work folder; kept after an interrupt for --resume
 PARTIAL_JOURNAL = "journal.json"  # in PARTIAL_DIR: the last checkpoint (see resume.py)
 

@@ -129,7 +129,10 @@ def _write_all(plans, out: str, o: Options, multi: bool, stream, summaries: list
             _write_plans(plans, out, o, multi, stream, stage, names, summaries)
             if stage is not None:
                 names.sort(key=lambda n: n.endswith(".json"))  # sidecars last: a plan is current only with its sidecar
-                disk.commit_staged(stage, Path(out).parent, names)
+                # files an older run wrote under this plan's names (another -T, --shards, --materialize)
+                # go with the same commit: a set is never mixed with an older one's files
+                stale = [q.name for q in formats.plan_family(out) if q.name not in names]
+                disk.commit_staged(stage, Path(out).parent, names, remove=stale)
         except BrokenPipeError:  # `-o - | head` closed stdout: the CLI stops quietly, as after any command
             raise
         except OSError as e:  # a full disk, a quota: name the file and say what happened
