@@ -864,14 +864,24 @@ def test_two_different_files_with_the_same_text_are_both_encoded(tmp_path):
     assert r.exit_code == 0 and json.loads(r.stdout)["train"]["documents"] == 2  # content is not identity
 
 
-def test_a_folder_says_how_many_files_it_does_not_read(tmp_path):
-    write_tree(tmp_path / "in", {"a.txt": "read", "b.rst": "not read", "c.rst": "nor this", "d": "no suffix"})
+def test_a_folder_says_how_many_files_it_does_not_read_even_with_q_and_in_json(tmp_path):
+    """#29 class 7: hidden files and folders and symlinked folders were skipped without a word,
+    -q hid the note, and --json had no field for it."""
+    write_tree(tmp_path / "in", {"a.txt": "read", "b.rst": "not read", "c.rst": "nor this", "d": "no suffix",
+                                 ".hidden.txt": "hidden", ".git/x.txt": "in a hidden folder"})
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "e.txt").write_text("behind a link")
+    (tmp_path / "in" / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     r = cli([tmp_path / "in", "-o", tmp_path / "out", "--val-fraction", "0"])
     assert r.exit_code == 0
-    note = [line for line in r.stderr.splitlines() if line.startswith("note:")]
-    assert len(note) == 1 and "3 file(s) not read (2 .rst, 1 without a suffix)" in note[0]
-    r = cli([tmp_path / "in", "-o", tmp_path / "out2", "--val-fraction", "0", "-q"])
-    assert r.exit_code == 0 and r.stderr == ""  # -q: nothing for people
+    warn = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warn) == 1 and warn[0].startswith(
+        "warning: 6 file(s) not read (2 .rst, 2 hidden (a name starting with .), 1 symlinked folder (not followed), 1 without")
+    r = cli([tmp_path / "in", "-o", tmp_path / "out2", "--val-fraction", "0", "-q", "--json"])
+    assert r.exit_code == 0 and r.stderr.startswith("warning: 6 file(s) not read") and r.stderr.count("\n") == 1
+    assert json.loads(r.stdout)["not_read"] == {".rst": 2, "hidden (a name starting with .)": 2, "without a suffix": 1,
+                                                "symlinked folder (not followed)": 1}
+    assert json.loads(r.stdout)["documents"] == 1
 
 
 def test_a_truncated_gzip_is_refused_naming_about_where_its_data_ends(tmp_path):

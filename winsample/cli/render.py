@@ -38,6 +38,17 @@ def encode_summary(summary: dict, out_dir) -> str:
     )
 
 
+def not_read_warning(not_read: dict) -> str:
+    """``warning: 3 file(s) not read (2 .rst, 1 hidden …)``: what the folders held and encode left."""
+    from ..encode.inputs import FOLDER_SUFFIXES
+
+    kinds = sorted(not_read.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(f"{n} {kind}" for kind, n in kinds[:4])
+    return (f"warning: {sum(not_read.values())} file(s) not read ({shown}{', …' if len(kinds) > 4 else ''}):"
+            f" a folder gives only {'/'.join(FOLDER_SUFFIXES)} files (and .gz forms), not hidden ones, and does"
+            " not follow symlinked folders; name others to encode them")
+
+
 def plan_summary(s: dict) -> list[str]:
     """What windows prints for one plan written: its figures, and a note when it trains on little."""
     from ..verify import percent

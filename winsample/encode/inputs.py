@@ -139,13 +139,27 @@ def _folder_matches(name: str) -> bool:
     return base.endswith(FOLDER_SUFFIXES)
 
 
+HIDDEN = "hidden (a name starting with .)"
+LINKED_FOLDER = "symlinked folder (not followed)"
+
+
+class Inputs(list):
+    """The sources of a run, in order (a list of ``Source``), and ``not_read``: what the folders
+    named held that is not read, counted by kind (a suffix, ``HIDDEN``, ``LINKED_FOLDER``)."""
+
+    def __init__(self, sources=(), not_read: dict | None = None):
+        super().__init__(sources)
+        self.not_read = dict(not_read or {})
+
+
 def _walk(top: Path, passed: Counter | None = None) -> list[Path]:
     """Files under ``top`` whose names match, depth first, without recursion (a folder nested
     thousands deep is fine) and without following symlinked folders (a loop is harmless).
     ``passed`` counts the other files by suffix (what a folder holds that is not read).
 
     A subfolder that cannot be listed is an InputError (exit 2): skipping it would silently
-    leave its documents out of the corpus. Names starting with ``.`` are skipped."""
+    leave its documents out of the corpus. Names starting with ``.`` are skipped, and counted
+    in ``passed`` (``HIDDEN``), as are symlinked folders (``LINKED_FOLDER``)."""
     found: list[Path] = []
     stack = [top]
     while stack:
@@ -156,14 +170,18 @@ def _walk(top: Path, passed: Counter | None = None) -> list[Path]:
         except OSError as e:
             raise InputError(f"{folder}: cannot read folder: {e.strerror}; fix its permissions or leave it out") from None
         for e in entries:
-            if e.name.startswith("."):
+            if e.name.startswith("."):  # hidden: .git, editors' swap files; counted, not read
+                if passed is not None:
+                    passed[HIDDEN] += 1
                 continue
             try:
                 is_dir = e.is_dir(follow_symlinks=False)
                 linked_dir = not is_dir and e.is_symlink() and e.is_dir()
             except OSError:
                 is_dir = linked_dir = False
-            if linked_dir:  # symlinked folders are not followed
+            if linked_dir:  # symlinked folders are not followed (a loop is harmless); counted
+                if passed is not None:
+                    passed[LINKED_FOLDER] += 1
                 continue
             if is_dir:
                 stack.append(Path(e.path))
@@ -174,7 +192,7 @@ def _walk(top: Path, passed: Counter | None = None) -> list[Path]:
     return found
 
 
-def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], None] | None = None) -> list[Source]:
+def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], None] | None = None) -> Inputs:
     """Expand INPUT arguments to sources, in order. InputError for a missing path or empty
     folder; ConfigError for a file reached twice by the arguments (named twice, or inside a
     folder also named): its documents would be encoded twice. Inside one folder, a file
@@ -184,7 +202,7 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
         raise ConfigError(f"unknown input format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if not args:
         raise InputError("no inputs given")
-    out: list[Source] = []
+    out = Inputs()
     seen: dict = {}  # (device, inode) -> the argument that reached it first
     for arg in args:
         arg = str(arg)
@@ -202,10 +220,8 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
                 raise InputError(
                     f"{arg}: folder has no {'/'.join(FOLDER_SUFFIXES)} files (or .gz forms) to encode"
                 )
-            if passed and notice is not None:
-                kinds = ", ".join(f"{n} {suffix}" for suffix, n in passed.most_common(4))
-                notice(f"{arg}: {sum(passed.values())} file(s) not read ({kinds}{', …' if len(passed) > 4 else ''}):"
-                       f" a folder gives only {'/'.join(FOLDER_SUFFIXES)} files (and .gz forms); name others to encode them")
+            for kind, n in passed.items():
+                out.not_read[kind] = out.not_read.get(kind, 0) + n
             sources = _once_each([_source(str(f), f, *_kind_of(f.name, fmt)) for f in sorted(found)], arg, notice)
         elif p.exists():
             if not p.is_file():

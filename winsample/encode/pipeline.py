@@ -538,6 +538,7 @@ def summary(out_dir, meta: formats.Meta, stats: dict, sources, seconds: float, e
         "replaced_characters": stats["replaced_characters"],
         "unsplittable_runs": stats["unsplittable_runs"],
         "whole_documents": stats.get("whole_documents", 0),
+        **({"not_read": dict(sorted(sources.not_read.items()))} if getattr(sources, "not_read", None) else {}),  # unread
         **extra,
         "input_bytes": in_bytes,
         "seconds": round(seconds, 3),
