@@ -97,6 +97,11 @@ def run_stage(stage: str, report, ctx, *args) -> None:
         _REGISTRY[name].run(report, ctx, *args)
 
 
+def runs(stage: str) -> tuple[str, ...]:
+    """The checks of ``stage`` that have a function, in the order they run."""
+    return tuple(_RUNS[stage])
+
+
 def checks() -> tuple[CheckSpec, ...]:
     """Every registered check, in the order they are listed."""
     return tuple(_REGISTRY.values())
