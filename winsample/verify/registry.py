@@ -22,6 +22,9 @@ the order ``run.py`` runs them, and the arguments each function takes:
   (``plan.Plan``);
 - ``final``: ``fn(report, ctx)``, once, after the plans (``ctx.first_plan``: the first one).
 
+llm.c shards named on their own (``llmc.verify_llmc``) have their own file checks and run only
+the ``plan`` and ``final`` stages.
+
 A function may add lines for several checks (the plan checks share one pass, the llm.c checks
 one scan): the other names are declared with ``define`` beside it. ``runs_before`` puts a
 function before another of its stage (the report's order, which the golden test records).
@@ -58,10 +61,13 @@ _RUNS: dict[str, list[str]] = {s: [] for s in STAGES}  # each stage's checks wit
 def define(name: str, help: str, reads: str) -> CheckSpec:
     """Register a check whose lines another check's function adds (a group: plan, llm.c);
     its position in ``CHECK_NAMES`` is the order of registration."""
-    if name in _REGISTRY:
-        raise ValueError(f"check {name!r} is registered twice")
-    spec = CheckSpec(name, help, reads)
-    _REGISTRY[name] = spec
+    return _add(CheckSpec(name, help, reads))
+
+
+def _add(spec: CheckSpec) -> CheckSpec:
+    if spec.name in _REGISTRY:
+        raise ValueError(f"check {spec.name!r} is registered twice")
+    _REGISTRY[spec.name] = spec
     return spec
 
 
@@ -74,8 +80,7 @@ def check(name: str, *, help: str, reads: str, stage: str, runs_before: str | No
         raise ValueError(f"check {name!r}: runs_before {runs_before!r} is no {stage} check")
 
     def register(fn: Callable) -> Callable:
-        define(name, help, reads)
-        spec = _REGISTRY[name] = CheckSpec(name, help, reads, stage, fn)
+        spec = _add(CheckSpec(name, help, reads, stage, fn))
         runs = _RUNS[stage]
         runs.insert(runs.index(runs_before) if runs_before is not None else len(runs), name)
         fn.spec = spec
