@@ -42,6 +42,22 @@ def test_check_names_come_from_the_registry():
         registry.define("meta", "again", "nothing")
 
 
+def test_each_stage_runs_its_checks_in_report_order():
+    """Where the registry's order of listing differs from the report's (the golden test records
+    it), ``runs_before`` says so; every check either has a stage function or is a group's."""
+    assert {s: registry.runs(s) for s in registry.STAGES} == {
+        "file": ("dtype_divisible", "min_length", "vocab_range"),
+        "dataset": ("llmc_shards", "megatron_index", "meta", "provenance", "split_leakage"),
+        "plan": ("plan_bounds", "alignment", "materialized"),
+        "final": ("retokenize", "decode"),
+    }
+    for c in registry.CHECKS:
+        assert (c.stage is None) == (c.run is None), c.name
+        assert c.run is None or c.run.spec is c, c.name
+    grouped = {c.name for c in registry.CHECKS if c.run is None}
+    assert grouped == {"order", "duplicates", "coverage", "llmc_documents"}
+
+
 def test_help_docs_and_docstring_list_the_registry():
     r = CliRunner().invoke(main, ["verify", "--help"], terminal_width=100)
     assert r.exit_code == 0

@@ -16,13 +16,13 @@ def test_percent_reads_100_or_0_only_when_exactly_so(share, shown):
 def test_status_values_are_the_report_strings_and_the_report_owns_the_exit_status():
     assert [s.value for s in verify.Status] == ["pass", "warn", "fail", "skip"]
     r = verify.Report()
-    c = r.add(verify.registry.META, "meta.json", verify.Status.WARN, "no meta.json")
+    c = r.add(verify.registry.get("meta"), "meta.json", verify.Status.WARN, "no meta.json")
     assert c.status == "warn" and type(c.status) is str and c.to_dict()["status"] == "warn"
     assert r.ok() and r.exit_code() == 0 and r.exit_code(strict=True) == 1
-    r.add(verify.registry.DECODE, "", "fail", "a value works too")
+    r.add(verify.registry.get("decode"), "", "fail", "a value works too")
     assert r.exit_code() == 1 and [c.name for c in r.failures()] == ["decode"]
     with pytest.raises(ValueError):
-        r.add(verify.registry.DECODE, "", "passed", "not a status")
+        r.add(verify.registry.get("decode"), "", "passed", "not a status")
 
 
 def test_options_are_one_frozen_object_and_verify_takes_them_either_way(tmp_path):

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 
 from winsample import disk, formats, verify
 from winsample.errors import DataError
-from winsample.verify import plan as plan_checks
-from winsample.verify import run
+from winsample.verify import plan_windows, run
 from winsample.verify import scan as scan_mod
 
 from .test_run import make_folder, make_plan, write_bin
@@ -78,7 +77,7 @@ def test_alignment_gives_the_same_report_one_window_at_a_time(tmp_path, monkeypa
     folder = make_folder(tmp_path / "d", ids, ids[:500])
     plan = make_plan(tmp_path / "p.npy", folder / "train.bin", np.r_[np.arange(0, 5800, 37), 5950], 101, T=100)
     batched = verify.verify(folder, [plan]).to_dict()
-    monkeypatch.setattr(plan_checks, "ALIGN_CELLS", 1)  # one window per step
+    monkeypatch.setattr(plan_windows, "ALIGN_CELLS", 1)  # one window per step
     assert verify.verify(folder, [plan]).to_dict() == batched
     align = [c for c in batched["checks"] if c["name"] == "alignment"][0]
     assert align["status"] == "fail" and "row 157 at start 5950" in align["detail"]  # the window past N - T - 1

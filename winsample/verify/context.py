@@ -1,5 +1,6 @@
 """What verify learned about the dataset before the checks report on it: where meta.json is and
-whether it reads, which token files to check, the tokenizer, and each file's scan."""
+whether it reads, which token files to check, the tokenizer, each file's scan, and the work
+started on helper threads. It is the ``ctx`` every check's function takes (``registry.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import formats, tokensrc
+from .options import VerifyOptions
 from .scan import FileScan, Target
 
 
@@ -31,3 +33,8 @@ class Dataset:
     n_vocab: int = 0
     sizes: dict[Path, int] = field(default_factory=dict)  # tokens of each whole-token target
     scans: dict[Path, FileScan] = field(default_factory=dict)
+    opts: VerifyOptions = field(default_factory=VerifyOptions)
+    shingle_bits: int | None = None  # set when train and val are compared (split_leakage)
+    prepared: dict[Path, Future] = field(default_factory=dict)  # each plan, read on a helper thread
+    retokenize: object = None  # the retokenize sample's future (or why it cannot run): ``recode.py``
+    first_plan: object = None  # the first plan placed on its token file (``plan.Plan``): decode shows it

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import WinsampleError
-from .registry import DECODE
-from .report import Status, Window
+from .registry import check
+from .report import Report, Status, Window
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -18,7 +18,18 @@ NO_PLAN_WINDOW = 64  # tokens per decoded window when there is neither a plan no
 SHOW_TOKENS = 512  # tokens of each shown window that are decoded for the report
 
 
-def decode(report, plan: Plan | None, targets, scans, enc, enc_error, T, show) -> None:
+@check("decode", help="the first --show windows decode with the tokenizer", reads="plans or token files, tokenizer",
+       stage="final")
+def decode(report: Report, ctx) -> None:
+    """The first --show windows of the first plan (``ctx.first_plan``), else of the first token file."""
+    show_windows(report, ctx.first_plan, ctx.targets, ctx.scans, ctx.enc, ctx.enc_error, ctx.opts.T, ctx.opts.show)
+
+
+DECODE = decode.spec
+
+
+def show_windows(report: Report, plan: Plan | None, targets, scans, enc, enc_error, T, show) -> None:
+    """decode's line, and the windows it decodes into ``report.windows``."""
     if show <= 0:
         report.add(DECODE, "", Status.SKIP, "--show 0")
         return

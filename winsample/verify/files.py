@@ -1,14 +1,14 @@
-"""Checks of each token file on its own (dtype_divisible, min_length, vocab_range) and of a
-train/val pair (split_leakage), from the figures of its one scan."""
+"""The file stage: checks of each token file on its own (dtype_divisible, min_length,
+vocab_range), from the figures of its one scan. ``check_min_length`` and ``check_vocab`` also
+serve the llm.c shard streams (``llmc.py``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .registry import DTYPE_DIVISIBLE, MIN_LENGTH, SPLIT_LEAKAGE, VOCAB_RANGE
+from .registry import check
 from .report import Report, Status
-from .scan import FileScan
-from .shingles import SHINGLE_K
+from .scan import FileScan, Target
 
 WIDE_SAMPLE = 1 << 20  # tokens looked at to tell uint32 ids read as uint16
 WIDE_MIN = 64  # fewer tokens than this: too few to tell
@@ -23,6 +23,31 @@ def wider_ids_share(tokens: np.ndarray) -> float | None:
         return None
     odd, even = float(np.mean(t[1::2] == 0)), float(np.mean(t[0::2] == 0))
     return odd if odd >= 0.9 and even <= 0.5 else None
+
+
+@check("dtype_divisible", help="the size is whole tokens of the dtype (and no uint32 ids read as uint16)",
+       reads="token files", stage="file")
+def dtype_divisible(report: Report, ctx, target: Target, scan: FileScan) -> None:
+    check_dtype(report, scan, guessed=ctx.meta is None)
+
+
+@check("min_length", help="N ≥ T + 1: at least one (x, y) pair of length T fits", reads="token files, plans' sidecars",
+       stage="file")
+def min_length(report: Report, ctx, target: Target, scan: FileScan) -> None:
+    """N ≥ T + 1 of a token file (each plan's own min_length line: ``plan.py``)."""
+    t, s = target, scan
+    if s.n == 0 and not s.stray and t.entry is not None and t.entry.tokens == 0 and ctx.meta.fraction_of(t.split) == 0:
+        report.add(MIN_LENGTH, s.label, Status.SKIP, f"empty by design: meta.json's split fraction for {t.split} is 0", tokens=0)
+    else:
+        check_min_length(report, s, ctx.opts.T)
+
+
+@check("vocab_range", help="every id is below the tokenizer's n_vocab", reads="token files, tokenizer", stage="file")
+def vocab_range(report: Report, ctx, target: Target, scan: FileScan) -> None:
+    check_vocab(report, scan, ctx.n_vocab)
+
+
+DTYPE_DIVISIBLE, MIN_LENGTH, VOCAB_RANGE = dtype_divisible.spec, min_length.spec, vocab_range.spec
 
 
 def check_dtype(report: Report, s: FileScan, guessed: bool = False) -> None:
@@ -81,39 +106,3 @@ def check_vocab(report: Report, s: FileScan, n_vocab: int) -> None:
             VOCAB_RANGE, s.label, Status.PASS, f"max id {s.max_id} < n_vocab {n_vocab}",
             n_vocab=n_vocab, max_id=s.max_id, out_of_range=0,
         )
-
-
-def check_leakage(report: Report, train: FileScan, val: FileScan, bits: int, max_leakage: float) -> None:
-    label = f"{val.label} vs {train.label}"
-    rate = 2.0**-bits
-    if train.checksum == val.checksum:
-        report.add(
-            SPLIT_LEAKAGE, label, Status.FAIL,
-            f"{val.label} is byte-identical to {train.label} (checksum {val.checksum}): val measures nothing",
-            share=1.0, sample_rate=rate,
-        )
-        return
-    if train.shingles is None or val.shingles is None or val.n < SHINGLE_K:
-        report.add(SPLIT_LEAKAGE, label, Status.SKIP, f"{val.label} has {val.n} < {SHINGLE_K} tokens: no {SHINGLE_K}-token shingle")
-        return
-    if len(val.shingles) == 0:
-        report.add(SPLIT_LEAKAGE, label, Status.WARN, f"no val shingle fell in the sample (rate 1/{2**bits}); share unknown", sample_rate=rate)
-        return
-    train_set = np.sort(train.shingles)  # sort + binary search: faster than np.unique/np.isin here
-    if len(train_set):
-        at = np.searchsorted(train_set, val.shingles).clip(max=len(train_set) - 1)
-        found = int(np.count_nonzero(train_set[at] == val.shingles))
-    else:
-        found = 0
-    share = found / len(val.shingles)
-    n_train = int(np.count_nonzero(np.diff(train_set))) + 1 if len(train_set) else 0
-    how = "exact" if bits == 0 else f"sampled 1/{2**bits}"
-    status = Status.PASS if share <= max_leakage else Status.FAIL
-    rel = "≤" if status == Status.PASS else ">"
-    report.add(
-        SPLIT_LEAKAGE, label, status,
-        f"{share:.2%} of {val.label}'s {SHINGLE_K}-token shingles are also in {train.label} ({rel} {max_leakage:.2%}; {how},"
-        f" {len(val.shingles)} val / {n_train} train hashes)",
-        share=share, max_leakage=max_leakage, k=SHINGLE_K, sample_rate=rate,
-        val_shingles=len(val.shingles), train_shingles=n_train,
-    )

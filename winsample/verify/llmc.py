@@ -3,20 +3,35 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
 from .. import disk, formats, tokenizer, tokensrc
 from ..errors import DataError, InputError, WinsampleError
-from .decode import decode
+from .context import Dataset
 from .files import check_min_length, check_vocab
-from .meta import load_meta_tokenizer
+from .meta import META, load_meta_tokenizer
 from .options import DEFAULT_MIN_COVERAGE
 from .plan import check_plans
-from .registry import LLMC_DOCUMENTS, LLMC_SHARDS, META
+from .registry import check, define, run_stage
 from .report import Report, Status
 from .scan import FileScan, Target, scan_file
+
+
+@check("llmc_shards", help="llm.c shard headers, sizes (and meta.json's names, counts, checksums) agree",
+       reads="llm.c shards, meta.json", stage="dataset", runs_before="megatron_index")
+def llmc_shards(report: Report, ctx) -> None:
+    """The llm.c shard streams a data folder's meta.json lists: llmc_shards, llmc_documents, and
+    each stream's min_length and vocab_range (shards named on their own: ``verify_llmc``)."""
+    if ctx.meta is not None and ctx.folder is not None and tokensrc.LLMC in ctx.written:
+        check_listed_llmc(report, ctx, ctx.opts.T, ctx.opts.progress)
+
+
+LLMC_SHARDS = llmc_shards.spec
+LLMC_DOCUMENTS = define("llmc_documents", "each llm.c document starts with <|endoftext|>, and no EOT stands elsewhere",
+                        "llm.c shards, tokenizer")
 
 
 def scan_llmc(files: list[Path], n_vocab: int, label: str, progress=None) -> tuple[FileScan | None, list[str]]:
@@ -167,8 +182,10 @@ def verify_llmc(report: Report, path: Path, groups: dict, opts) -> Report:
     for name, files in groups.items():
         _check_group(report, path, groups, name, files, owner, n_vocab, eot, opts, targets, scans)
     _report_owner(report, path, groups, owner, enc, n_vocab)
-    first_plan = check_plans(report, opts.plans, path, None, scans, targets, DEFAULT_MIN_COVERAGE)  # not --min-coverage (as before)
-    decode(report, first_plan, targets, scans, enc, None, opts.T, opts.show)
+    ctx = Dataset(path, None, targets=targets, enc=enc, n_vocab=n_vocab, scans=scans,
+                  opts=dataclasses.replace(opts, min_coverage=DEFAULT_MIN_COVERAGE))  # not --min-coverage (as before)
+    check_plans(report, ctx)
+    run_stage("final", report, ctx)
     return report
 
 

@@ -6,8 +6,21 @@ from pathlib import Path
 
 from .. import disk, formats, tokensrc
 from ..errors import WinsampleError
-from .registry import MEGATRON_INDEX
+from .registry import check
 from .report import Report, Status
+
+
+@check("megatron_index", help="a Megatron .idx agrees with its .bin (and meta.json)", reads="Megatron .idx/.bin, meta.json",
+       stage="dataset", runs_before="meta")
+def megatron_index(report: Report, ctx) -> None:
+    """The .idx of a Megatron prefix named on its own, or the .idx files a data folder's meta.json lists."""
+    if ctx.meta is None and ctx.folder is None and ctx.megatron_idx is not None:
+        check_megatron(report, ctx.megatron_idx, ctx.path)
+    if ctx.meta is not None and ctx.folder is not None and tokensrc.MEGATRON in ctx.written:
+        check_listed_megatron(report, ctx)
+
+
+MEGATRON_INDEX = megatron_index.spec
 
 
 def check_megatron(report: Report, idx: tokensrc.MegatronIndex, bin_path: Path, doc_starts=None, entry: dict | None = None, want_code=None) -> None:

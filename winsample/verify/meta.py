@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import formats, tokenizer
 from ..errors import WinsampleError
-from .registry import META, PROVENANCE
+from .registry import check
 from .report import Report, Status
 from .scan import FileScan
 
@@ -19,6 +19,37 @@ def load_meta_tokenizer(tok: dict, meta_file: Path | None):  # tok: meta's token
         return tokenizer.from_meta(tok, meta_file.parent if meta_file is not None else None), None
     except WinsampleError as e:
         return None, str(e)
+
+
+@check("meta", help="meta.json's sizes, counts, checksums, doc indexes, tokenizer match the files",
+       reads="meta.json, token files, document indexes, tokenizer", stage="dataset")
+def meta(report: Report, ctx) -> None:
+    """The meta line: meta.json against the files, or why there is none."""
+    m, path, folder, enc = ctx.meta, ctx.path, ctx.folder, ctx.enc
+    if ctx.meta_error is not None:
+        report.add(META, str(ctx.meta_file.name if folder else ctx.meta_file), Status.FAIL, ctx.meta_error)
+    elif m is not None:
+        check_meta(report, m, ctx.meta_file, [t for t in ctx.targets if t.path in ctx.sizes], ctx.scans, enc, ctx.enc_error,
+                   ctx.ranks_sha)
+    elif ctx.megatron_idx is not None:
+        report.add(META, path.name, Status.SKIP, f"no meta.json: a Megatron prefix, read as {ctx.dtype} (dtype code"
+                   f" {ctx.megatron_idx.dtype_code}), n_vocab {ctx.n_vocab} ({enc.name}); no checksums or tokenizer record to compare")
+    elif folder is not None:
+        report.add(META, formats.META_JSON, Status.WARN, f"{folder}: no meta.json: read as {ctx.dtype}, n_vocab {ctx.n_vocab} ({enc.name})")
+    else:
+        report.add(META, path.name, Status.SKIP, f"no meta.json beside {path.name}: read as {ctx.dtype}, n_vocab {ctx.n_vocab} ({enc.name})")
+
+
+@check("provenance", help="each document's source record (input, offset, line, id) is sound",
+       reads="meta.json, provenance records, document indexes", stage="dataset")
+def provenance(report: Report, ctx) -> None:
+    """Where each document came from (datasets written before it have none; a meta.json that
+    does not read: the meta line says why)."""
+    if ctx.meta is not None and ctx.meta_error is None:
+        check_provenance(report, ctx.meta, ctx.meta_file, ctx.targets)
+
+
+META, PROVENANCE = meta.spec, provenance.spec
 
 
 def check_meta(report, meta, meta_file, targets, scans, enc, enc_error, ranks_sha=None) -> None:

@@ -1,5 +1,7 @@
-"""The checks of a window plan against its token file: plan_bounds, min_length, order,
-duplicates, coverage, alignment and materialized."""
+"""The plan stage: each --plan placed on its token file (``check_plans``, ``open_plan``), and the
+checks of its figures, from one pass over its rows: plan_bounds, min_length, order, duplicates
+and coverage (``plan_bounds`` adds their lines). The checks that read its windows' tokens,
+alignment and materialized, are in ``plan_windows.py``."""
 
 from __future__ import annotations
 
@@ -8,17 +10,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import disk, formats
+from .. import formats
 from ..errors import DataError, WinsampleError
 from ..planning.boundaries import sorted_unique
 from .figures import PlanFigures, Prepared, coverage_in_order, int_param, plan_figures, plan_file
-from .options import DEFAULT_MIN_COVERAGE
-from .registry import ALIGNMENT, COVERAGE, DUPLICATES, MATERIALIZED, MIN_LENGTH, ORDER, PLAN_BOUNDS
+from .files import MIN_LENGTH
+from .registry import check, define, run_stage
 from .report import Report, Status, percent
 from .scan import FileScan
-
-ALIGN_SAMPLE = 256  # windows checked by `alignment` (all of them when the plan is smaller)
-ALIGN_CELLS = 1 << 18  # ids of sampled windows `alignment` stacks at once (~2 MB of int64 per array)
 
 
 @dataclass
@@ -34,29 +33,35 @@ class Plan:
     span: int | None = None
     T: int | None = None
     targets: object = True  # params.targets as written (a non-bool is a plan_bounds problem)
+    plan_path: Path | None = None  # the plan file
+    got: Prepared | None = None  # its rows and sidecar as read (with the helper thread's figures)
 
 
-def check_plans(report: Report, plans, path: Path, folder, scans, targets, min_coverage: float = DEFAULT_MIN_COVERAGE,
-                prepared: dict | None = None) -> Plan | None:
-    """Every check of each plan, in the order given; the first plan that could be checked (decode shows it)."""
-    first = None
-    for p in plans:
-        got = check_plan(report, Path(p), path, folder, scans, targets, min_coverage, (prepared or {}).get(Path(p)))
-        if got is not None and first is None:
-            first = got
-    return first
+def check_plans(report: Report, ctx) -> None:
+    """Each of ``ctx.opts.plans`` in the order given: placed on its token file, then every check of
+    the plan stage; ``ctx.first_plan``: the first one placed (decode shows it)."""
+    for p in ctx.opts.plans:
+        plan = open_plan(report, ctx, Path(p))
+        if plan is None:
+            continue
+        if ctx.first_plan is None:
+            ctx.first_plan = plan
+        run_stage("plan", report, ctx, plan)
 
 
-def check_plan(report: Report, plan_path: Path, path: Path, folder, scans, targets, min_coverage: float,
-               prepared=None) -> Plan | None:
-    """The checks of one plan against its token file; the Plan, or None when it cannot be read or placed."""
-    got = _load(plan_path, prepared)
-    plan = _locate(report, plan_path, got, path, folder, scans)
-    if plan is None:
-        return None
-    n = plan.scan.n
+def open_plan(report: Report, ctx, plan_path: Path) -> Plan | None:
+    """The plan with the scan of its token file, or None after a plan_bounds line saying why not."""
+    got = _load(plan_path, ctx.prepared.get(plan_path))
+    return _locate(report, plan_path, got, ctx.path, ctx.folder, ctx.scans)
+
+
+@check("plan_bounds", help="windows lie inside the token file, which is the one the sidecar names",
+       reads="plans, sidecars, token files", stage="plan")
+def plan_bounds(report: Report, ctx, plan: Plan) -> None:
+    """plan_bounds, then the other checks of the plan's figures: min_length, order, duplicates, coverage."""
+    got, n = plan.got, plan.scan.n
     fig = got.figures if got.figures is not None and got.n == n else plan_figures(plan.rows, n, plan.span)
-    _check_bounds(report, plan, got, fig, targets)
+    _check_bounds(report, plan, got, fig, ctx.targets)
     if plan.span is not None:  # min_length: N ≥ span (T + 1 with targets, T without)
         status = Status.PASS if n >= plan.span else Status.FAIL
         what = f"T + 1 = {plan.span}" if plan.targets else f"span = {plan.span} (no targets)"
@@ -64,11 +69,14 @@ def check_plan(report: Report, plan_path: Path, path: Path, folder, scans, targe
                    tokens=n, required=plan.span)
     _check_order(report, plan, fig)
     columns = _check_duplicates(report, plan, fig)
-    _check_coverage(report, plan.label, len(plan.rows), n, plan.side, min_coverage, _coverage(plan, fig, columns),
+    _check_coverage(report, plan.label, len(plan.rows), n, plan.side, ctx.opts.min_coverage, _coverage(plan, fig, columns),
                     _target_docs(plan, fig))
-    _check_alignment(report, plan, plan.T, plan.span, plan.targets)
-    _check_materialized(report, plan_path, plan.label, plan.rows, plan.side, plan.scan, plan.span)
-    return plan
+
+
+PLAN_BOUNDS = plan_bounds.spec
+ORDER = define("order", "starts never decrease, or the rows are the sidecar's seeded shuffle", "plans, sidecars")
+DUPLICATES = define("duplicates", "no two windows of a plan are identical", "plans")
+COVERAGE = define("coverage", "share of tokens inside at least one window ≥ --min-coverage", "plans, sidecars")
 
 
 def _load(plan_path: Path, prepared) -> Prepared | DataError:
@@ -102,7 +110,7 @@ def _locate(report: Report, plan_path: Path, got, path: Path, folder, scans) -> 
         return None
     params = side.params
     return Plan(label, got.rows, side, scan, file_path, int_param(params, "span"), int_param(params, "T"),
-                params.targets)
+                params.targets, plan_path, got)
 
 
 def _check_bounds(report: Report, plan: Plan, got: Prepared, fig: PlanFigures, targets) -> None:
@@ -287,69 +295,6 @@ def _check_shuffle(report, label, rows, params) -> None:
                    " of the plan in start order: the plan was reordered or edited")
 
 
-MATERIALIZED_CELLS = 1 << 22  # ids of PLAN.tokens.npy compared per step: ~32 MB of int64 indexes
-
-
-def _check_materialized(report, plan_path: Path, label, rows, side, scan, span) -> None:
-    """PLAN.tokens.npy, when the sidecar names it or it lies beside the plan, must hold exactly
-    the plan's windows: shape (rows, span), the token file's dtype, row i = tokens[start:start +
-    length] then ``pad_id``. A training run reading it never sees the .bin, so nothing else
-    would notice it belongs to another plan (two runs racing) or was edited."""
-    mat = side.materialized
-    path = formats.materialized_path(plan_path)
-    if mat is None and not path.exists():
-        return
-    name = mat.get("file") if isinstance(mat, dict) else None
-    if mat is not None and (not isinstance(mat, dict) or name != path.name):
-        report.add(MATERIALIZED, label, Status.FAIL, f"sidecar materialized is {mat!r}: expected an object naming {path.name!r}")
-        return
-    if mat is None:
-        report.add(MATERIALIZED, path.name, Status.FAIL, f"{path.name} lies beside the plan but its sidecar does not describe it")
-        return
-    pad = mat.get("pad_id")
-    if span is None or not isinstance(pad, int) or isinstance(pad, bool):
-        report.add(MATERIALIZED, path.name, Status.FAIL, f"sidecar materialized.pad_id {pad!r} / params.span {span!r}: cannot check it")
-        return
-    try:
-        with disk.open_regular(path, "materialized windows (.npy)") as f:
-            shape, fortran, dtype, offset = formats.npy_header(f, path, "materialized windows (.npy)")
-    except WinsampleError as e:
-        report.add(MATERIALIZED, path.name, Status.FAIL, str(e))
-        return
-    want = (len(rows), span)
-    if tuple(shape) != want or fortran or np.dtype(dtype) != np.dtype(scan.dtype) or mat.get("shape") != list(want):
-        report.add(MATERIALIZED, path.name, Status.FAIL, f"shape {tuple(shape)} of {dtype}{' (Fortran order)' if fortran else ''},"
-                   f" sidecar says {mat.get('shape')!r}; the plan needs {want} of {np.dtype(scan.dtype)}")
-        return
-    if not len(rows) or not span:
-        report.add(MATERIALIZED, path.name, Status.PASS, "empty, as the plan")
-        return
-    arr = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=want)
-    tokens = scan.tokens()
-    n = len(tokens)
-    step_rows = max(1, MATERIALIZED_CELLS // span)
-    step_cols = min(span, MATERIALIZED_CELLS)
-    differs = np.zeros(len(rows), bool)
-    for lo in range(0, len(rows), step_rows):
-        r = rows[lo : lo + step_rows]
-        for c0 in range(0, span, step_cols):
-            cols = np.arange(c0, min(span, c0 + step_cols), dtype=np.int64)
-            idx = np.clip(r["start"].astype(np.int64)[:, None] + cols, 0, max(n - 1, 0))
-            expect = np.asarray(tokens[idx]) if n else np.zeros(idx.shape, dtype)
-            expect = np.where(cols < r["length"].astype(np.int64)[:, None], expect, pad)
-            differs[lo : lo + len(r)] |= np.any(np.asarray(arr[lo : lo + len(r), c0 : c0 + len(cols)]) != expect, axis=1)
-    bad = int(np.count_nonzero(differs))
-    first = int(np.argmax(differs)) if bad else None
-    del arr
-    if bad:
-        report.add(MATERIALIZED, path.name, Status.FAIL, f"{bad} of {len(rows)} rows differ from the plan's windows of {scan.label};"
-                   f" first: row {first} (start {int(rows['start'][first])}): it belongs to another plan or was edited",
-                   rows=len(rows), differing=bad)
-    else:
-        report.add(MATERIALIZED, path.name, Status.PASS, f"{len(rows)} rows equal the plan's windows of {scan.label} (pad {pad})",
-                   rows=len(rows), differing=0)
-
-
 def _same_dtype(a, b) -> bool | None:
     try:
         return formats.normalize_dtype(a) == formats.normalize_dtype(b)
@@ -401,100 +346,3 @@ def _check_coverage(report, label, nrows: int, n, side, min_coverage, c: dict | 
         report.add(COVERAGE, label, Status.WARN, detail + f"; but the sidecar claims {said} covered tokens", **figs)
         return
     report.add(COVERAGE, label, Status.PASS, detail, **figs)
-
-
-def training_pair(tokens: np.ndarray, s: int, T: int) -> tuple[np.ndarray, np.ndarray]:
-    """(x, y) as nanoGPT's get_batch builds them: tokens[s:s+T] and tokens[s+1:s+1+T], as int64."""
-    return tokens[s : s + T].astype(np.int64), tokens[s + 1 : s + 1 + T].astype(np.int64)
-
-
-def _check_alignment(report, plan: Plan, T: int | None, span: int | None, targets_flag) -> None:
-    label = plan.label
-    if not targets_flag:
-        report.add(ALIGNMENT, label, Status.SKIP, "a --no-targets plan has no (x, y) pairs")
-        return
-    if T is None or span is None:
-        report.add(ALIGNMENT, label, Status.FAIL, "sidecar lacks params.T / params.span: cannot tell the (x, y) layout")
-        return
-    if span != T + 1:
-        report.add(ALIGNMENT, label, Status.FAIL, f"targets plan with T = {T} must span T + 1 = {T + 1} tokens; sidecar says span {span}")
-        return
-    rows = plan.rows
-    if len(rows) == 0:
-        report.add(ALIGNMENT, label, Status.SKIP, "empty plan")
-        return
-    tiny = np.flatnonzero(rows["length"] < 2)  # every row, not a sample: one comparison
-    if len(tiny):
-        r = int(tiny[0])
-        report.add(ALIGNMENT, label, Status.FAIL, f"{len(tiny)} window(s) shorter than 2 tokens hold no (x, y) pair;"
-                   f" first: row {r} at start {int(rows['start'][r])}, length {int(rows['length'][r])}",
-                   checked=len(rows), misaligned=len(tiny))
-        return
-    tokens = np.asarray(plan.scan.tokens())  # a plain view: no memmap wrapping per slice
-    pick = sorted_unique(np.linspace(0, len(rows) - 1, min(len(rows), ALIGN_SAMPLE)).round().astype(np.int64))
-    _report_alignment(report, label, _misaligned(tokens, rows, pick, T), len(pick), len(rows), len(tokens), T)
-
-
-def _misaligned(tokens: np.ndarray, rows: np.ndarray, pick: np.ndarray, T: int) -> dict[int, tuple[int, str]]:
-    """The sampled rows ``pick`` whose (x, y) is not as get_batch builds it: row -> (start, what is wrong)."""
-    n = len(tokens)
-    why: dict[int, tuple[int, str]] = {}
-    starts = rows["start"][pick].astype(np.int64)
-    lengths = rows["length"][pick].astype(np.int64)
-    full = (lengths >= T + 1) & (starts >= 0) & (starts <= n - T - 1)
-    group = max(1, ALIGN_CELLS // T)  # windows per step: at most ALIGN_CELLS ids held at once
-    rows_full, starts_full = pick[full], starts[full]
-    for g in range(0, len(starts_full), group):  # the usual window, a batch at a time, stacked as get_batch stacks them
-        fs = starts_full[g : g + group]
-        x = np.stack([tokens[s : s + T] for s in fs.tolist()]).astype(np.int64)
-        y = np.stack([tokens[s + 1 : s + 1 + T] for s in fs.tolist()]).astype(np.int64)
-        # independent index arithmetic: position of x[j] is s + j, of y[j] is s + j + 1
-        idx = fs[:, None] + np.arange(T, dtype=np.int64)
-        ok = (x == np.take(tokens, idx)).all(1) & (y == np.take(tokens, idx + 1)).all(1) & (x[:, 1:] == y[:, :-1]).all(1)
-        for r, s in zip(rows_full[g : g + group][~ok].tolist(), fs[~ok].tolist()):
-            why[r] = (s, "y is not x shifted by one token")
-    for r in pick[~full].tolist():  # short windows and windows past the end: one at a time
-        s, L = int(rows["start"][r]), int(rows["length"][r])
-        problem = _short_window_problem(tokens, s, L, T)
-        if problem is not None:
-            why[r] = (s, problem)
-    return why
-
-
-def _short_window_problem(tokens: np.ndarray, s: int, L: int, T: int) -> str | None:
-    """What is wrong with the (x, y) of a window shorter than T + 1 or past the end (None: nothing)."""
-    n = len(tokens)
-    Tw = T if L >= T + 1 else L - 1  # a short window trains on L - 1 pairs
-    if s < 0 or Tw < 1:
-        return f"start {s} / length {L} gives no (x, y) pair"
-    x, y = training_pair(tokens, s, Tw)
-    if len(x) != Tw or len(y) != Tw:
-        return f"x has {len(x)} tokens, y has {len(y)}, T = {Tw} (last legal start is N - T - 1 = {n - Tw - 1})"
-    idx = s + np.arange(Tw, dtype=np.int64)
-    if not (np.array_equal(x, np.take(tokens, idx)) and np.array_equal(y, np.take(tokens, idx + 1)) and np.array_equal(x[1:], y[:-1])):
-        return "y is not x shifted by one token"
-    return None
-
-
-def _report_alignment(report, label: str, why: dict, checked: int, nrows: int, n: int, T: int) -> None:
-    bad = [(r, *why[r]) for r in sorted(why)]
-    if bad:
-        r, s, what = bad[0]
-        report.add(
-            ALIGNMENT, label, Status.FAIL, f"{len(bad)} of {checked} sampled window(s) misaligned; first: row {r} at start {s}: {what}",
-            checked=checked, misaligned=len(bad),
-        )
-    elif n < T + 1:  # only short windows: each is aligned, but no full (B, T) batch exists
-        report.add(
-            ALIGNMENT, label, Status.WARN,
-            f"{checked} short window(s) aligned (y = x shifted by one), but N = {n} < T + 1 = {T + 1}:"
-            f" no full window of T = {T}; get_batch has nothing to draw",
-            checked=checked, misaligned=0,
-        )
-    else:
-        report.add(
-            ALIGNMENT, label, Status.PASS,
-            f"{checked} of {nrows} windows {'(an even sample) ' if checked < nrows else ''}checked:"
-            f" x = tokens[s:s+{T}], y = tokens[s+1:s+{T + 1}] (last legal start {n - T - 1})",
-            checked=checked, misaligned=0,
-        )

@@ -1,66 +1,124 @@
-"""The checks verify runs: each one's stable name, a one-line help text and what it reads.
+"""The checks verify runs: each one's stable name, a one-line help text, what it reads, and the
+function that adds its lines to the report.
 
 This is the one list of check names: ``CHECK_NAMES``, ``winsample verify --help`` (and so
 docs/cli.md) and the package docstring are generated from it, and the report's lines are added
-under these objects (``report.add(PLAN_BOUNDS, ...)``), never under a free string. Adding a check:
-declare it here, in the order the list is shown, and add its lines where it reads its inputs.
+under its ``CheckSpec`` s (``report.add(spec, ...)``), never under a free string.
+
+Adding a check is one decorated function, in the module whose inputs it reads::
+
+    @check("my_check", help="one line for --help", reads="token files", stage="file")
+    def my_check(report, ctx, target, scan):
+        report.add(my_check.spec, scan.label, Status.PASS, "what was found")
+
+It is listed after the checks registered before it and runs last in its stage. The stages, in
+the order ``run.py`` runs them, and the arguments each function takes:
+
+- ``file``: ``fn(report, ctx, target, scan)``, once per whole-token file (its ``scan.Target`` and
+  its one ``scan.FileScan``), after every file is scanned;
+- ``dataset``: ``fn(report, ctx)``, once, after the file stage (``ctx``: ``context.Dataset``,
+  its tokenizer, meta.json, every scan, the options as ``ctx.opts``);
+- ``plan``: ``fn(report, ctx, plan)``, once per ``--plan`` that was placed on its token file
+  (``plan.Plan``);
+- ``final``: ``fn(report, ctx)``, once, after the plans (``ctx.first_plan``: the first one).
+
+llm.c shards named on their own (``llmc.verify_llmc``) have their own file checks and run only
+the ``plan`` and ``final`` stages.
+
+A function may add lines for several checks (the plan checks share one pass, the llm.c checks
+one scan): the other names are declared with ``define`` beside it. ``runs_before`` puts a
+function before another of its stage (the report's order, which the golden test records).
+``unregister`` takes a check out again (for tests).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+STAGES = ("file", "dataset", "plan", "final")
 
 
 @dataclass(frozen=True)
 class CheckSpec:
-    """A registered check. ``name`` is stable: scripts match on it in the JSON report."""
+    """A registered check. ``name`` is stable: scripts match on it in the JSON report. ``stage``
+    and ``run``: the stage function that adds its lines (None: a group owner's function does)."""
 
     name: str
     help: str  # one line, for --help and the docs
     reads: str  # what it reads
+    stage: str | None = None
+    run: Callable | None = field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return self.name
 
 
-_REGISTRY: dict[str, CheckSpec] = {}
+_REGISTRY: dict[str, CheckSpec] = {}  # in the order they are listed
+_RUNS: dict[str, list[str]] = {s: [] for s in STAGES}  # each stage's checks with a function, in run order
 
 
 def define(name: str, help: str, reads: str) -> CheckSpec:
-    """Register a check; its position in ``CHECK_NAMES`` is the order of the calls."""
-    if name in _REGISTRY:
-        raise ValueError(f"check {name!r} is registered twice")
-    spec = CheckSpec(name, help, reads)
-    _REGISTRY[name] = spec
+    """Register a check whose lines another check's function adds (a group: plan, llm.c);
+    its position in ``CHECK_NAMES`` is the order of registration."""
+    return _add(CheckSpec(name, help, reads))
+
+
+def _add(spec: CheckSpec) -> CheckSpec:
+    if spec.name in _REGISTRY:
+        raise ValueError(f"check {spec.name!r} is registered twice")
+    _REGISTRY[spec.name] = spec
     return spec
 
 
-DTYPE_DIVISIBLE = define("dtype_divisible", "the size is whole tokens of the dtype (and no uint32 ids read as uint16)",
-                         "token files")
-MIN_LENGTH = define("min_length", "N ≥ T + 1: at least one (x, y) pair of length T fits", "token files, plans' sidecars")
-VOCAB_RANGE = define("vocab_range", "every id is below the tokenizer's n_vocab", "token files, tokenizer")
-META = define("meta", "meta.json's sizes, counts, checksums, doc indexes, tokenizer match the files",
-              "meta.json, token files, document indexes, tokenizer")
-PROVENANCE = define("provenance", "each document's source record (input, offset, line, id) is sound",
-                    "meta.json, provenance records, document indexes")
-PLAN_BOUNDS = define("plan_bounds", "windows lie inside the token file, which is the one the sidecar names",
-                     "plans, sidecars, token files")
-ORDER = define("order", "starts never decrease, or the rows are the sidecar's seeded shuffle", "plans, sidecars")
-DUPLICATES = define("duplicates", "no two windows of a plan are identical", "plans")
-COVERAGE = define("coverage", "share of tokens inside at least one window ≥ --min-coverage", "plans, sidecars")
-SPLIT_LEAKAGE = define("split_leakage", "share of val's 32-token shingles also in train ≤ --max-leakage", "train and val token files")
-ALIGNMENT = define("alignment", "y is x shifted by one token in a sample of windows", "plans, token files")
-MATERIALIZED = define("materialized", "a plan's PLAN.tokens.npy holds exactly its windows", "plans, materialized windows")
-DECODE = define("decode", "the first --show windows decode with the tokenizer", "plans or token files, tokenizer")
-RETOKENIZE = define("retokenize", "a seeded sample of documents encodes again to the same ids", "token files, document indexes, tokenizer")
-MEGATRON_INDEX = define("megatron_index", "a Megatron .idx agrees with its .bin (and meta.json)", "Megatron .idx/.bin, meta.json")
-LLMC_SHARDS = define("llmc_shards", "llm.c shard headers, sizes (and meta.json's names, counts, checksums) agree",
-                     "llm.c shards, meta.json")
-LLMC_DOCUMENTS = define("llmc_documents", "each llm.c document starts with <|endoftext|>, and no EOT stands elsewhere",
-                        "llm.c shards, tokenizer")
+def check(name: str, *, help: str, reads: str, stage: str, runs_before: str | None = None):
+    """Decorator: register the check ``name`` and the function of ``stage`` that adds its lines
+    (its signature: the module docstring). The function is returned as is, with ``.spec``."""
+    if stage not in STAGES:
+        raise ValueError(f"check {name!r}: stage {stage!r} is not one of {', '.join(STAGES)}")
+    if runs_before is not None and runs_before not in _RUNS[stage]:
+        raise ValueError(f"check {name!r}: runs_before {runs_before!r} is no {stage} check")
 
-CHECKS: tuple[CheckSpec, ...] = tuple(_REGISTRY.values())
-CHECK_NAMES: tuple[str, ...] = tuple(c.name for c in CHECKS)
+    def register(fn: Callable) -> Callable:
+        spec = _add(CheckSpec(name, help, reads, stage, fn))
+        runs = _RUNS[stage]
+        runs.insert(runs.index(runs_before) if runs_before is not None else len(runs), name)
+        fn.spec = spec
+        return fn
+
+    return register
+
+
+def unregister(name: str) -> None:
+    """Take the check ``name`` (and its function) out of the registry."""
+    spec = _REGISTRY.pop(name)
+    if spec.stage is not None:
+        _RUNS[spec.stage].remove(name)
+
+
+def run_stage(stage: str, report, ctx, *args) -> None:
+    """Run every function of ``stage``, in order, on ``(report, ctx, *args)``."""
+    for name in tuple(_RUNS[stage]):
+        _REGISTRY[name].run(report, ctx, *args)
+
+
+def runs(stage: str) -> tuple[str, ...]:
+    """The checks of ``stage`` that have a function, in the order they run."""
+    return tuple(_RUNS[stage])
+
+
+def checks() -> tuple[CheckSpec, ...]:
+    """Every registered check, in the order they are listed."""
+    return tuple(_REGISTRY.values())
+
+
+def __getattr__(attr: str):
+    """``CHECKS`` and ``CHECK_NAMES``: the registry as it is now."""
+    if attr == "CHECKS":
+        return checks()
+    if attr == "CHECK_NAMES":
+        return tuple(_REGISTRY)
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
 def get(name: str) -> CheckSpec:
@@ -70,9 +128,9 @@ def get(name: str) -> CheckSpec:
 
 def help_lines(width: int = 17) -> list[str]:
     """One line per check, ``name  help``: the list ``winsample verify --help`` shows."""
-    return [f"{c.name:<{width}}{c.help}" for c in CHECKS]
+    return [f"{c.name:<{width}}{c.help}" for c in checks()]
 
 
 def doc_list() -> str:
     """The check names as the package docstring lists them."""
-    return ", ".join(CHECK_NAMES)
+    return ", ".join(_REGISTRY)

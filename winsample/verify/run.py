@@ -1,5 +1,7 @@
 """``verify(path, plans, ...) -> Report``: find what to check, scan each token file once, then
-report every check that applies, in a fixed order.
+run the registry's stages in order: ``file`` (each token file), ``dataset``, ``plan`` (each
+plan), ``final``. Which checks a stage holds, and in which order, is the registry's
+(``registry.py``): nothing here names a check but the ones that stop a run before the stages.
 
 The plans' own figures (bounds, order, coverage) and the retokenize sample are computed on helper
 threads while the token files are scanned.
@@ -15,17 +17,15 @@ import numpy as np
 
 from .. import disk, formats, tokenizer, tokensrc
 from ..errors import DataError, InputError, WinsampleError
-from . import retokenize
+from . import recode
 from .context import Dataset
-from .decode import decode
 from .figures import prepare_plan
-from .files import check_dtype, check_leakage, check_min_length, check_vocab
-from .llmc import check_listed_llmc, verify_llmc
-from .megatron import check_listed_megatron, check_megatron
-from .meta import check_meta, check_provenance, load_meta_tokenizer
+from .llmc import verify_llmc
+from .megatron import MEGATRON_INDEX
+from .meta import load_meta_tokenizer
 from .options import VerifyOptions
 from .plan import check_plans
-from .registry import MEGATRON_INDEX, META, MIN_LENGTH, RETOKENIZE
+from .registry import run_stage
 from .report import Report, Status
 from .scan import Target, require_file, scan_file, scan_logical
 from .shingles import sampling_bits
@@ -59,7 +59,7 @@ def verify_with(path: str | Path, opts: VerifyOptions) -> Report:
             report.add(MEGATRON_INDEX, f"{foreign[1]}.idx", Status.FAIL, str(e))
             return report
         path = Path(f"{foreign[1]}.bin")
-    ds = Dataset(path, path if path.is_dir() else None, megatron_idx)
+    ds = Dataset(path, path if path.is_dir() else None, megatron_idx, opts=opts)
     _open_meta(ds, opts.meta_path)
     _find_targets(ds, opts.meta_path)
     _load_tokenizer(ds, opts.encoding)
@@ -153,7 +153,7 @@ def _load_tokenizer(ds: Dataset, encoding: str | None) -> None:
 
 
 def _run_checks(report: Report, ds: Dataset, opts: VerifyOptions) -> None:
-    """Scan the files (plans and retokenize on helper threads meanwhile), then every check in report order."""
+    """Scan the files (plans and retokenize on helper threads meanwhile), then each stage's checks in report order."""
     leak = ds.folder is not None and {"train", "val"} <= {t.split for t in ds.targets}
     for t in ds.targets:
         if t.src.sharded:  # a split kept in shard files: meta's count will do
@@ -162,21 +162,18 @@ def _run_checks(report: Report, ds: Dataset, opts: VerifyOptions) -> None:
         require_file(t.path)
         ds.sizes[t.path] = t.path.stat().st_size // np.dtype(ds.dtype).itemsize
     # retokenize reads its sample and re-encodes it (tiktoken releases the GIL) during the scans
-    retok = _start_retokenize(ds, opts.retokenize_sample, opts.retokenize_bytes)
-    bits = sampling_bits(sum(ds.sizes.values()), opts.max_shingles) if leak else None
+    recode.start(ds)
+    ds.shingle_bits = sampling_bits(sum(ds.sizes.values()), opts.max_shingles) if leak else None
     # the plans' own work (read, coverage union) needs no token: a helper thread does it during the scans
     plan_pool = ThreadPoolExecutor(1)
-    prepared = {Path(p): plan_pool.submit(prepare_plan, Path(p), ds.path, ds.folder, ds.sizes) for p in opts.plans}
+    ds.prepared = {Path(p): plan_pool.submit(prepare_plan, Path(p), ds.path, ds.folder, ds.sizes) for p in opts.plans}
     plan_pool.shutdown(wait=False)
-    _scan_targets(ds, bits if leak else None, opts.progress)
-    _check_files(report, ds, opts)
-    _check_meta_lines(report, ds)
-    if leak:
-        by_split = {t.split: ds.scans[t.path] for t in ds.targets}
-        check_leakage(report, by_split["train"], by_split["val"], bits, opts.max_leakage)
-    first_plan = check_plans(report, opts.plans, ds.path, ds.folder, ds.scans, ds.targets, opts.min_coverage, prepared)
-    _finish_retokenize(report, retok)
-    decode(report, first_plan, ds.targets, ds.scans, ds.enc, ds.enc_error, opts.T, opts.show)
+    _scan_targets(ds, ds.shingle_bits, opts.progress)
+    for t in [t for t in ds.targets if t.path in ds.sizes]:  # not the llm.c streams the dataset stage adds
+        run_stage("file", report, ds, t, ds.scans[t.path])
+    run_stage("dataset", report, ds)
+    check_plans(report, ds)
+    run_stage("final", report, ds)
 
 
 def _scan_targets(ds: Dataset, bits: int | None, progress) -> None:
@@ -189,89 +186,3 @@ def _scan_targets(ds: Dataset, bits: int | None, progress) -> None:
         shared = t.src.tokens if t.src is not None and t.src.layout is None and not t.src.stray else None
         ds.scans[t.path] = scan_file(t.path, ds.dtype, ds.n_vocab, label=t.label, shingle_bits=want, progress=progress,
                                      tokens=shared)
-
-
-def _check_files(report: Report, ds: Dataset, opts: VerifyOptions) -> None:
-    """dtype_divisible, min_length and vocab_range of each token file, then the foreign layouts'
-    files meta.json lists (or the .idx of a Megatron prefix named on its own)."""
-    meta = ds.meta
-    for t in ds.targets:
-        if t.path not in ds.sizes:  # an llm.c stream: checked below
-            continue
-        s = ds.scans[t.path]
-        check_dtype(report, s, guessed=meta is None)
-        if s.n == 0 and not s.stray and t.entry is not None and t.entry.tokens == 0 and meta.fraction_of(t.split) == 0:
-            report.add(MIN_LENGTH, s.label, Status.SKIP, f"empty by design: meta.json's split fraction for {t.split} is 0", tokens=0)
-        else:
-            check_min_length(report, s, opts.T)
-        check_vocab(report, s, ds.n_vocab)
-    listed = meta is not None and ds.folder is not None
-    if listed and tokensrc.LLMC in ds.written:
-        check_listed_llmc(report, ds, opts.T, opts.progress)
-    elif meta is None and ds.folder is None and ds.megatron_idx is not None:
-        check_megatron(report, ds.megatron_idx, ds.path)
-    if listed and tokensrc.MEGATRON in ds.written:
-        check_listed_megatron(report, ds)
-
-
-def _check_meta_lines(report: Report, ds: Dataset) -> None:
-    """The meta line (meta.json against the files, or why there is none), then provenance."""
-    meta, path, folder, enc = ds.meta, ds.path, ds.folder, ds.enc
-    if ds.meta_error is not None:
-        report.add(META, str(ds.meta_file.name if folder else ds.meta_file), Status.FAIL, ds.meta_error)
-    elif meta is not None:
-        check_meta(report, meta, ds.meta_file, [t for t in ds.targets if t.path in ds.sizes], ds.scans, enc, ds.enc_error,
-                   ds.ranks_sha)
-    elif ds.megatron_idx is not None:
-        report.add(META, path.name, Status.SKIP, f"no meta.json: a Megatron prefix, read as {ds.dtype} (dtype code"
-                   f" {ds.megatron_idx.dtype_code}), n_vocab {ds.n_vocab} ({enc.name}); no checksums or tokenizer record to compare")
-    elif folder is not None:
-        report.add(META, formats.META_JSON, Status.WARN, f"{folder}: no meta.json: read as {ds.dtype}, n_vocab {ds.n_vocab} ({enc.name})")
-    else:
-        report.add(META, path.name, Status.SKIP, f"no meta.json beside {path.name}: read as {ds.dtype}, n_vocab {ds.n_vocab} ({enc.name})")
-    # provenance: where each document came from (datasets written before it have none)
-    if meta is not None and ds.meta_error is None:
-        check_provenance(report, meta, ds.meta_file, ds.targets)
-
-
-def _start_retokenize(ds: Dataset, docs: int, max_bytes: int = retokenize.DEFAULT_BYTES):
-    """A future of the retokenize outcomes (``retokenize.check``) for the whole-token files of
-    the dataset, or a (status, detail) pair when the check cannot run at all."""
-    if ds.enc is None:
-        return (Status.SKIP, f"the tokenizer does not load: {ds.enc_error}")
-    units = [u for t in ds.targets if (u := _retokenize_unit(ds, t)) is not None]
-    if not units:
-        return None
-    pool = ThreadPoolExecutor(1)
-    fut = pool.submit(retokenize.check, ds.enc, units, docs, max_bytes)
-    pool.shutdown(wait=False)
-    return fut
-
-
-def _retokenize_unit(ds: Dataset, t: Target) -> retokenize.Unit | None:
-    """What retokenize samples from one token file (None: a file it leaves to other checks)."""
-    meta, src = ds.meta, t.src
-    if t.path not in ds.sizes or src is None or src.sharded or src.layout is not None:
-        return None  # llm.c streams and shard sets are not sampled (yet)
-    if src.stray or src.n == 0:
-        return None  # dtype_divisible / min_length say why
-    tail = meta is not None and (meta.split or {}).get("method") == "tail"
-    eot_appended = bool(meta.eot_appended) if meta is not None and meta.eot_appended is not None else meta is not None
-    try:
-        starts = src.doc_starts()
-    except (WinsampleError, OSError):
-        starts = None  # the meta check names a broken index; documents then split at EOT
-    return retokenize.Unit(t.label, src.tokens, starts, eot_appended and starts is not None, ds.enc.eot,
-                           partial_first=tail and t.split == "val", partial_last=tail and t.split == "train",
-                           recorded=meta is not None,
-                           bos_prepended=bool(meta is not None and meta.extra.get("bos_prepended")))
-
-
-def _finish_retokenize(report: Report, retok) -> None:
-    if retok is None:
-        return
-    if isinstance(retok, tuple):
-        report.add(RETOKENIZE, "", *retok)
-        return
-    for o in retok.result():
-        report.add(RETOKENIZE, o.label, o.status, o.detail, documents=o.documents, bytes=o.bytes, mismatches=o.mismatches)

@@ -1,0 +1,60 @@
+"""The ``split_leakage`` check: how many of val's shingles (``shingles.py``, kept by the scans)
+are also train's."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import check
+from .report import Report, Status
+from .scan import FileScan
+from .shingles import SHINGLE_K
+
+
+@check("split_leakage", help="share of val's 32-token shingles also in train ≤ --max-leakage",
+       reads="train and val token files", stage="dataset")
+def split_leakage(report: Report, ctx) -> None:
+    """A data folder's train against its val (``ctx.shingle_bits`` is set when both are there)."""
+    if ctx.shingle_bits is None:
+        return
+    by_split = {t.split: ctx.scans[t.path] for t in ctx.targets}
+    check_leakage(report, by_split["train"], by_split["val"], ctx.shingle_bits, ctx.opts.max_leakage)
+
+
+SPLIT_LEAKAGE = split_leakage.spec
+
+
+def check_leakage(report: Report, train: FileScan, val: FileScan, bits: int, max_leakage: float) -> None:
+    label = f"{val.label} vs {train.label}"
+    rate = 2.0**-bits
+    if train.checksum == val.checksum:
+        report.add(
+            SPLIT_LEAKAGE, label, Status.FAIL,
+            f"{val.label} is byte-identical to {train.label} (checksum {val.checksum}): val measures nothing",
+            share=1.0, sample_rate=rate,
+        )
+        return
+    if train.shingles is None or val.shingles is None or val.n < SHINGLE_K:
+        report.add(SPLIT_LEAKAGE, label, Status.SKIP, f"{val.label} has {val.n} < {SHINGLE_K} tokens: no {SHINGLE_K}-token shingle")
+        return
+    if len(val.shingles) == 0:
+        report.add(SPLIT_LEAKAGE, label, Status.WARN, f"no val shingle fell in the sample (rate 1/{2**bits}); share unknown", sample_rate=rate)
+        return
+    train_set = np.sort(train.shingles)  # sort + binary search: faster than np.unique/np.isin here
+    if len(train_set):
+        at = np.searchsorted(train_set, val.shingles).clip(max=len(train_set) - 1)
+        found = int(np.count_nonzero(train_set[at] == val.shingles))
+    else:
+        found = 0
+    share = found / len(val.shingles)
+    n_train = int(np.count_nonzero(np.diff(train_set))) + 1 if len(train_set) else 0
+    how = "exact" if bits == 0 else f"sampled 1/{2**bits}"
+    status = Status.PASS if share <= max_leakage else Status.FAIL
+    rel = "≤" if status == Status.PASS else ">"
+    report.add(
+        SPLIT_LEAKAGE, label, status,
+        f"{share:.2%} of {val.label}'s {SHINGLE_K}-token shingles are also in {train.label} ({rel} {max_leakage:.2%}; {how},"
+        f" {len(val.shingles)} val / {n_train} train hashes)",
+        share=share, max_leakage=max_leakage, k=SHINGLE_K, sample_rate=rate,
+        val_shingles=len(val.shingles), train_shingles=n_train,
+    )
