@@ -17,9 +17,13 @@ class _VerifyCommand(click.Command):
     def format_help_text(self, ctx, formatter):
         from ..verify.registry import help_lines
 
-        if self.help and "{checks}" in self.help:
-            self.help = self.help.replace("{checks}", "\n    ".join("  " + line for line in help_lines()))
-        super().format_help_text(ctx, formatter)
+        template = self.help
+        if template and "{checks}" in template:  # filled at each display: a check registered since shows too
+            self.help = template.replace("{checks}", "\n    ".join("  " + line for line in help_lines()))
+        try:
+            super().format_help_text(ctx, formatter)
+        finally:
+            self.help = template
 
 
 @main.command(cls=_VerifyCommand)

@@ -387,7 +387,7 @@ def text_chunks(reader: Reader, errors: str) -> Iterator[str]:
             return
 
 
-def _scalar_id(where: str, obj: dict, id_field: str):
+def scalar_id(where: str, obj: dict, id_field: str):
     """``obj[id_field]`` if it is a string or integer, else DataError naming ``where``."""
     if id_field not in obj:
         keys = ", ".join(list(obj)[:5])
@@ -447,75 +447,11 @@ def jsonl_docs(reader, errors: str, field: str, id_field: str | None = None,
             if not isinstance(text, str):
                 kind = "null" if text is None else type(text).__name__
                 raise DataError(f"{where}: field {field!r} is {kind}, not a string")
-            doc_id = _scalar_id(where, obj, id_field) if id_field is not None else None
+            doc_id = scalar_id(where, obj, id_field) if id_field is not None else None
             yield where, text, base + start, lineno, doc_id
         if not data:
             reader.lines = lineno
             return
-
-
-def _parquet_docs(src: Source, field: str, progress, id_field: str | None = None) -> Iterator[tuple[str, str, int, object]]:
-    """(where, text, 1-based row, id) for each row of a Parquet source."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise ConfigError(
-            f"{src.label}: reading Parquet needs pyarrow: pip install 'winsample[parquet]'"
-        ) from None
-    try:
-        pf = pq.ParquetFile(src.path)
-    except (OSError, pa.ArrowException) as e:
-        raise DataError(f"{src.label}: not a readable Parquet file: {e}") from None
-    names = pf.schema_arrow.names
-    if field not in names:
-        raise DataError(f"{src.label}: no column {field!r} (columns: {', '.join(names[:8])}); pick one with --text-field")
-    typ = pf.schema_arrow.field(field).type
-    if not (pa.types.is_string(typ) or pa.types.is_large_string(typ)):
-        raise DataError(f"{src.label}: column {field!r} has type {typ}, not string")
-    columns = [field]
-    if id_field is not None:
-        if id_field not in names:
-            raise DataError(f"{src.label}: no column {id_field!r} for --id-field (columns: {', '.join(names[:8])})")
-        ityp = pf.schema_arrow.field(id_field).type
-        if not (pa.types.is_string(ityp) or pa.types.is_large_string(ityp) or pa.types.is_integer(ityp)):
-            raise DataError(f"{src.label}: --id-field column {id_field!r} has type {ityp}, not a string or integer")
-        if id_field != field:
-            columns.append(id_field)
-    row = 0
-    batches = pf.iter_batches(columns=columns, batch_size=1024)
-    while True:
-        batch = None
-        try:  # a corrupt page, or a string column holding bytes that are not UTF-8
-            batch = next(batches, None)
-            texts = None if batch is None else batch.column(0).to_pylist()
-            ids = None if batch is None or id_field is None else batch.column(len(columns) - 1).to_pylist()
-        except (OSError, pa.ArrowException, UnicodeDecodeError, ValueError) as e:
-            where = f"row {row} or after"
-            if isinstance(e, UnicodeDecodeError) and batch is not None:
-                for c in range(len(columns)):
-                    col = batch.column(c)
-                    for i in range(len(col)):
-                        try:
-                            col[i].as_py()
-                        except UnicodeDecodeError:
-                            where = f"row {row + i}: column {columns[c]!r} is not UTF-8"
-                            break
-                    else:
-                        continue
-                    break
-            raise DataError(f"{src.label}: {where}: unreadable Parquet data: {e}") from None
-        if texts is None:
-            break
-        for text, doc_id in zip(texts, ids if ids is not None else [None] * len(texts)):
-            if text is None:
-                raise DataError(f"{src.label}: row {row}: {field!r} is null")
-            if id_field is not None and doc_id is None:
-                raise DataError(f"{src.label}: row {row}: --id-field {id_field!r} is null, not a string or integer")
-            yield f"{src.label}:row {row}", text, row + 1, doc_id
-            row += 1
-    if progress:
-        progress(src.size or 0)
 
 
 def iter_documents(
@@ -539,7 +475,9 @@ def iter_documents(
     for k, src in enumerate(sources):
         i = index + k
         if src.kind == "parquet":
-            for where, text, row, doc_id in _parquet_docs(src, text_field, progress, id_field):
+            from .parquet import parquet_docs  # pyarrow, and this reader, only for a Parquet input
+
+            for where, text, row, doc_id in parquet_docs(src, text_field, progress, id_field):
                 yield (where, text, Origin(i, 0, row, doc_id)) if origins else (where, text)
             continue
         reader = Reader(src, progress, replaced)
