@@ -29,7 +29,7 @@ def test_format_md_examples_are_what_the_demo_commands_write(tmp_path):
     """docs/format.md shows meta.json and a plan sidecar "from a real make demo run": they must be."""
     import json
 
-    from winsample import windows
+    from winsample import planning, windows
     from winsample.encode import encode_corpus
 
     from .conftest import CORPUS
@@ -41,7 +41,7 @@ def test_format_md_examples_are_what_the_demo_commands_write(tmp_path):
     for key in ("format", "version", "dtype", "tokenizer", "eot_appended", "split", "splits", "stats"):
         assert meta[key] == shown[key], key
     assert [i["bytes"] for i in meta["inputs"]] == [i["bytes"] for i in shown["inputs"]]
-    windows.run(tmp_path / "data" / "train.bin", str(tmp_path / "p.npy"), windows.Options(T=[256], boundaries="paragraph"))
+    windows.run(tmp_path / "data" / "train.bin", str(tmp_path / "p.npy"), planning.Options(T=[256], boundaries="paragraph"))
     side = json.loads((tmp_path / "p.npy.json").read_text())
     shown = _json_after(doc, "## Plan sidecar")
     side["source"]["path"] = shown["source"]["path"]  # where this run put it

@@ -210,12 +210,13 @@ def bench_layouts(size_mb: int) -> list[dict]:
 
 PLAIN_OURS = """
 import json, sys, time
+from winsample import planning
 from winsample import windows
 n = int(sys.argv[1])
 t = time.perf_counter()
-rows = windows.plan_regular([0], [n], span=1025, stride=512)
-windows.fill_fresh(rows)
-stats = windows.plan_stats(rows, n, [0], [n])
+rows = planning.plan_regular([0], [n], span=1025, stride=512)
+planning.fill_fresh(rows)
+stats = planning.plan_stats(rows, n, [0], [n])
 t = time.perf_counter() - t
 print(json.dumps({"seconds": t, "windows": len(rows)}))
 """
@@ -236,9 +237,9 @@ import json, sys, time
 from winsample import windows
 from winsample.tokenizer import load_encoding
 load_encoding('gpt2')  # tokenizer load is start-up, not streaming
-o = windows.Options(T=[1024], boundaries=sys.argv[2])
+o = planning.Options(T=[1024], boundaries=sys.argv[2])
 t = time.perf_counter()
-plans = windows.build_plans(sys.argv[1], o)
+plans = planning.build_plans(sys.argv[1], o)
 t = time.perf_counter() - t
 print(json.dumps({"seconds": t, "windows": int(plans[0]['stats']['windows'])}))
 """

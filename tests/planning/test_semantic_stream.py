@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from winsample import windows as W
+from winsample import planning as W
 from winsample.errors import DataError
 from winsample.planning import boundaries as B
 from winsample.tokenizer import Tokenizer, load

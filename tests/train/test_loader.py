@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import winsample
-from winsample import formats, windows
+from winsample import formats, planning
 from winsample.cli import main
 from winsample.errors import ConfigError, DataError
 from winsample.train import StepOutOfRange
@@ -29,7 +29,7 @@ PAD = 1_000_000  # x padding in these tests: no position of a test file is this 
 
 def make_plan(starts, lengths, span, n, docs=None) -> winsample.Plan:
     """A plan file with these windows (fresh filled in), read back as training code reads it."""
-    rows = windows.make_rows(np.asarray(starts, np.int64), np.asarray(lengths, np.int64),
+    rows = planning.make_rows(np.asarray(starts, np.int64), np.asarray(lengths, np.int64),
                              np.zeros(len(starts), np.int64) if docs is None else np.asarray(docs, np.int64))
     side = {"params": {"T": span - 1, "span": span, "targets": True}, "source": {"tokens": n, "dtype": "<u4"}}
     path = Path(tempfile.mkdtemp(dir=_TMP.name)) / "p.npy"
@@ -291,7 +291,7 @@ def test_semantic_cuts_do_not_move_with_the_offset_which_is_why_it_is_refused(da
     ds = np.load(data / "train.docs.npy")
     de = np.append(ds[1:], len(tokens))
     edges = np.concatenate([f for _, f in bnd.iter_boundaries(tokens, "paragraph", load("gpt2"))])
-    a, b = (windows.plan_semantic(ds, de, edges, 257, 128, offset) for offset in (0, 69))
+    a, b = (planning.plan_semantic(ds, de, edges, 257, 128, offset) for offset in (0, 69))
     shared = len(set(a["start"].tolist()) & set(b["start"].tolist()))
     assert shared > 0.99 * len(a)
 

@@ -14,8 +14,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from winsample import formats
-from winsample import windows as W
+from winsample import formats, planning
 from winsample.cli import main
 
 from ..bench.article_sampler import SlidingWindowSampler
@@ -68,7 +67,7 @@ def test_10000_tokens_512_256_align_adds_exactly_one_window_at_9488(tmp_path):
 def test_article_sampler_agrees_on_the_regular_starts_of_the_pinned_case():
     sampler = SlidingWindowSampler(list(range(10000)), window_size=512, stride=256)
     starts = [s for s, _ in sampler]
-    rows = W.plan_regular([0], [10000], 512, 256, tail="drop")
+    rows = planning.plan_regular([0], [10000], 512, 256, tail="drop")
     assert rows["start"].tolist() == starts[:38]  # the 39th it yields is its tail window, 9488 as ours
     assert starts[38] == 9488
 
@@ -116,12 +115,12 @@ def test_n8_t8_has_no_full_window(tmp_path):
 
 
 def test_overlap_half_at_span_512_is_stride_256():
-    assert W.resolve_stride(512, 512, overlap=0.5) == 256  # round(512 * 0.5)
-    assert W.resolve_stride(512, 511, overlap=0.5) == 256  # T=511 with targets: span 512
+    assert planning.resolve_stride(512, 512, overlap=0.5) == 256  # round(512 * 0.5)
+    assert planning.resolve_stride(512, 511, overlap=0.5) == 256  # T=511 with targets: span 512
 
 
 def test_stride_equal_to_span_has_no_overlap_and_no_gap():
-    rows = W.plan_regular([0], [4096], 512, 512, tail="drop")
+    rows = planning.plan_regular([0], [4096], 512, 512, tail="drop")
     assert rows["start"].tolist() == list(range(0, 4096, 512))
     assert (rows["fresh"] == 0).all()
     ends = rows["start"] + rows["length"]
@@ -129,12 +128,12 @@ def test_stride_equal_to_span_has_no_overlap_and_no_gap():
 
 
 def test_default_stride_is_half_of_T():
-    assert W.resolve_stride(1025, 1024) == 512
+    assert planning.resolve_stride(1025, 1024) == 512
 
 
 def test_aligned_tail_is_never_a_duplicate():
     # (N - span - O) = 1000 - 100 - 0 = 900 is a multiple of S = 50: last regular window ends at N
-    rows = W.plan_regular([0], [1000], 100, 50)
+    rows = planning.plan_regular([0], [1000], 100, 50)
     assert rows["start"][-1] == 900 and len(rows) == 19
     assert len(set(rows["start"].tolist())) == len(rows)
     # the article's sampler yields 900 twice here: the bug the plan must not copy
@@ -142,50 +141,50 @@ def test_aligned_tail_is_never_a_duplicate():
 
 
 def test_tail_short_without_targets_emits_the_leftover():
-    rows = W.plan_regular([0], [1000], 300, 300, tail="short", targets=False)
+    rows = planning.plan_regular([0], [1000], 300, 300, tail="short", targets=False)
     assert list(zip(rows["start"].tolist(), rows["length"].tolist())) == [(0, 300), (300, 300), (600, 300), (900, 100)]
 
 
 def test_tail_short_with_targets_starts_one_before_the_last_end():
     # regular windows end at 300, 600, 900; the leftover [900, 1000) is taken from 899, so token 900,
     # the first of the leftover, is a target (y of the window starting at 899)
-    rows = W.plan_regular([0], [1000], 300, 300, tail="short")
+    rows = planning.plan_regular([0], [1000], 300, 300, tail="short")
     assert list(zip(rows["start"].tolist(), rows["length"].tolist())) == [(0, 300), (300, 300), (600, 300), (899, 101)]
     assert rows["fresh"][-1] == 1
 
 
 def test_tail_short_one_token_leftover_becomes_a_two_token_window():
     # span 300 stride 300 over 901 tokens: last regular end 900, one token left over
-    rows = W.plan_regular([0], [901], 300, 300, tail="short")
+    rows = planning.plan_regular([0], [901], 300, 300, tail="short")
     assert rows["start"][-1] == 899 and rows["length"][-1] == 2  # one (x, y) pair: x = 899, y = 900
-    rows = W.plan_regular([0], [901], 300, 300, tail="short", targets=False)
+    rows = planning.plan_regular([0], [901], 300, 300, tail="short", targets=False)
     assert rows["start"][-1] == 900 and rows["length"][-1] == 1  # without targets a 1-token window is fine
 
 
 def test_one_token_document_gets_no_window_with_targets():
     # docs [0, 5) [5, 6) [6, 10), span 5: the middle document is one token, no (x, y) pair
     ds, de = [0, 5, 6], [5, 6, 10]
-    rows = W.plan_regular(ds, de, 5, 2)
+    rows = planning.plan_regular(ds, de, 5, 2)
     assert list(zip(rows["start"].tolist(), rows["length"].tolist(), rows["doc"].tolist())) == [(0, 5, 0), (6, 4, 2)]
-    stats = W.plan_stats(rows, 10, ds, de)
+    stats = planning.plan_stats(rows, 10, ds, de)
     assert stats["uncovered_dropped"] == 1 and stats["uncovered_tokens"] == 1
-    assert W.plan_regular(ds, de, 5, 2, targets=False)["length"].tolist() == [5, 1, 4]
+    assert planning.plan_regular(ds, de, 5, 2, targets=False)["length"].tolist() == [5, 1, 4]
     # packed, span 5: [0,5) and [5,10) each fill a window; the last document, one token, is left alone
     ds2, de2 = [0, 5, 10], [5, 10, 11]
-    packed = W.plan_packed(ds2, de2, 5, 2)
+    packed = planning.plan_packed(ds2, de2, 5, 2)
     assert list(zip(packed["start"].tolist(), packed["length"].tolist())) == [(0, 5), (5, 5)]
-    assert W.plan_packed(ds2, de2, 5, 2, targets=False)["length"].tolist() == [5, 5, 1]
+    assert planning.plan_packed(ds2, de2, 5, 2, targets=False)["length"].tolist() == [5, 5, 1]
 
 
 def test_offset_is_clamped_to_n_minus_span():
-    rows = W.plan_regular([0], [1000], 100, 50, offset=5000)
+    rows = planning.plan_regular([0], [1000], 100, 50, offset=5000)
     assert rows["start"].tolist() == [900]  # min(5000, 1000 - 100)
 
 
 def test_offset_leaves_head_uncovered_and_counts_it():
-    rows = W.plan_regular([0], [1000], 100, 50, offset=30)
+    rows = planning.plan_regular([0], [1000], 100, 50, offset=30)
     assert rows["start"][0] == 30
-    stats = W.plan_stats(rows, 1000, [0], [1000])
+    stats = planning.plan_stats(rows, 1000, [0], [1000])
     assert stats["uncovered_head"] == 30 and stats["uncovered_tail"] == 0 and stats["covered_tokens"] == 970
 
 
@@ -216,8 +215,8 @@ def test_random_offset_same_seed_epoch_same_plan_other_epoch_other_offset(tmp_pa
 
 
 def test_random_offset_is_shared_by_every_document():
-    off = W.draw_offset(1, 2, 40)
-    rows = W.plan_regular([0, 500, 1200], [500, 1200, 2000], 100, 40, offset=off)
+    off = planning.draw_offset(1, 2, 40)
+    rows = planning.plan_regular([0, 500, 1200], [500, 1200, 2000], 100, 40, offset=off)
     firsts = [rows["start"][rows["doc"] == d][0] - s for d, s in enumerate([0, 500, 1200])]
     assert firsts == [off] * 3
 
@@ -270,16 +269,16 @@ layouts = st.lists(st.integers(0, 300), min_size=1, max_size=6)
 
 @settings(max_examples=150, deadline=None)
 @given(lengths=layouts, T=st.integers(1, 80), targets=st.booleans(), sdiv=st.integers(1, 8),
-       offset=st.integers(0, 120), tail=st.sampled_from(W.TAILS), short=st.sampled_from(W.SHORTS))
+       offset=st.integers(0, 120), tail=st.sampled_from(planning.TAILS), short=st.sampled_from(planning.SHORTS))
 def test_regular_plan_invariants(lengths, T, targets, sdiv, offset, tail, short):
     span = T + targets
     S = max(1, span // sdiv)
     edges = np.cumsum([0] + lengths)
     ds, de = edges[:-1], edges[1:]
-    rows = W.plan_regular(ds, de, span, S, offset, tail, short, targets)
+    rows = planning.plan_regular(ds, de, span, S, offset, tail, short, targets)
     # stride = span (no overlap) is the user's choice: each join then skips one label
     cov = check_invariants(rows, ds, de, span, targets, labels=targets and S < span)
-    stats = W.plan_stats(rows, int(edges[-1]), ds, de)
+    stats = planning.plan_stats(rows, int(edges[-1]), ds, de)
     assert stats["covered_tokens"] == int((cov > 0).sum())
     for d, (a, b) in enumerate(zip(ds, de)):
         L = b - a
@@ -304,7 +303,7 @@ def test_regular_plan_invariants(lengths, T, targets, sdiv, offset, tail, short)
 
 @settings(max_examples=150, deadline=None)
 @given(lengths=layouts, span=st.integers(2, 60), sdiv=st.integers(1, 5), offset=st.integers(0, 50),
-       short=st.sampled_from(W.SHORTS), targets=st.booleans(), data=st.data())
+       short=st.sampled_from(planning.SHORTS), targets=st.booleans(), data=st.data())
 @pytest.mark.usefixtures("kernels")  # on the C kernels and on numpy
 def test_semantic_plan_invariants_and_edges(lengths, span, sdiv, offset, short, targets, data):
     S = max(1, span // sdiv)
@@ -313,7 +312,7 @@ def test_semantic_plan_invariants_and_edges(lengths, span, sdiv, offset, short, 
     n = int(docs[-1])
     inner = data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=max(0, n // 3))) if n > 1 else set()
     edges = np.array(sorted(inner - set(docs.tolist())), np.int64)
-    rows = W.plan_semantic(ds, de, edges, span, S, offset, short, targets)
+    rows = planning.plan_semantic(ds, de, edges, span, S, offset, short, targets)
     cov = check_invariants(rows, ds, de, span, targets)  # with targets even at S = span: overlap >= 1
     ov = int(targets)
     E = set(edges.tolist()) | set(docs.tolist())
@@ -573,8 +572,8 @@ def test_plain_plan_over_a_billion_tokens_is_arithmetic():
     # By hand: full windows start at 512k for k = 0 .. (10**9 - 1025) // 512 = 1953122, the last
     # ending at 1953122 * 512 + 1025 = 999999489; the 511 tokens after it get one right-aligned
     # window at 10**9 - 1025 = 999998975.
-    rows = W.plan_regular([0], [10**9], 1025, 512)
-    stats = W.plan_stats(rows, 10**9, [0], [10**9])
+    rows = planning.plan_regular([0], [10**9], 1025, 512)
+    stats = planning.plan_stats(rows, 10**9, [0], [10**9])
     assert len(rows) == 1953124 and stats["coverage"] == 1.0
     assert rows["start"][-2] == 999998464 and rows["start"][-1] == 999998975
     assert np.all(rows["length"] == 1025)
@@ -587,7 +586,7 @@ def semantic_both_paths(ds, de, edges, span, S, targets=True):
     """plan_semantic by its scalar path and by numpy rounds; both must agree."""
     out = []
     for scalar_below in (10**9, 0):
-        p = W.SemanticPlanner(ds, de, span, S, 0, "keep", targets)
+        p = planning.SemanticPlanner(ds, de, span, S, 0, "keep", targets)
         p.SCALAR_BELOW = scalar_below
         p.feed(np.asarray(edges, np.int64), None)
         out.append(list(zip(p.finish()["start"].tolist(), p.finish()["length"].tolist())))
@@ -621,9 +620,9 @@ def test_semantic_window_is_never_one_token_with_targets():
 
 @pytest.mark.usefixtures("kernels")  # on the C kernels and on numpy
 def test_semantic_one_token_document_gets_no_window_with_targets():
-    rows = W.plan_semantic([0, 1, 4], [1, 4, 9], [], 5, 2)
+    rows = planning.plan_semantic([0, 1, 4], [1, 4, 9], [], 5, 2)
     assert list(zip(rows["start"].tolist(), rows["length"].tolist())) == [(1, 3), (4, 5)]
-    assert W.plan_semantic([0, 1, 4], [1, 4, 9], [], 5, 2, targets=False)["length"].tolist() == [1, 3, 5]
+    assert planning.plan_semantic([0, 1, 4], [1, 4, 9], [], 5, 2, targets=False)["length"].tolist() == [1, 3, 5]
 
 
 def corpus_data(tmp_path_factory) -> Path:

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from .. import planning
 from .. import windows as windows_mod
 from . import render
 from .common import emit_json, json_option, progress, quiet_option, say
@@ -37,17 +38,17 @@ def _parse_scales(ctx, param, values):
 @click.option("--random-offset", is_flag=True, help="Offset drawn uniformly from [0, stride) per (seed, epoch); --boundaries none|doc only (semantic cuts snap to the same edges).")
 @click.option("--seed", type=int, help="Seed for --random-offset and --shuffle.")
 @click.option("--epoch", type=int, help="Epoch for --random-offset and --shuffle [default: 0].")
-@click.option("--tail", type=click.Choice(windows_mod.TAILS),
+@click.option("--tail", type=click.Choice(planning.TAILS),
               help="Leftover after the last regular window: one window at N − span (align, default), a shorter one (short), or none (drop).")
-@click.option("--short", type=click.Choice(windows_mod.SHORTS), default="keep", show_default=True,
+@click.option("--short", type=click.Choice(planning.SHORTS), default="keep", show_default=True,
               help="A document shorter than the span: one short window, or none.")
-@click.option("--boundaries", type=click.Choice(windows_mod.BOUNDARIES), default="none", show_default=True,
+@click.option("--boundaries", type=click.Choice(planning.BOUNDARIES), default="none", show_default=True,
               help="Never cross documents (doc); also end/start on paragraph or sentence edges when they fit.")
 @click.option("--pack", is_flag=True, help="With --boundaries doc: pack whole short documents into shared windows.")
 @click.option("--shuffle", is_flag=True, help="Permute window order by (seed, epoch).")
 @click.option("--shards", type=int, help="Split into K plan files, round-robin (PLAN.shard0ofK.npy …).")
 @click.option("--materialize", is_flag=True, help="Also write the token windows, (n, span), as PLAN.tokens.npy.")
-@click.option("--format", "fmt", type=click.Choice(windows_mod.FORMATS), default="npy", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(planning.FORMATS), default="npy", show_default=True,
               help="npy plan + sidecar, txt (start<TAB>length lines) or jsonl.")
 @click.option("--decode", is_flag=True, help="With --format jsonl: add each window's text.")
 @click.option("-o", "--output", required=True, help="Plan file (PLAN.npy), or - for txt/jsonl on stdout.")
@@ -67,7 +68,7 @@ def windows(bin_path, T, stride, overlap, targets, offset, random_offset, seed, 
     """
     if as_json and output == "-":
         raise click.UsageError("--json and -o - both want stdout: write the plan to a file, or drop --json")
-    opts = windows_mod.Options(
+    opts = planning.Options(
         T=T, targets=targets, stride=stride, overlap=overlap, offset=offset, random_offset=random_offset,
         seed=seed, epoch=epoch, tail=tail, short=short, boundaries=boundaries, pack=pack, shuffle=shuffle,
         shards=shards, materialize=materialize, format=fmt, decode=decode, encoding=encoding,
