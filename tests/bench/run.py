@@ -211,7 +211,6 @@ def bench_layouts(size_mb: int) -> list[dict]:
 PLAIN_OURS = """
 import json, sys, time
 from winsample import planning
-from winsample import windows
 n = int(sys.argv[1])
 t = time.perf_counter()
 rows = planning.plan_regular([0], [n], span=1025, stride=512)
@@ -234,7 +233,7 @@ print(json.dumps({"seconds": t, "windows": k}))
 
 SEMANTIC_OURS = """
 import json, sys, time
-from winsample import windows
+from winsample import planning
 from winsample.tokenizer import load_encoding
 load_encoding('gpt2')  # tokenizer load is start-up, not streaming
 o = planning.Options(T=[1024], boundaries=sys.argv[2])
