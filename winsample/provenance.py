@@ -238,8 +238,8 @@ def split_problems(folder, meta: dict, split: str, documents: int) -> list[str]:
         if last != len(ids):
             out.append(f"{entry.get('ids')}: {len(ids)} bytes, but the records' ids end at {last}")
         hi = disk.new_hasher()
-        for lo in range(0, len(ids), disk.CHUNK_BYTES):
-            hi.update(np.asarray(ids[lo : lo + disk.CHUNK_BYTES]).tobytes())
+        for lo in range(0, len(ids), disk.checksums.CHUNK_BYTES):
+            hi.update(np.asarray(ids[lo : lo + disk.checksums.CHUNK_BYTES]).tobytes())
         if disk.format_checksum(hi) != entry.get("ids_checksum"):
             out.append(f"{where}.ids_checksum {entry.get('ids_checksum')} but {entry.get('ids')} hashes to {disk.format_checksum(hi)}")
         if not bad_ids and last == len(ids):

@@ -50,3 +50,10 @@ def test_inspect_shows_a_hostile_meta_field_as_hex(tmp_path):
     (data / "meta.json").write_text(json.dumps(meta))
     r = CliRunner().invoke(main, ["inspect", str(data)])
     assert "name=gpt2⟨1b⟩[2J" in r.stdout and "\x1b" not in r.stdout
+
+
+def test_encode_warnings_name_hostile_file_names_inertly():
+    from winsample.cli import render
+
+    line = render.not_read_warning({".\x1b]52;c;aGk=\x07": 1})
+    assert "\x1b" not in line and "\x07" not in line and "⟨1b⟩]52" in line

@@ -291,7 +291,7 @@ def test_peak_memory_does_not_grow_with_input_size(tmp_path):
     play = (CORPUS / "hamlet.txt").read_text(encoding="utf-8")
     # Small buffers so that both sizes are well past every fixed-size buffer (the plateau).
     script = (
-        "import sys; from winsample import formats as f; from winsample.encode import pipeline as p; from winsample.encode.executors import local as e;"
+        "import sys; from winsample.disk import checksums as f; from winsample.encode import pipeline as p; from winsample.encode.executors import local as e;"
         "f.CHUNK_BYTES = 1 << 20; p.SNAPSHOT_BYTES = 2 << 20; e.HOLD_BYTES = 2 << 20;"
         "e.encode_corpus(sys.argv[1:3], sys.argv[3], val_fraction=0.5, seed=int(sys.argv[4]), workers=1);"
         # VmHWM is this process's own peak; ru_maxrss would also count the forking parent.
@@ -908,3 +908,16 @@ def test_a_bad_jsonl_line_is_named_with_its_column_in_a_whole_sentence(tmp_path)
     r = cli([tmp_path / "a.jsonl", "-o", tmp_path / "out", "--val-fraction", "0"])
     assert r.exit_code == 1 and r.stdout == ""
     assert r.stderr == f"error: {tmp_path / 'a.jsonl'}:2: not valid JSON: Unterminated string starting at column 10\n"
+
+
+def test_a_planted_lock_symlink_is_refused_and_its_target_untouched(tmp_path):
+    """The lock file is opened without following links: encode never truncates a link's target."""
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".winsample.lock").symlink_to(target)
+    write_tree(tmp_path / "in")
+    r = cli([tmp_path / "in", "-o", out, "--val-fraction", "0"])
+    assert r.exit_code == 2 and "is a symbolic link, not winsample's lock file" in r.stderr
+    assert target.read_text() == "keep me"

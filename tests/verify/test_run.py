@@ -309,7 +309,7 @@ def test_ids_beyond_vocab_report_count_max_and_first_position(tmp_path):
 
 
 def test_bad_id_in_a_later_chunk_reports_its_file_position(tmp_path, monkeypatch):
-    monkeypatch.setattr(disk, "CHUNK_BYTES", 64)  # 32 tokens per chunk
+    monkeypatch.setattr(disk.checksums, "CHUNK_BYTES", 64)  # 32 tokens per chunk
     ids = np.zeros(1000, dtype=np.int64)
     ids[777] = 50300
     p = tmp_path / "bad.bin"

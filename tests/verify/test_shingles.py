@@ -31,7 +31,7 @@ def test_shingles_across_chunk_edges_count_once(tmp_path, monkeypatch, hamlet_id
     train, val = hamlet_ids[:3000], hamlet_ids[2500:2700] + macbeth_ids[:300]
     folder = make_folder(tmp_path / "d", train, val)
     whole = verify.verify(folder)
-    monkeypatch.setattr(disk, "CHUNK_BYTES", 2 * 37)  # 37 tokens a chunk: most shingles straddle edges
+    monkeypatch.setattr(disk.checksums, "CHUNK_BYTES", 2 * 37)  # 37 tokens a chunk: most shingles straddle edges
     monkeypatch.setattr(shingles, "HASH_STEP", 11)
     chunked = verify.verify(folder)
     a = next(c for c in whole.checks if c.name == "split_leakage").figures

@@ -33,7 +33,7 @@ def test_report_is_the_same_with_and_without_plans_prepared_during_the_scan(tmp_
               "duplicates": np.r_[np.arange(0, 2000, 50), [100, 100]], "out_of_bounds": np.r_[0, 4990, 100],
               "gapped": np.arange(0, 4900, 300)}[layout]
     plan = make_plan(tmp_path / "p.npy", folder / "train.bin", starts, 101, T=100, shuffle=layout == "shuffled")
-    monkeypatch.setattr(disk, "CHUNK_BYTES", 2 * 333)  # many chunks: the helper thread lags and catches up
+    monkeypatch.setattr(disk.checksums, "CHUNK_BYTES", 2 * 333)  # many chunks: the helper thread lags and catches up
     overlapped = verify.verify(folder, [plan]).to_dict()
     monkeypatch.setattr(run, "prepare_plan", _prepared_nothing)
     monkeypatch.setattr(scan_mod, "AHEAD", 0)
@@ -65,7 +65,7 @@ def test_ids_out_of_range_found_in_file_order_across_pieces(tmp_path, monkeypatc
     ids = np.zeros(3000, dtype=np.int64)
     ids[[1500, 2999]] = 60000
     write_bin(tmp_path / "x.bin", ids)
-    monkeypatch.setattr(disk, "CHUNK_BYTES", 2 * 100)
+    monkeypatch.setattr(disk.checksums, "CHUNK_BYTES", 2 * 100)
     monkeypatch.setattr(scan_mod, "SCAN_PIECE", 2 * 100)
     scan = verify.scan_file(tmp_path / "x.bin", "<u2", 50257, shingle_bits=shingles)
     assert (scan.first_bad, scan.first_bad_id, scan.bad_count, scan.max_id) == (1500, 60000, 2, 60000)

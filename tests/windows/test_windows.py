@@ -708,3 +708,10 @@ def test_a_new_plan_set_replaces_every_file_an_older_run_wrote_under_its_name(tm
     assert again.exit_code == 0, again.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.extra.npy", "p.npy", "p.npy.json", "t.bin"]
     assert keep.read_bytes() == b"mine"
+
+
+def test_plan_family_is_exact_names_only(tmp_path):
+    """A name that only ends like the plan's (a trailing newline, another stem) is not the plan's."""
+    for name in ("p.npy", "p.npy.json", "p.T64.shard1of2.tokens.npy", "p.npy\n", "xp.npy", "p.npy.bak"):
+        (tmp_path / name).write_bytes(b"")
+    assert [q.name for q in formats.plan_family(tmp_path / "p.npy")] == ["p.T64.shard1of2.tokens.npy", "p.npy", "p.npy.json"]

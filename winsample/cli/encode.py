@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..terminal import terminal_safe
 from . import render
 from .common import emit_json, json_option, progress, quiet_option, say
 from .main import main
@@ -87,7 +88,7 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
             layout=layout, shard_tokens=shard_tokens, address=address, merge=merge,
             **({"shard_size": shard_size} if shard_size else {}),
         )
-        summary = encode_pkg.run(config, progress=on_progress, notice=lambda line: say(quiet, f"note: {line}"))
+        summary = encode_pkg.run(config, progress=on_progress, notice=lambda line: say(quiet, terminal_safe(f"note: {line}")))
     finally:
         bar.close()
     say(quiet, render.encode_summary(summary, out_dir))

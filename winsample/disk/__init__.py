@@ -2,6 +2,8 @@
 from untrusted metadata, special files and sizes, errno texts, and checksums.
 
 Nothing here knows winsample's formats; ``formats`` and everything above build on it.
+The read size of every streamed pass is ``disk.checksums.CHUNK_BYTES``, read at call time
+from that one module (tests patch it there).
 """
 
 from .atomic import (
@@ -14,7 +16,7 @@ from .atomic import (
     tmp_path,
     write_json_atomic,
 )
-from .checksums import CHECKSUM_ALGO, CHUNK_BYTES, SHARD_CHECKSUM, checksum_file, combine_checksums, format_checksum, new_hasher
+from .checksums import CHECKSUM_ALGO, SHARD_CHECKSUM, checksum_file, combine_checksums, format_checksum, new_hasher
 from .lock import LOCK_NAME, LOCK_TRIES, locked, locked_folder
 from .names import (
     MAX_METADATA_BYTES,

@@ -6,6 +6,7 @@ dies, so no lock outlives a crash."""
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -127,9 +128,15 @@ def _take_lock(fcntl, out_dir: Path) -> int | None:
     was removed meanwhile (a failed run cleaning up the folder it made: try again)."""
     path = out_dir / LOCK_NAME
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # O_NOFOLLOW: a planted symlink named .winsample.lock must not make us truncate its target
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except OSError as e:
+        if os.path.islink(path):
+            raise InputError(f"{path}: is a symbolic link, not winsample's lock file; remove it") from None
         raise InputError(f"{out_dir}: cannot write there: {e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"{path}: is not a regular file, so not winsample's lock file; remove it")
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -331,7 +331,7 @@ def _reopen(path: Path, nbytes: int, dtype: str | None):
     snaps = [(0, disk.new_hasher(), -1)] if dtype else None
     pos, mx = 0, -1
     while pos < nbytes:
-        data = f.read(min(disk.CHUNK_BYTES, nbytes - pos, SNAPSHOT_BYTES - pos % SNAPSHOT_BYTES))
+        data = f.read(min(disk.checksums.CHUNK_BYTES, nbytes - pos, SNAPSHOT_BYTES - pos % SNAPSHOT_BYTES))
         if not data:
             break
         h.update(data)

@@ -117,10 +117,8 @@ from .meta import (
     ShardEntry,
     SplitEntry,
     check_version,
-    find_meta_for,
     load_meta,
     read_meta,
-    split_of,
     validate_meta,
     write_meta,
 )
@@ -135,7 +133,6 @@ from .names import (
     bin_name,
     doc_index_name,
     is_shard_name,
-    is_sharded,
     materialized_path,
     partial_dir,
     plan_family,

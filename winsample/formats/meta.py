@@ -319,17 +319,3 @@ def write_meta(path: str | Path, meta: Meta | dict) -> None:
         obj = validate_meta(meta, str(path))
     write_json_atomic(path, obj)
 
-
-def find_meta_for(bin_path: str | Path) -> Path | None:
-    """The meta.json beside ``bin_path`` if it describes that file, else None."""
-    bin_path = Path(bin_path)
-    meta = bin_path.parent / META_JSON
-    return meta if meta.exists() else None
-
-
-def split_of(meta: dict, bin_path: str | Path) -> tuple[str, dict] | None:
-    """(split name, split entry) of ``meta`` describing the file named like ``bin_path``."""
-    for name, s in meta["splits"].items():
-        if s["file"] == Path(bin_path).name:
-            return name, s
-    return None

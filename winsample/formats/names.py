@@ -46,11 +46,6 @@ def shard_meta_name(index: int) -> str:
     return f"{SHARDS_DIR}/shard-{index:05d}.json"
 
 
-def is_sharded(split_entry: dict | None) -> bool:
-    """True for a meta.json split entry whose tokens live in shard files."""
-    return isinstance(split_entry, dict) and isinstance(split_entry.get("shards"), list)
-
-
 def plan_sidecar(plan_path: str | Path) -> Path:
     return Path(f"{plan_path}.json")
 
@@ -86,7 +81,8 @@ def plan_family(plan_path: str | Path) -> list[Path]:
         return []
     stem = re.escape(name[:-4])
     own = re.compile(rf"^{stem}(\.T[0-9]+)?(\.shard[0-9]+of[0-9]+)?(\.tokens)?\.npy(\.json)?$")
-    return sorted(q for q in p.parent.iterdir() if own.match(q.name) and (q.is_file() or q.is_symlink()))
+    # fullmatch: `$` would also match before a final newline (a file 'PLAN.npy\n' is no file of the plan)
+    return sorted(q for q in p.parent.iterdir() if own.fullmatch(q.name) and (q.is_file() or q.is_symlink()))
 
 
 PARTIAL_DIR = ".partial"  # encode's work folder; kept after an interrupt for --resume

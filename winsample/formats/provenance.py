@@ -10,8 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..disk import checksums
 from ..disk.atomic import atomic_open
-from ..disk.checksums import CHUNK_BYTES, format_checksum, new_hasher
+from ..disk.checksums import format_checksum, new_hasher
 from ..disk.names import is_plain_name
 from ..errors import DataError, InputError
 from .meta import Meta
@@ -163,7 +164,7 @@ class ProvenanceWriter:
                 if os.fstat(f.fileno()).st_size < nbytes:
                     ok = False
                 f.truncate(nbytes)
-                while data := f.read(CHUNK_BYTES):
+                while data := f.read(checksums.CHUNK_BYTES):
                     h.update(data)
             ok = ok and format_checksum(h) == want
             setattr(self, attr, h)
@@ -236,7 +237,7 @@ def write_provenance(folder: Path, split: str, segments: list[dict], id_field: s
                 src.seek(s["id0"])
                 left = s["id1"] - s["id0"]
                 while left:
-                    data = src.read(min(left, CHUNK_BYTES))
+                    data = src.read(min(left, checksums.CHUNK_BYTES))
                     if not data:
                         raise ValueError(f"{s['ids']}: shorter than its records say")
                     f.write(data)

@@ -89,7 +89,7 @@ def parse_layouts(value: str | Sequence[str]) -> tuple[str, ...]:
 def eot_positions(tokens, eot: int) -> np.ndarray:
     """int64 positions of ``eot`` in a token stream (memmap or shard stream), in bounded pieces:
     the document starts of an llm.c stream, where every document begins with its EOT."""
-    parts = [np.flatnonzero(np.asarray(chunk) == eot) + lo for lo, chunk in formats.iter_chunks(tokens, disk.CHUNK_BYTES // 2)]
+    parts = [np.flatnonzero(np.asarray(chunk) == eot) + lo for lo, chunk in formats.iter_chunks(tokens, disk.checksums.CHUNK_BYTES // 2)]
     return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
 
 

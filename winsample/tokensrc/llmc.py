@@ -82,13 +82,6 @@ def is_llmc_shard(path: str | Path) -> bool:
     return len(head) == 8 and np.frombuffer(head, "<i4").tolist() == [LLMC_MAGIC, LLMC_VERSION]
 
 
-def llmc_tokens(path: str | Path, count: int) -> np.ndarray:
-    """Read-only memmap of a shard's ``count`` ids (after the 1024-byte header)."""
-    if count == 0:
-        return np.zeros(0, LLMC_DTYPE)
-    return np.memmap(path, dtype=LLMC_DTYPE, mode="r", offset=LLMC_HEADER_BYTES, shape=(count,))
-
-
 def _doc_ends_in(doc_starts: np.ndarray, n: int, lo: int, hi: int) -> np.ndarray:
     """Exclusive ends ``e`` of the documents with ``lo < e <= hi`` (a document ends where the next
     starts, the last at ``n``); ``doc_starts`` strictly increasing from 0."""
@@ -261,48 +254,6 @@ def missing_shards(files: list[Path]) -> list[str]:
     width = len(m.group("num"))
     head = name[: m.start("num")]
     return [f"{head}{k:0{width}d}.bin" for k in range(min(nums), max(nums) + 1) if k not in nums]
-
-
-def split_of_group(name: str) -> str | None:
-    """'train' / 'val' for a shard group name that says which (``fineweb_val`` → val), else None."""
-    low = name.lower()
-    if re.search(r"(^|[^a-z])(val|valid|validation)([^a-z]|$)", low):
-        return "val"
-    if re.search(r"(^|[^a-z])train([^a-z]|$)", low):
-        return "train"
-    return None
-
-
-def llmc_doc_problems(tokens: np.ndarray, eot: int, doc_starts: np.ndarray | None, label: str) -> list[str]:
-    """EOT checks of an llm.c stream: it starts with EOT, and (given winsample's ``doc_starts``
-    in llm.c coordinates) every document starts with EOT and EOTs stand nowhere else."""
-    out: list[str] = []
-    n = len(tokens)
-    if n == 0:
-        return out
-    if int(tokens[0]) != eot:
-        out.append(f"{label}: the first id is {int(tokens[0])}, not the EOT {eot}: documents must start with <|endoftext|>")
-    if doc_starts is None:
-        return out
-    d = len(doc_starts)
-    j = 0
-    for lo, chunk in formats.iter_chunks(tokens, disk.CHUNK_BYTES // 2):
-        hi = lo + len(chunk)
-        pos = np.flatnonzero(np.asarray(chunk) == eot) + lo
-        k = int(np.searchsorted(doc_starts, hi, "left"))
-        want = np.asarray(doc_starts[j:k]).astype(np.int64)
-        j = k
-        if len(pos) != len(want) or np.any(pos != want):
-            missing = np.setdiff1d(want, pos)
-            extra = np.setdiff1d(pos, want)
-            if len(missing):
-                out.append(f"{label}: document {int(np.searchsorted(doc_starts, missing[0]))} starts at id {int(missing[0])} without an EOT")
-            else:
-                out.append(f"{label}: an EOT at id {int(extra[0])} where no document starts")
-            break
-    if j != d:
-        out.append(f"{label}: {d} documents expected, the stream ends before document {j}")
-    return out
 
 
 def shard_entry_problems(split: str, entry: dict) -> list[str]:

@@ -77,7 +77,7 @@ def _llmc_names_ok(report: Report, split: str, entry: dict) -> bool:
 def _eot_figures(tokens, eot: int) -> tuple[int, int | None]:
     """(how many ids are the EOT, the first id) of a stream, in bounded pieces."""
     count = 0
-    for _lo, chunk in formats.iter_chunks(tokens, disk.CHUNK_BYTES // 2):
+    for _lo, chunk in formats.iter_chunks(tokens, disk.checksums.CHUNK_BYTES // 2):
         count += int(np.count_nonzero(np.asarray(chunk) == eot))
     return count, (int(tokens[0]) if len(tokens) else None)
 

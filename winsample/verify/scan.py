@@ -114,7 +114,7 @@ def scan_file(
 
 def _read(tokens: np.ndarray, item: int, hasher, ranges: _RangeScan, progress: Progress | None) -> None:
     """Feed ``tokens`` in file order to ``hasher`` and ``ranges`` (which also shingles, when it has a Shingler)."""
-    chunk_tokens = disk.CHUNK_BYTES // item
+    chunk_tokens = disk.checksums.CHUNK_BYTES // item
     if ranges.shingler is None:
         # One thread: each piece is hashed, then scanned for the range figures while it is
         # still in this core's cache. A second thread would fault the same pages in beside

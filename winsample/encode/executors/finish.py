@@ -33,7 +33,7 @@ def finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str, id_fie
     vh, vmax = disk.new_hasher(), -1
     with disk.naming(val_path), open(all_path, "rb") as src, open(val_path, "wb") as dst:
         src.seek(cut * item)
-        while data := src.read(disk.CHUNK_BYTES):
+        while data := src.read(disk.checksums.CHUNK_BYTES):
             dst.write(data)
             vh.update(data)
             vmax = max(vmax, int(np.frombuffer(data, dtype=dtype).max()))
@@ -44,7 +44,7 @@ def finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str, id_fie
         f.seek(pos)
         left = cut * item - pos
         while left:
-            data = f.read(min(left, disk.CHUNK_BYTES))
+            data = f.read(min(left, disk.checksums.CHUNK_BYTES))
             left -= len(data)
             th.update(data)
             tmax = max(tmax, int(np.frombuffer(data, dtype=dtype).max()))

@@ -94,7 +94,7 @@ class _Holder:
                 self.spill.seek(0)
                 left = self.spilled
                 while left:
-                    data = self.spill.read(min(left, disk.CHUNK_BYTES))
+                    data = self.spill.read(min(left, disk.checksums.CHUNK_BYTES))
                     left -= len(data)
                     writer.write(np.frombuffer(data, dtype=self.dtype))
             self.spill.seek(0)

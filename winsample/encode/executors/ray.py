@@ -571,7 +571,7 @@ def _cut_shard(out_dir: Path, idx: int, a: formats.ShardEntry, c: int, dtype: st
         file, doc_index = formats.shard_bin_name(name, idx), formats.shard_doc_index_name(name, idx)
         h, mx = disk.new_hasher(), -1
         with disk.atomic_open(out_dir / file) as f:
-            for _, chunk in formats.iter_chunks(tokens[lo:hi], disk.CHUNK_BYTES // item):
+            for _, chunk in formats.iter_chunks(tokens[lo:hi], disk.checksums.CHUNK_BYTES // item):
                 data = np.ascontiguousarray(chunk).tobytes()
                 f.write(data)
                 h.update(data)
@@ -640,7 +640,7 @@ def _merge(out_dir: Path, meta: formats.Meta, prov_segs: dict, id_field: str | N
             with open(stage / formats.bin_name(s), "wb") as f:
                 for e in entry.shards:
                     with open(out_dir / e.file, "rb") as src:
-                        while data := src.read(disk.CHUNK_BYTES):
+                        while data := src.read(disk.checksums.CHUNK_BYTES):
                             f.write(data)
                             h.update(data)
                             written += len(data)
