@@ -55,6 +55,8 @@ def plan_summary(s: dict) -> list[str]:
 
     lines = []
     where = ", ".join(s["files"]) or "stdout"
+    if "fill" in s:
+        return [packing_line(s) + f" → {where}"]
     lines.append(f"{plural(s['windows'], 'window')} of span {s['span']} (T {s['T']}, stride {s['stride']},"
                    f" overlap {s['overlap']:.1%}) over {plural(s['tokens'], 'token')}: coverage {percent(s['coverage'])},"
                    f" {uncovered(s)} → {where}")
@@ -65,6 +67,15 @@ def plan_summary(s: dict) -> list[str]:
         lines.append(f"note: {plural(s['tokens'], 'token')} < span {s['span']}: no full window, only a short one"
                  " (get_batch draws full windows only; --short drop skips short ones)")
     return lines
+
+
+def packing_line(s: dict) -> str:
+    """One line for a best-fit plan (a windows summary or a sidecar's stats with T and span)."""
+    cut = {"split": s.get("documents_split"), "truncated": s.get("documents_truncated"), "dropped": s.get("documents_dropped")}
+    long = ", ".join(f"{n:,} {what}" for what, n in cut.items() if n) or "none"
+    return (f"{plural(s['windows'], 'window')} of span {s['span']} (T {s['T']}, best-fit) hold {plural(s['segments'], 'segment')}:"
+            f" fill {s['fill']:.2%}, {plural(s['padding_tokens'], 'padding token')}; documents longer than the span: {long};"
+            f" {plural(s['uncovered_tokens'], 'token')} of {s['tokens']:,} not planned")
 
 
 def uncovered(s: dict) -> str:

@@ -44,7 +44,15 @@ def _parse_scales(ctx, param, values):
               help="A document shorter than the span: one short window, or none.")
 @click.option("--boundaries", type=click.Choice(planning.BOUNDARIES), default="none", show_default=True,
               help="Never cross documents (doc); also end/start on paragraph or sentence edges when they fit.")
-@click.option("--pack", is_flag=True, help="With --boundaries doc: pack whole short documents into shared windows.")
+@click.option("--pack", type=click.Choice(planning.PACKS), is_flag=False, flag_value="greedy",
+              help="Pack whole documents into shared windows. greedy (--pack alone; with --boundaries doc): in file order,"
+                   " each window filled while the next document fits, long documents windowed as usual; best-fit: best-fit"
+                   " decreasing, much fuller windows (fill near 1 with many short documents), segments from anywhere in the"
+                   " file. Choose best-fit to train on packed documents with winsample.Loader (positions=\"doc\","
+                   " cross_doc_labels=\"mask\"); greedy for plans other tools read as contiguous (start, length) windows.")
+@click.option("--long", type=click.Choice(planning.LONGS),
+              help="--pack best-fit: a document longer than the span is cut into span-sized pieces (split, default: every token once),"
+                   " cut to its first span tokens (truncate), or left out (drop).")
 @click.option("--shuffle", is_flag=True, help="Permute window order by (seed, epoch).")
 @click.option("--shards", type=int, help="Split into K plan files, round-robin (PLAN.shard0ofK.npy …).")
 @click.option("--materialize", is_flag=True, help="Also write the token windows, (n, span), as PLAN.tokens.npy.")
@@ -58,19 +66,21 @@ def _parse_scales(ctx, param, values):
 @quiet_option
 @json_option
 def windows(bin_path, T, stride, overlap, targets, offset, random_offset, seed, epoch, tail, short, boundaries,
-            pack, shuffle, shards, materialize, fmt, decode, output, meta_path, encoding, quiet, as_json):
+            pack, long, shuffle, shards, materialize, fmt, decode, output, meta_path, encoding, quiet, as_json):
     """Plan training windows over a token file: integer offsets, exact and reproducible.
 
     \b
       winsample windows data/train.bin -T 1024 -o train.plan.npy
       winsample windows data/train.bin -T 256 --boundaries paragraph -o plan.npy
+      winsample windows data/train.bin -T 2048 --pack best-fit -o packed.plan.npy
       winsample windows data/train.bin -T 8 --stride 4 --format txt -o - | head
     """
     if as_json and output == "-":
         raise click.UsageError("--json and -o - both want stdout: write the plan to a file, or drop --json")
     opts = planning.Options(
         T=T, targets=targets, stride=stride, overlap=overlap, offset=offset, random_offset=random_offset,
-        seed=seed, epoch=epoch, tail=tail, short=short, boundaries=boundaries, pack=pack, shuffle=shuffle,
+        seed=seed, epoch=epoch, tail=tail, short=short, boundaries=boundaries, pack=pack or False, long=long,
+        shuffle=shuffle,
         shards=shards, materialize=materialize, format=fmt, decode=decode, encoding=encoding,
     )
     with progress(quiet, unit="tok", unit_scale=True, desc="scanning") as bar:

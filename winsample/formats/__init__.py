@@ -156,6 +156,8 @@ from .npy import (
     write_doc_index_stream,
 )
 from .plan import (
+    PACKED_DTYPE,
+    PACKED_VERSION,
     PLAN_DTYPE,
     PLAN_FORMAT,
     PLAN_VERSION,

@@ -21,9 +21,12 @@ from .npy import load_npy
 from .schema import extra_keys, get_dtype, get_int, get_name, get_obj, get_str, read_json, schema_error
 
 PLAN_FORMAT = "winsample-plan"
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # 2: best-fit packed plans (segment rows); every other plan is still written as 1
+PACKED_VERSION = 2
 
 PLAN_DTYPE = np.dtype([("start", "<i8"), ("length", "<i4"), ("doc", "<i8"), ("fresh", "<i4")])
+# a best-fit packed plan: one row per segment (a document or a piece of one), sorted by window
+PACKED_DTYPE = np.dtype([("window", "<i8"), ("start", "<i8"), ("length", "<i4"), ("doc", "<i8")])
 
 
 def plan_staging_dir(plan_path: str | Path) -> Path:
@@ -146,7 +149,7 @@ class PlanParams(_Fields):
     windows' option values. A plan written before a key existed reads that key's default."""
 
     KEYS = ("T", "targets", "span", "stride", "overlap", "offset", "random_offset", "seed", "epoch", "tail", "short",
-            "boundaries", "pack", "shuffle", "shard", "shards", "shard_method")
+            "boundaries", "pack", "long", "shuffle", "shard", "shards", "shard_method")
     DEFAULTS = {"targets": True, "random_offset": False, "pack": False, "shuffle": False}
     T: int | None
     targets: bool
@@ -160,7 +163,8 @@ class PlanParams(_Fields):
     tail: str | None
     short: str | None
     boundaries: str | None
-    pack: bool
+    pack: bool | str  # false; true: greedy (in file order); "best-fit": a segment plan (PACKED_DTYPE rows)
+    long: str | None  # best-fit: split, truncate or drop (what happened to documents longer than the span)
     shuffle: bool
     shard: int | None
     shards: int | None
@@ -172,7 +176,8 @@ class PlanStats(_Fields):
     ``windows`` and ``coverage`` (the share of tokens inside at least one window)."""
 
     KEYS = ("windows", "coverage", "covered_tokens", "uncovered_tokens", "uncovered_tail", "uncovered_head",
-            "uncovered_dropped", "documents")
+            "uncovered_dropped", "documents", "segments", "fill", "padding_tokens", "documents_split",
+            "documents_truncated", "documents_dropped")
     windows: int | None
     coverage: float | None
     covered_tokens: int | None
@@ -181,6 +186,12 @@ class PlanStats(_Fields):
     uncovered_head: int | None
     uncovered_dropped: int | None
     documents: int | None
+    segments: int | None  # best-fit plans: rows (documents and pieces of documents)
+    fill: float | None  # packed plans: planned tokens / (windows × span)
+    padding_tokens: int | None  # windows × span − planned tokens
+    documents_split: int | None  # best-fit: documents longer than the span, by what --long did to them
+    documents_truncated: int | None
+    documents_dropped: int | None
 
 
 _SIDECAR_KEYS = ("format", "version", "source", "params", "stats", "plan_stats", "tokenizer", "materialized", "rows_checksum")
@@ -209,7 +220,7 @@ class PlanSidecar:
     tokenizer: dict | None = None
     materialized: dict | None = None
     rows_checksum: str | None = None  # xxh3-128 of the rows as write_plan saved them; None: a plan from before it was kept
-    version: int = PLAN_VERSION
+    version: int = 1  # write_plan writes PACKED_VERSION for a segment plan, 1 for every other
     extra: dict = field(default_factory=dict)
     has_source: bool = field(default=True, repr=False, compare=False)
 
@@ -236,6 +247,11 @@ class PlanSidecar:
         """Windows carry next-token targets (``params.targets``; true when not recorded)."""
         return bool(self.params.targets)
 
+    @property
+    def best_fit(self) -> bool:
+        """A best-fit packed plan: rows are segments (``PACKED_DTYPE``), several per window."""
+        return self.params.pack == "best-fit"
+
     @classmethod
     def from_json(cls, obj: Any, where: str) -> PlanSidecar:
         if not isinstance(obj, dict) or obj.get("format") != PLAN_FORMAT:
@@ -243,6 +259,8 @@ class PlanSidecar:
         version = check_version(obj, where, PLAN_VERSION, "plan")
         src = get_obj(obj, "source", where, "")
         params = get_obj(obj, "params", where, "") or {}
+        if params.get("pack") == "best-fit" and version < PACKED_VERSION:
+            schema_error(where, f"params.pack 'best-fit' needs plan version {PACKED_VERSION}, the file says {version}")
         for key in ("T", "span", "stride"):
             if key in params and params[key] is not None:
                 get_int(params, key, where, "params", lo=1)
@@ -278,14 +296,24 @@ class PlanSidecar:
         return out
 
 
+def rows_dtype(packed: bool) -> np.dtype:
+    """The rows' dtype: ``PACKED_DTYPE`` (segments) for a best-fit plan, else ``PLAN_DTYPE``."""
+    return PACKED_DTYPE if packed else PLAN_DTYPE
+
+
 def write_plan(path: str | Path, plan: np.ndarray, sidecar: dict | PlanSidecar) -> None:
-    """Write ``plan`` (PLAN_DTYPE rows) to ``path`` and its sidecar to ``path.json``, atomically.
+    """Write ``plan`` (PLAN_DTYPE rows, or PACKED_DTYPE segments) to ``path`` and its sidecar to
+    ``path.json``, atomically.
 
     The plan goes first and the sidecar last, so a plan without a sidecar is never current.
-    The sidecar's ``rows_checksum`` is set to the rows' (``rows_checksum``): an edited row shows.
+    The sidecar's ``rows_checksum`` is set to the rows' (``rows_checksum``): an edited row shows;
+    its ``version`` is PACKED_VERSION for segments, 1 for window rows (which version 1 readers read).
     """
-    plan = np.ascontiguousarray(plan, dtype=PLAN_DTYPE)
-    side = sidecar.to_json() if isinstance(sidecar, PlanSidecar) else {"format": PLAN_FORMAT, "version": PLAN_VERSION, **sidecar}
+    packed = plan.dtype.names is not None and "window" in plan.dtype.names
+    plan = np.ascontiguousarray(plan, dtype=rows_dtype(packed))
+    side = sidecar.to_json() if isinstance(sidecar, PlanSidecar) else {"format": PLAN_FORMAT, "version": 1, **sidecar}
+    if packed:
+        side["version"] = PACKED_VERSION
     side["rows_checksum"] = rows_checksum(plan)
     with atomic_open(path) as f:
         np.save(f, plan)
@@ -293,23 +321,30 @@ def write_plan(path: str | Path, plan: np.ndarray, sidecar: dict | PlanSidecar) 
 
 
 def rows_checksum(rows: np.ndarray) -> str:
-    """xxh3-128 of plan rows as ``write_plan`` saves them (PLAN_DTYPE, little-endian, in order)."""
+    """xxh3-128 of plan rows as ``write_plan`` saves them (PLAN_DTYPE or PACKED_DTYPE,
+    little-endian, in order)."""
     h = new_hasher()
-    h.update(np.ascontiguousarray(rows, dtype=PLAN_DTYPE))
+    packed = rows.dtype.names is not None and "window" in rows.dtype.names
+    h.update(np.ascontiguousarray(rows, dtype=rows_dtype(packed)))
     return format_checksum(h)
 
 
-def _read_plan_rows(path: Path) -> np.ndarray:
+def _read_plan_rows(path: Path, packed: bool | None = False) -> np.ndarray:
+    """The rows, checked against ``rows_dtype(packed)`` (``None``: whichever the fields say)."""
     arr = load_npy(path, "a window plan (.npy)")
-    if arr.dtype.names is None or any(n not in arr.dtype.names for n in PLAN_DTYPE.names):
-        raise DataError(f"{path}: not a window plan: fields {arr.dtype.names}, expected {PLAN_DTYPE.names}")
-    for name in PLAN_DTYPE.names:
+    if packed is None:
+        packed = arr.dtype.names is not None and "window" in arr.dtype.names
+    want_dtype = rows_dtype(packed)
+    if arr.dtype.names is None or any(n not in arr.dtype.names for n in want_dtype.names):
+        kind = "a best-fit plan's segments" if packed else "a window plan"
+        raise DataError(f"{path}: not {kind}: fields {arr.dtype.names}, expected {want_dtype.names}")
+    for name in want_dtype.names:
         if arr.dtype[name].kind not in "iu":
             raise DataError(f"{path}: plan field {name!r} has dtype {arr.dtype[name]}, expected an integer")
     if arr.ndim != 1:
         raise DataError(f"{path}: a plan is a 1-d array, this one has shape {arr.shape}")
-    for name in PLAN_DTYPE.names:  # a value the plan's own dtype cannot hold would wrap when cast
-        have, want = arr.dtype[name], PLAN_DTYPE[name]
+    for name in want_dtype.names:  # a value the plan's own dtype cannot hold would wrap when cast
+        have, want = arr.dtype[name], want_dtype[name]
         if np.can_cast(have, want, "safe") or not len(arr):
             continue
         col = arr[name]
@@ -318,7 +353,7 @@ def _read_plan_rows(path: Path) -> np.ndarray:
         if bad.any():
             i = int(np.argmax(bad))
             raise DataError(f"{path}: row {i}: {name} {int(col[i])} does not fit the plan's {want} (stored as {have})")
-    return arr.astype(PLAN_DTYPE, copy=False)
+    return arr.astype(want_dtype, copy=False)
 
 
 def _read_sidecar_json(path: Path) -> Any:
@@ -335,14 +370,17 @@ def load_plan(path: str | Path) -> tuple[np.ndarray, PlanSidecar]:
     not JSON, from a newer version or has a field of the wrong type.
     """
     path = Path(path)
-    rows = _read_plan_rows(path)
-    return rows, PlanSidecar.from_json(_read_sidecar_json(path), str(plan_sidecar(path)))
+    if not os.path.lexists(plan_sidecar(path)):
+        _read_plan_rows(path, None)  # a file that is no plan at all says so before its missing sidecar
+    side = PlanSidecar.from_json(_read_sidecar_json(path), str(plan_sidecar(path)))
+    return _read_plan_rows(path, side.best_fit), side
 
 
 def read_plan(path: str | Path) -> tuple[np.ndarray, dict]:
     """``load_plan`` with the sidecar as the plain dict (for code not yet on the dataclasses)."""
     path = Path(path)
-    rows = _read_plan_rows(path)
+    if not os.path.lexists(plan_sidecar(path)):
+        _read_plan_rows(path, None)
     obj = _read_sidecar_json(path)
-    PlanSidecar.from_json(obj, str(plan_sidecar(path)))
-    return rows, obj
+    side = PlanSidecar.from_json(obj, str(plan_sidecar(path)))
+    return _read_plan_rows(path, side.best_fit), obj

@@ -30,6 +30,9 @@ from .build import build_plans, doc_edges, documents, load_tokenizer, plan_param
 from .options import (
                       BOUNDARIES,
                       FORMATS,
+                      LONGS,
+                      PACKED_DTYPE,
+                      PACKS,
                       MAX_POSITION,
                       MAX_SHARDS,
                       MAX_T,
@@ -40,16 +43,19 @@ from .options import (
                       check_options,
                       draw_offset,
                       epoch_offset,
+                      is_best_fit,
                       resolve_stride,
                       span_of,
 )
+from .bestfit import best_fit, plan_best_fit
 from .planners import SemanticPlanner, plan_packed, plan_regular, plan_semantic
-from .stats import fill_fresh, make_rows, plan_stats, shard_rows, shard_stats, shuffle_rows
+from .stats import fill_fresh, make_rows, packed_stats, plan_stats, shard_rows, shard_stats, shuffle_rows
 
 __all__ = [
-    "BOUNDARIES", "FORMATS", "MAX_POSITION", "MAX_SHARDS", "MAX_T", "PLAN_DTYPE", "SHORTS", "TAILS",
-    "Options", "SemanticPlanner", "boundaries", "build_plans", "check_options", "doc_edges", "documents",
-    "draw_offset", "epoch_offset", "fill_fresh", "load_tokenizer", "make_rows", "plan_packed", "plan_params",
+    "BOUNDARIES", "FORMATS", "LONGS", "MAX_POSITION", "MAX_SHARDS", "MAX_T", "PACKED_DTYPE", "PACKS", "PLAN_DTYPE",
+    "SHORTS", "TAILS", "Options", "SemanticPlanner", "best_fit", "boundaries", "build_plans", "check_options",
+    "doc_edges", "documents", "draw_offset", "epoch_offset", "fill_fresh", "is_best_fit", "load_tokenizer",
+    "make_rows", "packed_stats", "plan_best_fit", "plan_packed", "plan_params",
     "plan_regular", "plan_semantic", "plan_stats", "resolve_stride", "shard_rows", "shard_stats", "shuffle_rows",
     "span_of",
 ]

@@ -12,9 +12,10 @@ from .. import tokensrc
 from ..errors import ConfigError, DataError
 from ..tokensrc import open_source
 from . import boundaries as bnd
-from .options import Options, check_options, epoch_offset, resolve_stride, span_of
+from .bestfit import plan_best_fit
+from .options import Options, check_options, epoch_offset, is_best_fit, resolve_stride, span_of
 from .planners import SemanticPlanner, plan_packed, plan_regular
-from .stats import plan_stats, shuffle_rows
+from .stats import packed_stats, plan_stats, shuffle_rows
 
 
 def load_tokenizer(src: tokensrc.OpenSplit, why: str):
@@ -56,6 +57,11 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
         enc = load_tokenizer(src, f"--boundaries {o.boundaries}")
     if o.boundaries != "none" or o.materialize or o.decode:
         tokens = src.tokens
+    if is_best_fit(o):
+        tokens = src.tokens  # a memmap: read only where there is no document index (EOT scan)
+        ds, de = documents(src, "doc", tokens, progress)
+        return [_best_fit_plan(o, T, src, ds, de) | dict(src=src, tokens=tokens, enc=None, meta_path=meta_path)
+                for T in o.T]
     ds, de = documents(src, o.boundaries, tokens, progress)
     planners = _semantic_plans(src, o, tokens, enc, ds, de, progress) if semantic else {}
     results = []
@@ -77,6 +83,15 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
         params = plan_params(o, T, span, stride, offset, epoch)
         results.append({"T": T, "rows": rows, "params": params, "stats": stats, "doc_starts": ds, "doc_ends": de})
     return [dict(r, src=src, tokens=tokens, enc=enc, meta_path=meta_path) for r in results]
+
+
+def _best_fit_plan(o: Options, T: int, src, ds, de) -> dict:
+    span = span_of(T, o.targets)
+    rows, counts = plan_best_fit(ds, de, span, o.long or "split", o.targets)
+    stats = packed_stats(rows, src.n, span, counts)
+    stats["documents"] = int(len(ds))
+    params = plan_params(o, T, span, span, 0, None)
+    return {"T": T, "rows": rows, "params": params, "stats": stats, "doc_starts": ds, "doc_ends": de}
 
 
 def documents(src: tokensrc.OpenSplit, boundaries: str, tokens, progress=None) -> tuple[np.ndarray, np.ndarray]:
@@ -120,6 +135,10 @@ def plan_params(o: Options, T: int, span: int, stride: int, offset: int, epoch: 
         "shuffle": o.shuffle, "shard": None, "shards": o.shards,
         "shard_method": "round-robin" if o.shards else None,
     }
+    if is_best_fit(o):  # windows hold whole documents side by side: no stride, offset or tail
+        params.update(overlap=0.0, tail=None, boundaries="doc", long=o.long or "split")
+    elif o.pack == "greedy":
+        params["pack"] = True  # greedy plans have always recorded true
     if o.boundaries in ("paragraph", "sentence"):
         params["tail"] = "align"  # the last window of each document ends at its end
     return params

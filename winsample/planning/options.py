@@ -14,10 +14,13 @@ from .. import formats
 from ..errors import ConfigError
 
 PLAN_DTYPE = formats.PLAN_DTYPE
+PACKED_DTYPE = formats.PACKED_DTYPE
 TAILS = ("align", "drop", "short")
 SHORTS = ("keep", "drop")
 BOUNDARIES = ("none", "doc", "paragraph", "sentence")
 FORMATS = ("npy", "txt", "jsonl")
+PACKS = ("greedy", "best-fit")
+LONGS = ("split", "truncate", "drop")
 MAX_T = (1 << 31) - 2  # span = T + 1 fits the plan's int32 length column
 MAX_POSITION = 1 << 62  # token positions (int64) with room for start + length
 MAX_SHARDS = 1 << 16  # --shards: one plan file each; more ranks than this is a typo
@@ -71,7 +74,8 @@ class Options:
     tail: str | None = None  # None → align
     short: str = "keep"
     boundaries: str = "none"
-    pack: bool = False
+    pack: bool | str = False  # False, True or "greedy" (in file order), "best-fit" (best-fit decreasing)
+    long: str | None = None  # best-fit: a document longer than the span is split (default), truncated or dropped
     shuffle: bool = False
     shards: int | None = None
     materialize: bool = False
@@ -120,8 +124,17 @@ def check_options(o: Options) -> None:
         raise ConfigError(f"--short must be one of {', '.join(SHORTS)}")
     if o.boundaries not in BOUNDARIES:
         raise ConfigError(f"--boundaries must be one of {', '.join(BOUNDARIES)}")
-    if o.pack and o.boundaries != "doc":
-        raise ConfigError("--pack packs whole documents: use it with --boundaries doc")
+    if o.pack not in (False, True) + PACKS:
+        raise ConfigError(f"--pack must be one of {', '.join(PACKS)}, got {o.pack!r}")
+    if o.long is not None and o.long not in LONGS:
+        raise ConfigError(f"--long must be one of {', '.join(LONGS)}")
+    if o.pack == "best-fit":
+        _check_best_fit(o)
+    else:
+        if o.long is not None:
+            raise ConfigError("--long says what --pack best-fit does with a document longer than the span: add --pack best-fit")
+        if o.pack and o.boundaries != "doc":
+            raise ConfigError("--pack packs whole documents: use it with --boundaries doc")
     if o.random_offset and o.boundaries in ("paragraph", "sentence"):
         # Every cut snaps to the nearest edge, so an offset only moves each document's first
         # window and the rest land on the same edges (99.8% of windows shared between epochs).
@@ -139,6 +152,28 @@ def check_options(o: Options) -> None:
         raise ConfigError("--shards, --materialize and several -T values need --format npy")
     for T in o.T:
         resolve_stride(span_of(T, o.targets), T, o.stride, o.overlap)
+
+
+def is_best_fit(o: Options) -> bool:
+    return o.pack == "best-fit"
+
+
+def _check_best_fit(o: Options) -> None:
+    """Best-fit windows hold whole documents side by side, so the options that place regular
+    windows (or split a plan's rows) have nothing to act on: refused, never silently ignored."""
+    if o.boundaries not in ("none", "doc"):
+        raise ConfigError(f"--pack best-fit packs whole documents: --boundaries {o.boundaries} does not apply (leave it out, or doc)")
+    given = [name for name, v in (("--stride", o.stride), ("--overlap", o.overlap), ("--offset", o.offset),
+                                  ("--random-offset", o.random_offset or None), ("--tail", o.tail),
+                                  ("--shuffle", o.shuffle or None), ("--shards", o.shards),
+                                  ("--materialize", o.materialize or None), ("--epoch", o.epoch)) if v is not None]
+    if o.short != "keep":
+        given.append("--short drop")
+    if given:
+        raise ConfigError(f"--pack best-fit places whole documents side by side: {', '.join(given)} does not apply"
+                          " (winsample.Loader orders and splits the windows per epoch and rank itself)")
+    if o.format != "npy":
+        raise ConfigError("--pack best-fit writes a segment plan: use --format npy (inspect PLAN shows its windows)")
 
 
 def epoch_offset(o: Options, stride: int) -> int:

@@ -93,6 +93,31 @@ def _doc_at(ds: np.ndarray, pos: np.ndarray, guess: np.ndarray) -> np.ndarray:
     return out
 
 
+def packed_stats(rows: np.ndarray, n: int, span: int, counts: dict) -> dict:
+    """The sidecar's stats of a best-fit plan (segment rows, ``bestfit.plan_best_fit``'s counts).
+
+    Segments never overlap, so covered tokens are their lengths' sum; ``fill`` = covered /
+    (windows × span), ``padding_tokens`` = windows × span − covered.
+    """
+    windows = int(rows["window"][-1]) + 1 if len(rows) else 0
+    covered = int(rows["length"].sum(dtype=np.int64))
+    return {
+        "windows": windows,
+        "coverage": (covered / n) if n else 1.0,
+        "covered_tokens": covered,
+        "uncovered_tokens": n - covered,
+        "uncovered_tail": counts["tokens_truncated"],
+        "uncovered_head": 0,
+        "uncovered_dropped": counts["tokens_dropped"],
+        "segments": int(len(rows)),
+        "fill": covered / (windows * span) if windows else 0.0,
+        "padding_tokens": windows * span - covered,
+        "documents_split": counts["documents_split"],
+        "documents_truncated": counts["documents_truncated"],
+        "documents_dropped": counts["documents_dropped"],
+    }
+
+
 def shuffle_rows(rows: np.ndarray, seed: int, epoch: int) -> np.ndarray:
     """Rows in a permuted order from ``np.random.default_rng([seed, epoch, 1])``."""
     return rows[np.random.default_rng([seed, epoch, 1]).permutation(len(rows))]

@@ -11,6 +11,7 @@ walks every window once per epoch and pads short ones.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -33,11 +34,39 @@ def check_batch_size(who: str, batch_size) -> int:
 
 @dataclass
 class Plan:
-    """A window plan: ``rows`` (start, length, doc, fresh), ``sidecar`` (params, source, stats)."""
+    """A window plan: ``rows`` (start, length, doc, fresh; segments for a best-fit plan),
+    ``sidecar`` (params, source, stats)."""
 
     rows: np.ndarray
     sidecar: formats.PlanSidecar
     path: Path | None = None
+
+    @property
+    def best_fit(self) -> bool:
+        """Rows are segments (``formats.PACKED_DTYPE``), several per window."""
+        return self.sidecar.best_fit
+
+    @cached_property
+    def windows(self) -> np.ndarray:
+        """One ``PLAN_DTYPE`` row per window. For a best-fit plan: its first segment's start and
+        doc, its total length, fresh 0 (the tokens are the segments', see ``segment_index``)."""
+        if not self.best_fit:
+            return self.rows
+        first = self.segment_index
+        out = np.zeros(len(first) - 1, formats.PLAN_DTYPE)
+        if len(out):
+            out["start"], out["doc"] = self.rows["start"][first[:-1]], self.rows["doc"][first[:-1]]
+            out["length"] = np.add.reduceat(self.rows["length"].astype(np.int64), first[:-1])
+        return out
+
+    @cached_property
+    def segment_index(self) -> np.ndarray:
+        """Best-fit plans: int64 [windows + 1], window i's segments are rows ``[idx[i], idx[i+1])``.
+        DataError unless the window numbers run 0, 1, … without a gap."""
+        w = self.rows["window"].astype(np.int64)
+        if len(w) and (w[0] != 0 or (np.diff(w) < 0).any() or (np.diff(w) > 1).any()):
+            raise DataError(f"{self.path or 'plan'}: segment rows must be sorted by window, numbered 0, 1, … without a gap")
+        return np.searchsorted(w, np.arange((int(w[-1]) + 2) if len(w) else 1), "left").astype(np.int64)
 
     @property
     def T(self) -> int:
@@ -53,11 +82,12 @@ class Plan:
 
     @property
     def full(self) -> np.ndarray:
-        """Start offsets of the windows that span the full ``span`` tokens."""
-        return self.rows["start"][self.rows["length"] == self.span]
+        """Start offsets of the windows that span the full ``span`` tokens (contiguous plans)."""
+        return self.windows["start"][self.windows["length"] == self.span]
 
     def __len__(self) -> int:
-        return len(self.rows)
+        """Windows of the plan."""
+        return len(self.windows)
 
 
 def read_plan(path) -> Plan:

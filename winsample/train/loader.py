@@ -15,7 +15,13 @@
 - **short windows** (``short="pad"``): a window of length L < T + 1 gives x[j] = its tokens for
   j < L − 1 and the tokenizer's EOT after; y[j] = the next tokens for j < L − 1 and
   ``ignore_index`` after, so ``cross_entropy(..., ignore_index=...)`` trains on exactly the
-  window's L − 1 (x, y) pairs.
+  window's L − 1 (x, y) pairs. ``short`` defaults to ``"drop"``, and to ``"pad"`` for a best-fit
+  plan (whose windows are mostly a little shorter than the span, by design).
+- **packed samples**: a batch is a ``Batch`` (train/samples.py): ``x, y = batch`` as before, plus
+  ``position_ids`` (``positions="window"|"doc"|"source"``), ``attention_mask``, ``segments``,
+  ``cu_seqlens`` and ``max_seqlen``; ``cross_doc_labels="mask"`` makes every label that belongs to
+  another document than its input ``ignore_index``. Documents are those of the plan's .bin (its
+  document index, else EOT ids); a best-fit plan's windows are its segments side by side.
 - **labels="fresh"**: y[j] is also ``ignore_index`` where an earlier window of the plan (by start)
   already has that token as a label: j < fresh − 1, from the plan's ``fresh`` column.
 - **plans per epoch**: ``plan`` is a Plan or a path; a sequence (epoch e uses item e mod its
@@ -39,9 +45,10 @@ from .. import formats
 from ..errors import ConfigError, DataError
 from ..tokensrc import open_source
 from .batch import Plan, check_batch_size, read_plan
+from .samples import CROSS_DOC, POSITIONS, Batch, assemble, check_choice, regular_layout, segment_layout
 
 MAX_ID = (1 << 32) - 1  # the widest token id a .bin holds (uint32)
-SHORT = ("drop", "pad")
+SHORT = ("drop", "pad")  # None: drop, or pad for a best-fit plan
 LABELS = ("all", "fresh")
 ORDER_STREAM = 2  # third word of the permutation's seed: [seed, epoch, 2] (windows --shuffle uses 1)
 CACHED_EPOCHS = 2  # epochs whose plan and order are kept (the current one and the one before)
@@ -111,7 +118,8 @@ class Loader:
     """
 
     def __init__(self, plan, tokens_path, batch_size: int, seed: int, rank: int = 0, world_size: int = 1,
-                 short: str = "drop", ignore_index: int = -1, labels: str = "all", pad_id: int | None = None):
+                 short: str | None = None, ignore_index: int = -1, labels: str = "all", pad_id: int | None = None,
+                 positions: str = "window", cross_doc_labels: str = "keep"):
         check_batch_size("Loader", batch_size)
         for name, v in (("seed", seed), ("rank", rank), ("world_size", world_size), ("ignore_index", ignore_index)) + \
                 ((("pad_id", pad_id),) if pad_id is not None else ()):
@@ -125,8 +133,10 @@ class Loader:
             raise ConfigError(f"Loader: seed must be >= 0, got {seed}")
         if world_size < 1 or not 0 <= rank < world_size:
             raise ConfigError(f"Loader: need 0 <= rank < world_size, got rank {rank}, world_size {world_size}")
-        if short not in SHORT:
+        if short is not None and short not in SHORT:
             raise ConfigError(f"Loader: short must be one of {', '.join(SHORT)}, got {short!r}")
+        self.positions = check_choice("Loader", "positions", positions, POSITIONS)
+        self.cross_doc_labels = check_choice("Loader", "cross_doc_labels", cross_doc_labels, CROSS_DOC)
         if labels not in LABELS:
             raise ConfigError(f"Loader: labels must be one of {', '.join(LABELS)}, got {labels!r}")
         self.batch_size, self.seed, self.rank, self.world_size = int(batch_size), int(seed), int(rank), int(world_size)
@@ -136,6 +146,7 @@ class Loader:
         self._tokens_arg = tokens_path
         self._tokens = None if isinstance(tokens_path, (str, Path)) else tokens_path
         self._tokenizer = None  # meta.json's tokenizer entry of tokens_path
+        self._doc_starts = None  # the .bin's document starts, read when a batch first needs them
         self._open()
         self._cache: OrderedDict[int, _Epoch] = OrderedDict()
         self._steps: list[int] = []  # steps of epochs 0, 1, … as far as ``locate`` has looked
@@ -174,16 +185,18 @@ class Loader:
         return ep.index[ep.order[lo : lo + self.batch_size]]
 
     def rows(self, epoch: int, step: int) -> np.ndarray:
-        """The plan rows (``start, length, doc, fresh``) of the lines of batch (epoch, step), in line order."""
-        return self._epoch(epoch).plan.rows[self.row_index(epoch, step)]
+        """The windows (``start, length, doc, fresh``: ``Plan.windows``) of the lines of batch
+        (epoch, step), in line order; ``row_index`` numbers them (a best-fit plan's window numbers)."""
+        return self._epoch(epoch).plan.windows[self.row_index(epoch, step)]
 
-    def batch(self, epoch: int, step: int) -> tuple[np.ndarray, np.ndarray]:
-        """(x, y): int64, C-contiguous, shape (batch_size, T); y[i, j] is the token after x[i, j].
+    def batch(self, epoch: int, step: int) -> Batch:
+        """The Batch of (epoch, step): ``x, y = batch`` (int64, C-contiguous, (batch_size, T); y[i, j]
+        the label of x[i, j]) and its packed-attention fields (train/samples.py).
 
-        Padding and ``fresh`` masking as in the module docstring. Pure: same arguments, same arrays.
+        Padding, ``fresh`` and cross-document masking as in the module docstring. Pure: same
+        arguments, same arrays.
         """
-        r = self.rows(epoch, step)
-        return self._gather(r)
+        return self._gather(self._epoch(epoch).plan, self.row_index(epoch, step))
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """``batch(epoch, s)`` for s in [start, steps(epoch)): resume an epoch at step ``start``."""
@@ -222,23 +235,48 @@ class Loader:
 
     # -- internals --
 
-    def _gather(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _gather(self, plan: Plan, index: np.ndarray) -> Batch:
         tokens = self._open()
-        B, span = len(r), self.span
+        B, span = len(index), self.span
         w = np.empty((B, span), np.int64)
-        starts, lengths = r["start"].tolist(), r["length"].tolist()
-        for i, (s, L) in enumerate(zip(starts, lengths)):  # B slices: reads only the batch's windows
-            w[i, :L] = tokens[s : s + L]
-        x = w[:, :-1].copy()  # copies: C-contiguous, so torch's .view(-1) works
-        y = w[:, 1:].copy()
-        cols = np.arange(span - 1)
-        L = np.asarray(lengths, np.int64)[:, None]
-        pad = cols >= L - 1  # no (x, y) pair there: the window ended
-        x[pad] = self.pad_id
-        y[pad] = self.ignore_index
-        if self.labels == "fresh":
-            y[cols < r["fresh"].astype(np.int64)[:, None] - 1] = self.ignore_index
-        return x, y
+        r = plan.windows[index]
+        fresh = r["fresh"] if self.labels == "fresh" else None
+        if plan.best_fit:  # each window is its segments side by side
+            first = plan.segment_index
+            segs = np.concatenate([np.arange(first[i], first[i + 1]) for i in index.tolist()]).astype(np.int64) \
+                if B else np.zeros(0, np.int64)
+            per = first[index + 1] - first[index]
+            row = np.repeat(np.arange(B), per)
+            sg = plan.rows[segs]
+            lens = sg["length"].astype(np.int64)
+            col = np.cumsum(lens) - lens
+            col -= np.repeat(col[np.cumsum(per) - per], per) if len(col) else col  # offset inside its row
+            for i, c, s, L in zip(row.tolist(), col.tolist(), sg["start"].tolist(), lens.tolist()):
+                w[i, c : c + L] = tokens[s : s + L]
+            docs = self._docs() if self.positions == "source" else None
+            layout = segment_layout(row, sg["start"], lens, sg["doc"], B, self.T, docs)
+        else:
+            starts, lengths = r["start"].tolist(), r["length"].tolist()
+            for i, (s, L) in enumerate(zip(starts, lengths)):  # B slices: reads only the batch's windows
+                w[i, :L] = tokens[s : s + L]
+            docs = self._docs() if (self.positions != "window" or self.cross_doc_labels == "mask") else None
+            starts_, lengths_ = r["start"].copy(), r["length"].copy()
+            layout = regular_layout(starts_, lengths_, self.T, docs) if docs is not None else \
+                (lambda: regular_layout(starts_, lengths_, self.T, self._docs()))  # read only when a field needs it
+        return assemble(w, r["length"], layout, self.pad_id, self.ignore_index, self.positions, self.cross_doc_labels, fresh)
+
+    def _docs(self) -> np.ndarray:
+        """int64 document starts of the tokens (document index, else EOT ids), read once."""
+        if self._doc_starts is None:
+            from .. import planning
+
+            if isinstance(self._tokens_arg, (str, Path)):
+                src = open_source(self._tokens_arg)
+                ds, _ = planning.documents(src, "doc", src.tokens)
+            else:
+                ds = planning.boundaries.doc_starts_from_eot(np.asarray(self._tokens), self.pad_id)
+            self._doc_starts = np.ascontiguousarray(ds, np.int64)
+        return self._doc_starts
 
     def _open(self):
         if self._tokens is None:
@@ -273,15 +311,16 @@ class Loader:
             return self._cache[epoch]
         plan = self._resolve(epoch)
         self._check(plan, epoch)
-        rows = plan.rows
-        index = np.flatnonzero(rows["length"] == plan.span) if self.short == "drop" else np.arange(len(rows))
+        rows = plan.windows
+        short = self._short(plan)
+        index = np.flatnonzero(rows["length"] == plan.span) if short == "drop" else np.arange(len(rows))
         index = index[np.argsort(rows["start"][index], kind="stable")]
         n = len(index)
         per_step = self.world_size * self.batch_size
         steps = n // per_step
         if epoch == 0 and steps == 0:
-            what = "full-length windows" if self.short == "drop" else "windows"
-            short_ones = len(rows) - n if self.short == "drop" else 0
+            what = "full-length windows" if short == "drop" else "windows"
+            short_ones = len(rows) - n if short == "drop" else 0
             hint = f"; short='pad' also serves the {short_ones} shorter window(s)" if short_ones else ""
             if not len(rows):
                 hint = "; the plan has no windows at all (its token file is shorter than one window, or empty)"
@@ -293,6 +332,10 @@ class Loader:
         while len(self._cache) > CACHED_EPOCHS:
             self._cache.popitem(last=False)
         return ep
+
+    def _short(self, plan: Plan) -> str:
+        """``short`` as given, else "pad" for a best-fit plan and "drop" for any other."""
+        return self.short or ("pad" if plan.best_fit else "drop")
 
     def _check(self, plan: Plan, epoch: int) -> None:
         where = plan.path or f"the plan of epoch {epoch}"
@@ -314,9 +357,13 @@ class Loader:
         dtype = getattr(self._tokens, "dtype", None)
         if isinstance(self._tokens_arg, (str, Path)) and source.dtype and dtype is not None and np.dtype(dtype).itemsize != np.dtype(formats.normalize_dtype(source.dtype)).itemsize:
             raise DataError(f"{where} was made for {source.dtype} tokens, but {named} holds {np.dtype(dtype)}")
-        if len(plan.rows) and int((plan.rows["start"].astype(np.int64) + plan.rows["length"]).max()) > n:
-            raise DataError(f"{where}: a window ends past the end of the tokens ({n})")
-        if len(plan.rows) and (int(plan.rows["length"].min()) < 2 or int(plan.rows["length"].max()) > plan.span):
+        rows, what = plan.rows, "segment" if plan.best_fit else "window"
+        if len(rows) and (int(rows["start"].min()) < 0 or int((rows["start"].astype(np.int64) + rows["length"]).max()) > n):
+            raise DataError(f"{where}: a {what} lies outside the tokens [0, {n})")
+        if plan.best_fit and len(rows) and int(rows["length"].min()) < 1:
+            raise DataError(f"{where}: segment lengths must be at least 1")
+        win = plan.windows  # a best-fit plan's windows: their segments' total
+        if len(win) and (int(win["length"].min()) < 2 or int(win["length"].max()) > plan.span):
             raise DataError(f"{where}: window lengths must be in [2, span {plan.span}]")
 
     def _eot(self, plan: Plan) -> int:

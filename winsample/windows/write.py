@@ -18,6 +18,7 @@ from .. import disk, formats, provenance, tokensrc
 from ..errors import ConfigError, DataError, InputError
 from ..planning import Options, build_plans, check_options, load_tokenizer, shard_rows, shard_stats
 
+PACKING_FIGURES = ("segments", "fill", "padding_tokens", "documents_split", "documents_truncated", "documents_dropped")
 MATERIALIZE_ROWS = 4096  # rows gathered per batch when materializing: memory ~ rows × span × 8 B
 
 
@@ -152,6 +153,9 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
                    "overlap": params["overlap"], "offset": params["offset"], "tokens": src.n,
                    "covered_tokens": stats["covered_tokens"], "uncovered_tokens": stats["uncovered_tokens"],
                    "uncovered_head": stats["uncovered_head"], "files": []}
+        if "fill" in stats:  # a best-fit plan: how full its windows are, what --long did
+            summary.update({k: stats[k] for k in PACKING_FIGURES}, uncovered_dropped=stats["uncovered_dropped"],
+                           long=params["long"])
         if o.format != "npy":
             _write_text(out, rows, o, plan, stream)
             summary["files"] = [] if out == "-" else [out]
