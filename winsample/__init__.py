@@ -2,6 +2,6 @@
 
 __version__ = "0.1.0"
 
-from .train import Exposure, Loader, Plan, get_batch, read_plan  # noqa: E402  (the training-loop API)
+from .train import Batch, Exposure, Loader, Plan, get_batch, read_plan  # noqa: E402  (the training-loop API)
 
-__all__ = ["Exposure", "Loader", "Plan", "get_batch", "read_plan", "__version__"]
+__all__ = ["Batch", "Exposure", "Loader", "Plan", "get_batch", "read_plan", "__version__"]

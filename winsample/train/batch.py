@@ -5,7 +5,8 @@ needs (T, span, targets). ``get_batch`` samples only *full* windows (length == s
 window (a short document, ``--tail short``, a semantic window ending early) has no fixed
 (T,) shape, so it is skipped rather than padded; train on those through ``--materialize``
 (padded, with their lengths) if you need them, or use ``winsample.Loader`` (train/loader.py), which
-walks every window once per epoch and pads short ones.
+walks every window once per epoch and pads short ones. A best-fit plan's windows are drawn padded
+(they are short by design). Both return a ``Batch`` (train/samples.py) that unpacks to (x, y).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from .. import formats
 from ..errors import ConfigError, DataError
 from ..tokensrc import open_source
+from .samples import CROSS_DOC, POSITIONS, Batch, check_choice, gather
 
 MAX_BATCH = 1 << 24  # windows in one batch: beyond this a typo, not a batch (2**24 × T ids would not fit memory)
 
@@ -96,15 +98,21 @@ def read_plan(path) -> Plan:
     return Plan(rows, side, Path(path))
 
 
-def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng) -> tuple[np.ndarray, np.ndarray]:
-    """(x, y), int64 C-contiguous arrays of shape (batch_size, T), y = x shifted by one token.
+def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng, *, positions: str = "window",
+              cross_doc_labels: str = "keep", ignore_index: int = -1) -> Batch:
+    """A Batch of ``batch_size`` windows drawn uniformly, with replacement, by ``rng`` (a
+    ``np.random.Generator`` or an int seed): ``x, y = get_batch(...)``, int64 C-contiguous
+    (batch_size, T), y = x shifted by one token, plus the packed fields of ``train.samples.Batch``.
 
-    Windows are drawn uniformly, with replacement, from the plan's full windows by ``rng``
-    (a ``np.random.Generator`` or an int seed). ``plan`` is a ``Plan`` or its path (``read_plan``);
-    ``tokens`` is the token array (a memmap of the plan's .bin) or its path (opened by
-    ``tokensrc.open_source``, the rule every command opens tokens by); only the drawn windows are read.
+    A contiguous plan's draws are its full windows (length == span), so x and y hold no padding;
+    a best-fit plan's are all its windows, padded after their tokens (x with the tokenizer's EOT,
+    y with ``ignore_index``). ``positions`` and ``cross_doc_labels`` as for ``Loader``.
+    ``plan`` is a ``Plan`` or its path (``read_plan``); ``tokens`` the token array (a memmap of
+    the plan's .bin) or its path (opened by ``tokensrc.open_source``); only the drawn windows are read.
     """
     check_batch_size("get_batch", batch_size)
+    check_choice("get_batch", "positions", positions, POSITIONS)
+    check_choice("get_batch", "cross_doc_labels", cross_doc_labels, CROSS_DOC)
     if isinstance(plan, (str, Path)):
         plan = read_plan(plan)
     elif not isinstance(plan, Plan):  # e.g. np.load(PLAN.npy): the rows alone say nothing of T or targets
@@ -112,22 +120,44 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng) -> tuple[np
                           " (its sidecar says T and targets) or winsample.read_plan(path)")
     if not plan.targets:
         raise ConfigError("plan was made with --no-targets: a window has no next token for y; re-plan with targets")
+    src = None
     if isinstance(tokens, (str, Path)):
-        tokens = open_source(tokens).tokens
+        src = open_source(tokens)
+        tokens = src.tokens
     want = plan.sidecar.source.tokens
     if want is not None and len(tokens) != want:
         raise DataError(
             f"{plan.path or 'plan'} was made for {want} tokens ({plan.sidecar.source.file}),"
             f" but the tokens given hold {len(tokens)}: pass the .bin the plan was made for"
         )
-    starts = plan.full
-    if not len(starts):
+    win = plan.windows
+    eligible = np.arange(len(win)) if plan.best_fit else np.flatnonzero(win["length"] == plan.span)
+    if not len(eligible):
         raise DataError(f"{plan.path or 'plan'}: no full-length window (span {plan.span}) to draw a batch from")
     if not isinstance(rng, np.random.Generator):
         if not isinstance(rng, (int, np.integer)) or isinstance(rng, bool) or rng < 0:
             # None would seed from the OS: batches no run could repeat (randomness only from a seed)
             raise ConfigError(f"get_batch: rng must be a np.random.Generator or an int seed >= 0, got {rng!r}")
         rng = np.random.default_rng(int(rng))
-    pick = starts[rng.integers(0, len(starts), size=batch_size)]
-    w = np.asarray(tokens[pick[:, None] + np.arange(plan.span)], dtype=np.int64)
-    return np.ascontiguousarray(w[:, :-1]), np.ascontiguousarray(w[:, 1:])  # torch's .view(-1) needs contiguous
+    pick = eligible[rng.integers(0, len(eligible), size=batch_size)]
+    eot = plan_eot(plan, src.tokenizer_entry if src is not None else None)
+
+    def docs() -> np.ndarray:
+        from .. import planning  # loaded only when a field needs the documents
+
+        if src is not None:
+            return np.asarray(planning.documents(src, "doc", tokens)[0], np.int64)
+        return planning.boundaries.doc_starts_from_eot(np.asarray(tokens), eot)
+
+    return gather(tokens, plan, pick, plan.T, eot, int(ignore_index), positions, cross_doc_labels, docs)
+
+
+def plan_eot(plan: Plan, tokenizer_entry: dict | None = None) -> int:
+    """The end-of-document id: the plan sidecar's tokenizer's, else ``tokenizer_entry``'s (meta.json),
+    else GPT-2's (a bare .bin is nanoGPT's)."""
+    for tok in (plan.sidecar.tokenizer or {}, tokenizer_entry or {}):
+        if isinstance(tok.get("eot"), int) and not isinstance(tok.get("eot"), bool):
+            return tok["eot"]
+    from .. import tokenizer
+
+    return tokenizer.load(tokenizer.DEFAULT_ENCODING).eot

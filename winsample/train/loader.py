@@ -44,8 +44,8 @@ import numpy as np
 from .. import formats
 from ..errors import ConfigError, DataError
 from ..tokensrc import open_source
-from .batch import Plan, check_batch_size, read_plan
-from .samples import CROSS_DOC, POSITIONS, Batch, assemble, check_choice, regular_layout, segment_layout
+from .batch import Plan, check_batch_size, plan_eot, read_plan
+from .samples import CROSS_DOC, POSITIONS, Batch, check_choice, gather, regular_layout
 
 MAX_ID = (1 << 32) - 1  # the widest token id a .bin holds (uint32)
 SHORT = ("drop", "pad")  # None: drop, or pad for a best-fit plan
@@ -152,7 +152,8 @@ class Loader:
         self._steps: list[int] = []  # steps of epochs 0, 1, … as far as ``locate`` has looked
         first = self._epoch(0)
         self.T, self.span = first.plan.T, first.plan.span
-        self.pad_id = int(pad_id) if pad_id is not None else self._eot(first.plan)
+        self.eot = self._eot(first.plan)  # where documents end in tokens given as an array (no document index)
+        self.pad_id = int(pad_id) if pad_id is not None else self.eot
 
     # -- the contract --
 
@@ -228,42 +229,58 @@ class Loader:
     def exposure(self, epoch: int = 0) -> Exposure:
         """How many labels epoch ``epoch`` trains on, and how often each token is a label (all ranks)."""
         ep = self._epoch(epoch)
-        served = ep.rows[np.sort(ep.order[: ep.steps * self.world_size * self.batch_size])]
-        f = label_counts(ep.plan.rows, served, len(self._open()), fresh=self.labels == "fresh")
+        served_idx = ep.index[np.sort(ep.order[: ep.steps * self.world_size * self.batch_size])]
+        plan = ep.plan
+        if plan.best_fit or self.cross_doc_labels == "mask":  # labels per segment, not per window
+            everything = self._label_rows(plan, np.arange(len(plan.windows)))
+            served = self._label_rows(plan, np.sort(served_idx))
+        else:
+            everything, served = plan.rows, plan.rows[np.sort(served_idx)]
+        f = label_counts(everything, served, len(self._open()), fresh=self.labels == "fresh")
         return Exposure(epoch=int(epoch), batches=ep.steps, world_size=self.world_size, batch_size=self.batch_size,
-                        windows=len(ep.rows), served=len(served), left_out=ep.left_out, **f)
+                        windows=len(ep.rows), served=len(served_idx), left_out=ep.left_out, **f)
+
+    def _label_rows(self, plan: Plan, index: np.ndarray) -> np.ndarray:
+        """PLAN_DTYPE rows whose label ranges ``[start + max(fresh, 1), start + length)`` are exactly
+        the labels windows ``index`` train on, one row per segment (for ``label_counts``)."""
+        win = plan.windows[index]
+        mask = self.cross_doc_labels == "mask"
+        if plan.best_fit:
+            first = plan.segment_index
+            per = first[index + 1] - first[index]
+            segs = plan.rows[np.concatenate([np.arange(first[i], first[i + 1]) for i in index.tolist()])
+                             if len(index) else np.zeros(0, np.int64)]
+            a, l = segs["start"].astype(np.int64), segs["length"].astype(np.int64)
+            lead = np.zeros(len(a), bool)
+            lead[np.cumsum(per) - per] = True  # each window's first segment
+            fresh = np.zeros(len(a), np.int64)
+        else:
+            lay = regular_layout(win["start"], win["length"], self.T, self._docs())
+            cut_row, cut_col = lay.cuts
+            per = np.bincount(cut_row, minlength=len(win)) + 1
+            row = np.repeat(np.arange(len(win)), per)
+            ends = np.full(len(row), 0, np.int64)
+            lead = np.zeros(len(row), bool)
+            lead[np.cumsum(per) - per] = True
+            col = np.zeros(len(row), np.int64)
+            col[~lead] = cut_col
+            a = win["start"].astype(np.int64)[row] + col
+            ends[:-1] = a[1:]
+            last = np.append(lead[1:], True)  # the last segment of its window
+            ends[last] = (win["start"].astype(np.int64) + win["length"])[row[last]]
+            l = ends - a
+            fresh = np.clip(win["start"].astype(np.int64)[row] + win["fresh"][row] - a, 0, l)
+        out = np.zeros(len(a), formats.PLAN_DTYPE)
+        extend = ~lead & (not mask)  # kept: a later segment's first token is the previous token's label
+        out["start"], out["length"], out["fresh"] = a - extend, l + extend, fresh
+        return out
 
     # -- internals --
 
     def _gather(self, plan: Plan, index: np.ndarray) -> Batch:
-        tokens = self._open()
-        B, span = len(index), self.span
-        w = np.empty((B, span), np.int64)
-        r = plan.windows[index]
-        fresh = r["fresh"] if self.labels == "fresh" else None
-        if plan.best_fit:  # each window is its segments side by side
-            first = plan.segment_index
-            segs = np.concatenate([np.arange(first[i], first[i + 1]) for i in index.tolist()]).astype(np.int64) \
-                if B else np.zeros(0, np.int64)
-            per = first[index + 1] - first[index]
-            row = np.repeat(np.arange(B), per)
-            sg = plan.rows[segs]
-            lens = sg["length"].astype(np.int64)
-            col = np.cumsum(lens) - lens
-            col -= np.repeat(col[np.cumsum(per) - per], per) if len(col) else col  # offset inside its row
-            for i, c, s, L in zip(row.tolist(), col.tolist(), sg["start"].tolist(), lens.tolist()):
-                w[i, c : c + L] = tokens[s : s + L]
-            docs = self._docs() if self.positions == "source" else None
-            layout = segment_layout(row, sg["start"], lens, sg["doc"], B, self.T, docs)
-        else:
-            starts, lengths = r["start"].tolist(), r["length"].tolist()
-            for i, (s, L) in enumerate(zip(starts, lengths)):  # B slices: reads only the batch's windows
-                w[i, :L] = tokens[s : s + L]
-            docs = self._docs() if (self.positions != "window" or self.cross_doc_labels == "mask") else None
-            starts_, lengths_ = r["start"].copy(), r["length"].copy()
-            layout = regular_layout(starts_, lengths_, self.T, docs) if docs is not None else \
-                (lambda: regular_layout(starts_, lengths_, self.T, self._docs()))  # read only when a field needs it
-        return assemble(w, r["length"], layout, self.pad_id, self.ignore_index, self.positions, self.cross_doc_labels, fresh)
+        fresh = plan.windows["fresh"][index] if self.labels == "fresh" else None
+        return gather(self._open(), plan, index, self.T, self.pad_id, self.ignore_index, self.positions,
+                      self.cross_doc_labels, self._docs, fresh)
 
     def _docs(self) -> np.ndarray:
         """int64 document starts of the tokens (document index, else EOT ids), read once."""
@@ -274,7 +291,7 @@ class Loader:
                 src = open_source(self._tokens_arg)
                 ds, _ = planning.documents(src, "doc", src.tokens)
             else:
-                ds = planning.boundaries.doc_starts_from_eot(np.asarray(self._tokens), self.pad_id)
+                ds = planning.boundaries.doc_starts_from_eot(np.asarray(self._tokens), self.eot)
             self._doc_starts = np.ascontiguousarray(ds, np.int64)
         return self._doc_starts
 
@@ -367,21 +384,14 @@ class Loader:
             raise DataError(f"{where}: window lengths must be in [2, span {plan.span}]")
 
     def _eot(self, plan: Plan) -> int:
-        tok = plan.sidecar.tokenizer or {}
-        if isinstance(tok.get("eot"), int):
-            return tok["eot"]
-        t = self._tokenizer or {}
-        if isinstance(t.get("eot"), int):
-            return t["eot"]
-        from .. import tokenizer
-
-        return tokenizer.load(tokenizer.DEFAULT_ENCODING).eot  # a bare .bin is nanoGPT's: GPT-2
+        return plan_eot(plan, self._tokenizer)
 
     def __getstate__(self):  # for DataLoader workers: send paths, not a memmap or cached orders
         state = dict(self.__dict__)
         if isinstance(self._tokens_arg, (str, Path)):
             state["_tokens"] = None
         state["_cache"] = OrderedDict()
+        state["_doc_starts"] = None  # read again in the worker (from the document index) when needed
         return state
 
 

@@ -108,7 +108,7 @@ class Layout:
         self.row, self.col = seg_row[keep], seg_col[keep]
         self.first_off = first_off
         self.seg_off = seg_off[keep] if seg_off is not None else None
-        self._seg_all = (seg_row, seg_col)  # for the labels: a start at column L − 1 still takes y[L − 2]
+        self.cuts = (seg_row, seg_col)  # every segment start after a row's first (one at column L − 1 still takes y[L − 2])
 
     def starts_mask(self) -> np.ndarray:
         """bool (B, T): True at columns j > 0 where a segment starts (inputs only)."""
@@ -118,7 +118,7 @@ class Layout:
 
     def label_cuts(self) -> tuple[np.ndarray, np.ndarray]:
         """(rows, columns) of the y entries whose label starts another segment: y[j] with w[j + 1] a start."""
-        r, c = self._seg_all
+        r, c = self.cuts
         keep = c <= self.real[r]  # w[c] is y[c - 1], a real label while c - 1 < L - 1
         return r[keep], c[keep] - 1
 
@@ -212,3 +212,39 @@ def assemble(w: np.ndarray, lengths: np.ndarray, layout, pad_id: int, ignore_ind
     if fresh is not None:
         y[cols < fresh.astype(np.int64)[:, None] - 1] = ignore_index
     return Batch(x, y, layout, positions)
+
+
+def gather(tokens, plan, index: np.ndarray, T: int, pad_id: int, ignore_index: int, positions: str, cross_doc: str,
+           docs, fresh: np.ndarray | None = None) -> Batch:
+    """The Batch of windows ``index`` of ``plan`` (a ``train.Plan``) over ``tokens``.
+
+    Reads only those windows' tokens (one slice per window, or per segment of a best-fit window).
+    ``docs``: a function returning the tokens' int64 document starts, called only when a field
+    needs them (positions other than ``window``, masking, or ``segments`` read later).
+    """
+    index = np.asarray(index, np.int64)
+    B = len(index)
+    w = np.empty((B, T + 1), np.int64)
+    r = plan.windows[index]
+    if plan.best_fit:  # each window is its segments side by side
+        first = plan.segment_index
+        per = first[index + 1] - first[index]
+        segs = np.concatenate([np.arange(first[i], first[i + 1]) for i in index.tolist()]) if B else per
+        sg = plan.rows[segs.astype(np.int64)]
+        row = np.repeat(np.arange(B), per)
+        lens = sg["length"].astype(np.int64)
+        col = np.cumsum(lens) - lens
+        if len(col):
+            col -= np.repeat(col[np.cumsum(per) - per], per)  # offset inside its row
+        for i, c, s, n in zip(row.tolist(), col.tolist(), sg["start"].tolist(), lens.tolist()):
+            w[i, c : c + n] = tokens[s : s + n]
+        layout = segment_layout(row, sg["start"], lens, sg["doc"], B, T, docs() if positions == "source" else None)
+    else:
+        for i, (s, n) in enumerate(zip(r["start"].tolist(), r["length"].tolist())):
+            w[i, :n] = tokens[s : s + n]
+        starts, lengths = r["start"].copy(), r["length"].copy()
+        if positions != "window" or cross_doc == "mask":
+            layout = regular_layout(starts, lengths, T, docs())
+        else:
+            layout = lambda: regular_layout(starts, lengths, T, docs())  # noqa: E731  (read only when a field needs it)
+    return assemble(w, r["length"], layout, pad_id, ignore_index, positions, cross_doc, fresh)
