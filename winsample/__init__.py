@@ -2,6 +2,21 @@
 
 __version__ = "0.1.0"
 
-from .train import Batch, Exposure, Loader, Plan, get_batch, read_plan  # noqa: E402  (the training-loop API)
+# The training-loop API, loaded on first use: `import winsample` (and so the CLI's start, where a
+# Ctrl-C must already get one line, not a traceback) stays cheap until a loop asks for it.
+_API = ("Batch", "Exposure", "Loader", "Plan", "get_batch", "read_plan")
 
-__all__ = ["Batch", "Exposure", "Loader", "Plan", "get_batch", "read_plan", "__version__"]
+__all__ = [*_API, "__version__"]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from . import train
+
+        return getattr(train, name)
+    import importlib
+
+    try:  # winsample.errors, winsample.formats, …: a package's modules as attributes, as before
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError:
+        raise AttributeError(f"module 'winsample' has no attribute {name!r}") from None

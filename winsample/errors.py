@@ -36,8 +36,12 @@ class ConfigError(WinsampleError):
     exit_code = 2
 
 
-class Interrupted(WinsampleError):
-    """SIGINT (exit 130) or SIGTERM (exit 143) arrived; nothing was committed."""
+class Interrupted(KeyboardInterrupt):
+    """SIGINT (exit 130), SIGTERM (143) or SIGHUP (129) arrived; nothing was committed.
+
+    A ``KeyboardInterrupt``, not a WinsampleError: no ``except Exception`` (a fallback, a retry,
+    a third-party library's) can swallow a signal and carry on; only cleanup code that re-raises
+    sees it. The CLI turns it into one line and exit 128 + signum."""
 
     def __init__(self, signum: int):
         import signal

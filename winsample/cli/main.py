@@ -25,8 +25,9 @@ class WinsampleGroup(click.Group):
             return super().invoke(ctx)
         except WinsampleError as e:
             _fail(ctx, f"error: {e}", e.exit_code)
-        except KeyboardInterrupt:
-            _fail(ctx, f"error: {Interrupted(signal.SIGINT)}", 128 + signal.SIGINT)
+        except KeyboardInterrupt as e:  # Ctrl-C, or Interrupted raised by the handlers above
+            stop = e if isinstance(e, Interrupted) else Interrupted(signal.SIGINT)
+            _fail(ctx, f"error: {stop}", stop.exit_code)
         except BrokenPipeError:
             # `winsample … | head` closed stdout: stop quietly, and keep Python from
             # complaining again when it flushes stdout at exit.
