@@ -203,3 +203,34 @@ def test_get_batch_over_a_token_array_finds_documents_by_eot(folder):
     assert (on_path.y == on_array.y).all() and (on_path.position_ids == on_array.position_ids).all()
     x, y = on_array  # unpacks as the (x, y) tuple it used to be
     assert x.shape == (8, T) and (on_array.y == -1).any()  # windows over the concatenated corpus do cross documents
+
+
+def test_locate_a_billionth_batch_is_arithmetic_not_a_walk(folder):
+    import time
+
+    L = winsample.Loader(folder / "best-fit.npy", folder / "data/train.bin", batch_size=2, seed=0)
+    n = len(L)  # every epoch of one plan has the same batches
+    t = time.perf_counter()
+    assert L.locate(10**9) == (10**9 // n, 10**9 % n)
+    assert L.locate(n * 7 + 1) == (7, 1)
+    assert time.perf_counter() - t < 5  # was minutes: one epoch planned and ordered per step of the walk
+
+
+def test_locate_through_a_list_of_plans_cycles_their_counts(folder):
+    plans = [folder / "best-fit.npy", folder / "plain.npy"]
+    L = winsample.Loader(plans, folder / "data/train.bin", batch_size=2, seed=0, short="pad")
+    a, b = L.steps(0), L.steps(1)
+    assert a != b  # the two plans have different batch counts
+    walk = [(e, s) for e in range(6) for s in range(L.steps(e))]  # the brute force: epochs one after another
+    assert [L.locate(k) for k in range(len(walk))] == walk
+    assert L.locate(3 * (a + b) + a + 1) == (7, 1)
+
+
+def test_locate_through_replanned_epochs_is_bounded(folder, monkeypatch):
+    run("windows", folder / "data/train.bin", "-T", T, "--random-offset", "--seed", 1, "-o", folder / "ro.npy", "-q")
+    L = winsample.Loader(folder / "ro.npy", folder / "data/train.bin", batch_size=2, seed=0)
+    walk = [(e, s) for e in range(3) for s in range(L.steps(e))]
+    assert [L.locate(k) for k in range(len(walk))] == walk  # counted epoch by epoch: each has its own cut
+    monkeypatch.setattr(winsample.train.loader, "MAX_COUNTED_EPOCHS", 3)
+    with pytest.raises(winsample.errors.ConfigError, match="lies past 3 epochs"):
+        L.locate(len(walk) + 10**6)

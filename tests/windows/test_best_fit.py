@@ -111,3 +111,4 @@ def test_a_version_1_sidecar_claiming_best_fit_is_refused(tmp_path):
     side_path.write_text(json.dumps(side))
     with pytest.raises(Exception, match="needs plan version 2"):
         formats.load_plan(tmp_path / "p.npy")
+

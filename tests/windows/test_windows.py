@@ -715,3 +715,9 @@ def test_plan_family_is_exact_names_only(tmp_path):
     for name in ("p.npy", "p.npy.json", "p.T64.shard1of2.tokens.npy", "p.npy\n", "xp.npy", "p.npy.bak"):
         (tmp_path / name).write_bytes(b"")
     assert [q.name for q in formats.plan_family(tmp_path / "p.npy")] == ["p.T64.shard1of2.tokens.npy", "p.npy", "p.npy.json"]
+
+
+def test_ten_thousand_scales_are_refused_before_anything_is_read(tmp_path):
+    scales = ",".join(str(t) for t in range(2, 10_002))
+    r = run_cli(tmp_path / "missing.bin", "-T", scales, "-o", tmp_path / "p.npy")
+    assert r.exit_code == 2 and "10,000 scales in one run; at most 256" in r.stderr

@@ -24,6 +24,7 @@ LONGS = ("split", "truncate", "drop")
 MAX_T = (1 << 31) - 2  # span = T + 1 fits the plan's int32 length column
 MAX_POSITION = 1 << 62  # token positions (int64) with room for start + length
 MAX_SHARDS = 1 << 16  # --shards: one plan file each; more ranks than this is a typo
+MAX_SCALES = 256  # -T values in one run: one plan file set each; thousands are a runaway, not a sweep
 
 
 def span_of(T: int, targets: bool = True) -> int:
@@ -97,6 +98,8 @@ def check_options(o: Options) -> None:
     """ConfigError for options that cannot work (before anything is read or written)."""
     if not o.T:
         raise ConfigError("-T needs at least one value")
+    if len(o.T) > MAX_SCALES:
+        raise ConfigError(f"-T: {len(o.T):,} scales in one run; at most {MAX_SCALES} (one plan set each): run windows again for more")
     for T in o.T:
         span_of(T, o.targets)
         if T > MAX_T:  # a plan's length column is int32

@@ -52,6 +52,7 @@ SHORT = ("drop", "pad")  # None: drop, or pad for a best-fit plan
 LABELS = ("all", "fresh")
 ORDER_STREAM = 2  # third word of the permutation's seed: [seed, epoch, 2] (windows --shuffle uses 1)
 CACHED_EPOCHS = 2  # epochs whose plan and order are kept (the current one and the one before)
+MAX_COUNTED_EPOCHS = 100_000  # locate() through plans made anew per epoch: beyond, a typo or a lost step count
 
 
 class StepOutOfRange(ConfigError, IndexError):
@@ -209,14 +210,34 @@ class Loader:
     def locate(self, k: int) -> tuple[int, int]:
         """(epoch, step) of the k-th batch on this rank when epochs are walked one after another.
 
-        For a loop that counts iterations (nanoGPT): ``loader.batch(*loader.locate(k))``.
+        For a loop that counts iterations (nanoGPT): ``loader.batch(*loader.locate(k))``. O(1) for
+        one plan (every epoch has the same batches) and for a list of plans (they cycle); a plan
+        re-planned per epoch (``--random-offset``, a callable) is counted epoch by epoch, at most
+        ``MAX_COUNTED_EPOCHS`` of them (ConfigError past that: pass (epoch, step) to ``batch``).
         """
+        if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
+            raise ConfigError(f"Loader.locate: k must be an int, got {k!r}")
         if k < 0:
             raise StepOutOfRange(f"batch number {k} is negative")
+        k = int(k)
+        period = self._period()
+        if period is not None:  # epochs' batch counts repeat with this period: arithmetic
+            counts = [self._count(e) for e in range(period)]
+            per_cycle = sum(counts)
+            if per_cycle == 0:
+                raise DataError("epoch 0 has no full batch: cannot count batches past it")
+            cycles, k = divmod(k, per_cycle)
+            for e, n in enumerate(counts):
+                if k < n:
+                    return cycles * period + e, k
+                k -= n
         epoch = 0
         while True:
             if epoch == len(self._steps):
-                n = self.steps(epoch)
+                if epoch >= MAX_COUNTED_EPOCHS:
+                    raise ConfigError(f"Loader.locate: batch {k} lies past {MAX_COUNTED_EPOCHS:,} epochs, each planned anew to"
+                                      " count its batches; keep (epoch, step) in the loop and call batch(epoch, step)")
+                n = self._count(epoch)
                 if n == 0:
                     raise DataError(f"epoch {epoch} has no full batch: cannot count batches past it")
                 self._steps.append(n)
@@ -225,6 +246,25 @@ class Loader:
                 return epoch, int(k)
             k -= n
             epoch += 1
+
+    def _period(self) -> int | None:
+        """Epochs after which the plans (and so the batch counts) repeat; None when unknown."""
+        src = self._source
+        if callable(src) and not isinstance(src, Plan):
+            return None
+        if isinstance(src, Sequence) and not isinstance(src, (str, bytes)):
+            return len(src) or None
+        return None if self._base is not None and self._base.sidecar.params.random_offset else 1
+
+    def _count(self, epoch: int) -> int:
+        """``steps(epoch)`` without drawing the epoch's order when it is not cached."""
+        if epoch in self._cache:
+            return self._cache[epoch].steps
+        plan = self._resolve(epoch)
+        self._check(plan, epoch)
+        win = plan.windows
+        n = int((win["length"] == plan.span).sum()) if self._short(plan) == "drop" else len(win)
+        return n // (self.world_size * self.batch_size)
 
     def exposure(self, epoch: int = 0) -> Exposure:
         """How many labels epoch ``epoch`` trains on, and how often each token is a label (all ranks)."""
