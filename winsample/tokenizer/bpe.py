@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import os
 import stat
+import zlib
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -59,18 +60,28 @@ def parse_ranks(data: bytes, where: str) -> dict[bytes, int]:
     return ranks
 
 
+MAX_TOKENIZER_BYTES = 256 << 20  # the largest real vocabularies are tens of MB; a file past this is not one
+_GUNZIP_STEP = 16 << 20  # unpacked per step: a gzip bomb costs at most the bound plus this
+
+
 def read_ranks_file(path: str | Path) -> bytes:
+    """The bytes of a tokenizer file (gunzipped when it is gzip), at most MAX_TOKENIZER_BYTES
+    read or unpacked: a huge (or sparse) file or a gzip bomb is refused, not read whole.
+    InputError when it cannot be read, ConfigError when it is too large or broken gzip."""
     path = Path(path)
     try:
         # O_NONBLOCK and a regular-file check before reading: a FIFO or device must not block
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
                 raise InputError(f"{path}: not a regular file; expected a tokenizer file")
+            if st.st_size > MAX_TOKENIZER_BYTES:  # before reading a byte (a sparse file reads as zeros)
+                raise ConfigError(f"{path}: larger than {MAX_TOKENIZER_BYTES >> 20} MiB: not a tokenizer file (real ones are tens of MB)")
             os.set_blocking(fd, True)
             with os.fdopen(fd, "rb") as f:
                 fd = None
-                data = f.read()
+                data = f.read(MAX_TOKENIZER_BYTES + 1)
         finally:
             if fd is not None:
                 os.close(fd)
@@ -78,11 +89,29 @@ def read_ranks_file(path: str | Path) -> bytes:
         raise InputError(f"{path}: no such tokenizer file") from None
     except OSError as e:
         raise InputError(f"{path}: cannot read tokenizer file: {e.strerror}") from None
+    too_big = f"{path}: larger than {MAX_TOKENIZER_BYTES >> 20} MiB{{}}: not a tokenizer file (real ones are tens of MB)"
+    if len(data) > MAX_TOKENIZER_BYTES:
+        raise ConfigError(too_big.format(""))
     if data[:2] == b"\x1f\x8b":
+        out, rest = [], data
+        size = 0
         try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as e:
+            while rest:  # each gzip member, unpacked a step at a time up to the limit
+                d = zlib.decompressobj(wbits=31)
+                while rest and not d.eof:
+                    out.append(d.decompress(rest, _GUNZIP_STEP))
+                    size += len(out[-1])
+                    if size > MAX_TOKENIZER_BYTES:
+                        raise ConfigError(too_big.format(" unpacked"))
+                    rest = d.unconsumed_tail
+                    if not out[-1] and rest:  # no progress with input left: cannot happen with zlib, but never spin
+                        raise ConfigError(f"{path}: broken gzip: no progress")
+                if not d.eof:
+                    raise ConfigError(f"{path}: broken gzip: the stream ends before its end marker")
+                rest = d.unused_data
+        except zlib.error as e:
             raise ConfigError(f"{path}: broken gzip: {e}") from None
+        data = b"".join(out)
     return data
 
 

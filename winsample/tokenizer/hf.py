@@ -35,6 +35,7 @@ import numpy as np
 from ..errors import ConfigError
 from . import chunking
 from .base import Tokenizer, dist_version, texts_in_context
+from .bpe import read_ranks_file
 
 SUPPORTED_MODELS = ("BPE", "Unigram")
 _MODEL_KEY = re.compile(r'"model"\s*:\s*\{')
@@ -348,7 +349,7 @@ def _first_line(e: BaseException) -> str:
 
 def reload(path: str, json_path: str) -> HFTokenizer:
     """An equal HFTokenizer from the same files (what unpickling in a worker does)."""
-    return load(Path(path), Path(json_path), Path(json_path).read_bytes())
+    return load(Path(path), Path(json_path), read_ranks_file(json_path))
 
 
 def load(path: Path, json_path: Path, data: bytes) -> HFTokenizer:

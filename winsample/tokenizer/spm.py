@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .base import Tokenizer, dist_version, texts_in_context
+from .bpe import read_ranks_file
 
 MODEL_TYPES = {1: "Unigram", 2: "BPE", 3: "Word", 4: "Char"}
 SUPPORTED_MODELS = ("BPE", "Unigram")
@@ -284,7 +285,7 @@ SPM_SELF_CHECK_TEXTS = (
 
 def reload(path: str) -> SentencePieceTokenizer:
     """An equal SentencePieceTokenizer from the same file (what unpickling in a worker does)."""
-    return SentencePieceTokenizer(Path(path), Path(path).read_bytes())
+    return SentencePieceTokenizer(Path(path), read_ranks_file(path))
 
 
 def _first_line(e: BaseException) -> str:
