@@ -129,32 +129,40 @@ class Layout:
 
     def positions(self, mode: str) -> np.ndarray:
         B, T = len(self.real), self.T
-        cols = np.broadcast_to(np.arange(T, dtype=np.int64), (B, T))
         if mode == "window":
-            return np.ascontiguousarray(cols)
-        first = np.zeros((B, T), np.int64)  # column where each token's run starts
-        first[self.row, self.col] = self.col
-        pad = self.real < T
-        first[np.flatnonzero(pad), self.real[pad]] = self.real[pad]
-        np.maximum.accumulate(first, axis=1, out=first)
-        pos = cols - first
-        if mode == "source":
-            if self.first_off is None or self.seg_off is None:
-                raise ConfigError('positions="source" needs the documents\' starts (a document index or EOT ids)')
-            base = np.zeros((B, T), np.int64)
-            base[:, 0] = self.first_off
-            base[self.row, self.col] = self.seg_off
-            base[np.flatnonzero(pad), self.real[pad]] = 0
-            pos += np.take_along_axis(base, first, axis=1)  # `first` is the column of each token's run start
-        return pos
+            return np.ascontiguousarray(np.broadcast_to(np.arange(T, dtype=np.int64), (B, T)))
+        if mode == "source" and (self.first_off is None or self.seg_off is None):
+            raise ConfigError('positions="source" needs the documents\' starts (a document index or EOT ids)')
+        starts, base = self._runs(with_base=mode == "source")
+        # one cumsum over the flat columns: +1 a column, and at a run's first column a jump back
+        # to its base (0, or its offset in its document under "source")
+        step = np.ones(B * T, np.int64)
+        if len(starts):
+            jump = 1 - (starts[1:] - starts[:-1])
+            if base is None:
+                step[0] = 0
+            else:
+                step[0] = base[0]
+                jump += base[1:] - base[:-1]
+            step[starts[1:]] = jump
+        return np.cumsum(step, out=step).reshape(B, T)
 
-    def run_starts(self) -> np.ndarray:
-        """Flat indices in x.reshape(-1) where a run (row start, segment, padding) begins, sorted."""
+    def _runs(self, with_base: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+        """Flat indices in x.reshape(-1) where a run (row start, segment, padding) begins, sorted, and
+        with ``with_base`` the offset in its document of each run's first token (padding: 0)."""
         B, T = len(self.real), self.T
         rows = np.arange(B, dtype=np.int64) * T
         pad = self.real < T
-        parts = [rows, self.row * T + self.col, rows[pad] + self.real[pad]]
-        return np.unique(np.concatenate(parts))
+        starts = np.concatenate([rows, self.row * T + self.col, rows[pad] + self.real[pad]])
+        if not with_base:
+            return np.sort(starts), None
+        base = np.concatenate([self.first_off, self.seg_off, np.zeros(int(pad.sum()), np.int64)]).astype(np.int64)
+        order = np.argsort(starts, kind="stable")
+        return starts[order], base[order]
+
+    def run_starts(self) -> np.ndarray:
+        """Flat indices in x.reshape(-1) where a run (row start, segment, padding) begins, sorted."""
+        return self._runs()[0]
 
 
 def regular_layout(starts: np.ndarray, lengths: np.ndarray, T: int, doc_starts: np.ndarray | None) -> Layout:
@@ -176,24 +184,33 @@ def regular_layout(starts: np.ndarray, lengths: np.ndarray, T: int, doc_starts: 
     return Layout(T, real, row, col, first_off, np.zeros(len(row), np.int64))
 
 
-def segment_layout(seg_rows: np.ndarray, seg_starts: np.ndarray, seg_lengths: np.ndarray, seg_docs: np.ndarray,
-                   n_rows: int, T: int, doc_starts: np.ndarray | None) -> Layout:
-    """The layout of rows made of segments (a best-fit plan): ``seg_rows[k]`` is the row of
-    segment k, segments of a row consecutive and in order."""
-    r = np.asarray(seg_rows, np.int64)
-    lens = np.asarray(seg_lengths, np.int64)
-    total = np.bincount(r, weights=lens, minlength=n_rows).astype(np.int64)
-    real = np.minimum(total - 1, T)
-    first = np.ones(len(r), bool)
-    first[1:] = r[1:] != r[:-1]
-    col = np.cumsum(lens) - lens  # column of each segment: its offset inside its row
-    col -= np.repeat(col[first], np.diff(np.append(np.flatnonzero(first), len(r))))
-    off = None if doc_starts is None else np.asarray(seg_starts, np.int64) - doc_starts[np.asarray(seg_docs, np.int64)]
-    first_off = None
-    if off is not None:
-        first_off = np.zeros(n_rows, np.int64)
-        first_off[r[first]] = off[first]
-    return Layout(T, real, r[~first], col[~first], first_off, off[~first] if off is not None else None)
+def segment_layout(row: np.ndarray, col: np.ndarray, lead: np.ndarray, lengths: np.ndarray, T: int,
+                   off: np.ndarray | None) -> Layout:
+    """The layout of rows made of segments (a best-fit plan): segment k lies in row ``row[k]`` at
+    column ``col[k]``, a row's segments consecutive and in order, ``lead`` the index of each row's
+    first segment; ``lengths`` the rows' token counts; ``off`` each segment's offset in its
+    document (None: unknown)."""
+    later = np.ones(len(row), bool)
+    later[lead] = False
+    real = np.minimum(np.asarray(lengths, np.int64) - 1, T)
+    return Layout(T, real, row[later], col[later], None if off is None else off[lead],
+                  None if off is None else off[later])
+
+
+def read_runs(tokens, B: int, span: int, dst: np.ndarray, src: np.ndarray) -> np.ndarray:
+    """(B, span) array of ``tokens``' dtype: from flat position ``dst[k]`` on, the tokens from
+    ``src[k]`` on, up to ``dst[k + 1]`` (``dst`` increasing, ``dst[0]`` 0). One integer-array read
+    for the whole batch, not one slice per run; past its last run a row holds whatever tokens
+    follow (clipped to the file), which no field reads."""
+    idx = np.ones(B * span, np.int64)
+    if len(dst):
+        idx[0] = src[0]
+        idx[dst[1:]] = (src[1:] - src[:-1]) - (dst[1:] - dst[:-1]) + 1
+    np.cumsum(idx, out=idx)
+    if isinstance(tokens, np.ndarray):  # a memmap: one gather, indices past the end clipped
+        return np.asarray(tokens).take(idx, mode="clip").reshape(B, span)
+    np.minimum(idx, len(tokens) - 1, out=idx)  # a sharded split's stream: its own take
+    return np.asarray(tokens[idx]).reshape(B, span)
 
 
 def assemble(w: np.ndarray, lengths: np.ndarray, layout, pad_id: int, ignore_index: int, positions: str,
@@ -201,8 +218,8 @@ def assemble(w: np.ndarray, lengths: np.ndarray, layout, pad_id: int, ignore_ind
     """The Batch of windows ``w`` (int64, (B, span)) of ``lengths`` tokens each (the rest of a row
     is not read). ``layout``: a Layout, or a function returning one when a field first needs it
     (it must, when ``cross_doc`` is "mask")."""
-    x = w[:, :-1].copy()  # copies: C-contiguous, so torch's .view(-1) works
-    y = w[:, 1:].copy()
+    x = w[:, :-1].astype(np.int64)  # copies: int64, C-contiguous, so torch's .view(-1) works
+    y = w[:, 1:].astype(np.int64)
     cols = np.arange(x.shape[1])
     pad = cols >= np.asarray(lengths, np.int64)[:, None] - 1  # no (x, y) pair there: the window ended
     x[pad] = pad_id
@@ -218,28 +235,30 @@ def gather(tokens, plan, index: np.ndarray, T: int, pad_id: int, ignore_index: i
            docs, fresh: np.ndarray | None = None) -> Batch:
     """The Batch of windows ``index`` of ``plan`` (a ``train.Plan``) over ``tokens``.
 
-    Reads only those windows' tokens (one slice per window, or per segment of a best-fit window).
+    Reads only those windows' tokens (one slice per window; a best-fit batch's segments in one
+    integer-array read).
     ``docs``: a function returning the tokens' int64 document starts, called only when a field
     needs them (positions other than ``window``, masking, or ``segments`` read later).
     """
     index = np.asarray(index, np.int64)
     B = len(index)
-    w = np.empty((B, T + 1), np.int64)
     r = plan.windows[index]
     if plan.best_fit:  # each window is its segments side by side
         first = plan.segment_index
-        per = first[index + 1] - first[index]
-        segs = np.concatenate([np.arange(first[i], first[i + 1]) for i in index.tolist()]) if B else per
-        sg = plan.rows[segs.astype(np.int64)]
-        row = np.repeat(np.arange(B), per)
-        lens = sg["length"].astype(np.int64)
+        lo = first[index]
+        per = first[index + 1] - lo
+        lead = np.cumsum(per) - per  # each row's first segment, in the batch's list
+        segs = np.arange(int(per.sum()), dtype=np.int64) + np.repeat(lo - lead, per)
+        starts = plan.rows["start"][segs].astype(np.int64)
+        lens = plan.rows["length"][segs].astype(np.int64)
+        row = np.repeat(np.arange(B, dtype=np.int64), per)
         col = np.cumsum(lens) - lens
-        if len(col):
-            col -= np.repeat(col[np.cumsum(per) - per], per)  # offset inside its row
-        for i, c, s, n in zip(row.tolist(), col.tolist(), sg["start"].tolist(), lens.tolist()):
-            w[i, c : c + n] = tokens[s : s + n]
-        layout = segment_layout(row, sg["start"], lens, sg["doc"], B, T, docs() if positions == "source" else None)
+        col -= np.repeat(col[lead], per)  # offset inside its row
+        w = read_runs(tokens, B, T + 1, row * (T + 1) + col, starts)
+        off = starts - docs()[plan.rows["doc"][segs].astype(np.int64)] if positions == "source" else None
+        layout = segment_layout(row, col, lead, r["length"], T, off)
     else:
+        w = np.empty((B, T + 1), np.int64)
         for i, (s, n) in enumerate(zip(r["start"].tolist(), r["length"].tolist())):
             w[i, :n] = tokens[s : s + n]
         starts, lengths = r["start"].copy(), r["length"].copy()
