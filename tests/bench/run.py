@@ -5,7 +5,7 @@ Each figure is the median of REPEATS runs, each run in a fresh child process (pe
 its rusage). Ratios, not absolute times, are the point: shared 2-core machines drift.
 All files are read warm from the page cache, by winsample and baseline alike.
 
-    python tests/bench/run.py [--quick] [--out docs/performance.md]
+    python tests/bench/run.py [--quick] [--only windows,packing,...] [--out docs/performance.md]
 """
 
 from __future__ import annotations
@@ -98,6 +98,69 @@ def _make_token_file(n_bytes: int) -> None:
         "split": {"method": "tail", "fraction": 0.0, "seed": 0},
         "splits": {"train": {"file": "train.bin", "doc_index": "train.docs.npy", "tokens": n, "bytes": 2 * n,
                              "documents": int(len(starts)), "max_token": int(unit.max()),
+                             "checksum": disk.format_checksum(h)}},
+        "inputs": [], "stats": {},
+    }
+    formats.write_meta(folder / "meta.json", meta)
+
+
+def paragraphs() -> list[str]:
+    """The shipped corpus cut into paragraphs (at blank lines; blank ones left out), file by file."""
+    import re
+
+    out = []
+    for p in sorted((REPO / "winsample" / "corpus").glob("*.txt")):
+        out += [q.strip("\n") for q in re.split(r"\n[ \t]*\n", p.read_text(encoding="utf-8")) if q.strip()]
+    return out
+
+
+def _paragraph_folder(n_docs: int, group: int) -> Path:
+    return WORK / (f"paragraphs-{n_docs}" if group == 1 else f"paragraphs-{n_docs}x{group}")
+
+
+def paragraph_tokens(n_docs: int, group: int = 1) -> Path:
+    """A data folder whose train.bin holds ``n_docs`` documents of real text, many and short: the
+    corpus's paragraphs, each tokenized (gpt2) with an EOT after it, cycled in order to ``n_docs``;
+    its document index (train.docs.npy) starts a document at every paragraph. With ``group`` > 1
+    a document is ``group`` consecutive paragraphs (joined by a blank line, tokenized as one text).
+
+    Made in a child process, so this one never imports numpy or holds big arrays (see ``main``)."""
+    folder = _paragraph_folder(n_docs, group)
+    if not (folder / "meta.json").exists():
+        subprocess.run([sys.executable, __file__, "--make-paragraphs", str(n_docs), "--group", str(group)], check=True)
+    return folder / "train.bin"
+
+
+def _make_paragraph_tokens(n_docs: int, group: int) -> None:
+    import numpy as np
+
+    from winsample import disk, formats, tokenizer
+
+    folder = _paragraph_folder(n_docs, group)
+    enc = tokenizer.load_encoding("gpt2")
+    texts = paragraphs()
+    texts = ["\n\n".join(texts[i : i + group]) for i in range(0, len(texts), group)]
+    docs = [np.array(enc.encode_ordinary(t) + [enc.eot_token], dtype="<u2") for t in texts]
+    unit = np.concatenate(docs)
+    lens = np.resize(np.array([len(d) for d in docs], np.int64), n_docs)  # cycled: doc k is text k mod len(texts)
+    n = int(lens.sum())
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype("<i8")
+    folder.mkdir(parents=True, exist_ok=True)
+    h = disk.new_hasher()
+    with open(folder / "train.bin", "wb") as f:
+        written = 0
+        while written < n:
+            piece = unit[: n - written].tobytes()
+            f.write(piece)
+            h.update(piece)
+            written += len(piece) // 2
+    np.save(folder / "train.docs.npy", starts)
+    meta = {
+        "format": "winsample", "version": 1, "winsample_version": "bench", "dtype": "<u2",
+        "tokenizer": tokenizer.describe(enc, "gpt2"), "eot_appended": True,
+        "split": {"method": "tail", "fraction": 0.0, "seed": 0},
+        "splits": {"train": {"file": "train.bin", "doc_index": "train.docs.npy", "tokens": n, "bytes": 2 * n,
+                             "documents": n_docs, "max_token": int(unit.max()),
                              "checksum": disk.format_checksum(h)}},
         "inputs": [], "stats": {},
     }
@@ -277,6 +340,107 @@ def bench_windows(n_bytes: int, plain_tokens: int) -> list[dict]:
     return rows
 
 
+PACK_OURS = """
+import json, sys, time, numpy as np
+from winsample import planning
+folder, span, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+starts = np.load(folder + '/train.docs.npy')
+ends = np.append(starts[1:], len(np.memmap(folder + '/train.bin', dtype='<u2', mode='r')))
+t = time.perf_counter()
+if how == 'best-fit':  # what windows --pack best-fit plans, its stats aside
+    rows, counts = planning.plan_best_fit(starts, ends, span)
+    windows = int(rows['window'][-1]) + 1
+else:  # greedy: windows --boundaries doc --pack
+    rows = planning.plan_packed(starts, ends, span, stride=span - 1)
+    windows = len(rows)
+t = time.perf_counter() - t
+print(json.dumps({"seconds": t, "windows": windows, "tokens": int(rows['length'].sum(dtype=np.int64)),
+                  "longest": int((ends - starts).max())}))
+"""
+
+# TRL's packing as SFTTrainer runs it (packing=True, packing_strategy="bfd"): pack_dataset over a
+# datasets.Dataset with an input_ids column (list<int32>, as a tokenizer's map writes it), built
+# from the same documents' tokens before the clock starts. "default": datasets' map batches of
+# 1,000 examples, each packed on its own; "whole": map_kwargs={"batch_size": None}, one batch.
+TRL_BFD = """
+import json, os, sys, time, numpy as np
+os.environ['HF_DATASETS_DISABLE_PROGRESS_BARS'] = '1'
+import datasets, pyarrow as pa, pyarrow.compute as pc
+from datasets.table import InMemoryTable
+from trl.data_utils import pack_dataset
+folder, seq, batches = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+starts = np.load(folder + '/train.docs.npy')
+tokens = np.memmap(folder + '/train.bin', dtype='<u2', mode='r')
+offsets = pa.array(np.append(starts, len(tokens)).astype(np.int32))
+col = pa.ListArray.from_arrays(offsets, pa.array(np.asarray(tokens, dtype=np.int32)))
+ds = datasets.Dataset(InMemoryTable(pa.table({'input_ids': col})))
+kw = {} if batches == 'default' else {'map_kwargs': {'batch_size': None}}
+t = time.perf_counter()
+packed = pack_dataset(ds, seq, strategy='bfd', **kw)
+t = time.perf_counter() - t
+lens = pc.list_value_length(packed.data.column('input_ids')).to_numpy()
+print(json.dumps({"seconds": t, "windows": len(packed), "tokens": int(lens.sum()), "longest_row": int(lens.max())}))
+"""
+
+
+def bench_packing(n_docs: int, T: int = 2048) -> list[dict]:
+    """Best-fit packing (planning.plan_best_fit) against greedy packing (planning.plan_packed, what
+    windows --boundaries doc --pack plans) and TRL's pack_dataset(strategy="bfd"), over the same
+    documents: ``paragraph_tokens(n_docs)``. All three pack rows of span = T + 1 tokens (TRL's
+    seq_length = T + 1: a row of T + 1 tokens gives T (x, y) pairs, as a winsample window does);
+    fill = packed tokens / (rows × span)."""
+    from importlib.util import find_spec  # not importing trl here keeps this process small
+
+    if find_spec("trl") is None or find_spec("datasets") is None:
+        return [row(f"best-fit packing, {n_docs:,} documents, T={T}, vs TRL pack_dataset(strategy='bfd')", "-", "-", "-",
+                    "≥ 5×", False, note="trl not installed: pip install 'winsample[test]'")]
+    folder = paragraph_tokens(n_docs).parent
+    span = T + 1
+    hf = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", TRANSFORMERS_NO_ADVISORY_WARNINGS="1")
+    runs = interleaved_runs({
+        "ours": [sys.executable, "-c", PACK_OURS, str(folder), str(span), "best-fit"],
+        "greedy": [sys.executable, "-c", PACK_OURS, str(folder), str(span), "greedy"],
+        "trl": [sys.executable, "-c", TRL_BFD, str(folder), str(span), "default"],
+        "trl_whole": [sys.executable, "-c", TRL_BFD, str(folder), str(span), "whole"]}, REPEATS, env=hf)
+    ours, greedy, trl, whole = runs["ours"], runs["greedy"], runs["trl"], runs["trl_whole"]
+    cli = median_run(WS + ["windows", str(folder / "train.bin"), "-T", str(T), "--pack", "best-fit",
+                           "-o", str(WORK / "packing.plan.npy"), "-q"], REPEATS)
+    longest = ours.out["longest"]
+    assert longest <= span, "every document must fit a window: the three packers then pack the same pieces"
+    tokens = ours.out["tokens"]
+    assert greedy.out["tokens"] == tokens and trl.out["tokens"] == tokens and whole.out["tokens"] == tokens, \
+        (tokens, greedy.out, trl.out, whole.out)
+
+    def fill(r):
+        return r.out["tokens"] / (r.out["windows"] * span)
+
+    f_ours, f_greedy, f_trl, f_whole = fill(ours), fill(greedy), fill(trl), fill(whole)
+    case = f"best-fit packing, {n_docs:,} documents (paragraphs of real text), T={T}"
+    docs = (f"{n_docs:,} documents: the shipped corpus's {tokens / n_docs:.0f}-token paragraphs on average (gpt2,"
+            f" + EOT; longest {longest}), cycled in order; {tokens:,} tokens, rows of span {span}")
+    wins = (f"windows: best-fit {ours.out['windows']:,}, greedy {greedy.out['windows']:,}, TRL bfd"
+            f" {trl.out['windows']:,} (map batches of 1,000) / {whole.out['windows']:,} (one batch)")
+    speed, speed_whole = trl.seconds / ours.seconds, whole.seconds / ours.seconds
+    best_trl = max(f_trl, f_whole)
+    return [
+        row(f"{case}: planning.plan_best_fit vs TRL pack_dataset(strategy='bfd') as SFTTrainer calls it (time)",
+            f"{ours.seconds:.2f} s", f"{trl.seconds:.2f} s", f"{speed:,.1f}×", "≥ 5×", speed >= 5,
+            mb(ours.peak_rss), mb(trl.peak_rss),
+            note=f"{docs}. `windows --pack best-fit` whole command (start-up, stats, writing the plan):"
+                 f" {cli.seconds:.2f} s"),
+        row(f"{case}: planning.plan_best_fit vs TRL pack_dataset(strategy='bfd', map_kwargs={{'batch_size': None}})"
+            " (time; one bin set over all documents, as ours)",
+            f"{ours.seconds:.2f} s", f"{whole.seconds:.2f} s", f"{speed_whole:,.1f}×", "≥ 5×", speed_whole >= 5,
+            mb(ours.peak_rss), mb(whole.peak_rss)),
+        row(f"{case}: fill vs greedy --pack (planning.plan_packed, documents in file order)",
+            f"{f_ours:.4f}", f"{f_greedy:.4f}", f"{f_ours / f_greedy:.3f}", "≥ 1, fill ≥ 0.99",
+            f_ours >= f_greedy and f_ours >= 0.99, note=wins),
+        row(f"{case}: fill vs TRL bfd (the better of its two calls above)",
+            f"{f_ours:.4f}", f"{best_trl:.4f} (default {f_trl:.4f}, one batch {f_whole:.4f})",
+            f"{f_ours / best_trl:.4f}", "≥ 1, fill ≥ 0.99", f_ours >= best_trl and f_ours >= 0.99),
+    ]
+
+
 LOADER_OURS = """
 import json, sys, time
 import winsample
@@ -317,6 +481,51 @@ def bench_loader(n_bytes: int, batches: int = 5000) -> list[dict]:
                 "≥ 0.8", r >= 0.8, mb(ours.peak_rss), mb(base.peak_rss))]
 
 
+LOADER_PACKED = """
+import json, sys, time
+import winsample
+plan, bin_path, n, kind = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+if kind == 'packed':  # a best-fit plan's windows, positions restarting per document, cross-document labels masked
+    lo = winsample.Loader(plan, bin_path, batch_size=8, seed=0, positions='doc', cross_doc_labels='mask')
+else:  # plain (x, y) over regular windows
+    lo = winsample.Loader(plan, bin_path, batch_size=8, seed=0)
+t = time.perf_counter()
+for k in range(n):
+    b = lo.batch(*lo.locate(k))
+    x, y = b
+    if kind == 'packed':
+        b.position_ids  # computed when first read: read, as a packed model's forward does
+t = time.perf_counter() - t
+p = lo.plan(0)
+print(json.dumps({"seconds": t, "batches": n, "epochs": lo.locate(n - 1)[0] + 1,
+                  "segments_per_window": len(p.rows) / len(p.windows)}))
+"""
+
+
+def bench_packed_loader(n_docs: int, group: int = 1, batches: int = 5000, T: int = 2048) -> list[dict]:
+    """Loader.batch over a best-fit plan with positions="doc" and cross_doc_labels="mask" (position_ids
+    read) against plain (x, y) batches over a regular plan of the same T, on the same .bin:
+    ``paragraph_tokens(n_docs, group)``."""
+    bin_path = paragraph_tokens(n_docs, group)
+    meta = json.loads((bin_path.parent / "meta.json").read_text())["splits"]["train"]
+    packed, plain = WORK / f"packed-loader-{group}.plan.npy", WORK / f"plain-loader-{group}.plan.npy"
+    median_run(WS + ["windows", str(bin_path), "-T", str(T), "--pack", "best-fit", "-o", str(packed), "-q"], 1)
+    median_run(WS + ["windows", str(bin_path), "-T", str(T), "-o", str(plain), "-q"], 1)
+    runs = interleaved_runs({
+        "ours": [sys.executable, "-c", LOADER_PACKED, str(packed), str(bin_path), str(batches), "packed"],
+        "base": [sys.executable, "-c", LOADER_PACKED, str(plain), str(bin_path), str(batches), "plain"]}, REPEATS)
+    ours, base = runs["ours"], runs["base"]
+    r = base.seconds / ours.seconds
+    docs = (f"{n_docs:,} paragraphs" if group == 1 else f"{n_docs:,} documents of {group} paragraphs") + \
+        f" ({meta['tokens'] / n_docs:,.0f} tokens on average, {ours.out['segments_per_window']:.1f} segments a window)"
+    return [row(f"Loader.batch (8 × {T}) over a best-fit plan, positions='doc', cross_doc_labels='mask' (position_ids read)"
+                f" vs plain (x, y) over a regular plan, {docs}, {bin_path.stat().st_size // 10**6} MB .bin",
+                f"{batches / ours.seconds:,.0f} batches/s", f"{batches / base.seconds:,.0f} batches/s", f"{r:.2f}",
+                "≥ 0.7", r >= 0.7, mb(ours.peak_rss), mb(base.peak_rss),
+                note=f"{batches:,} batches in epoch order on each side ({ours.out['epochs']} and"
+                     f" {base.out['epochs']} epochs)")]
+
+
 def bench_verify(n_bytes: int) -> list[dict]:
     bin_path = token_file(n_bytes)
     plan = WORK / "verify.plan.npy"
@@ -345,6 +554,37 @@ def table(rows: list[dict]) -> str:
         lines.append(f"| {r['case']} | {r['winsample']} | {r['baseline']} | {r['ratio']} | {r['bar']} | {ok} "
                      f"| {r['rss_winsample'] or ''} | {r['rss_baseline'] or ''} |")
     return "\n".join(lines)
+
+
+PACKING_PROSE = (
+    "Best-fit packing rows (`bench_packing`): the documents are the shipped corpus's paragraphs (cut at blank"
+    ' lines), each tokenized with gpt2 plus an EOT (44 tokens on average, the longest 699), cycled in order '
+    'to 1,000,000 documents (44 M tokens). All three packers get the same document lengths and pack rows of '
+    "span T + 1 = 2049 tokens (TRL's seq_length is 2049 too: a row of T + 1 tokens gives T (x, y) pairs, as a"
+    ' winsample window does); no document is longer than the span, so none is split or truncated by any of '
+    "them. Ours is `planning.plan_best_fit` (what `windows --pack best-fit` plans; the whole command's time "
+    "is in the row's note), greedy is `planning.plan_packed` (what `windows --boundaries doc --pack` plans, "
+    'documents in file order), TRL\'s is `trl.data_utils.pack_dataset(dataset, 2049, strategy="bfd")` over a '
+    '`datasets.Dataset` of `input_ids` (list<int32>, built before the clock starts): as SFTTrainer calls it, '
+    "where datasets' `map` hands it batches of 1,000 examples, each packed on its own (which costs it fill), "
+    'and with `map_kwargs={"batch_size": None}`, one batch, the same best-fit-decreasing rule as ours over '
+    'all the documents (so the same number of windows). Each packer is timed around its one call, in a '
+    "process of its own (start-up, imports and reading the documents not timed). TRL's time is mostly its "
+    'Python loop over the sequences and a segment tree; it also copies the tokens into packed rows, which '
+    'winsample leaves to the Loader. Fill = packed tokens / (rows × 2049). The packed Loader rows '
+    '(`bench_packed_loader`) time `Loader.batch` (B = 8, T = 2048, seed 0, 5,000 batches in epoch order, '
+    'timed around the loop) with positions="doc" and cross_doc_labels="mask" over the best-fit plan, '
+    "`position_ids` read, against the default Loader's plain (x, y) over the regular plan `windows -T 2048` "
+    'makes of the same .bin: once over the paragraphs (~46 segments in a window) and once over documents of '
+    "25 consecutive paragraphs (~1,100 tokens, about OpenWebText's average of 9.0 B tokens in 8.0 M "
+    'documents; ~2 segments in a window).'
+)
+
+
+def notes(rows: list[dict]) -> str:
+    """The rows' notes (what a row measured on, figures beside its own), one line each."""
+    lines = [f"- {r['case']}: {r['note']}" for r in rows if r.get("note")]
+    return ("Notes:\n\n" + "\n".join(lines) + "\n") if lines else ""
 
 
 # What we know about each row that can miss its bar (printed only when it does).
@@ -414,6 +654,18 @@ WHY = {
     '(the plays) run by run against the 6x bar; cutting documents at the spaces this vocabulary never '
     'merges across is exact but no faster (13–24 MB/s for 64 B to 64 kB pieces against 22 MB/s whole). '
     "The model's conversion (~0.5 s in Python) is kept in the cache folder after the first run.",
+    "Loader.batch (8 × 2048) over a best-fit plan": 'a best-fit window of short documents is many segments from all over the .bin (46 on the paragraphs, ~370'
+    " a batch of 8, against a plain batch's 8 contiguous windows), and each batch's segment arithmetic (which"
+    ' segments, their columns, the layout, the label cuts, position_ids) is some 40 numpy calls of 1–3 µs '
+    'each, where a whole plain batch takes ~70–90 µs. As committed, the gather copies one memmap slice per '
+    "segment (~2.5 µs each, numpy's memmap __getitem__) and position_ids come from np.maximum.accumulate (~55"
+    ' µs for 8 × 2048): 0.06–0.08 on the paragraphs, 0.21–0.38 on the 1,100-token documents. Measured, not '
+    "yet adopted: one integer-array read for all of a batch's segments (an index built by one cumsum) and "
+    'position_ids by one cumsum over the runs: 0.27 (88 MB .bin) to 0.43 (8 MB) on the paragraphs, 0.51–0.59 '
+    'on the 1,100-token documents. That read alone, ~370 scattered runs, costs 70–85 µs a batch from the 88 '
+    'MB file (10 µs when the same batch is read again, from cache), so the paragraphs cannot reach 0.7 in '
+    'numpy; the rest is per-call overhead, which a C helper (winsample._fast) doing the gather and the '
+    'positions in one pass would remove.',
     "encode 300 MB: --engine ray": "the local runner now encodes on threads of one process with the fast"
     " engine (nothing pickled, ~2.6 s for 300 MB), while each Ray task is a worker process that imports"
     " winsample, loads and self-checks its engine and writes a shard, and --merge copies the shards: about"
@@ -431,12 +683,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes, one repeat: checks the harness runs")
     ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
-    ap.add_argument("--only", default="encode,fast,families,layouts,windows,verify,loader,ray", help="comma list of groups to run")
+    ap.add_argument("--only", default="encode,fast,families,layouts,windows,packing,verify,loader,packed_loader,ray", help="comma list of groups to run")
     ap.add_argument("--make-tokens", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--make-paragraphs", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--group", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--render", action="store_true", help="write the report again from the last run's figures (build/bench/results.json)")
     args = ap.parse_args()
     if args.make_tokens:
         return _make_token_file(args.make_tokens)
+    if args.make_paragraphs:
+        return _make_paragraph_tokens(args.make_paragraphs, args.group)
     if args.render:
         last = json.load(open(WORK / "results.json"))
         return report(last["rows"], last["seconds"], last["date"], last["quick"], args.out)
@@ -452,9 +708,9 @@ def main():
     compileall.compile_dir(str(REPO / "winsample"), quiet=1)
     if args.quick:
         REPEATS = 1
-        sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7, ray=(5, 15), fast=(5, 20), families=dict(unique=2, prose=2))
+        sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7, docs=10**5, ray=(5, 15), fast=(5, 20), families=dict(unique=2, prose=2))
     else:
-        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, ray=(100, 300), fast=(100, 400), families=dict(unique=80, prose=80))
+        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, docs=10**6, ray=(100, 300), fast=(100, 400), families=dict(unique=80, prose=80))
     rows = []
     t0 = time.time()
     for name, fn in (("encode", lambda: bench_encode(sizes["enc"], sizes["big"])),
@@ -462,8 +718,11 @@ def main():
                      ("families", lambda: __import__("fast_rows").bench_families(sizes["families"], repeats=REPEATS)),
                      ("layouts", lambda: bench_layouts(sizes["big"] // 4)),
                      ("windows", lambda: bench_windows(sizes["tokens"], sizes["plain"])),
+                     ("packing", lambda: bench_packing(sizes["docs"])),
                      ("verify", lambda: bench_verify(sizes["tokens"])),
                      ("loader", lambda: bench_loader(sizes["tokens"])),
+                     ("packed_loader", lambda: bench_packed_loader(sizes["docs"])  # many short documents
+                      + bench_packed_loader(sizes["docs"] // 25, group=25)),  # ~1,100 tokens: web text's size
                      ("ray", lambda: __import__("ray_rows").bench_ray(*sizes["ray"], repeats=REPEATS))):
         if name not in args.only.split(","):
             continue
@@ -491,6 +750,7 @@ def report(rows: list[dict], seconds: float, date: str, quick: bool, out: str) -
         " .bin's pages mapped by `np.memmap` (shared, reclaimable page cache, as the np.max floor"
         " shows); what the process itself allocates is the difference.\n",
         text + "\n",
+        notes(rows),
         ("Every row meets its bar.\n" if not missed else
          "Rows that miss their bar: " + "; ".join(missed) + ".\n\n" + why_missed(missed)),
         "Baselines: nanoGPT's `data/*/prepare.py` pattern (read the whole file, `encode_ordinary`,"
@@ -505,6 +765,7 @@ def report(rows: list[dict], seconds: float, date: str, quick: bool, out: str) -
         " every tokenizer is built (the machine's own ceiling for two encoders). The other rows time"
         " whole commands (interpreter start and tokenizer loading included, on both sides) and their peak RSS"
         " is the whole process tree's, parent and workers summed.\n",
+        PACKING_PROSE + "\n",
     ]
     Path(out).write_text("\n".join(doc), encoding="utf-8")
     json.dump({"rows": rows, "seconds": seconds, "date": date, "quick": quick}, open(WORK / "results.json", "w"), indent=2)
