@@ -337,10 +337,178 @@ static PyObject *plan(PyObject *self, PyObject *args) {
     return Py_BuildValue("nnLLi", w, d, (long long)s, (long long)pe, status);
 }
 
+/* interleave(counts int64[n], out int32[E]): the source of each position of a mixture epoch by
+ * Tijdeman's chairman-assignment rule (planning/mixture.py states it; same integer arithmetic,
+ * 128-bit so no product overflows). E = sum(counts) = len(out). */
+static PyObject *interleave(PyObject *self, PyObject *args) {
+    Py_buffer cb, ob;
+    if (!PyArg_ParseTuple(args, "y*w*", &cb, &ob)) return NULL;
+    const int64_t *c = cb.buf;
+    int32_t *out = ob.buf;
+    Py_ssize_t n = cb.len / 8, E = 0, live = 0;
+    for (Py_ssize_t i = 0; i < n; i++) { E += c[i]; live += c[i] > 0; }
+    if (E != ob.len / 4 || live < 2) {
+        PyBuffer_Release(&cb); PyBuffer_Release(&ob);
+        PyErr_SetString(PyExc_ValueError, "interleave: out must hold sum(counts) int32, two sources or more");
+        return NULL;
+    }
+    int64_t *s = PyMem_Calloc(n, sizeof(int64_t));
+    if (!s) { PyBuffer_Release(&cb); PyBuffer_Release(&ob); return PyErr_NoMemory(); }
+    __int128 M = 2 * (__int128)live - 2;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t t = 1; t <= E; t++) {
+        Py_ssize_t best = -1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (c[i] == 0 || s[i] >= c[i]) continue;
+            if (M * ((__int128)c[i] * t - (__int128)s[i] * E) < E) continue;
+            if (best < 0 || (M * s[i] + M - 1) * c[best] < (M * s[best] + M - 1) * c[i]) best = i;
+        }
+        out[t - 1] = (int32_t)best;
+        s[best]++;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_Free(s);
+    PyBuffer_Release(&cb); PyBuffer_Release(&ob);
+    Py_RETURN_NONE;
+}
+
+/* gather_by_source(order int32[E], seqs int64[E], offsets int64[n], out int64[E]): out[t] is the
+ * next unused item of source order[t]'s run seqs[offsets[i]:]: each source's items in order. */
+static PyObject *gather_by_source(PyObject *self, PyObject *args) {
+    Py_buffer obuf, sb, offb, outb;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &obuf, &sb, &offb, &outb)) return NULL;
+    const int32_t *order = obuf.buf;
+    const int64_t *seqs = sb.buf, *off = offb.buf;
+    int64_t *out = outb.buf;
+    Py_ssize_t E = obuf.len / 4, n = offb.len / 8;
+    int64_t *next = PyMem_Malloc((n ? n : 1) * sizeof(int64_t));
+    int bad = sb.len / 8 != E || outb.len / 8 != E || next == NULL;
+    if (!bad) {
+        for (Py_ssize_t i = 0; i < n; i++) next[i] = off[i];
+        for (Py_ssize_t t = 0; t < E; t++) {
+            int32_t i = order[t];
+            if (i < 0 || i >= n || next[i] < 0 || next[i] >= E) { bad = 1; break; }
+            out[t] = seqs[next[i]++];
+        }
+    }
+    PyMem_Free(next);
+    PyBuffer_Release(&obuf); PyBuffer_Release(&sb); PyBuffer_Release(&offb); PyBuffer_Release(&outb);
+    if (bad) { PyErr_SetString(PyExc_ValueError, "gather_by_source: bad sizes or source numbers"); return NULL; }
+    Py_RETURN_NONE;
+}
+
+/* rows_xy(tokens, itemsize, dst, src, len, real int64[B], T, pad_id, ignore, x int64[B*T], y int64[B*T]):
+ * each run k, tokens[src[k] : src[k] + len[k]] (little-endian unsigned ints of itemsize 2 or 4, a
+ * .bin's dtypes), placed at flat position dst[k] of (B, T + 1) rows w, is written straight into
+ * x = w[:, :T] and y = w[:, 1:]; then from column real[i] on, x = pad_id and y = ignore (a row's
+ * padding). The runs lie all over the file: every run's first lines are prefetched first, so
+ * their memory latencies overlap instead of adding up. */
+static volatile unsigned sink;  /* keeps rows_xy's touching loads from being optimised away */
+
+static PyObject *rows_xy(PyObject *self, PyObject *args) {
+    Py_buffer tb, db, sb, lb, rb, xb, yb;
+    int itemsize;
+    long long T, pad, ign;
+    if (!PyArg_ParseTuple(args, "y*iy*y*y*y*LLLw*w*", &tb, &itemsize, &db, &sb, &lb, &rb, &T, &pad, &ign, &xb, &yb))
+        return NULL;
+    const int64_t *dst = db.buf, *src = sb.buf, *len = lb.buf, *real = rb.buf;
+    int64_t *x = xb.buf, *y = yb.buf;
+    Py_ssize_t k = db.len / 8, B = rb.len / 8, n = itemsize > 0 ? tb.len / itemsize : 0;
+    int64_t span = T + 1;
+    int bad = (itemsize != 2 && itemsize != 4) || T < 1 || sb.len / 8 != k || lb.len / 8 != k ||
+              xb.len / 8 != B * T || yb.len / 8 != B * T;
+    for (Py_ssize_t r = 0; r < k && !bad; r++)
+        bad = len[r] < 0 || src[r] < 0 || src[r] + len[r] > n || dst[r] < 0 || dst[r] + len[r] > B * span;
+    for (Py_ssize_t i = 0; i < B && !bad; i++) bad = real[i] < 0 || real[i] > T;
+    if (!bad) {
+        unsigned touch = 0;  /* independent loads: the CPU keeps many of them in flight at once */
+        for (Py_ssize_t r = 0; r < k; r++) {
+            const unsigned char *p = (const unsigned char *)tb.buf + src[r] * itemsize;
+            touch += p[0] + (len[r] * itemsize > 64 ? p[64] : 0);
+        }
+        sink = touch;
+        for (Py_ssize_t r = 0; r < k; r++) {
+            int64_t row = dst[r] / span, col = dst[r] % span, L = len[r];
+            int64_t *xr = x + row * T, *yr = y + row * T;
+            for (int64_t j = 0; j < L; j++, col++) {
+                int64_t v = itemsize == 2 ? ((const uint16_t *)tb.buf)[src[r] + j] : ((const uint32_t *)tb.buf)[src[r] + j];
+                if (col < T) xr[col] = v;
+                if (col >= 1) yr[col - 1] = v;
+            }
+        }
+        for (Py_ssize_t i = 0; i < B; i++)
+            for (int64_t j = real[i]; j < T; j++) { x[i * T + j] = pad; y[i * T + j] = ign; }
+    }
+    PyBuffer_Release(&tb); PyBuffer_Release(&db); PyBuffer_Release(&sb); PyBuffer_Release(&lb);
+    PyBuffer_Release(&rb); PyBuffer_Release(&xb); PyBuffer_Release(&yb);
+    if (bad) { PyErr_SetString(PyExc_ValueError, "rows_xy: a run outside the tokens or the rows"); return NULL; }
+    Py_RETURN_NONE;
+}
+
+/* rows_packed(tokens, itemsize, row, col, src, len, base int64[k], real int64[B], T, pad_id, ignore,
+ * mode, mask, x, y, pos int64[B*T], seg int32[B*T]): a batch's segments in one pass. Run k (one
+ * segment: rows' runs sorted by (row, col), tiling each row from column 0) puts tokens[src[k] :
+ * src[k] + len[k]] at w[row[k], col[k]:]; x = w[:, :T], y = w[:, 1:]; seg = the run's number in
+ * its row; pos = the column (mode 0, "window"), the offset in the run (1, "doc") or base[k] plus
+ * it (2, "source"). With mask, y[col[k] - 1] of every run but a row's first is ignore (its label
+ * starts another document). From column real[i] on: x = pad_id, y = ignore, seg = -1, pos = the
+ * column (mode 0) or the column minus real[i]. */
+static PyObject *rows_packed(PyObject *self, PyObject *args) {
+    Py_buffer tb, rowb, colb, sb, lb, bb, rb, xb, yb, pb, gb;
+    int itemsize, mode, mask;
+    long long T, pad, ign;
+    if (!PyArg_ParseTuple(args, "y*iy*y*y*y*y*y*LLLiiw*w*w*w*", &tb, &itemsize, &rowb, &colb, &sb, &lb, &bb, &rb,
+                          &T, &pad, &ign, &mode, &mask, &xb, &yb, &pb, &gb))
+        return NULL;
+    const int64_t *row = rowb.buf, *col = colb.buf, *src = sb.buf, *len = lb.buf, *base = bb.buf, *real = rb.buf;
+    int64_t *x = xb.buf, *y = yb.buf, *pos = pb.buf;
+    int32_t *seg = gb.buf;
+    Py_ssize_t k = rowb.len / 8, B = rb.len / 8, n = itemsize > 0 ? tb.len / itemsize : 0;
+    int bad = (itemsize != 2 && itemsize != 4) || T < 1 || colb.len / 8 != k || sb.len / 8 != k ||
+              lb.len / 8 != k || bb.len / 8 != k || xb.len / 8 != B * T || yb.len / 8 != B * T ||
+              pb.len / 8 != B * T || gb.len / 4 != B * T || mode < 0 || mode > 2;
+    for (Py_ssize_t r = 0; r < k && !bad; r++)
+        bad = row[r] < 0 || row[r] >= B || col[r] < 0 || len[r] < 0 || col[r] + len[r] > T + 1 || src[r] < 0 ||
+              src[r] + len[r] > n;
+    for (Py_ssize_t i = 0; i < B && !bad; i++) bad = real[i] < 0 || real[i] > T;
+    if (!bad) {
+        unsigned touch = 0;  /* independent loads first: many memory latencies in flight at once */
+        for (Py_ssize_t r = 0; r < k; r++) touch += ((const unsigned char *)tb.buf)[src[r] * itemsize];
+        sink = touch;
+        int32_t number = 0;
+        for (Py_ssize_t r = 0; r < k; r++) {
+            number = (r > 0 && row[r] == row[r - 1]) ? number + 1 : 0;
+            int64_t *xr = x + row[r] * T, *yr = y + row[r] * T, *pr = pos + row[r] * T;
+            int32_t *gr = seg + row[r] * T;
+            int64_t c = col[r], b = mode == 2 ? base[r] : 0;
+            for (int64_t j = 0; j < len[r]; j++, c++) {
+                int64_t v = itemsize == 2 ? ((const uint16_t *)tb.buf)[src[r] + j] : ((const uint32_t *)tb.buf)[src[r] + j];
+                if (c < T) { xr[c] = v; gr[c] = number; pr[c] = mode == 0 ? c : b + j; }
+                if (c >= 1) yr[c - 1] = v;
+            }
+            if (mask && number > 0 && col[r] >= 1) yr[col[r] - 1] = ign;
+        }
+        for (Py_ssize_t i = 0; i < B; i++)
+            for (int64_t j = real[i]; j < T; j++) {
+                x[i * T + j] = pad; y[i * T + j] = ign; seg[i * T + j] = -1;
+                pos[i * T + j] = mode == 0 ? j : j - real[i];
+            }
+    }
+    PyBuffer_Release(&tb); PyBuffer_Release(&rowb); PyBuffer_Release(&colb); PyBuffer_Release(&sb);
+    PyBuffer_Release(&lb); PyBuffer_Release(&bb); PyBuffer_Release(&rb); PyBuffer_Release(&xb);
+    PyBuffer_Release(&yb); PyBuffer_Release(&pb); PyBuffer_Release(&gb);
+    if (bad) { PyErr_SetString(PyExc_ValueError, "rows_packed: a run outside the tokens or the rows"); return NULL; }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"paragraph_edges", paragraph_edges, METH_VARARGS, "Paragraph edge positions of a token chunk (see _fast.c)."},
     {"sentence_edges", sentence_edges, METH_VARARGS, "Sentence (non-paragraph) edge positions of a token chunk (see _fast.c)."},
     {"plan", plan, METH_VARARGS, "Semantic window placement over documents (see _fast.c)."},
+    {"interleave", interleave, METH_VARARGS, "A mixture epoch's source order (see planning/mixture.py)."},
+    {"rows_packed", rows_packed, METH_VARARGS, "A batch's segments as x, y, positions and segment numbers (see _fast.c)."},
+    {"rows_xy", rows_xy, METH_VARARGS, "A batch's runs written as padded x and y rows (see _fast.c)."},
+    {"gather_by_source", gather_by_source, METH_VARARGS, "Each position's next item of its source (see planning/mixture.py)."},
     {NULL, NULL, 0, NULL},
 };
 

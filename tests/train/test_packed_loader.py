@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 import winsample
 from winsample.cli import main
+from winsample.planning import boundaries
 
 from ..conftest import CORPUS
 
@@ -114,9 +115,20 @@ def expected(plan, idx, tokens, docs, starts, positions, cross_doc, pad_id, igno
     return X, Y, P, S, A, np.array(cu)
 
 
+@pytest.fixture(params=["c", "numpy"])
+def kernel(request, monkeypatch):
+    """Both ways a batch is built: the C pass (_fast.c's rows_packed, rows_xy) and numpy alone."""
+    if request.param == "numpy":
+        monkeypatch.setattr(boundaries, "FAST", None)
+    elif boundaries.FAST is None:
+        pytest.fail("the C module is not built: make builds it (setup.py), tests must cover it")
+    return request.param
+
+
 @pytest.mark.parametrize("kind", ["best-fit", "best-fit-truncate", "plain", "doc", "greedy", "sentence"])
-@pytest.mark.parametrize(("positions", "cross_doc"), [("doc", "mask"), ("source", "keep"), ("window", "mask")])
-def test_every_batch_field_matches_the_brute_force(folder, kind, positions, cross_doc):
+@pytest.mark.parametrize(("positions", "cross_doc"), [("doc", "mask"), ("source", "keep"), ("window", "mask"),
+                                                      ("window", "keep")])
+def test_every_batch_field_matches_the_brute_force(folder, kind, positions, cross_doc, kernel):
     tokens = np.fromfile(folder / "data/train.bin", np.uint16).astype(np.int64)
     docs = doc_of(tokens)
     starts = doc_start(docs)
@@ -156,7 +168,7 @@ def test_best_fit_plan_is_padded_by_default_and_fuller_than_greedy(folder):
 
 @pytest.mark.parametrize("kind", ["best-fit", "doc", "plain"])
 @pytest.mark.parametrize("cross_doc", ["keep", "mask"])
-def test_exposure_counts_the_labels_the_batches_train_on(folder, kind, cross_doc):
+def test_exposure_counts_the_labels_the_batches_train_on(folder, kind, cross_doc, kernel):
     L = winsample.Loader(folder / f"{kind}.npy", folder / "data/train.bin", batch_size=3, seed=5, short="pad",
                          cross_doc_labels=cross_doc)
     trained = sum(int((L.batch(0, s).y != -1).sum()) for s in range(len(L)))
@@ -181,7 +193,7 @@ def test_unknown_choices_are_refused_by_name(folder, kw, words):
 
 
 @pytest.mark.parametrize("kind", ["best-fit", "plain", "greedy"])
-def test_get_batch_gives_the_same_fields_as_the_brute_force(folder, kind):
+def test_get_batch_gives_the_same_fields_as_the_brute_force(folder, kind, kernel):
     tokens = np.fromfile(folder / "data/train.bin", np.uint16).astype(np.int64)
     docs = doc_of(tokens)
     plan = winsample.read_plan(folder / f"{kind}.npy")

@@ -222,7 +222,9 @@ class Loader:
         k = int(k)
         period = self._period()
         if period is not None:  # epochs' batch counts repeat with this period: arithmetic
-            counts = [self._count(e) for e in range(period)]
+            while len(self._steps) < period:  # counted once (each is a plan's check)
+                self._steps.append(self._count(len(self._steps)))
+            counts = self._steps[:period]
             per_cycle = sum(counts)
             if per_cycle == 0:
                 raise DataError("epoch 0 has no full batch: cannot count batches past it")

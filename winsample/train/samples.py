@@ -27,6 +27,7 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import ConfigError
+from ..planning import boundaries as bnd
 
 POSITIONS = ("window", "doc", "source")
 CROSS_DOC = ("keep", "mask")
@@ -39,15 +40,18 @@ def check_choice(who: str, name: str, value, choices: tuple[str, ...]) -> str:
 
 
 class Batch:
-    """x, y (int64, (B, T)) and, computed when first read, ``position_ids`` (int64),
-    ``attention_mask`` (int64), ``segments`` (int32), ``cu_seqlens`` (int32), ``max_seqlen``.
+    """x, y (int64, (B, T)) and ``position_ids`` (int64), ``attention_mask`` (int64),
+    ``segments`` (int32), ``cu_seqlens`` (int32), ``max_seqlen``: given when the batch was built
+    in one pass, else computed from the layout when first read.
 
     Unpacks like the ``(x, y)`` tuple batches used to be: ``x, y = batch``; ``batch[0]`` is x.
     """
 
-    def __init__(self, x: np.ndarray, y: np.ndarray, layout, positions: str):
-        self.x, self.y = x, y
+    def __init__(self, x: np.ndarray, y: np.ndarray, real: np.ndarray, positions: str, layout=None,
+                 fields: dict | None = None):
+        self.x, self.y, self._real = x, y, real
         self._make, self._positions = layout, positions  # a Layout, or a function that returns one
+        self._given = fields or {}  # position_ids, segments, run_starts built with x and y
 
     @cached_property
     def _layout(self) -> Layout:
@@ -67,14 +71,16 @@ class Batch:
 
     @cached_property
     def attention_mask(self) -> np.ndarray:
-        return (np.arange(self.x.shape[1]) < self._layout.real[:, None]).astype(np.int64)
+        return (np.arange(self.x.shape[1]) < self._real[:, None]).astype(np.int64)
 
     @cached_property
     def segments(self) -> np.ndarray:
-        return self._layout.segments()
+        return self._given["segments"] if "segments" in self._given else self._layout.segments()
 
     @cached_property
     def position_ids(self) -> np.ndarray:
+        if "position_ids" in self._given:
+            return self._given["position_ids"]
         return self._layout.positions(self._positions)
 
     @cached_property
@@ -87,7 +93,7 @@ class Batch:
 
     def _runs(self) -> tuple[np.ndarray, int]:
         B, T = self.x.shape
-        cu = self._layout.run_starts()
+        cu = self._given["run_starts"] if "run_starts" in self._given else self._layout.run_starts()
         cu = np.append(cu, B * T).astype(np.int32)
         return cu, int(np.diff(cu).max()) if len(cu) > 1 else 0
 
@@ -197,6 +203,17 @@ def segment_layout(row: np.ndarray, col: np.ndarray, lead: np.ndarray, lengths: 
                   None if off is None else off[later])
 
 
+def _fast_reader(tokens):
+    """The C reader when it can read ``tokens`` directly: a C-contiguous little-endian uint16/32
+    array (a .bin's memmap); None for a sharded stream or without the C module."""
+    if bnd.FAST is None or not hasattr(bnd.FAST, "rows_xy") or not isinstance(tokens, np.ndarray):
+        return None
+    dt = tokens.dtype
+    if dt.kind != "u" or dt.itemsize not in (2, 4) or dt.byteorder == ">" or not tokens.flags.c_contiguous:
+        return None
+    return bnd.FAST
+
+
 def read_runs(tokens, B: int, span: int, dst: np.ndarray, src: np.ndarray) -> np.ndarray:
     """(B, span) array of ``tokens``' dtype: from flat position ``dst[k]`` on, the tokens from
     ``src[k]`` on, up to ``dst[k + 1]`` (``dst`` increasing, ``dst[0]`` 0). One integer-array read
@@ -213,36 +230,69 @@ def read_runs(tokens, B: int, span: int, dst: np.ndarray, src: np.ndarray) -> np
     return np.asarray(tokens[idx]).reshape(B, span)
 
 
-def assemble(w: np.ndarray, lengths: np.ndarray, layout, pad_id: int, ignore_index: int, positions: str,
-             cross_doc: str, fresh: np.ndarray | None = None) -> Batch:
-    """The Batch of windows ``w`` (int64, (B, span)) of ``lengths`` tokens each (the rest of a row
-    is not read). ``layout``: a Layout, or a function returning one when a field first needs it
-    (it must, when ``cross_doc`` is "mask")."""
-    x = w[:, :-1].astype(np.int64)  # copies: int64, C-contiguous, so torch's .view(-1) works
-    y = w[:, 1:].astype(np.int64)
-    cols = np.arange(x.shape[1])
-    pad = cols >= np.asarray(lengths, np.int64)[:, None] - 1  # no (x, y) pair there: the window ended
-    x[pad] = pad_id
-    y[pad] = ignore_index
+MODES = {"window": 0, "doc": 1, "source": 2}  # rows_packed's position modes
+
+
+def assemble(tokens, B: int, T: int, dst: np.ndarray, src: np.ndarray, lens: np.ndarray, real: np.ndarray, layout,
+             pad_id: int, ignore_index: int, positions: str, cross_doc: str, fresh: np.ndarray | None = None) -> Batch:
+    """The Batch of B rows whose tokens are the runs ``tokens[src[k] : src[k] + lens[k]]`` placed
+    at flat position ``dst[k]`` of (B, T + 1) rows, ``real[i]`` x columns with a label each.
+    ``layout``: a Layout, or a function returning one when a field first needs it (it must be
+    one when ``cross_doc`` is "mask")."""
+    x = np.empty((B, T), np.int64)  # int64, C-contiguous, so torch's .view(-1) works
+    y = np.empty((B, T), np.int64)
+    if _fast_reader(tokens) is not None:  # one C pass: runs into x and y, then the padding
+        bnd.FAST.rows_xy(tokens, tokens.dtype.itemsize, dst, src, lens, real, T, pad_id, ignore_index, x, y)
+    else:
+        w = read_runs(tokens, B, T + 1, dst, src)
+        x[:], y[:] = w[:, :-1], w[:, 1:]
+        pad = np.arange(T) >= real[:, None]  # no (x, y) pair there: the window ended
+        x[pad] = pad_id
+        y[pad] = ignore_index
     if cross_doc == "mask":
         y[layout.label_cuts()] = ignore_index
+    _mask_fresh(y, fresh, ignore_index)
+    return Batch(x, y, real, positions, layout)
+
+
+def assemble_segments(tokens, B: int, T: int, runs: tuple, real: np.ndarray, pad_id: int, ignore_index: int,
+                      positions: str, cross_doc: str, fresh: np.ndarray | None = None) -> Batch:
+    """The Batch of rows made of segments, every field in one C pass (``_fast.c``'s
+    ``rows_packed``): ``runs`` = (row, col, src, len, base) int64 arrays, one run per segment,
+    sorted by (row, col), each row's runs tiling it from column 0."""
+    row, col, src, lens, base = runs
+    x = np.empty((B, T), np.int64)
+    y = np.empty((B, T), np.int64)
+    pos = np.empty((B, T), np.int64)
+    seg = np.empty((B, T), np.int32)
+    bnd.FAST.rows_packed(tokens, tokens.dtype.itemsize, row, col, src, lens, base, real, T, pad_id, ignore_index,
+                         MODES[positions], cross_doc == "mask", x, y, pos, seg)
+    _mask_fresh(y, fresh, ignore_index)
+    keep = col < real[row]  # a run starting at the last column or later starts no input
+    padded = np.flatnonzero(real < T)
+    starts = np.sort(np.concatenate([row[keep] * T + col[keep], padded * T + real[padded]]))
+    return Batch(x, y, real, positions, fields={"position_ids": pos, "segments": seg, "run_starts": starts})
+
+
+def _mask_fresh(y: np.ndarray, fresh: np.ndarray | None, ignore_index: int) -> None:
     if fresh is not None:
-        y[cols < fresh.astype(np.int64)[:, None] - 1] = ignore_index
-    return Batch(x, y, layout, positions)
+        y[np.arange(y.shape[1]) < fresh.astype(np.int64)[:, None] - 1] = ignore_index
 
 
 def gather(tokens, plan, index: np.ndarray, T: int, pad_id: int, ignore_index: int, positions: str, cross_doc: str,
            docs, fresh: np.ndarray | None = None) -> Batch:
     """The Batch of windows ``index`` of ``plan`` (a ``train.Plan``) over ``tokens``.
 
-    Reads only those windows' tokens (one slice per window; a best-fit batch's segments in one
-    integer-array read).
-    ``docs``: a function returning the tokens' int64 document starts, called only when a field
-    needs them (positions other than ``window``, masking, or ``segments`` read later).
+    Reads only those windows' tokens, in one C pass when it can (``rows_packed``, ``rows_xy``),
+    else one integer-array read. ``docs``: a function returning the tokens' int64 document
+    starts, called only when a field needs them (positions other than ``window``, masking, or
+    ``segments`` read later).
     """
     index = np.asarray(index, np.int64)
     B = len(index)
     r = plan.windows[index]
+    real = np.minimum(r["length"].astype(np.int64) - 1, T)  # x columns with a label
+    fast = _fast_reader(tokens) is not None
     if plan.best_fit:  # each window is its segments side by side
         first = plan.segment_index
         lo = first[index]
@@ -254,16 +304,36 @@ def gather(tokens, plan, index: np.ndarray, T: int, pad_id: int, ignore_index: i
         row = np.repeat(np.arange(B, dtype=np.int64), per)
         col = np.cumsum(lens) - lens
         col -= np.repeat(col[lead], per)  # offset inside its row
-        w = read_runs(tokens, B, T + 1, row * (T + 1) + col, starts)
         off = starts - docs()[plan.rows["doc"][segs].astype(np.int64)] if positions == "source" else None
+        if fast:
+            base = off if off is not None else np.zeros(len(row), np.int64)
+            return assemble_segments(tokens, B, T, (row, col, starts, lens, base), real, pad_id, ignore_index,
+                                     positions, cross_doc, fresh)
         layout = segment_layout(row, col, lead, r["length"], T, off)
+        return assemble(tokens, B, T, row * (T + 1) + col, starts, lens, real, layout, pad_id, ignore_index, positions,
+                        cross_doc, fresh)
+    starts, lengths = r["start"].astype(np.int64), r["length"].astype(np.int64)
+    if positions != "window" or cross_doc == "mask":
+        layout = regular_layout(starts, lengths, T, docs())
+        if fast:
+            return assemble_segments(tokens, B, T, _regular_runs(layout, starts, lengths), real, pad_id, ignore_index,
+                                     positions, cross_doc, fresh)
     else:
-        w = np.empty((B, T + 1), np.int64)
-        for i, (s, n) in enumerate(zip(r["start"].tolist(), r["length"].tolist())):
-            w[i, :n] = tokens[s : s + n]
-        starts, lengths = r["start"].copy(), r["length"].copy()
-        if positions != "window" or cross_doc == "mask":
-            layout = regular_layout(starts, lengths, T, docs())
-        else:
-            layout = lambda: regular_layout(starts, lengths, T, docs())  # noqa: E731  (read only when a field needs it)
-    return assemble(w, r["length"], layout, pad_id, ignore_index, positions, cross_doc, fresh)
+        layout = lambda: regular_layout(starts, lengths, T, docs())  # noqa: E731  (read only when a field needs it)
+    return assemble(tokens, B, T, np.arange(B, dtype=np.int64) * (T + 1), starts, lengths, real, layout, pad_id,
+                    ignore_index, positions, cross_doc, fresh)
+
+
+def _regular_runs(layout: Layout, starts: np.ndarray, lengths: np.ndarray) -> tuple:
+    """(row, col, src, len, base) of contiguous windows cut at the document starts inside them."""
+    B = len(starts)
+    cut_row, cut_col = layout.cuts
+    row = np.concatenate([np.arange(B, dtype=np.int64), cut_row])
+    col = np.concatenate([np.zeros(B, np.int64), cut_col])
+    order = np.argsort(row * (int(lengths.max()) + 1) + col, kind="stable") if len(cut_row) else np.arange(B)
+    row, col = row[order], col[order]
+    last = np.append(row[1:] != row[:-1], True)  # a row's last run ends with the window
+    lens = np.where(last, lengths[row], np.append(col[1:], 0)) - col
+    first = col == 0
+    base = np.where(first, layout.first_off[row] if layout.first_off is not None else 0, 0).astype(np.int64)
+    return row, col, starts[row] + col, lens, base

@@ -1,0 +1,151 @@
+"""Mixtures: several window plans served by weight, exact in every prefix; pure functions.
+
+For sources with weights w_i (any positive numbers; proportions of *windows*) and n_i windows:
+
+- **Epoch length** E: given (``windows``), or one pass over source j (``epoch_of``: E = n_j / w_j,
+  rounded), or by default one pass over the source that runs out first at its weight
+  (min_i n_i / w_i). Arithmetic is exact (fractions), so no machine rounds differently.
+- **Counts** c_i: w_i × E (weights normalised) rounded by largest remainder (ties to the earlier
+  source), Σ c_i = E; with ``epoch_of`` that source gets exactly its n_j.
+- **Repeats**: a source asked for c_i > n_i windows walks q = ⌊c_i / n_i⌋ whole seeded
+  permutations of its windows, then the first c_i − q·n_i of one more: every window is served
+  ⌊c_i / n_i⌋ or ⌈c_i / n_i⌉ times, and no window comes again before every other came once.
+- **Order** (``interleave``): Tijdeman's chairman-assignment rule with the epoch's own rates
+  c_i / E. At position t (1-based), among the sources with c_i·t/E − s_i ≥ 1/(2m−2) (m sources
+  with c_i > 0, s_i served so far), the one with the least (s_i + 1 − 1/(2m−2))·E / c_i (ties to
+  the earlier source). After every prefix of k windows, |s_i − k·c_i/E| ≤ 1 − 1/(2m−2) < 1:
+  each source's count is within one window of its share, so a run stopped early saw the mix.
+  (Megatron's largest-error rule can drift past 1.) Integer arithmetic throughout; the C
+  kernel (``_fast.c``'s ``interleave``) and the Python loop give the same order.
+- **Epochs**: epoch e's permutations come from ``np.random.default_rng([seed, e, 3, i, pass])``;
+  the interleave depends on the counts only.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from ..errors import ConfigError
+from . import boundaries as bnd
+
+MIX_STREAM = 3  # third word of a mixture source's permutation seed: [seed, epoch, 3, source, pass]
+
+
+def as_fraction(w) -> Fraction:
+    """An exact weight: a decimal string as written ("0.6" is 3/5), an int, or a float's exact value."""
+    try:
+        f = Fraction(w) if not isinstance(w, float) else Fraction(w)
+    except (ValueError, TypeError, ZeroDivisionError):
+        raise ConfigError(f"weight {w!r} is not a number") from None
+    if f <= 0:
+        raise ConfigError(f"weight {w!r} must be positive")
+    return f
+
+
+def largest_remainder(weights: list[Fraction], total: int) -> list[int]:
+    """Integers summing to ``total``, each ⌊w_i × total⌋ or one more (largest remainders first,
+    ties to the earlier index), for weights summing to 1."""
+    exact = [w * total for w in weights]
+    base = [int(x) for x in exact]  # floor: every x >= 0
+    left = total - sum(base)
+    for i in sorted(range(len(exact)), key=lambda i: (-(exact[i] - base[i]), i))[:left]:
+        base[i] += 1
+    return base
+
+
+def epoch_counts(weights, sizes: list[int], windows: int | None = None, epoch_of: int | None = None) -> list[int]:
+    """Windows per source in one epoch (module docstring): ``windows`` = E, or one pass over
+    source ``epoch_of``, or one pass over the source that runs out first."""
+    w = [as_fraction(x) for x in weights]
+    total = sum(w)
+    w = [x / total for x in w]
+    if windows is not None:
+        if windows < 1:
+            raise ConfigError(f"--windows must be at least 1, got {windows}")
+        return largest_remainder(w, int(windows))
+    if epoch_of is None:
+        epoch_of = min(range(len(w)), key=lambda i: (Fraction(sizes[i]) / w[i], i))
+    n = sizes[epoch_of]
+    if n == 0:
+        raise ConfigError(f"source {epoch_of} has no windows: an epoch of it is empty")
+    E = Fraction(n) / w[epoch_of]
+    E_int = round(E)  # Fraction rounds half to even: exact and the same everywhere
+    others = [i for i in range(len(w)) if i != epoch_of]
+    rest = sum(w[i] for i in others)
+    counts = [0] * len(w)
+    counts[epoch_of] = n
+    if others:
+        for i, c in zip(others, largest_remainder([w[i] / rest for i in others], E_int - n)):
+            counts[i] = c
+    return counts
+
+
+def repeats(counts: list[int], sizes: list[int]) -> list[tuple[int, int]]:
+    """(fewest, most) times a window of each source is served in an epoch (0, 0 for an unused source)."""
+    out = []
+    for c, n in zip(counts, sizes):
+        if c == 0 or n == 0:
+            out.append((0, 0))
+        else:
+            out.append((c // n, -(-c // n)))
+    return out
+
+
+def interleave(counts: list[int]) -> np.ndarray:
+    """int32 source of each position of an epoch of Σ counts windows (Tijdeman's rule, module docstring)."""
+    c = [int(x) for x in counts]
+    E = sum(c)
+    if E == 0:
+        return np.zeros(0, np.int32)
+    live = [i for i, x in enumerate(c) if x > 0]
+    if len(live) == 1:
+        return np.full(E, live[0], np.int32)
+    out = np.empty(E, np.int32)
+    if bnd.FAST is not None and hasattr(bnd.FAST, "interleave"):
+        bnd.FAST.interleave(np.ascontiguousarray(c, np.int64), out)
+        return out
+    M = 2 * len(live) - 2  # 1 − σ = 1/M
+    s = [0] * len(c)
+    for t in range(1, E + 1):
+        best = -1
+        for i in live:
+            # eligible: c_i t / E − s_i ≥ 1/M  ⇔  M (c_i t − s_i E) ≥ E
+            if s[i] < c[i] and M * (c[i] * t - s[i] * E) >= E:
+                # least (s_i + 1 − 1/M) / c_i  ⇔  (M s_i + M − 1) c_j < (M s_j + M − 1) c_i
+                if best < 0 or (M * s[i] + M - 1) * c[best] < (M * s[best] + M - 1) * c[i]:
+                    best = i
+        out[t - 1] = best
+        s[best] += 1
+    return out
+
+
+def source_windows(count: int, n: int, seed: int, epoch: int, source: int) -> np.ndarray:
+    """int64 window numbers source ``source`` serves in ``epoch``, in order: whole seeded
+    permutations of range(n), then the start of one more (module docstring)."""
+    if count == 0:
+        return np.zeros(0, np.int64)
+    parts = []
+    left, k = count, 0
+    while left > 0:
+        p = np.random.default_rng([seed, epoch, MIX_STREAM, source, k]).permutation(n).astype(np.int64)
+        parts.append(p[:left])
+        left -= len(parts[-1])
+        k += 1
+    return np.concatenate(parts)
+
+
+def mixture_epoch(counts: list[int], sizes: list[int], seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+    """(source, window) of every position of ``epoch``: int32 and int64 arrays of Σ counts."""
+    order = interleave(counts)
+    window = np.empty(len(order), np.int64)
+    seqs = [source_windows(c, n, seed, epoch, i) for i, (c, n) in enumerate(zip(counts, sizes))]
+    if bnd.FAST is not None and hasattr(bnd.FAST, "gather_by_source") and len(order):
+        offsets = np.cumsum([0] + [len(q) for q in seqs[:-1]]).astype(np.int64)
+        bnd.FAST.gather_by_source(order, np.concatenate(seqs), offsets, window)
+        return order, window
+    for i, q in enumerate(seqs):
+        if len(q):
+            window[order == i] = q
+    return order, window
