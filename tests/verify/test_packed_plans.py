@@ -172,6 +172,17 @@ def test_a_file_shorter_than_the_span_warns_min_length_but_passes(data):
     assert one(doc, "packing", "p.npy")["windows"] == 1  # every document fits one window of 64
 
 
+def test_a_best_fit_plan_over_an_empty_file_fails_min_length(tmp_path):
+    p = tmp_path / "train.bin"
+    write_bin(p, [])
+    stats = dict(HONEST_STATS, windows=0, covered_tokens=0, segments=0, fill=0.0, padding_tokens=0, documents_split=0, documents=0)
+    packed_plan(tmp_path / "p.npy", p, [], stats=stats)
+    code, doc, err = verify(p, "--plan", tmp_path / "p.npy")
+    assert (code, err) == (1, "")
+    assert "N = 0 < T + 1 = 8: not one window of 2 token(s) fits" in failing(doc, "min_length")["detail"]
+    assert {n: s for n, s in statuses(doc).items() if s != "pass"} == {"min_length": "fail", "coverage": "skip", "alignment": "skip"}
+
+
 # --- tampered plans: each fails, naming its check ---------------------------------------------
 
 
@@ -355,3 +366,48 @@ def test_plot_refuses_misnumbered_windows_in_one_line(data, tmp_path):
     assert r.exit_code == 1  # packing failed; the picture is refused on stderr, one line
     assert r.stderr.count("\n") == 1 and "numbered 0, 1, … without a gap" in r.stderr
     assert not (tmp_path / "c.png").exists()
+
+
+# --- fuzz: never a crash, never a changed plan passing ------------------------------------------
+
+ODD_CELLS = [-(2**62), -(2**31), -1, 0, 1, 2, 3, 7, 8, 9, 16, 30, 31, 32, 2**31 - 1, 2**40]
+ODD_VALUES = [None, True, False, 0, 1, -1, 2, 7, 8, 2**31, 2**63, -(2**63), 0.5, 1e308, "", "x", "split", [], {}]
+
+
+def test_random_edits_never_crash_and_changed_rows_never_pass(data):
+    """Seeded random edits of the honest plan's rows (a cell, a row dropped, repeated or moved) and
+    sidecar (a stats or params value): verify ends with exit 0 or 1 and one report, never an
+    internal error; rows that differ from the honest ones, or stats that say another figure, fail."""
+    rng = np.random.default_rng(30)
+    limits = {"window": (-(2**62), 2**62), "start": (-(2**62), 2**62), "length": (-(2**31), 2**31 - 1), "doc": (-(2**62), 2**62)}
+    for k in range(120):
+        segs, edit = [list(s) for s in HONEST], None
+        kind = int(rng.integers(0, 6))
+        if kind == 0:
+            r, c = int(rng.integers(0, len(segs))), int(rng.integers(0, 4))
+            lo, hi = limits[formats.PACKED_DTYPE.names[c]]
+            segs[r][c] = int(np.clip(ODD_CELLS[int(rng.integers(0, len(ODD_CELLS)))], lo, hi))
+        elif kind == 1:
+            del segs[int(rng.integers(0, len(segs)))]
+        elif kind == 2:
+            r = int(rng.integers(0, len(segs)))
+            segs.insert(int(rng.integers(0, len(segs) + 1)), list(segs[r]))
+        elif kind == 3:
+            a, b = rng.integers(0, len(segs), 2)
+            segs[a], segs[b] = segs[b], segs[a]
+        else:
+            part = "stats" if kind == 4 else "params"
+            keys = list(HONEST_STATS) if part == "stats" else ["T", "span", "targets", "long", "shuffle", "shards", "offset", "pack"]
+            edit = (part, keys[int(rng.integers(0, len(keys)))], ODD_VALUES[int(rng.integers(0, len(ODD_VALUES)))])
+        plan = packed_plan(data / "p.npy", data / "train.bin", [tuple(s) for s in segs])
+        if edit is not None:
+            edit_sidecar(plan, lambda side, e=edit: side[e[0]].update({e[1]: e[2]}))
+        r = CliRunner().invoke(main, ["verify", str(data), "--plan", str(plan), NO_RETOKENIZE, "--json", "-q"])
+        where = (k, segs, edit, r.stderr[-500:])
+        assert r.exit_code in (0, 1) and r.stderr == "" and "internal error" not in r.stdout, where
+        doc = json.loads(r.stdout)
+        changed_rows = [tuple(s) for s in segs] != HONEST
+        changed_stats = edit is not None and edit[0] == "stats" and not (
+            edit[2] == HONEST_STATS[edit[1]] and not isinstance(edit[2], bool))
+        if changed_rows or changed_stats:
+            assert r.exit_code == 1, (where, [c for c in doc["checks"] if c["status"] != "pass"])

@@ -21,6 +21,7 @@ ids; an llm.c stream: its EOTs). With targets, a window of one token holds no (x
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -42,6 +43,8 @@ from .plan import (
 )
 from .registry import define
 from .report import Report, Status
+
+MAX_SPAN = (1 << 31) - 1  # a segment's length is int32: a larger span is no window size
 
 PACKING = define("packing", "best-fit: windows numbered 0, 1, …, each ≤ span tokens (≥ 2 with targets)",
                  "plans, sidecars")
@@ -107,15 +110,18 @@ def window_index(rows: np.ndarray) -> np.ndarray | None:
 
 def check_packed(report: Report, ctx, plan: Plan) -> None:
     """Every line of the plan stage's figures for a best-fit plan (the module docstring)."""
+    if plan.span is not None and plan.span > MAX_SPAN:  # no segment reaches it: as good as none (plan_bounds says so)
+        plan = dataclasses.replace(plan, span=None)
     n, span, label = plan.scan.n, plan.span, plan.label
     fig = packed_figures(plan.rows, n, span)
     _check_bounds(report, ctx, plan, fig)
-    if span is not None:
-        ok = n >= span
+    if span is not None:  # a best-fit window may be short (padded): only a file too short for any window fails
+        ok, least = n >= span, 2 if plan.targets is True else 1
         what = f"T + 1 = {span}" if plan.targets is True else f"span = {span} (no targets)"
-        report.add(MIN_LENGTH, label, Status.PASS if ok else Status.WARN, f"N = {n} {'≥' if ok else '<'} {what}"
-                   + ("" if ok else ": no window of this best-fit plan can be full (each is padded to the span)"),
-                   tokens=n, required=span)
+        why = "" if ok else (": no window of this best-fit plan can be full (each is padded to the span)" if n >= least else
+                             f": not one window of {least} token(s) fits")
+        report.add(MIN_LENGTH, label, Status.PASS if ok else Status.WARN if n >= least else Status.FAIL,
+                   f"N = {n} {'≥' if ok else '<'} {what}{why}", tokens=n, required=span)
     _check_order(report, plan, fig)
     _check_duplicates(report, plan, fig)
     check_coverage(report, label, len(plan.rows), n, plan.side, ctx.opts.min_coverage, fig.coverage)
@@ -154,7 +160,7 @@ def _check_bounds(report: Report, ctx, plan: Plan, fig: PackedFigures) -> None:
     side, span, n = plan.side, plan.span, plan.scan.n
     problems = source_problems(plan, ctx.targets)
     if span is None or span < 1:
-        problems.append(f"sidecar params.span is {side.params.span!r}, not a positive integer")
+        problems.append(f"sidecar params.span is {side.params.span!r}, not a positive integer up to {MAX_SPAN}")
     problems += param_problems(side.params, side, plan.rows, span, plan.T, plan.targets) + _best_fit_problems(side)
     problems += rows_checksum_problems(plan.got, plan.rows)
     bad = np.flatnonzero(~fig.inside)
