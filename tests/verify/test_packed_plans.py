@@ -183,6 +183,19 @@ def test_a_best_fit_plan_over_an_empty_file_fails_min_length(tmp_path):
     assert {n: s for n, s in statuses(doc).items() if s != "pass"} == {"min_length": "fail", "coverage": "skip", "alignment": "skip"}
 
 
+def test_a_broken_document_index_skips_segments_and_still_compares_the_row_figures(data):
+    formats.write_doc_index(data / "train.docs.npy", np.array([0, 8, 5, 19, 21, 27], dtype=np.int64))  # not increasing
+    plan = packed_plan(data / "p.npy", data / "train.bin", HONEST)
+    code, doc, _ = verify(data, "--plan", plan)
+    assert code == 1 and one(doc, "meta")["status"] == "fail"  # the meta check names the index
+    seg, st = one(doc, "segments", "p.npy"), one(doc, "packed_stats", "p.npy")
+    assert seg["status"] == "skip" and "cannot find the documents" in seg["detail"] and "train.docs.npy" in seg["detail"]
+    assert st["status"] == "skip" and "the document counts are not compared" in st["detail"]
+    edit_sidecar(plan, lambda side: side["stats"].update(padding_tokens=5))
+    code, doc, _ = verify(data, "--plan", plan)
+    assert "stats.padding_tokens 5, the rows give 1" in failing(doc, "packed_stats")["detail"]
+
+
 # --- tampered plans: each fails, naming its check ---------------------------------------------
 
 
