@@ -215,7 +215,7 @@ def test_segment_off_a_document_edge_fails_segments(data):
     code, doc, err = tampered(data, segs)
     assert (code, err) == (1, "")
     c = failing(doc, "segments")
-    assert "row 4 [6, 8): starts 1 tokens into document 1 [5, 8), not at its start" in c["detail"]
+    assert "row 4 [6, 8): starts 1 token into document 1 [5, 8), not at its start" in c["detail"]
     assert one(doc, "plan_bounds", "p.npy")["status"] == "pass"
 
 

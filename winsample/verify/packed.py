@@ -313,13 +313,13 @@ def _check_segments(report: Report, plan: Plan, fig: PackedFigures, ds: np.ndarr
 
 def _why(k: int, L: int, want: int, doc: int, d: int, ds: int, de: int, span: int, long: str) -> str:
     """Why one segment is not a document or its piece (``k``: its offset in document ``d`` [ds, de))."""
-    where = f"document {d} [{ds}, {de})"
+    where, into = f"document {d} [{ds}, {de})", f"{k} token{'' if k == 1 else 's'} into"
     if long == "drop" and de - ds > span and k == 0:
         return f"{where} is longer than the span {span}: --long drop leaves it out"
     if long == "split" and de - ds > span and k % span:
-        return f"starts {k} tokens into {where}: pieces of a split document start every {span} tokens"
+        return f"starts {into} {where}: pieces of a split document start every {span} tokens"
     if k:
-        return f"starts {k} tokens into {where}, not at its start"
+        return f"starts {into} {where}, not at its start"
     if L != want:
         return f"holds {L} tokens; {where} gives {'a piece' if long != 'drop' else 'a segment'} of {want}"
     return f"its doc column says {doc}, but it lies in document {d}"
