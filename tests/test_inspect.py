@@ -250,6 +250,96 @@ def test_doc_index_is_not_a_plan(golden):
     assert r.exit_code == 1 and "not a window plan" in r.stderr
 
 
+# --- best-fit plans: windows as their segments -------------------------------------------
+
+
+def best_fit_plan(tmp_path):
+    """The hand-packed plan of tests/verify/test_packed_plans.py (its docstring works it out):
+    4 windows of span 8 holding 7 segments, 31 tokens, one document split."""
+    from .verify.test_packed_plans import HONEST, packed_plan, train_ids
+
+    write_bin(tmp_path / "train.bin", train_ids())
+    return packed_plan(tmp_path / "p.npy", tmp_path / "train.bin", HONEST)
+
+
+def test_best_fit_plan_shows_fill_padding_segments_and_its_windows_as_segments(tmp_path):
+    plan = best_fit_plan(tmp_path)
+    r = run(plan, "--count", 2, "--json")
+    assert (r.exit_code, r.stderr) == (0, "")
+    doc = json.loads(r.stdout)
+    assert doc["version"] == 2 and doc["params"]["pack"] == "best-fit"
+    # windows hold 8, 8, 8, 7 tokens: 31 of 4 × 8 = 32 places
+    assert doc["counts"] == {"windows": 4, "segments": 7, "window_tokens_min": 7, "window_tokens_max": 8, "tokens_planned": 31,
+                             "fill": 31 / 32, "padding_tokens": 1, "documents": 6, "documents_split": 1,
+                             "documents_truncated": 0, "documents_dropped": 0, "long": "split"}
+    assert doc["at"] == 0 and doc["windows"] == [
+        {"window": 0, "tokens": 8, "segments": [{"row": 0, "start": 8, "length": 8, "doc": 2}]},
+        {"window": 1, "tokens": 8, "segments": [{"row": 1, "start": 19, "length": 2, "doc": 3},
+                                                {"row": 2, "start": 21, "length": 6, "doc": 4}]},
+    ]
+    assert doc["warnings"] == []
+
+
+def test_best_fit_at_and_count_are_windows_and_the_table_lists_segments(tmp_path):
+    plan = best_fit_plan(tmp_path)
+    doc = json.loads(run(plan, "--at", 3, "--json").stdout)
+    assert [(w["window"], [g["start"] for g in w["segments"]]) for w in doc["windows"]] == [(3, [16, 27])]
+    r = run(plan, "--at", 4)  # 4 windows (7 rows): row 4 exists, window 4 does not
+    assert r.exit_code == 2 and "outside [0, 4) (4 windows)" in r.stderr
+    out = run(plan).stdout.splitlines()
+    assert "windows [0, 4) of 4" in out
+    at = out.index(f"{'window':>8} {'tokens':>8} {'row':>10} {'start':>14} {'length':>8} {'doc':>10}")
+    assert out[at + 2 : at + 4] == [f"{1:>8} {8:>8} {1:>10} {19:>14} {2:>8} {3:>10}", f"{'':>17} {2:>10} {21:>14} {6:>8} {4:>10}"]
+    assert any(line.split() == ["fill", str(31 / 32)] for line in out) and any(line.split() == ["padding_tokens", "1"] for line in out)
+
+
+def test_best_fit_sidecar_disagreeing_with_its_rows_is_warned(tmp_path):
+    from .verify.test_run import edit_sidecar
+
+    plan = best_fit_plan(tmp_path)
+    edit_sidecar(plan, lambda side: side["stats"].update(fill=1.0, segments=9))
+    doc = json.loads(run(plan, "--json").stdout)
+    assert doc["counts"]["fill"] == 31 / 32 and len(doc["warnings"]) == 2
+    assert "its rows give segments 7 but its sidecar records 9" in doc["warnings"][0]
+    assert "its rows give fill 0.96875 but its sidecar records 1.0" in doc["warnings"][1]
+
+
+def test_best_fit_plan_with_misnumbered_windows_is_one_line_exit_1(tmp_path):
+    from .verify.test_packed_plans import HONEST, packed_plan, train_ids
+
+    write_bin(tmp_path / "train.bin", train_ids())
+    plan = packed_plan(tmp_path / "p.npy", tmp_path / "train.bin", [(w * 2, s, L, d) for w, s, L, d in HONEST])
+    r = run(plan)
+    assert r.exit_code == 1 and r.stdout == "" and r.stderr.count("\n") == 1
+    assert "numbered 0, 1, … without a gap" in r.stderr
+
+
+def test_best_fit_segments_name_their_sources_and_offsets_in_their_document(tmp_path):
+    from winsample import provenance
+    from winsample.encode import encode_corpus
+
+    from .conftest import CORPUS
+
+    data = tmp_path / "data"
+    encode_corpus([str(CORPUS / "macbeth.txt"), str(CORPUS / "sonnets.txt")], data, val_fraction=0.0)
+    plan = tmp_path / "p.npy"
+    r = CliRunner().invoke(main, ["windows", str(data / "train.bin"), "-T", "256", "--pack", "best-fit", "-o", str(plan), "-q"])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(run(plan, "--count", 50, "--json").stdout)
+    starts = np.load(data / "train.docs.npy")
+    segs = [g for w in doc["windows"] for g in w["segments"]]
+    assert len(segs) >= 50
+    for g in segs:  # the offset in the document is the segment's start less its document's start
+        assert g["doc_offset"] == g["start"] - starts[g["doc"]]
+        assert g["source"]["path"] == str(CORPUS / ("macbeth.txt", "sonnets.txt")[g["doc"]])
+    assert {g["doc_offset"] % 257 for g in segs} == {0}  # pieces of split documents: every span (257) tokens
+    row = provenance.trace_row(plan, 5)
+    rows, _ = formats.load_plan(plan)
+    assert row == {"row": 5, "start": int(rows["start"][5]), "length": int(rows["length"][5]), "window": int(rows["window"][5]),
+                   "doc": int(rows["doc"][5]), "doc_offset": int(rows["start"][5] - starts[rows["doc"][5]]),
+                   "source": row["source"]} and "fresh" not in row
+
+
 # --- writes nothing, terminal manners -----------------------------------------------------
 
 

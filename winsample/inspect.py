@@ -8,7 +8,8 @@
 - a window plan (``*.npy`` with its ``.npy.json`` sidecar): parameters, counts and the rows
   ``[at, at+count)`` in file order; when its data has provenance, each row also names the
   document it starts in (``doc``), its token offset there (``doc_offset``) and that document's
-  ``source`` (input path, line, byte offset, id), shown as ``path:line id=…``.
+  ``source`` (input path, line, byte offset, id), shown as ``path:line id=…``; a best-fit
+  packed plan: its packing figures and windows ``[at, at+count)``, each as its segments.
 
 ``render_text`` turns that dict into the lines people read. Neither prints; nothing re-hashes
 a file (checksums are shown as recorded in meta.json / the sidecar).
@@ -281,8 +282,11 @@ def _tokenizer_for(src: tokensrc.OpenSplit, warnings: list[str]):
 
 
 def inspect_plan(path: Path, at: int, count: int) -> dict:
-    """Parameters, source, stats and counts of a window plan, and its rows ``[at, at+count)``."""
+    """Parameters, source, stats and counts of a window plan, and its rows ``[at, at+count)``
+    (a best-fit plan: its windows ``[at, at+count)``, each as its segments: ``inspect_packed``)."""
     rows, side = formats.load_plan(path)
+    if side.best_fit:
+        return inspect_packed(path, rows, side, at, count)
     n = len(rows)
     _check_at(at, n, "windows", path)
     warnings = []
@@ -311,30 +315,64 @@ def inspect_plan(path: Path, at: int, count: int) -> dict:
         {"row": at + k, "start": int(r["start"]), "length": int(r["length"]), "doc": int(r["doc"]), "fresh": int(r["fresh"])}
         for k, r in enumerate(shown)
     ]
+    _trace(path, side, windows, warnings)
+    return {**_plan_head(path, side), "counts": counts, "exposure": exposure, "at": at, "windows": windows, "warnings": warnings}
+
+
+def _trace(path: Path, side: formats.PlanSidecar, rows: list[dict], warnings: list[str]) -> None:
+    """Each shown row (a window or a segment) gets the document it starts in, its offset there and
+    that document's source, when the plan's data has provenance."""
     try:
         tracer = provenance.plan_tracer(path, side)
     except WinsampleError as e:  # the data changed or its provenance is broken: show the plan anyway
         tracer = None
         warnings.append(f"no sources shown: {e}")
     if tracer is not None:
-        for w in windows:  # "doc" becomes the document the window starts in, as windows --format jsonl says
+        for w in rows:  # "doc" becomes the document the window starts in, as windows --format jsonl says
             w.update(tracer.window(w["start"]))
-    return {
-        "kind": "plan",
-        "path": str(path),
-        "sidecar": str(formats.plan_sidecar(path)),
-        "format": formats.PLAN_FORMAT,
-        "version": side.version,
-        "source": side.source.to_json(),
-        "params": side.params.to_json(),
-        "stats": side.stats.to_json(),
-        "tokenizer": side.tokenizer or {},
-        "counts": counts,
-        "exposure": exposure,
-        "at": at,
-        "windows": windows,
-        "warnings": warnings,
+
+
+def _plan_head(path: Path, side: formats.PlanSidecar) -> dict:
+    return {"kind": "plan", "path": str(path), "sidecar": str(formats.plan_sidecar(path)), "format": formats.PLAN_FORMAT,
+            "version": side.version, "source": side.source.to_json(), "params": side.params.to_json(),
+            "stats": side.stats.to_json(), "tokenizer": side.tokenizer or {}}
+
+
+PACKED_FIGURES = ("windows", "segments", "fill", "padding_tokens")  # counted from the rows, compared with the sidecar
+
+
+def inspect_packed(path: Path, rows: np.ndarray, side: formats.PlanSidecar, at: int, count: int) -> dict:
+    """A best-fit plan: its packing figures (windows, segments, fill and padding counted from the
+    rows; documents split/truncated/dropped as the sidecar records) and windows ``[at, at+count)``,
+    each its segments (row, start, length, doc) side by side."""
+    from .train import Plan  # the window view of segment rows (DataError when the windows are misnumbered)
+
+    first = Plan(rows, side, path).segment_index
+    W, span = len(first) - 1, side.span
+    _check_at(at, W, "windows", path)
+    lengths = rows["length"].astype(np.int64)
+    totals = np.add.reduceat(lengths, first[:-1]) if W else np.zeros(0, np.int64)
+    planned = int(lengths.sum())
+    stats = side.stats
+    counts = {
+        "windows": W, "segments": len(rows),
+        "window_tokens_min": int(totals.min()) if W else 0, "window_tokens_max": int(totals.max()) if W else 0,
+        "tokens_planned": planned, "fill": planned / (W * span) if W and span else 0.0,
+        "padding_tokens": W * span - planned if span else 0, "documents": int(np.unique(rows["doc"]).size),
+        "documents_split": stats.documents_split, "documents_truncated": stats.documents_truncated,
+        "documents_dropped": stats.documents_dropped, "long": side.params.long,
     }
+    warnings = [f"{path}: its rows give {k} {counts[k]!r} but its sidecar records {getattr(stats, k)!r}; run `winsample verify`"
+                for k in PACKED_FIGURES if getattr(stats, k) is not None and getattr(stats, k) != counts[k]
+                and not (k == "fill" and abs(stats.fill - counts[k]) < 1e-12)]
+    windows, segs = [], []
+    for i in range(at, min(at + count, W)):
+        part = [{"row": r, "start": int(rows["start"][r]), "length": int(rows["length"][r]), "doc": int(rows["doc"][r])}
+                for r in range(int(first[i]), int(first[i + 1]))]
+        windows.append({"window": i, "tokens": int(totals[i]), "segments": part})
+        segs += part
+    _trace(path, side, segs, warnings)
+    return {**_plan_head(path, side), "counts": counts, "at": at, "windows": windows, "warnings": warnings}
 
 
 # --- text for people -----------------------------------------------------------------------
@@ -423,6 +461,21 @@ def _style_hex(piece: str, style) -> str:
     return "".join(out) + rest
 
 
+def _packed_window_lines(r: dict, style) -> list[str]:
+    """A best-fit plan's windows: one line per segment, the window and its tokens on its first."""
+    traced = any("source" in g for w in r["windows"] for g in w["segments"])
+    lines = [style(f"{'window':>8} {'tokens':>8} {'row':>10} {'start':>14} {'length':>8} {'doc':>10}"
+                   + ("  source" if traced else ""), "key")]
+    for w in r["windows"]:
+        for k, g in enumerate(w["segments"]):
+            head = f"{w['window']:>8} {w['tokens']:>8}" if k == 0 else " " * 17
+            line = f"{head} {g['row']:>10} {g['start']:>14} {g['length']:>8} {g['doc']:>10}"
+            if "source" in g:
+                line += "  " + provenance.source_text(g["source"])
+            lines.append(line)
+    return lines
+
+
 def _plan_lines(r: dict, style) -> list[str]:
     lines = [style(f"window plan {r['path']}", "head")]
     lines += _kv_lines({"sidecar": r["sidecar"], "version": r["version"]}, style)
@@ -438,6 +491,8 @@ def _plan_lines(r: dict, style) -> list[str]:
                             for k, f in r["exposure"].items()}, style, indent=2)
     end = r["at"] + len(r["windows"])
     lines.append(style(f"windows [{r['at']}, {end}) of {r['counts']['windows']}", "head"))
+    if "segments" in r["counts"]:  # a best-fit plan: each window its segments side by side
+        return lines + _packed_window_lines(r, style)
     traced = any("source" in w for w in r["windows"])
     header = f"{'row':>10} {'start':>14} {'length':>8} {'doc':>10} {'fresh':>8}" + ("  source" if traced else "")
     lines.append(style(header, "key"))

@@ -6,8 +6,9 @@ Four panels:
    ``DEPTH_BINS`` bins (mean depth per bin), with document edges marked;
 2. a zoom on the first ``ZOOM_WINDOWS`` windows (smallest starts) drawn as horizontal bars,
    the part already covered by an earlier window (``fresh``) lighter, document edges as lines,
-   so overlap and tail alignment are visible;
-3. the window-length histogram;
+   so overlap and tail alignment are visible; for a best-fit plan (segment rows, several per
+   window) its first windows, each its segments side by side inside [0, span), padding grey;
+3. the window-length histogram (best-fit: each window's tokens, its segments together);
 4. the token-id histogram (counts summed over id ranges, log scale).
 
 Everything per token or per window is numpy over bounded arrays: depth comes from window
@@ -167,13 +168,16 @@ def plot_coverage(
     token_hist: np.ndarray | None = None,
     title: str | None = None,
     bins: int = DEPTH_BINS,
+    span: int | None = None,
 ) -> dict:
-    """Draw the four panels for a plan ``rows`` (PLAN_DTYPE) over ``tokens_n`` tokens into
-    ``path_png`` (1200 x 900 px), written atomically.
+    """Draw the four panels for a plan ``rows`` (PLAN_DTYPE, or a best-fit plan's PACKED_DTYPE
+    segments, sorted by window) over ``tokens_n`` tokens into ``path_png`` (1200 x 900 px), written
+    atomically.
 
     ``doc_starts``: token offsets where documents start (edges drawn); ``token_hist``: counts per
-    id from ``token_histogram`` (that panel says "not given" without it). Returns the numbers
-    drawn: bins, windows, covered tokens, mean depth.
+    id from ``token_histogram`` (that panel says "not given" without it); ``span``: a best-fit
+    plan's window size (default: its largest window). Returns the numbers drawn: bins, windows,
+    covered tokens, mean depth.
     """
     fig = _figure()
     rows = np.asarray(rows)
@@ -182,18 +186,24 @@ def plot_coverage(
     edges, sums = coverage_depth(tokens_n, starts, lengths, bins)
     covered = covered_tokens(tokens_n, starts, lengths)
     docs = np.asarray(doc_starts, dtype=np.int64) if doc_starts is not None else np.zeros(0, dtype=np.int64)
+    packed = "window" in (rows.dtype.names or ())
+    if packed:  # each window's tokens: its segments' lengths summed
+        totals = np.bincount(rows["window"].astype(np.int64), weights=lengths).astype(np.int64) if len(rows) else lengths
 
     ax_depth, ax_zoom, ax_len, ax_ids = fig.subplots(2, 2).ravel()
     fig.suptitle(title or "winsample coverage")
     mean_all = _depth_panel(ax_depth, tokens_n, edges, sums, covered, docs)
-    _first_windows_panel(ax_zoom, rows, docs, tokens_n)
-    _lengths_panel(ax_len, lengths)
+    if packed:
+        _packed_windows_panel(ax_zoom, rows, span or int(totals.max(initial=1)))
+    else:
+        _first_windows_panel(ax_zoom, rows, docs, tokens_n)
+    _lengths_panel(ax_len, totals if packed else lengths)
     _ids_panel(ax_ids, token_hist)
 
     with disk.atomic_path(path_png) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI)
-    return {"png": str(path_png), "bins": int(np.diff(edges).size), "windows": int(len(rows)), "tokens": int(tokens_n),
-            "covered_tokens": covered, "mean_depth": mean_all}
+    return {"png": str(path_png), "bins": int(np.diff(edges).size), "windows": int(len(totals) if packed else len(rows)),
+            "tokens": int(tokens_n), "covered_tokens": covered, "mean_depth": mean_all}
 
 
 def _depth_panel(ax_depth, tokens_n: int, edges: np.ndarray, sums: np.ndarray, covered: int, docs: np.ndarray) -> float:
@@ -244,6 +254,33 @@ def _first_windows_panel(ax_zoom, rows: np.ndarray, docs: np.ndarray, tokens_n: 
         ax_zoom.legend(loc="upper right", fontsize="small")  # bars run top-left → bottom-right
     ax_zoom.set_title(f"first {first.size} windows (row labels: document)", fontsize="medium")
     ax_zoom.set_xlabel("token offset")
+
+
+def _packed_windows_panel(ax_zoom, rows: np.ndarray, span: int) -> None:
+    """Panel 2 of a best-fit plan: its first windows, each its segments side by side (alternate
+    colours, labelled by document), the rest of the span grey."""
+    first = rows[rows["window"].astype(np.int64) < ZOOM_WINDOWS]
+    w = first["window"].astype(np.int64)
+    ln = first["length"].astype(np.int64)
+    if len(first):
+        col = np.cumsum(ln) - ln
+        new = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])  # each window's first segment
+        col -= np.repeat(col[new], np.diff(np.r_[new, len(w)]))
+        k = np.arange(len(w)) - np.repeat(new, np.diff(np.r_[new, len(w)]))  # segment number inside its window
+        ax_zoom.barh(w, ln, left=col, color=np.where(k % 2, "tab:cyan", "tab:blue"), edgecolor="black", linewidth=0.5,
+                     label="segments (a document or a piece of one)")
+        ends = np.bincount(w, weights=ln).astype(np.int64)
+        ids = np.flatnonzero(ends)
+        ax_zoom.barh(ids, span - ends[ids], left=ends[ids], color="lightgrey", label="padding")
+        for y, c, L, d in zip(w.tolist(), col.tolist(), ln.tolist(), first["doc"].tolist()):
+            if L >= span / 12:  # a label only where it fits
+                ax_zoom.text(c + L / 2, y, str(d), ha="center", va="center", fontsize="x-small")
+        ax_zoom.set_xlim(0, span)
+        ax_zoom.set_yticks(ids, [str(i) for i in ids], fontsize="x-small")
+        ax_zoom.set_ylim(int(ids.max()) + 2.5, -0.5)  # top to bottom, room for the legend below the last
+        ax_zoom.legend(loc="lower right", fontsize="small", ncol=2)
+    ax_zoom.set_title(f"first {len(np.unique(w))} best-fit windows (row labels: window; bar labels: document)", fontsize="medium")
+    ax_zoom.set_xlabel("token position in the window")
 
 
 def _lengths_panel(ax_len, lengths: np.ndarray) -> None:
@@ -300,4 +337,10 @@ def plot_plan(png: str | Path, bin_path: str | Path, plan_path: str | Path,
         raise InputError(f"{plan_path}: negative window start {int(rows['start'].min())}; run `winsample verify`")
     hist = token_histogram(tokens, n_vocab, progress=progress)
     title = f"{Path(plan_path).name} over {bin_path.name}"
+    if side.best_fit:
+        w = rows["window"].astype(np.int64)
+        if len(w) and (w[0] != 0 or not np.isin(np.diff(w), (0, 1)).all()):
+            raise InputError(f"{plan_path}: segment rows not sorted by window, numbered 0, 1, … without a gap; run `winsample verify`")
+        return plot_coverage(png, len(tokens), rows, doc_starts=doc_starts, token_hist=hist, title=title + " (best-fit)",
+                             span=side.span)
     return plot_coverage(png, len(tokens), rows, doc_starts=doc_starts, token_hist=hist, title=title)

@@ -115,9 +115,9 @@ def plan_tracer(plan_path, side: dict) -> Tracer | None:
 
 
 def trace_row(plan_path, row: int) -> dict:
-    """Row ``row`` of plan ``plan_path`` (``start``, ``length``, ``doc``, ``fresh``) with the
-    ``doc`` it starts in, its ``doc_offset`` and ``source``; InputError when the plan's data
-    has no provenance."""
+    """Row ``row`` of plan ``plan_path`` (``start``, ``length``, ``doc``, ``fresh``; of a best-fit
+    plan, one segment: ``window`` instead of ``fresh``) with the ``doc`` it starts in, its
+    ``doc_offset`` and ``source``; InputError when the plan's data has no provenance."""
     rows, side = formats.load_plan(plan_path)
     if not 0 <= row < len(rows):
         raise InputError(f"{plan_path}: row {row} is outside [0, {len(rows)})")
@@ -125,7 +125,8 @@ def trace_row(plan_path, row: int) -> dict:
     if t is None:
         raise InputError(f"{plan_path}: its token file has no provenance (encoded before it, or moved); re-encode to trace windows")
     r = rows[row]
-    out = {"row": int(row), "start": int(r["start"]), "length": int(r["length"]), "fresh": int(r["fresh"])}
+    last = "window" if side.best_fit else "fresh"  # a best-fit plan's rows are segments of windows
+    out = {"row": int(row), "start": int(r["start"]), "length": int(r["length"]), last: int(r[last])}
     out.update(t.window(int(r["start"])))
     return out
 

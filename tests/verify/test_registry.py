@@ -34,7 +34,7 @@ def _listed(help_text: str) -> list[str]:
 
 def test_check_names_come_from_the_registry():
     assert verify.CHECK_NAMES == registry.CHECK_NAMES == tuple(c.name for c in registry.CHECKS)
-    assert len(set(verify.CHECK_NAMES)) == len(verify.CHECK_NAMES) == 17
+    assert len(set(verify.CHECK_NAMES)) == len(verify.CHECK_NAMES) == 20
     for c in registry.CHECKS:
         assert c.help and "\n" not in c.help and c.reads, c.name
         assert registry.get(c.name) is c and str(c) == c.name
@@ -55,7 +55,7 @@ def test_each_stage_runs_its_checks_in_report_order():
         assert (c.stage is None) == (c.run is None), c.name
         assert c.run is None or c.run.spec is c, c.name
     grouped = {c.name for c in registry.CHECKS if c.run is None}
-    assert grouped == {"order", "duplicates", "coverage", "llmc_documents"}
+    assert grouped == {"order", "duplicates", "coverage", "llmc_documents", "packing", "segments", "packed_stats"}
 
 
 def test_help_docs_and_docstring_list_the_registry():
@@ -76,7 +76,14 @@ def test_real_reports_name_exactly_the_registered_checks(tmp_path):
     for name, got in out.items():
         if name.startswith("verify_"):
             seen |= {c["name"] for c in json.loads(got["stdout"])["checks"]}
-    assert seen == set(registry.CHECK_NAMES)
+    # a best-fit plan's own checks (the golden record holds none: it predates them)
+    data = tmp_path / "data"
+    r = CliRunner().invoke(main, ["windows", str(data / "train.bin"), "-T", "128", "--pack", "best-fit", "-o", str(tmp_path / "bf.npy"), "-q"])
+    assert r.exit_code == 0, r.stderr
+    r = CliRunner().invoke(main, ["verify", str(data), "--plan", str(tmp_path / "bf.npy"), "--json", "-q"])
+    packed = {c["name"] for c in json.loads(r.stdout)["checks"]}
+    assert {"packing", "segments", "packed_stats"} <= packed
+    assert seen | packed == set(registry.CHECK_NAMES)
 
 
 def test_every_report_line_is_added_under_a_registered_check():

@@ -13,9 +13,9 @@ _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim"
 @main.command("inspect")
 @click.argument("path", type=click.Path(path_type=str))
 @click.option("--at", "at", type=int, default=0, show_default=True, metavar="I",
-              help="First token (of a .bin) or row (of a plan) to show.")
+              help="First token (of a .bin), row (of a plan) or window (of a best-fit plan) to show.")
 @click.option("--count", "count", type=click.IntRange(min=0), default=32, show_default=True, metavar="K",
-              help="How many tokens or plan rows to show.")
+              help="How many tokens, plan rows or best-fit windows to show.")
 @click.option("--meta", "meta_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="meta.json describing PATH, when it is not beside it.")
 @click.option("--encoding", default=None, metavar="NAME",
@@ -29,7 +29,8 @@ def inspect_cmd(path, at, count, meta_path, encoding, quiet, as_json):
     PATH a .bin:    meta summary and tokens [I, I+K) as ids and decoded, │ between tokens
                     (⏎ a newline, ⟨e6 bb⟩ bytes that are not UTF-8 on their own)
     PATH a folder:  meta summary of every split
-    PATH a plan:    parameters, counts and windows [I, I+K) (start, length, doc, fresh)
+    PATH a plan:    parameters, counts and windows [I, I+K) (start, length, doc, fresh); a best-fit
+                    plan: fill, padding, segments and windows [I, I+K) as their segments
 
     Checksums are shown as recorded, not recomputed: `winsample verify` checks them.
     """

@@ -91,6 +91,25 @@ _COLOUR = {"pass": "green", "fail": "red", "warn": "yellow", "skip": None}
 # The part of a decoded window that the previous window already showed is wrapped in ⟦…⟧
 # (visible in logs and pipes too) and, on a colour terminal, also dimmed.
 OVERLAP_OPEN, OVERLAP_CLOSE = "⟦", "⟧"
+# A best-fit window is its segments side by side: each segment's text follows a ⟪doc D [s, e)⟫ mark.
+SEGMENT_OPEN, SEGMENT_CLOSE = "⟪", "⟫"
+
+
+def _packed_window(w, paint) -> list[str]:
+    """A decoded best-fit window: a head line, then each segment's text after its ⟪doc D [s, e)⟫ mark."""
+    from ..provenance import source_text
+
+    safe = terminal_safe
+    head = f"── {safe(w.file)} window {w.window}: {w.length} tokens in {plural(len(w.segments), 'segment')}"
+    body = []
+    for g in w.segments:
+        where = f" · {safe(source_text(g['source']), keep='')}" if g.get("source") is not None else ""
+        mark = f"{SEGMENT_OPEN}doc {g['doc']} [{g['start']}, {g['start'] + g['length']}){where}{SEGMENT_CLOSE}"
+        body.append(paint(mark, dim=True) + safe(g["text"]))
+    out = [paint(head, bold=True), "".join(body)]
+    if w.shown is not None:
+        out.append(paint(f"… ({w.length - w.shown:,} more tokens not shown)", dim=True))
+    return out
 
 
 def verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
@@ -110,6 +129,9 @@ def verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
     if report.windows and not quiet:
         lines.append("")
         for w in report.windows:
+            if w.segments is not None:
+                lines += _packed_window(w, paint)
+                continue
             head = f"── {safe(w.file)} [{w.start}, {w.start + w.length}) {w.length} tokens"
             if w.overlap:
                 head += f", first {w.overlap} shared with the previous window {OVERLAP_OPEN}…{OVERLAP_CLOSE}"

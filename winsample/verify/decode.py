@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import WinsampleError
+from .packed import window_index
 from .registry import check
 from .report import Report, Status, Window
 
@@ -32,6 +33,9 @@ def show_windows(report: Report, plan: Plan | None, targets, scans, enc, enc_err
     """decode's line, and the windows it decodes into ``report.windows``."""
     if show <= 0:
         report.add(DECODE, "", Status.SKIP, "--show 0")
+        return
+    if plan is not None and plan.side.best_fit:
+        show_packed(report, plan, targets, enc, enc_error, show)
         return
     if plan is not None:
         scan = plan.scan
@@ -76,6 +80,44 @@ def show_windows(report: Report, plan: Plan | None, targets, scans, enc, enc_err
         report.add(DECODE, label, Status.WARN, f"{problems} of {shown} window(s) hold ids the tokenizer cannot decode")
     else:
         report.add(DECODE, label, Status.PASS, f"{shown} window(s) decoded with {enc.name}", shown=shown)
+
+
+def show_packed(report: Report, plan: Plan, targets, enc, enc_error, show: int) -> None:
+    """decode of a best-fit plan: its first ``show`` windows, each its segments side by side
+    (each decoded on its own; SHOW_TOKENS per window in all)."""
+    scan, label = plan.scan, f"{plan.label} → {plan.scan.label}"
+    idx = window_index(plan.rows)
+    if idx is None:
+        report.add(DECODE, label, Status.SKIP, "window numbers are not 0, 1, … in row order (see order, packing): no window to show")
+        return
+    if enc is None:
+        report.add(DECODE, label, Status.WARN, f"cannot decode: {enc_error}")
+        return
+    tokens, tracer, problems = scan.tokens(), _tracer_of(scan, targets), 0
+    n = len(tokens)
+    for i in range(min(show, len(idx) - 1)):
+        rows, left, segs = plan.rows[idx[i] : idx[i + 1]], SHOW_TOKENS, []
+        for s, L, doc in zip(rows["start"].tolist(), rows["length"].tolist(), rows["doc"].tolist()):
+            s0 = min(max(s, 0), n)
+            ids = tokens[s0 : max(s0, min(s + L, n, s0 + left))].tolist()
+            left -= len(ids)
+            try:
+                text = _text(enc, ids)
+            except Exception as e:  # ids outside the vocabulary: tiktoken raises
+                text, problems = f"<cannot decode: {type(e).__name__}>", problems + 1
+            seg = {"start": s, "length": L, "doc": doc, "text": text, "shown_tokens": len(ids)}
+            if tracer is not None and s0 < n:
+                seg["source"] = tracer.document(int(tracer.doc_at(s0)))
+            segs.append(seg)
+        total, shown = int(rows["length"].sum()), SHOW_TOKENS - left
+        report.windows.append(Window(scan.label, segs[0]["start"], total, "".join(g["text"] for g in segs), source=segs[0].get("source"),
+                                     shown=shown if shown < total else None, window=i, segments=segs))
+    shown_n = min(show, len(idx) - 1)
+    if problems:
+        report.add(DECODE, label, Status.WARN, f"{problems} segment(s) of {shown_n} window(s) hold ids the tokenizer cannot decode")
+    else:
+        report.add(DECODE, label, Status.PASS, f"{shown_n} best-fit window(s) decoded with {enc.name}, each its segments side by side",
+                   shown=shown_n)
 
 
 def _tracer_of(scan, targets):

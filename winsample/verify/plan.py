@@ -55,10 +55,16 @@ def open_plan(report: Report, ctx, plan_path: Path) -> Plan | None:
     return _locate(report, plan_path, got, ctx.path, ctx.folder, ctx.scans)
 
 
-@check("plan_bounds", help="windows lie inside the token file, which is the one the sidecar names",
+@check("plan_bounds", help="windows (best-fit: segments) lie inside the token file the sidecar names",
        reads="plans, sidecars, token files", stage="plan")
 def plan_bounds(report: Report, ctx, plan: Plan) -> None:
-    """plan_bounds, then the other checks of the plan's figures: min_length, order, duplicates, coverage."""
+    """plan_bounds, then the other checks of the plan's figures: min_length, order, duplicates, coverage.
+    A best-fit plan's rows are segments: ``packed.check_packed`` reports its lines instead."""
+    if plan.side.best_fit:
+        from .packed import check_packed  # imported here: its checks are listed after this module's
+
+        check_packed(report, ctx, plan)
+        return
     got, n = plan.got, plan.scan.n
     fig = got.figures if got.figures is not None and got.n == n else plan_figures(plan.rows, n, plan.span)
     _check_bounds(report, plan, got, fig, ctx.targets)
@@ -69,13 +75,13 @@ def plan_bounds(report: Report, ctx, plan: Plan) -> None:
                    tokens=n, required=plan.span)
     _check_order(report, plan, fig)
     columns = _check_duplicates(report, plan, fig)
-    _check_coverage(report, plan.label, len(plan.rows), n, plan.side, ctx.opts.min_coverage, _coverage(plan, fig, columns),
+    check_coverage(report, plan.label, len(plan.rows), n, plan.side, ctx.opts.min_coverage, _coverage(plan, fig, columns),
                     _target_docs(plan, fig))
 
 
 PLAN_BOUNDS = plan_bounds.spec
-ORDER = define("order", "starts never decrease, or the rows are the sidecar's seeded shuffle", "plans, sidecars")
-DUPLICATES = define("duplicates", "no two windows of a plan are identical", "plans")
+ORDER = define("order", "starts never decrease (best-fit: by window, then start) or a seeded shuffle", "plans, sidecars")
+DUPLICATES = define("duplicates", "no two windows of a plan are identical (best-fit: no token in two segments)", "plans")
 COVERAGE = define("coverage", "share of tokens inside at least one window ≥ --min-coverage", "plans, sidecars")
 
 
@@ -117,18 +123,14 @@ def _check_bounds(report: Report, plan: Plan, got: Prepared, fig: PlanFigures, t
     """plan_bounds: made for this file, a sidecar whose parameters fit each other, every window inside [0, N)."""
     rows, side, scan, span, n = plan.rows, plan.side, plan.scan, plan.span, plan.scan.n
     params = side.params
-    problems = _source_problems(plan, targets)
+    problems = source_problems(plan, targets)
     if span is None or span < 1:
         problems.append(f"sidecar params.span is {params.span!r}, not a positive integer")
-    problems += _param_problems(params, side, rows, span, plan.T, plan.targets)
+    problems += param_problems(params, side, rows, span, plan.T, plan.targets)
     nwin = int_param(side.stats, "windows")
     if nwin is not None and nwin != len(rows):
         problems.append(f"sidecar stats.windows {nwin} but the plan has {len(rows)} rows")
-    if side.rows_checksum is not None:
-        have = got.rows_checksum or formats.rows_checksum(rows)
-        if have != side.rows_checksum:
-            problems.append(f"the rows are not the ones windows wrote: the sidecar's rows_checksum is {side.rows_checksum},"
-                            f" the rows' {have} (a row was edited, added, removed or reordered)")
+    problems += rows_checksum_problems(got, rows)
     if fig.bad:
         problems.append(_first_out_of_bounds(rows, fig, n, span))
     figs = {"windows": len(rows), "tokens": n, "span": span, "bad_windows": fig.bad}
@@ -140,7 +142,19 @@ def _check_bounds(report: Report, plan: Plan, got: Prepared, fig: PlanFigures, t
                    f" {scan.label}{unsummed}", **figs)
 
 
-def _source_problems(plan: Plan, targets) -> list[str]:
+def rows_checksum_problems(got: Prepared, rows: np.ndarray) -> list[str]:
+    """Why the rows are not the ones windows wrote (the sidecar's ``rows_checksum``), or nothing."""
+    side = got.side
+    if side.rows_checksum is None:
+        return []
+    have = got.rows_checksum or formats.rows_checksum(rows)
+    if have == side.rows_checksum:
+        return []
+    return [f"the rows are not the ones windows wrote: the sidecar's rows_checksum is {side.rows_checksum},"
+            f" the rows' {have} (a row was edited, added, removed or reordered)"]
+
+
+def source_problems(plan: Plan, targets) -> list[str]:
     """Whether the sidecar's source (size, checksum, dtype) is the scanned file."""
     src, scan = plan.side.source, plan.scan
     problems = []
@@ -255,7 +269,7 @@ def _shard_problem(params: formats.PlanParams, side, nrows: int) -> str | None:
     return None
 
 
-def _param_problems(params: formats.PlanParams, side, rows, span, T, targets_flag) -> list[str]:
+def param_problems(params: formats.PlanParams, side, rows, span, T, targets_flag) -> list[str]:
     """Sidecar parameters that do not fit each other or the rows: a sidecar may not switch a
     check off by claiming what is not so (no targets, a shard, a shuffle)."""
     out = []
@@ -302,7 +316,7 @@ def _same_dtype(a, b) -> bool | None:
         return False
 
 
-def _check_coverage(report, label, nrows: int, n, side, min_coverage, c: dict | None, target_docs: int = 0) -> None:
+def check_coverage(report, label, nrows: int, n, side, min_coverage, c: dict | None, target_docs: int = 0) -> None:
     """``nrows``: the plan's rows; ``c``: their ``coverage_stats`` (with ``covered_shifted`` when ``target_docs``);
     ``target_docs`` > 0 for a targets plan: the number of documents it has windows in."""
     if n == 0:

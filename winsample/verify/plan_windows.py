@@ -10,6 +10,7 @@ import numpy as np
 from .. import disk, formats
 from ..errors import WinsampleError
 from ..planning.boundaries import sorted_unique
+from .packed import window_index
 from .plan import Plan
 from .registry import check
 from .report import Report, Status
@@ -41,6 +42,10 @@ def _check_materialized(report, plan_path: Path, label, rows, side, scan, span) 
     mat = side.materialized
     path = formats.materialized_path(plan_path)
     if mat is None and not path.exists():
+        return
+    if side.best_fit:  # windows refuses --materialize with --pack best-fit
+        what = "its sidecar names materialized windows" if mat is not None else f"{path.name} lies beside it (another plan's)"
+        report.add(MATERIALIZED, path.name, Status.FAIL, f"a best-fit plan has no materialized windows, but {what}")
         return
     name = mat.get("file") if isinstance(mat, dict) else None
     if mat is not None and (not isinstance(mat, dict) or name != path.name):
@@ -113,6 +118,9 @@ def _check_alignment(report, plan: Plan, T: int | None, span: int | None, target
     if len(rows) == 0:
         report.add(ALIGNMENT, label, Status.SKIP, "empty plan")
         return
+    if plan.side.best_fit:
+        _check_packed_alignment(report, plan, T, span)
+        return
     tiny = np.flatnonzero(rows["length"] < 2)  # every row, not a sample: one comparison
     if len(tiny):
         r = int(tiny[0])
@@ -123,6 +131,43 @@ def _check_alignment(report, plan: Plan, T: int | None, span: int | None, target
     tokens = np.asarray(plan.scan.tokens())  # a plain view: no memmap wrapping per slice
     pick = sorted_unique(np.linspace(0, len(rows) - 1, min(len(rows), ALIGN_SAMPLE)).round().astype(np.int64))
     _report_alignment(report, label, _misaligned(tokens, rows, pick, T), len(pick), len(rows), len(tokens), T)
+
+
+def _check_packed_alignment(report, plan: Plan, T: int, span: int) -> None:
+    """A best-fit window is its segments side by side: w, then x = w[:L − 1], y = w[1:L], in a sample of windows."""
+    idx, label = window_index(plan.rows), plan.label
+    if idx is None:
+        report.add(ALIGNMENT, label, Status.SKIP, "window numbers are not 0, 1, … in row order (see order, packing): no window to gather")
+        return
+    tokens = np.asarray(plan.scan.tokens())
+    n, W = len(tokens), len(idx) - 1
+    pick = sorted_unique(np.linspace(0, W - 1, min(W, ALIGN_SAMPLE)).round().astype(np.int64))
+    why, crossing = {}, 0
+    for i in pick.tolist():
+        seg = plan.rows[idx[i] : idx[i + 1]]
+        s, L = seg["start"].astype(np.int64), seg["length"].astype(np.int64)
+        total = int(L.sum())
+        if (s < 0).any() or (L < 1).any() or (s > n - L).any():
+            why[i] = (int(s[0]), "a segment lies outside the tokens")
+            continue
+        if not 2 <= total <= span:
+            why[i] = (int(s[0]), f"{total} tokens: x = w[:L − 1] must hold 1 to T = {T}")
+            continue
+        w = np.concatenate([tokens[a : a + b] for a, b in zip(s.tolist(), L.tolist())]).astype(np.int64)
+        pos = np.repeat(s - (np.cumsum(L) - L), L) + np.arange(total)  # independent: the .bin position of w[j]
+        x, y = w[:-1], w[1:]
+        if not (np.array_equal(x, tokens[pos[:-1]]) and np.array_equal(y, tokens[pos[1:]]) and np.array_equal(x[1:], y[:-1])):
+            why[i] = (int(s[0]), "y is not x shifted by one token")
+        crossing += len(seg) - 1
+    if why:
+        i = min(why)
+        report.add(ALIGNMENT, label, Status.FAIL, f"{len(why)} of {len(pick)} sampled window(s) misaligned; first: window {i}"
+                   f" (first segment at {why[i][0]}): {why[i][1]}", checked=len(pick), misaligned=len(why))
+        return
+    report.add(ALIGNMENT, label, Status.PASS, f"{len(pick)} of {W} windows {'(an even sample) ' if len(pick) < W else ''}checked:"
+               f" each its segments side by side (w), x = w[:L−1], y = w[1:L], L ≤ T + 1 = {span}; {crossing} of their labels"
+               " cross a segment edge (winsample.Loader's cross_doc_labels='mask' drops them)",
+               checked=len(pick), misaligned=0, crossing_labels=crossing)
 
 
 def _misaligned(tokens: np.ndarray, rows: np.ndarray, pick: np.ndarray, T: int) -> dict[int, tuple[int, str]]:
