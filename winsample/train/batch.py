@@ -70,6 +70,17 @@ class Plan:
             raise DataError(f"{self.path or 'plan'}: segment rows must be sorted by window, numbered 0, 1, … without a gap")
         return np.searchsorted(w, np.arange((int(w[-1]) + 2) if len(w) else 1), "left").astype(np.int64)
 
+    @cached_property
+    def columns(self) -> dict[str, np.ndarray]:
+        """Contiguous int64 copies of the columns a batch reads (a field of the structured rows is
+        a strided view): ``win_start``, ``win_length`` (per window) and, for a best-fit plan,
+        ``seg_start``, ``seg_length``, ``seg_doc`` (per segment)."""
+        cols = {"win_start": self.windows["start"].astype(np.int64), "win_length": self.windows["length"].astype(np.int64)}
+        if self.best_fit:
+            cols.update(seg_start=self.rows["start"].astype(np.int64), seg_length=self.rows["length"].astype(np.int64),
+                        seg_doc=self.rows["doc"].astype(np.int64))
+        return cols
+
     @property
     def T(self) -> int:
         return int(self.sidecar.T)

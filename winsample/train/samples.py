@@ -290,29 +290,30 @@ def gather(tokens, plan, index: np.ndarray, T: int, pad_id: int, ignore_index: i
     """
     index = np.asarray(index, np.int64)
     B = len(index)
-    r = plan.windows[index]
-    real = np.minimum(r["length"].astype(np.int64) - 1, T)  # x columns with a label
+    cols = plan.columns
+    lengths = cols["win_length"][index]
+    real = np.minimum(lengths - 1, T)  # x columns with a label
     fast = _fast_reader(tokens) is not None
     if plan.best_fit:  # each window is its segments side by side
         first = plan.segment_index
         lo = first[index]
         per = first[index + 1] - lo
         lead = np.cumsum(per) - per  # each row's first segment, in the batch's list
-        segs = np.arange(int(per.sum()), dtype=np.int64) + np.repeat(lo - lead, per)
-        starts = plan.rows["start"][segs].astype(np.int64)
-        lens = plan.rows["length"][segs].astype(np.int64)
+        segs = np.arange(int(lead[-1] + per[-1]) if B else 0, dtype=np.int64) + np.repeat(lo - lead, per)
+        starts = cols["seg_start"][segs]
+        lens = cols["seg_length"][segs]
         row = np.repeat(np.arange(B, dtype=np.int64), per)
         col = np.cumsum(lens) - lens
         col -= np.repeat(col[lead], per)  # offset inside its row
-        off = starts - docs()[plan.rows["doc"][segs].astype(np.int64)] if positions == "source" else None
+        off = starts - docs()[cols["seg_doc"][segs]] if positions == "source" else None
         if fast:
             base = off if off is not None else np.zeros(len(row), np.int64)
             return assemble_segments(tokens, B, T, (row, col, starts, lens, base), real, pad_id, ignore_index,
                                      positions, cross_doc, fresh)
-        layout = segment_layout(row, col, lead, r["length"], T, off)
+        layout = segment_layout(row, col, lead, lengths, T, off)
         return assemble(tokens, B, T, row * (T + 1) + col, starts, lens, real, layout, pad_id, ignore_index, positions,
                         cross_doc, fresh)
-    starts, lengths = r["start"].astype(np.int64), r["length"].astype(np.int64)
+    starts = cols["win_start"][index]
     if positions != "window" or cross_doc == "mask":
         layout = regular_layout(starts, lengths, T, docs())
         if fast:
