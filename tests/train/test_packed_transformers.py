@@ -331,3 +331,35 @@ def test_plain_windows_crossing_documents_get_their_segments_from_the_document_i
             packed = model(input_ids=torch.from_numpy(b.x), position_ids=torch.from_numpy(b.position_ids)).logits
         assert max_gap_to_alone(model, b, rows, packed) <= TOL
 
+
+# -- across processes: torch's DataLoader workers --
+
+
+class EpochBatches(torch.utils.data.Dataset):
+    """Item i: the whole Batch of step i of epoch 0 (the guide's DataLoader pattern, returning the Batch)."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        return self.loader.batch(0, i)
+
+
+@pytest.mark.parametrize("plan, options", [("plain.npy", {}), ("plain.npy", {"positions": "doc"}), ("packed.npy", {"cross_doc_labels": "mask"})])
+def test_a_batch_comes_back_whole_from_a_dataloader_worker(data, plan, options):
+    """A worker pickles each Batch to the training process, which then reads its packed fields:
+    with the Loader's defaults a regular plan's segments are found only when first read."""
+    from torch.utils.data import DataLoader
+
+    loader = winsample.Loader(data / plan, data / "data" / "train.bin", batch_size=8, seed=0, **options)
+    got = list(DataLoader(EpochBatches(loader), batch_size=None, num_workers=1, timeout=60))  # a lost item fails, not hangs
+    assert len(got) == 3
+    for step, b in enumerate(got):
+        want = loader.batch(0, step)
+        assert (b.segments.max(axis=1) >= 1).any()  # documents meet inside some row
+        for field in ("x", "y", "position_ids", "segments", "attention_mask", "cu_seqlens"):
+            assert np.array_equal(getattr(b, field), getattr(want, field)), field
+        assert b.max_seqlen == want.max_seqlen
