@@ -26,16 +26,17 @@ windows of its document, so coverage = Σ (length − fresh) with no per-token a
 """
 
 from . import boundaries
+from .bestfit import best_fit, plan_best_fit
 from .build import build_plans, doc_edges, documents, load_tokenizer, plan_params
 from .options import (
                       BOUNDARIES,
                       FORMATS,
                       LONGS,
-                      PACKED_DTYPE,
-                      PACKS,
                       MAX_POSITION,
                       MAX_SHARDS,
                       MAX_T,
+                      PACKED_DTYPE,
+                      PACKS,
                       PLAN_DTYPE,
                       SHORTS,
                       TAILS,
@@ -47,7 +48,6 @@ from .options import (
                       resolve_stride,
                       span_of,
 )
-from .bestfit import best_fit, plan_best_fit
 from .planners import SemanticPlanner, plan_packed, plan_regular, plan_semantic
 from .stats import fill_fresh, make_rows, packed_stats, plan_stats, shard_rows, shard_stats, shuffle_rows
 
