@@ -4,7 +4,7 @@ The data is real text with many short documents: the bundled corpus' paragraphs,
 each, encoded by ``winsample encode`` and planned by ``winsample windows`` (best-fit packing, or
 plain windows that cross documents). The proof is the model's own: every document segment of a
 packed row has, inside the row, the logits it has when run alone, and the packed loss is the
-per-document losses' token-weighted mean.
+per-document losses' token-weighted mean. Last, a Batch crosses from a torch DataLoader worker whole.
 
 Expectations never come from the code under test: documents are the runs the ``<|endoftext|>``
 ids of the .bin end (a plain loop), a row's pieces are the plan file's rows (``np.load``) cut at
