@@ -45,6 +45,7 @@ class Batch:
     in one pass, else computed from the layout when first read.
 
     Unpacks like the ``(x, y)`` tuple batches used to be: ``x, y = batch``; ``batch[0]`` is x.
+    Pickles whole (a DataLoader worker's batch): a layout not yet made is made first.
     """
 
     def __init__(self, x: np.ndarray, y: np.ndarray, real: np.ndarray, positions: str, layout=None,
@@ -56,6 +57,9 @@ class Batch:
     @cached_property
     def _layout(self) -> Layout:
         return self._make if isinstance(self._make, Layout) else self._make()
+
+    def __getstate__(self):  # to another process (a DataLoader worker's batch): a lazy layout is a closure, made now
+        return dict(self.__dict__, _make=self._layout)
 
     def __iter__(self):
         return iter((self.x, self.y))
