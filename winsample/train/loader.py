@@ -179,7 +179,8 @@ class Loader:
         return self._epoch(epoch).plan
 
     def row_index(self, epoch: int, step: int) -> np.ndarray:
-        """int64 row numbers, in ``plan(epoch).rows``, of the lines of batch (epoch, step) on this rank."""
+        """int64 window numbers, in ``plan(epoch).windows`` (``rows`` itself but for a best-fit plan,
+        whose rows are segments), of the lines of batch (epoch, step) on this rank."""
         ep = self._epoch(epoch)
         if not 0 <= step < ep.steps:
             raise StepOutOfRange(f"step {step} of epoch {epoch} is outside [0, {ep.steps}): the epoch has {ep.steps} batches per rank")

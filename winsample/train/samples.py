@@ -59,6 +59,8 @@ class Batch:
         return self._make if isinstance(self._make, Layout) else self._make()
 
     def __getstate__(self):  # to another process (a DataLoader worker's batch): a lazy layout is a closure, made now
+        if self._make is None or isinstance(self._make, Layout):
+            return dict(self.__dict__)
         return dict(self.__dict__, _make=self._layout)
 
     def __iter__(self):
