@@ -33,7 +33,7 @@ LAYERS = [  # bottom first: a node imports only nodes of lower layers
     {"tokensrc"},  # opening token sources (each layout's reader beside its writer)
     {"planning", "provenance"},  # window planning (pure); where documents came from
     {"train"},  # the Loader and get_batch
-    {"encode", "windows", "verify", "inspect", "plot"},  # the commands' libraries
+    {"encode", "windows", "mixing", "verify", "inspect", "plot"},  # the commands' libraries
     {"cli", "__init__"},  # the command line; the package's public API
     {"__main__"},
 ]

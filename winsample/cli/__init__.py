@@ -5,7 +5,7 @@ Exit codes: 0 success, 1 the data failed a check, 2 the tool could not do the jo
 Every ``WinsampleError`` becomes one line on stderr here, in ``WinsampleGroup.invoke``.
 """
 
-from . import early, encode, inspect, verify, windows  # noqa: F401  (early first: see early.py; each other registers its command)
+from . import early, encode, inspect, mix, verify, windows  # noqa: F401  (early first: see early.py; each other registers its command)
 from .common import EXIT_CODE_KEY
 from .main import entry, main
 

@@ -69,6 +69,17 @@ def plan_summary(s: dict) -> list[str]:
     return lines
 
 
+def mixture_lines(r: dict) -> list[str]:
+    """What mix prints: the epoch, and each source's share, windows and repeats."""
+    lines = [f"{plural(r['windows'], 'window')} an epoch from {plural(len(r['sources']), 'source')} → {r['file']}"]
+    for s in r["sources"]:
+        lo, hi = s["repeats"]
+        rep = "each window once at most" if hi <= 1 else f"each window {lo}–{hi} times" if lo != hi else f"each window {hi} times"
+        lines.append(f"  {s['name']}: weight {s['weight']}, {s['count']:,} of its {s['windows']:,} windows ({s['share']:.2%};"
+                     f" {rep}), ~{s['tokens']:,} tokens")
+    return lines
+
+
 def packing_line(s: dict) -> str:
     """One line for a best-fit plan (a windows summary or a sidecar's stats with T and span)."""
     cut = {"split": s.get("documents_split"), "truncated": s.get("documents_truncated"), "dropped": s.get("documents_dropped")}

@@ -156,11 +156,14 @@ from .npy import (
     write_doc_index_stream,
 )
 from .plan import (
+    MIXTURE_DTYPE,
+    MIXTURE_VERSION,
     PACKED_DTYPE,
     PACKED_VERSION,
     PLAN_DTYPE,
     PLAN_FORMAT,
     PLAN_VERSION,
+    MixtureSource,
     PlanParams,
     PlanSidecar,
     PlanSource,

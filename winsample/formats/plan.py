@@ -21,12 +21,16 @@ from .npy import load_npy
 from .schema import extra_keys, get_dtype, get_int, get_name, get_obj, get_str, read_json, schema_error
 
 PLAN_FORMAT = "winsample-plan"
-PLAN_VERSION = 2  # 2: best-fit packed plans (segment rows); every other plan is still written as 1
+PLAN_VERSION = 3  # 2: best-fit packed plans (segment rows); 3: mixtures; every other plan is still written as 1
 PACKED_VERSION = 2
+MIXTURE_VERSION = 3
 
 PLAN_DTYPE = np.dtype([("start", "<i8"), ("length", "<i4"), ("doc", "<i8"), ("fresh", "<i4")])
 # a best-fit packed plan: one row per segment (a document or a piece of one), sorted by window
 PACKED_DTYPE = np.dtype([("window", "<i8"), ("start", "<i8"), ("length", "<i4"), ("doc", "<i8")])
+# a mixture: one row per source plan (the sidecar's ``sources``, in order): its windows, the
+# windows it serves per epoch, and the tokens its windows span (one pass over its plan)
+MIXTURE_DTYPE = np.dtype([("windows", "<i8"), ("count", "<i8"), ("tokens", "<i8")])
 
 
 def plan_staging_dir(plan_path: str | Path) -> Path:
@@ -194,7 +198,45 @@ class PlanStats(_Fields):
     documents_dropped: int | None
 
 
-_SIDECAR_KEYS = ("format", "version", "source", "params", "stats", "plan_stats", "tokenizer", "materialized", "rows_checksum")
+_SIDECAR_KEYS = ("format", "version", "source", "params", "stats", "plan_stats", "tokenizer", "materialized", "sources",
+                 "rows_checksum")
+
+
+@dataclass
+class MixtureSource:
+    """One entry of a mixture sidecar's ``sources``: a window plan and its share.
+
+    ``plan``: the plan's path relative to the mixture plan's folder (as ``mix`` wrote it);
+    ``rows_checksum``: that plan's own ``rows_checksum`` when the mixture was made (an edited
+    or re-planned source is caught); ``weight``: as given (a decimal string or a number)."""
+
+    name: str
+    plan: str
+    weight: Any
+    rows_checksum: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    KEYS = ("name", "plan", "weight", "rows_checksum")
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str, i: int) -> MixtureSource:
+        if not isinstance(obj, dict):
+            schema_error(where, f"sources[{i}] is not a JSON object")
+        name = get_str(obj, "name", where, f"sources[{i}]")
+        plan = get_str(obj, "plan", where, f"sources[{i}]")
+        if not name or not plan or "\x00" in plan:
+            schema_error(where, f"sources[{i}]: a source needs a name and a plan path")
+        w = obj.get("weight")
+        if isinstance(w, bool) or not isinstance(w, (int, float, str)):
+            schema_error(where, f"sources[{i}].weight is not a number")
+        return cls(name=name, plan=plan, weight=w, rows_checksum=get_str(obj, "rows_checksum", where, f"sources[{i}]",
+                                                                            required=False, nullable=True),
+                   extra=extra_keys(obj, cls.KEYS))
+
+    def to_json(self) -> dict:
+        out = {k: getattr(self, k) for k in self.KEYS if getattr(self, k) is not None}
+        out.update(self.extra)
+        return out
 
 
 @dataclass
@@ -220,7 +262,8 @@ class PlanSidecar:
     tokenizer: dict | None = None
     materialized: dict | None = None
     rows_checksum: str | None = None  # xxh3-128 of the rows as write_plan saved them; None: a plan from before it was kept
-    version: int = 1  # write_plan writes PACKED_VERSION for a segment plan, 1 for every other
+    sources: list[MixtureSource] | None = None  # a mixture: its source plans, in row order
+    version: int = 1  # write_plan writes PACKED_VERSION for a segment plan, MIXTURE_VERSION for a mixture, 1 for every other
     extra: dict = field(default_factory=dict)
     has_source: bool = field(default=True, repr=False, compare=False)
 
@@ -246,6 +289,11 @@ class PlanSidecar:
     def targets(self) -> bool:
         """Windows carry next-token targets (``params.targets``; true when not recorded)."""
         return bool(self.params.targets)
+
+    @property
+    def mixture(self) -> bool:
+        """A mixture of plans: rows are its sources (``MIXTURE_DTYPE``), ``sources`` names them."""
+        return self.sources is not None
 
     @property
     def best_fit(self) -> bool:
@@ -274,7 +322,14 @@ class PlanSidecar:
             get_name(mat, "file", where, "materialized")
             get_dtype(mat, "dtype", where, "materialized", required=False)
         rows_sum = get_str(obj, "rows_checksum", where, "", required=False)
-        return cls(source=PlanSource.from_json(src or {}, where), params=PlanParams(params), stats=PlanStats(stats),
+        sources = obj.get("sources")
+        if sources is not None:
+            if version < MIXTURE_VERSION:
+                schema_error(where, f"sources (a mixture) needs plan version {MIXTURE_VERSION}, the file says {version}")
+            if not isinstance(sources, list) or not sources:
+                schema_error(where, "sources is not a non-empty JSON list")
+            sources = [MixtureSource.from_json(x, where, i) for i, x in enumerate(sources)]
+        return cls(sources=sources, source=PlanSource.from_json(src or {}, where), params=PlanParams(params), stats=PlanStats(stats),
                    plan_stats=PlanStats(plan_stats) if plan_stats is not None else None, tokenizer=tok,
                    materialized=mat, rows_checksum=rows_sum, version=version, extra=extra_keys(obj, _SIDECAR_KEYS),
                    has_source=src is not None)
@@ -290,15 +345,25 @@ class PlanSidecar:
             out["tokenizer"] = self.tokenizer
         if self.materialized is not None:
             out["materialized"] = self.materialized
+        if self.sources is not None:
+            out["sources"] = [x.to_json() for x in self.sources]
         if self.rows_checksum is not None:
             out["rows_checksum"] = self.rows_checksum
         out.update(self.extra)
         return out
 
 
-def rows_dtype(packed: bool) -> np.dtype:
-    """The rows' dtype: ``PACKED_DTYPE`` (segments) for a best-fit plan, else ``PLAN_DTYPE``."""
+def rows_dtype(packed: bool | str) -> np.dtype:
+    """The rows' dtype: ``PACKED_DTYPE`` (segments) for a best-fit plan (``packed`` true),
+    ``MIXTURE_DTYPE`` for a mixture (``packed == "mixture"``), else ``PLAN_DTYPE``."""
+    if packed == "mixture":
+        return MIXTURE_DTYPE
     return PACKED_DTYPE if packed else PLAN_DTYPE
+
+
+def _kind(rows: np.ndarray) -> bool | str:
+    names = rows.dtype.names or ()
+    return "mixture" if "count" in names else "window" in names
 
 
 def write_plan(path: str | Path, plan: np.ndarray, sidecar: dict | PlanSidecar) -> None:
@@ -309,11 +374,11 @@ def write_plan(path: str | Path, plan: np.ndarray, sidecar: dict | PlanSidecar) 
     The sidecar's ``rows_checksum`` is set to the rows' (``rows_checksum``): an edited row shows;
     its ``version`` is PACKED_VERSION for segments, 1 for window rows (which version 1 readers read).
     """
-    packed = plan.dtype.names is not None and "window" in plan.dtype.names
+    packed = _kind(plan)
     plan = np.ascontiguousarray(plan, dtype=rows_dtype(packed))
     side = sidecar.to_json() if isinstance(sidecar, PlanSidecar) else {"format": PLAN_FORMAT, "version": 1, **sidecar}
     if packed:
-        side["version"] = PACKED_VERSION
+        side["version"] = MIXTURE_VERSION if packed == "mixture" else PACKED_VERSION
     side["rows_checksum"] = rows_checksum(plan)
     with atomic_open(path) as f:
         np.save(f, plan)
@@ -324,8 +389,7 @@ def rows_checksum(rows: np.ndarray) -> str:
     """xxh3-128 of plan rows as ``write_plan`` saves them (PLAN_DTYPE or PACKED_DTYPE,
     little-endian, in order)."""
     h = new_hasher()
-    packed = rows.dtype.names is not None and "window" in rows.dtype.names
-    h.update(np.ascontiguousarray(rows, dtype=rows_dtype(packed)))
+    h.update(np.ascontiguousarray(rows, dtype=rows_dtype(_kind(rows))))
     return format_checksum(h)
 
 
@@ -333,10 +397,10 @@ def _read_plan_rows(path: Path, packed: bool | None = False) -> np.ndarray:
     """The rows, checked against ``rows_dtype(packed)`` (``None``: whichever the fields say)."""
     arr = load_npy(path, "a window plan (.npy)")
     if packed is None:
-        packed = arr.dtype.names is not None and "window" in arr.dtype.names
+        packed = _kind(arr) if arr.dtype.names is not None else False
     want_dtype = rows_dtype(packed)
     if arr.dtype.names is None or any(n not in arr.dtype.names for n in want_dtype.names):
-        kind = "a best-fit plan's segments" if packed else "a window plan"
+        kind = "a mixture's sources" if packed == "mixture" else "a best-fit plan's segments" if packed else "a window plan"
         raise DataError(f"{path}: not {kind}: fields {arr.dtype.names}, expected {want_dtype.names}")
     for name in want_dtype.names:
         if arr.dtype[name].kind not in "iu":
@@ -373,7 +437,7 @@ def load_plan(path: str | Path) -> tuple[np.ndarray, PlanSidecar]:
     if not os.path.lexists(plan_sidecar(path)):
         _read_plan_rows(path, None)  # a file that is no plan at all says so before its missing sidecar
     side = PlanSidecar.from_json(_read_sidecar_json(path), str(plan_sidecar(path)))
-    return _read_plan_rows(path, side.best_fit), side
+    return _read_plan_rows(path, "mixture" if side.mixture else side.best_fit), side
 
 
 def read_plan(path: str | Path) -> tuple[np.ndarray, dict]:
@@ -383,4 +447,4 @@ def read_plan(path: str | Path) -> tuple[np.ndarray, dict]:
         _read_plan_rows(path, None)
     obj = _read_sidecar_json(path)
     side = PlanSidecar.from_json(obj, str(plan_sidecar(path)))
-    return _read_plan_rows(path, side.best_fit), obj
+    return _read_plan_rows(path, "mixture" if side.mixture else side.best_fit), obj

@@ -50,5 +50,5 @@ from .megatron import (
     write_megatron_index,
 )
 from .nanogpt import NO_META, OpenSplit, find_meta, is_logical, open_folder, open_split
-from .open import foreign_source, open_source
+from .open import foreign_source, open_source, plan_tokens
 from .sharded import ConcatTokens, stream_of

@@ -82,3 +82,32 @@ def _megatron_source(prefix, encoding, layout: str) -> OpenSplit:
     if n and (len(starts) == 0 or starts[0] != 0):  # ids before the first document: a piece of its own
         starts = np.concatenate([[0], starts]).astype(np.int64)
     return OpenSplit(bin_path, dtype, n, nbytes, encoding=encoding, layout=layout, known_starts=starts)
+
+
+def plan_tokens(plan_path, source) -> Path:
+    """The token file a plan was made for, found from its sidecar's ``source`` (a
+    ``formats.PlanSource``): ``source.path`` as given to ``windows`` (relative to where it ran),
+    else ``source.file`` beside the plan. A candidate counts only when its size is
+    ``source.bytes`` and, where a meta.json describes it, its recorded checksum is
+    ``source.checksum`` (no token is read); DataError naming what was tried otherwise."""
+    plan_path = Path(plan_path)
+    tried = []
+    for cand in (source.path, plan_path.parent / source.file if source.file else None):
+        if not cand or str(cand) in tried:
+            continue
+        tried.append(str(cand))
+        p = Path(cand)
+        if not p.exists() and not (p.parent / f"{p.name}.idx").exists():
+            continue
+        try:
+            src = open_source(p)
+        except (DataError, InputError):
+            continue
+        if source.bytes is not None and src.nbytes != source.bytes:
+            continue
+        recorded = src.entry.checksum if src.entry is not None else None
+        if recorded and source.checksum and recorded != source.checksum:
+            continue
+        return p
+    raise DataError(f"{plan_path}: its token file is not where its sidecar says (tried {', '.join(tried) or 'nothing'},"
+                    f" {source.bytes} bytes{', ' + source.checksum if source.checksum else ''}): pass tokens_path")

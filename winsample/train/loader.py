@@ -43,8 +43,9 @@ import numpy as np
 
 from .. import formats
 from ..errors import ConfigError, DataError
-from ..tokensrc import open_source
+from ..tokensrc import open_source, plan_tokens
 from .batch import Plan, check_batch_size, plan_eot, read_plan
+from .mixed import Mixed
 from .samples import CROSS_DOC, POSITIONS, Batch, check_choice, gather, regular_layout
 
 MAX_ID = (1 << 32) - 1  # the widest token id a .bin holds (uint32)
@@ -86,6 +87,7 @@ class Exposure:
     targets_min: int
     targets_mean: float
     targets_max: int
+    sources: list | None = None  # a mixture: each source's windows, served, tokens, repeats and label counts
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -106,6 +108,7 @@ class _Epoch:
     order: np.ndarray  # permutation of range(len(rows))
     steps: int
     left_out: int
+    mix: tuple | None = None  # a mixture: (source, window) of every position, served in this order
 
 
 class Loader:
@@ -118,7 +121,8 @@ class Loader:
     else meta.json's, else GPT-2's 50256).
     """
 
-    def __init__(self, plan, tokens_path, batch_size: int, seed: int, rank: int = 0, world_size: int = 1,
+    def __init__(self, plan, tokens_path=None, batch_size: int | None = None, seed: int | None = None, rank: int = 0,
+                 world_size: int = 1,
                  short: str | None = None, ignore_index: int = -1, labels: str = "all", pad_id: int | None = None,
                  positions: str = "window", cross_doc_labels: str = "keep"):
         check_batch_size("Loader", batch_size)
@@ -144,11 +148,14 @@ class Loader:
         self.short, self.ignore_index, self.labels = short, int(ignore_index), labels
         self._source = plan
         self._base: Plan | None = None  # the one plan given as a Plan or a path, read once
+        self._mixed: Mixed | None = None  # a mixture plan's sources
+        tokens_path = self._find_tokens(plan, tokens_path, short)
         self._tokens_arg = tokens_path
         self._tokens = None if isinstance(tokens_path, (str, Path)) else tokens_path
         self._tokenizer = None  # meta.json's tokenizer entry of tokens_path
         self._doc_starts = None  # the .bin's document starts, read when a batch first needs them
-        self._open()
+        if self._mixed is None:
+            self._open()
         self._cache: OrderedDict[int, _Epoch] = OrderedDict()
         self._steps: list[int] = []  # steps of epochs 0, 1, … as far as ``locate`` has looked
         first = self._epoch(0)
@@ -189,8 +196,19 @@ class Loader:
 
     def rows(self, epoch: int, step: int) -> np.ndarray:
         """The windows (``start, length, doc, fresh``: ``Plan.windows``) of the lines of batch
-        (epoch, step), in line order; ``row_index`` numbers them (a best-fit plan's window numbers)."""
-        return self._epoch(epoch).plan.windows[self.row_index(epoch, step)]
+        (epoch, step), in line order; ``row_index`` numbers them (a best-fit plan's window numbers).
+        A mixture's rows are ``source`` (an index into ``sources``), ``window`` (in that source's
+        plan), ``start`` and ``length`` (in that source's token file)."""
+        ep = self._epoch(epoch)
+        if ep.mix is not None:
+            pos = self.row_index(epoch, step)
+            return self._mixed.rows(ep.mix[0][pos], ep.mix[1][pos])
+        return ep.plan.windows[self.row_index(epoch, step)]
+
+    @property
+    def sources(self) -> list[str]:
+        """A mixture's source names, in the order ``rows(...)["source"]`` numbers them ([] otherwise)."""
+        return list(self._mixed.names) if self._mixed is not None else []
 
     def batch(self, epoch: int, step: int) -> Batch:
         """The Batch of (epoch, step): ``x, y = batch`` (int64, C-contiguous, (batch_size, T); y[i, j]
@@ -199,7 +217,12 @@ class Loader:
         Padding, ``fresh`` and cross-document masking as in the module docstring. Pure: same
         arguments, same arrays.
         """
-        return self._gather(self._epoch(epoch).plan, self.row_index(epoch, step))
+        ep = self._epoch(epoch)
+        if ep.mix is not None:
+            pos = self.row_index(epoch, step)
+            return self._mixed.gather(ep.mix[0][pos], ep.mix[1][pos], self.T, self.pad_id, self.ignore_index,
+                                      self.positions, self.cross_doc_labels)
+        return self._gather(ep.plan, self.row_index(epoch, step))
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """``batch(epoch, s)`` for s in [start, steps(epoch)): resume an epoch at step ``start``."""
@@ -263,6 +286,8 @@ class Loader:
         """``steps(epoch)`` without drawing the epoch's order when it is not cached."""
         if epoch in self._cache:
             return self._cache[epoch].steps
+        if self._mixed is not None:  # every epoch of a mixture serves the same counts
+            return sum(self._mixed.counts) // (self.world_size * self.batch_size)
         plan = self._resolve(epoch)
         self._check(plan, epoch)
         win = plan.windows
@@ -270,8 +295,11 @@ class Loader:
         return n // (self.world_size * self.batch_size)
 
     def exposure(self, epoch: int = 0) -> Exposure:
-        """How many labels epoch ``epoch`` trains on, and how often each token is a label (all ranks)."""
+        """How many labels epoch ``epoch`` trains on, and how often each token is a label (all ranks).
+        A mixture's figures are its sources' together, and ``sources`` has each one's own."""
         ep = self._epoch(epoch)
+        if ep.mix is not None:
+            return self._mixture_exposure(epoch, ep)
         served_idx = ep.index[np.sort(ep.order[: ep.steps * self.world_size * self.batch_size])]
         plan = ep.plan
         if plan.best_fit or self.cross_doc_labels == "mask":  # labels per segment, not per window
@@ -283,7 +311,30 @@ class Loader:
         return Exposure(epoch=int(epoch), batches=ep.steps, world_size=self.world_size, batch_size=self.batch_size,
                         windows=len(ep.rows), served=len(served_idx), left_out=ep.left_out, **f)
 
-    def _label_rows(self, plan: Plan, index: np.ndarray) -> np.ndarray:
+    def _mixture_exposure(self, epoch: int, ep: _Epoch) -> Exposure:
+        served = ep.steps * self.world_size * self.batch_size
+        src, win = ep.mix[0][:served], ep.mix[1][:served]
+        parts, per_source = [], []
+        for i, (name, plan) in enumerate(zip(self._mixed.names, self._mixed.plans)):
+            idx = np.sort(win[src == i])
+            every = np.arange(len(plan.windows))
+            docs = lambda i=i: self._mixed.docs(i)  # noqa: E731
+            f = label_counts(self._label_rows(plan, every, docs), self._label_rows(plan, idx, docs),
+                             len(self._mixed.tokens(i)), fresh=self.labels == "fresh")
+            times = np.bincount(idx, minlength=len(plan.windows))
+            per_source.append({"name": name, "windows": len(plan.windows), "served": int(len(idx)),
+                               "tokens": int(plan.windows["length"][idx].sum(dtype=np.int64)),
+                               "repeats_min": int(times.min()) if len(times) else 0,
+                               "repeats_max": int(times.max()) if len(times) else 0, **f})
+            parts.append(f)
+        total = {k: sum(f[k] for f in parts) for k in ("file_tokens", "trained_tokens", "targetable", "untargetable", "untrained")}
+        return Exposure(epoch=int(epoch), batches=ep.steps, world_size=self.world_size, batch_size=self.batch_size,
+                        windows=len(ep.mix[0]), served=served, left_out=ep.left_out, **total,
+                        targets_min=min(f["targets_min"] for f in parts), targets_max=max(f["targets_max"] for f in parts),
+                        targets_mean=total["trained_tokens"] / total["targetable"] if total["targetable"] else 0.0,
+                        sources=per_source)
+
+    def _label_rows(self, plan: Plan, index: np.ndarray, docs=None) -> np.ndarray:
         """PLAN_DTYPE rows whose label ranges ``[start + max(fresh, 1), start + length)`` are exactly
         the labels windows ``index`` train on, one row per segment (for ``label_counts``)."""
         win = plan.windows[index]
@@ -291,14 +342,15 @@ class Loader:
         if plan.best_fit:
             first = plan.segment_index
             per = first[index + 1] - first[index]
-            segs = plan.rows[np.concatenate([np.arange(first[i], first[i + 1]) for i in index.tolist()])
-                             if len(index) else np.zeros(0, np.int64)]
+            lo = first[index]
+            start_in = np.cumsum(per) - per
+            segs = plan.rows[np.arange(int(per.sum()), dtype=np.int64) + np.repeat(lo - start_in, per)]
             a, l = segs["start"].astype(np.int64), segs["length"].astype(np.int64)
             lead = np.zeros(len(a), bool)
             lead[np.cumsum(per) - per] = True  # each window's first segment
             fresh = np.zeros(len(a), np.int64)
         else:
-            lay = regular_layout(win["start"], win["length"], self.T, self._docs())
+            lay = regular_layout(win["start"], win["length"], self.T, (docs or self._docs)())
             cut_row, cut_col = lay.cuts
             per = np.bincount(cut_row, minlength=len(win)) + 1
             row = np.repeat(np.arange(len(win)), per)
@@ -338,6 +390,25 @@ class Loader:
             self._doc_starts = np.ascontiguousarray(ds, np.int64)
         return self._doc_starts
 
+    def _find_tokens(self, plan, tokens_path, short):
+        """``tokens_path``, or the token file the plan names when it is None (``tokensrc.plan_tokens``);
+        for a mixture, its sources (``Mixed``), which name their own."""
+        one = not callable(plan) and not (isinstance(plan, Sequence) and not isinstance(plan, (str, bytes)))
+        if one:
+            self._base = plan if isinstance(plan, Plan) else read_plan(plan)
+        if one and self._base.sidecar.mixture:
+            if tokens_path is not None:
+                raise ConfigError("Loader: a mixture's sources name their own token files: leave tokens_path out")
+            if short == "drop":
+                raise ConfigError("Loader: a mixture serves every window its counts say (short ones padded): leave short out")
+            self._mixed = Mixed(self._base)
+            return None
+        if tokens_path is None:
+            if not one or self._base.path is None:
+                raise ConfigError("Loader: tokens_path is needed unless the plan is one file whose sidecar names its tokens")
+            tokens_path = plan_tokens(self._base.path, self._base.sidecar.source)
+        return tokens_path
+
     def _open(self):
         if self._tokens is None:
             src = open_source(self._tokens_arg)  # tokensrc.open_source, refused early when it cannot be planned
@@ -370,6 +441,8 @@ class Loader:
             self._cache.move_to_end(epoch)
             return self._cache[epoch]
         plan = self._resolve(epoch)
+        if self._mixed is not None:
+            return self._mixture_epoch(plan, epoch)
         self._check(plan, epoch)
         rows = plan.windows
         short = self._short(plan)
@@ -388,6 +461,21 @@ class Loader:
                             f" not one batch per rank{hint}")
         order = np.random.default_rng([self.seed, epoch, ORDER_STREAM]).permutation(n)
         ep = _Epoch(plan, rows[index], index, order, steps, n - steps * per_step)
+        self._cache[epoch] = ep
+        while len(self._cache) > CACHED_EPOCHS:
+            self._cache.popitem(last=False)
+        return ep
+
+    def _mixture_epoch(self, plan: Plan, epoch: int) -> _Epoch:
+        """A mixture's epoch: its positions served in the order ``Mixed.epoch`` draws (the prefix
+        property lives in that order, so ranks take consecutive positions, never a permutation)."""
+        src, win = self._mixed.epoch(self.seed, epoch)
+        n, per_step = len(src), self.world_size * self.batch_size
+        steps = n // per_step
+        if steps == 0:
+            raise DataError(f"{plan.path or 'mixture'}: {n} windows an epoch, fewer than world_size × batch_size = {per_step}")
+        ident = np.arange(n, dtype=np.int64)
+        ep = _Epoch(plan, None, ident, ident, steps, n - steps * per_step, mix=(src, win))
         self._cache[epoch] = ep
         while len(self._cache) > CACHED_EPOCHS:
             self._cache.popitem(last=False)

@@ -52,16 +52,17 @@ class Batch:
                  fields: dict | None = None):
         self.x, self.y, self._real = x, y, real
         self._make, self._positions = layout, positions  # a Layout, or a function that returns one
-        self._given = fields or {}  # position_ids, segments, run_starts built with x and y
+        self._given = fields or {}  # position_ids, segments, run_starts built with x and y (or functions making them)
 
     @cached_property
     def _layout(self) -> Layout:
         return self._make if isinstance(self._make, Layout) else self._make()
 
-    def __getstate__(self):  # to another process (a DataLoader worker's batch): a lazy layout is a closure, made now
-        if self._make is None or isinstance(self._make, Layout):
-            return dict(self.__dict__)
-        return dict(self.__dict__, _make=self._layout)
+    def __getstate__(self):  # to another process (a DataLoader worker's batch): closures are made now
+        state = dict(self.__dict__, _given={k: self._field(k) for k in self._given})
+        if self._make is not None and not isinstance(self._make, Layout):
+            state["_make"] = self._layout
+        return state
 
     def __iter__(self):
         return iter((self.x, self.y))
@@ -81,12 +82,12 @@ class Batch:
 
     @cached_property
     def segments(self) -> np.ndarray:
-        return self._given["segments"] if "segments" in self._given else self._layout.segments()
+        return self._field("segments") if "segments" in self._given else self._layout.segments()
 
     @cached_property
     def position_ids(self) -> np.ndarray:
         if "position_ids" in self._given:
-            return self._given["position_ids"]
+            return self._field("position_ids")
         return self._layout.positions(self._positions)
 
     @cached_property
@@ -97,9 +98,13 @@ class Batch:
     def max_seqlen(self) -> int:
         return self._runs()[1]
 
+    def _field(self, name: str) -> np.ndarray:
+        got = self._given[name]
+        return got() if callable(got) else got  # a stacked batch's fields are made when first read
+
     def _runs(self) -> tuple[np.ndarray, int]:
         B, T = self.x.shape
-        cu = self._given["run_starts"] if "run_starts" in self._given else self._layout.run_starts()
+        cu = self._field("run_starts") if "run_starts" in self._given else self._layout.run_starts()
         cu = np.append(cu, B * T).astype(np.int32)
         return cu, int(np.diff(cu).max()) if len(cu) > 1 else 0
 

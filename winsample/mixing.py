@@ -1,0 +1,144 @@
+"""``winsample mix``: several window plans → one mixture plan, served by weight.
+
+The arithmetic (epoch length, counts, repeats, the order exact in every prefix) is
+``planning.mixture``; this module reads the source plans, checks they can be mixed (one
+tokenizer, one T, targets alike), and writes the mixture plan: ``MIXTURE_DTYPE`` rows (one per
+source) and a sidecar naming each source plan by its path relative to the mixture's folder and
+its rows checksum. The order itself is not written: ``winsample.Loader`` draws it per epoch from
+the counts and its seed, so a mixture of 10^9 windows is a file of a few hundred bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import disk, formats
+from .errors import ConfigError, DataError
+from .planning import mixture
+from .train import Plan, read_plan
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+TOKENIZER_KEYS = ("name", "family", "ranks_sha256", "spec_sha256", "config_sha256", "model_sha256", "n_vocab", "eot")
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """``NAME=WEIGHT:PLAN`` as given to ``mix``: the weight kept as written ("0.6" is exactly 3/5)."""
+
+    name: str
+    weight: str
+    plan: str
+
+    @classmethod
+    def parse(cls, text: str) -> SourceSpec:
+        name, eq, rest = text.partition("=")
+        weight, colon, plan = rest.partition(":")
+        if not eq or not colon or not plan:
+            raise ConfigError(f"{text!r}: give each source as NAME=WEIGHT:PLAN, e.g. web=0.6:data/web/train.plan.npy")
+        if not NAME.fullmatch(name):
+            raise ConfigError(f"{text!r}: a source name is letters, digits, '_', '.', '-' (at most 64), got {name!r}")
+        mixture.as_fraction(weight)  # a positive number, or ConfigError naming it
+        return cls(name, weight, plan)
+
+
+def tokenizer_identity(entry: dict | None) -> dict:
+    """The fields of a tokenizer entry that say which ids it gives (paths and versions left out)."""
+    return {k: entry[k] for k in TOKENIZER_KEYS if entry and k in entry}
+
+
+def build(specs: list[SourceSpec], out: str | Path, windows: int | None = None, epoch_of: str | None = None,
+          max_repeats: int | None = None) -> dict:
+    """Check the sources, compute one epoch's counts and write the mixture plan ``out``; the summary.
+
+    ConfigError (nothing written) for sources that cannot be mixed: a name twice, another T or
+    targets, another tokenizer (naming both), ``max_repeats`` exceeded, an output over an input.
+    """
+    if not specs:
+        raise ConfigError("mix needs at least one NAME=WEIGHT:PLAN source")
+    names = [s.name for s in specs]
+    if len(set(names)) < len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ConfigError(f"source name {dup!r} given twice: each source needs its own name")
+    if windows is not None and epoch_of is not None:
+        raise ConfigError("--windows and --epoch-of both set: give one")
+    if epoch_of is not None and epoch_of not in names:
+        raise ConfigError(f"--epoch-of {epoch_of}: no source of that name (sources: {', '.join(names)})")
+    out = Path(out)
+    if out.suffix != ".npy":
+        raise ConfigError(f"-o {out}: a mixture plan is a .npy (and its .npy.json sidecar)")
+    plans = [_read_source(s) for s in specs]
+    _check_mixable(specs, plans)
+    sizes = [len(p.windows) for p in plans]
+    for s, n in zip(specs, sizes):
+        if n == 0:
+            raise ConfigError(f"source {s.name} ({s.plan}): the plan has no windows")
+    counts = mixture.epoch_counts([s.weight for s in specs], sizes, windows,
+                                  names.index(epoch_of) if epoch_of is not None else None)
+    reps = mixture.repeats(counts, sizes)
+    if max_repeats is not None:
+        for s, (_, most) in zip(specs, reps):
+            if most > max_repeats:
+                raise ConfigError(f"source {s.name}: its share needs each window up to {most} times an epoch,"
+                                  f" more than --max-repeats {max_repeats}; lower its weight or the epoch")
+    inputs = [q for s in specs for q in (s.plan, formats.plan_sidecar(s.plan))]
+    disk.refuse_overwrite([out, formats.plan_sidecar(out)], inputs)
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise ConfigError(f"-o {out}: folder {folder} does not exist")
+    rows = np.zeros(len(specs), formats.MIXTURE_DTYPE)
+    rows["windows"], rows["count"] = sizes, counts
+    rows["tokens"] = [int(p.windows["length"].sum(dtype=np.int64)) for p in plans]
+    first = plans[0]
+    rule = ({"rule": "windows", "windows": int(windows)} if windows is not None else
+            {"rule": "epoch-of", "source": epoch_of} if epoch_of is not None else {"rule": "first-exhausted"})
+    side = formats.PlanSidecar(
+        params={"T": first.T, "targets": first.targets, "span": first.span, "mixture": rule, "max_repeats": max_repeats},
+        stats={"windows": int(sum(counts))}, tokenizer=first.sidecar.tokenizer, has_source=False,
+        sources=[formats.MixtureSource(name=s.name, plan=os.path.relpath(os.path.abspath(s.plan), os.path.abspath(folder)),
+                                       weight=s.weight, rows_checksum=p.sidecar.rows_checksum)
+                 for s, p in zip(specs, plans)])
+    formats.write_plan(out, rows, side)
+    return summary(specs, rows, reps, str(out))
+
+
+def summary(specs: list[SourceSpec], rows: np.ndarray, reps: list[tuple[int, int]], out: str) -> dict:
+    E = int(rows["count"].sum())
+    return {"windows": E, "file": out, "sources": [
+        {"name": s.name, "weight": s.weight, "share": int(r["count"]) / E if E else 0.0, "windows": int(r["windows"]),
+         "count": int(r["count"]), "repeats": list(rp),
+         "tokens": round(float(r["tokens"]) * int(r["count"]) / int(r["windows"])) if r["windows"] else 0}
+        for s, r, rp in zip(specs, rows, reps)]}
+
+
+def _read_source(s: SourceSpec) -> Plan:
+    try:
+        plan = read_plan(s.plan)
+    except (DataError, ConfigError) as e:
+        raise type(e)(f"source {s.name}: {e}") from None
+    if plan.sidecar.mixture:
+        raise ConfigError(f"source {s.name} ({s.plan}) is itself a mixture: mix its sources instead")
+    if plan.sidecar.params.shard is not None:
+        raise ConfigError(f"source {s.name} ({s.plan}) is one shard of a plan: give the whole plan (the Loader splits ranks)")
+    return plan
+
+
+def _check_mixable(specs: list[SourceSpec], plans: list[Plan]) -> None:
+    a, p0 = specs[0], plans[0]
+    for s, p in zip(specs[1:], plans[1:]):
+        if (p.T, p.targets) != (p0.T, p0.targets):
+            raise ConfigError(f"source {s.name} ({s.plan}) has T {p.T}{'' if p.targets else ' without targets'}, source"
+                              f" {a.name} ({a.plan}) T {p0.T}{'' if p0.targets else ' without targets'}: a batch has one T")
+        t0, t = tokenizer_identity(p0.sidecar.tokenizer), tokenizer_identity(p.sidecar.tokenizer)
+        if t != t0:
+            raise ConfigError(f"source {s.name} ({s.plan}) was tokenized with {t.get('name', 'an unknown tokenizer')}"
+                              f" {_tok(t)}, source {a.name} ({a.plan}) with {t0.get('name', 'an unknown tokenizer')}"
+                              f" {_tok(t0)}: a mixture's ids must mean the same tokens")
+
+
+def _tok(t: dict) -> str:
+    return "(" + ", ".join(f"{k} {v}" for k, v in t.items() if k != "name") + ")"

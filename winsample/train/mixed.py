@@ -1,0 +1,119 @@
+"""A mixture plan opened for serving: its source plans, their tokens, and an epoch's order.
+
+``Mixed(plan)`` reads each source plan the mixture's sidecar names (path relative to the mixture's
+folder; its rows checksum must be the one the mixture recorded) and finds its token file by the
+plan's own sidecar (``tokensrc.plan_tokens``). ``epoch(seed, e)`` is ``planning.mixture``'s
+order: (source, window) of every position, exact in every prefix. ``gather`` builds the Batch of
+some positions, each row from its own source's tokens.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DataError
+from ..planning import mixture
+from ..tokensrc import open_source, plan_tokens
+from .batch import Plan, read_plan
+from .samples import Batch, gather
+
+MIX_ROW = np.dtype([("source", "<i4"), ("window", "<i8"), ("start", "<i8"), ("length", "<i4")])
+
+
+class Mixed:
+    """The sources of mixture plan ``plan`` (a ``Plan`` read from ``plan.path``)."""
+
+    def __init__(self, plan: Plan):
+        side = plan.sidecar
+        where = plan.path or "mixture"
+        folder = Path(plan.path).parent if plan.path else Path(".")
+        self.names = [s.name for s in side.sources]
+        self.counts = plan.rows["count"].astype(np.int64).tolist()
+        self.plans: list[Plan] = []
+        for s, row in zip(side.sources, plan.rows):
+            p = read_plan(folder / s.plan)
+            if s.rows_checksum and p.sidecar.rows_checksum != s.rows_checksum:
+                raise DataError(f"{where}: source {s.name} ({folder / s.plan}) changed since the mixture was made"
+                                " (its rows checksum differs): run winsample mix again")
+            if len(p.windows) != int(row["windows"]):
+                raise DataError(f"{where}: source {s.name} has {len(p.windows)} windows, the mixture says {int(row['windows'])}")
+            if p.span != plan.span:
+                raise DataError(f"{where}: source {s.name} has span {p.span}, the mixture {plan.span}")
+            self.plans.append(p)
+        self.sizes = [len(p.windows) for p in self.plans]
+        self._tokens: list = [None] * len(self.plans)
+        self._docs: list = [None] * len(self.plans)
+
+    def tokens(self, i: int):
+        """Source ``i``'s tokens (a memmap), opened when first needed."""
+        if self._tokens[i] is None:
+            p = self.plans[i]
+            src = open_source(plan_tokens(p.path, p.sidecar.source))
+            if len(p.windows) and int((p.windows["start"] + p.windows["length"]).max()) > src.n:
+                raise DataError(f"{p.path}: a window ends past the end of its tokens ({src.n})")
+            self._tokens[i] = (src, src.tokens)
+        return self._tokens[i][1]
+
+    def docs(self, i: int) -> np.ndarray:
+        """Source ``i``'s document starts (document index, else EOT ids), read once."""
+        if self._docs[i] is None:
+            from .. import planning
+
+            self.tokens(i)
+            src = self._tokens[i][0]
+            self._docs[i] = np.asarray(planning.documents(src, "doc", src.tokens)[0], np.int64)
+        return self._docs[i]
+
+    def epoch(self, seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """(source, window) of every position of ``epoch``: ``planning.mixture.mixture_epoch``."""
+        return mixture.mixture_epoch(self.counts, self.sizes, seed, epoch)
+
+    def rows(self, src: np.ndarray, win: np.ndarray) -> np.ndarray:
+        """``MIX_ROW`` rows: each position's source, window, and that window's start and length."""
+        out = np.zeros(len(src), MIX_ROW)
+        out["source"], out["window"] = src, win
+        for i, p in enumerate(self.plans):
+            k = src == i
+            if k.any():
+                w = p.windows[win[k]]
+                out["start"][k], out["length"][k] = w["start"], w["length"]
+        return out
+
+    def gather(self, src: np.ndarray, win: np.ndarray, T: int, pad_id: int, ignore_index: int, positions: str,
+               cross_doc: str) -> Batch:
+        """The Batch of positions (``src``, ``win``): each source's rows built from its own tokens,
+        then put back in position order."""
+        parts = []
+        for i in np.unique(src).tolist():
+            k = np.flatnonzero(src == i)
+            b = gather(self.tokens(i), self.plans[i], win[k], T, pad_id, ignore_index, positions, cross_doc,
+                       lambda i=i: self.docs(i))
+            parts.append((k, b))
+        return stack(parts, len(src), T)
+
+
+def stack(parts: list[tuple[np.ndarray, Batch]], B: int, T: int) -> Batch:
+    """One Batch of B rows from sub-batches, ``parts`` = (their rows in it, the sub-batch)."""
+    x = np.empty((B, T), np.int64)
+    y = np.empty((B, T), np.int64)
+    real = np.empty(B, np.int64)
+    for k, b in parts:
+        x[k], y[k], real[k] = b.x, b.y, b._real
+
+    def field(name, dtype):
+        def make():
+            out = np.empty((B, T), dtype)
+            for k, b in parts:
+                out[k] = getattr(b, name)
+            return out
+        return make
+
+    def run_starts():
+        flat = [(k[s // T]) * T + s % T for k, b in parts for s in [b.cu_seqlens[:-1].astype(np.int64)]]
+        return np.sort(np.concatenate(flat)) if flat else np.zeros(0, np.int64)
+
+    positions = parts[0][1]._positions if parts else "window"
+    return Batch(x, y, real, positions, fields={"position_ids": field("position_ids", np.int64),
+                                                "segments": field("segments", np.int32), "run_starts": run_starts})
