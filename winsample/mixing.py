@@ -52,7 +52,7 @@ def tokenizer_identity(entry: dict | None) -> dict:
 
 
 def build(specs: list[SourceSpec], out: str | Path, windows: int | None = None, epoch_of: str | None = None,
-          max_repeats: int | None = None) -> dict:
+          max_repeats: int | None = None, seed: int | None = None) -> dict:
     """Check the sources, compute one epoch's counts and write the mixture plan ``out``; the summary.
 
     ConfigError (nothing written) for sources that cannot be mixed: a name twice, another T or
@@ -64,6 +64,8 @@ def build(specs: list[SourceSpec], out: str | Path, windows: int | None = None, 
     if len(set(names)) < len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise ConfigError(f"source name {dup!r} given twice: each source needs its own name")
+    if seed is not None and not 0 <= seed < 1 << 63:
+        raise ConfigError(f"--seed must be in [0, 2**63), got {seed}")
     if windows is not None and epoch_of is not None:
         raise ConfigError("--windows and --epoch-of both set: give one")
     if epoch_of is not None and epoch_of not in names:
@@ -97,7 +99,8 @@ def build(specs: list[SourceSpec], out: str | Path, windows: int | None = None, 
     rule = ({"rule": "windows", "windows": int(windows)} if windows is not None else
             {"rule": "epoch-of", "source": epoch_of} if epoch_of is not None else {"rule": "first-exhausted"})
     side = formats.PlanSidecar(
-        params={"T": first.T, "targets": first.targets, "span": first.span, "mixture": rule, "max_repeats": max_repeats},
+        params={"T": first.T, "targets": first.targets, "span": first.span, "mixture": rule, "max_repeats": max_repeats,
+                "seed": seed},
         stats={"windows": int(sum(counts))}, tokenizer=first.sidecar.tokenizer, has_source=False,
         sources=[formats.MixtureSource(name=s.name, plan=os.path.relpath(os.path.abspath(s.plan), os.path.abspath(folder)),
                                        weight=s.weight, rows_checksum=p.sidecar.rows_checksum)

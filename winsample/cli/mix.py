@@ -17,15 +17,16 @@ from .render import mixture_lines
 @click.option("--epoch-of", "epoch_of", metavar="NAME", help="An epoch is one pass over this source's plan.")
 @click.option("--max-repeats", type=click.IntRange(min=1), metavar="R",
               help="Refuse a mix that serves some window more than R times an epoch (naming the source).")
+@click.option("--seed", type=int, help="Also seeds the sources' permutations (with the Loader's seed and the epoch) [default: the Loader's seed alone].")
 @quiet_option
 @json_option
-def mix_cmd(sources, output, windows, epoch_of, max_repeats, quiet, as_json):
+def mix_cmd(sources, output, windows, epoch_of, max_repeats, seed, quiet, as_json):
     """Mix window plans by weight: a plan winsample.Loader serves, exact in every prefix.
 
     Weights are proportions of windows. After any k windows of an epoch each source has been
     served within one window of its share of k; a source asked for more windows than its plan
     has is repeated evenly (each window ⌊r⌋ or ⌈r⌉ times). The order is drawn per epoch from
-    the Loader's seed; the sources must share one tokenizer and one T.
+    the Loader's seed (and --seed); the sources must share one tokenizer and one T.
 
     \b
       winsample mix web=0.6:data/web/train.plan.npy code=0.3:data/code/train.plan.npy \\
@@ -33,7 +34,7 @@ def mix_cmd(sources, output, windows, epoch_of, max_repeats, quiet, as_json):
     """
     from ..mixing import SourceSpec, build
 
-    report = build([SourceSpec.parse(s) for s in sources], output, windows, epoch_of, max_repeats)
+    report = build([SourceSpec.parse(s) for s in sources], output, windows, epoch_of, max_repeats, seed)
     if as_json:
         emit_json(report)
     for line in mixture_lines(report):

@@ -17,8 +17,9 @@ For sources with weights w_i (any positive numbers; proportions of *windows*) an
   each source's count is within one window of its share, so a run stopped early saw the mix.
   (Megatron's largest-error rule can drift past 1.) Integer arithmetic throughout; the C
   kernel (``_fast.c``'s ``interleave``) and the Python loop give the same order.
-- **Epochs**: epoch e's permutations come from ``np.random.default_rng([seed, e, 3, i, pass])``;
-  the interleave depends on the counts only.
+- **Epochs**: epoch e's permutations come from ``np.random.default_rng([seed, e, 3, i, pass])``
+  (the Loader's seed; a mixture made with ``mix --seed S`` appends S), so a new epoch draws new
+  permutations; the interleave depends on the counts only.
 """
 
 from __future__ import annotations
@@ -121,26 +122,29 @@ def interleave(counts: list[int]) -> np.ndarray:
     return out
 
 
-def source_windows(count: int, n: int, seed: int, epoch: int, source: int) -> np.ndarray:
+def source_windows(count: int, n: int, seed: int, epoch: int, source: int, salt: int | None = None) -> np.ndarray:
     """int64 window numbers source ``source`` serves in ``epoch``, in order: whole seeded
-    permutations of range(n), then the start of one more (module docstring)."""
+    permutations of range(n), then the start of one more (module docstring); ``salt`` (a
+    mixture's own ``--seed``) is a last word of the seed when given."""
     if count == 0:
         return np.zeros(0, np.int64)
     parts = []
     left, k = count, 0
     while left > 0:
-        p = np.random.default_rng([seed, epoch, MIX_STREAM, source, k]).permutation(n).astype(np.int64)
+        words = [seed, epoch, MIX_STREAM, source, k] + ([salt] if salt is not None else [])
+        p = np.random.default_rng(words).permutation(n).astype(np.int64)
         parts.append(p[:left])
         left -= len(parts[-1])
         k += 1
     return np.concatenate(parts)
 
 
-def mixture_epoch(counts: list[int], sizes: list[int], seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+def mixture_epoch(counts: list[int], sizes: list[int], seed: int, epoch: int,
+                  salt: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(source, window) of every position of ``epoch``: int32 and int64 arrays of Σ counts."""
     order = interleave(counts)
     window = np.empty(len(order), np.int64)
-    seqs = [source_windows(c, n, seed, epoch, i) for i, (c, n) in enumerate(zip(counts, sizes))]
+    seqs = [source_windows(c, n, seed, epoch, i, salt) for i, (c, n) in enumerate(zip(counts, sizes))]
     if bnd.FAST is not None and hasattr(bnd.FAST, "gather_by_source") and len(order):
         offsets = np.cumsum([0] + [len(q) for q in seqs[:-1]]).astype(np.int64)
         bnd.FAST.gather_by_source(order, np.concatenate(seqs), offsets, window)
