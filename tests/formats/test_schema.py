@@ -184,3 +184,15 @@ def test_bad_sidecar_field_is_refused_by_name(tmp_path, side, words):
     with pytest.raises(DataError) as e:
         formats.load_plan(plan)
     assert str(e.value).startswith(f"{formats.plan_sidecar(plan)}: ") and words in str(e.value)
+
+
+def test_a_plan_with_an_extra_field_is_refused_by_name(tmp_path):
+    # a field no plan has (a hand-edited .npy): one line naming it, never numpy's "Cannot cast"
+    plan = write_plan(tmp_path)
+    rows = np.load(plan)
+    wider = np.zeros(len(rows), np.dtype(rows.dtype.descr + [("weight", "<f4")]))
+    for name in rows.dtype.names:
+        wider[name] = rows[name]
+    np.save(plan, wider)
+    with pytest.raises(DataError, match="fields weight are not a plan's: a plan holds exactly start, length, doc, fresh"):
+        formats.load_plan(plan)

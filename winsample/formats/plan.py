@@ -399,6 +399,10 @@ def _read_plan_rows(path: Path, packed: bool | None = False) -> np.ndarray:
     if packed is None:
         packed = _kind(arr) if arr.dtype.names is not None else False
     want_dtype = rows_dtype(packed)
+    if arr.dtype.names is not None and set(arr.dtype.names) == set(want_dtype.names) | set(arr.dtype.names) \
+            and len(arr.dtype.names) > len(want_dtype.names):  # no field of ours missing, others added
+        extra = [n for n in arr.dtype.names if n not in want_dtype.names]
+        raise DataError(f"{path}: fields {', '.join(extra)} are not a plan's: a plan holds exactly {', '.join(want_dtype.names)}")
     if arr.dtype.names is None or any(n not in arr.dtype.names for n in want_dtype.names):
         kind = "a mixture's sources" if packed == "mixture" else "a best-fit plan's segments" if packed else "a window plan"
         raise DataError(f"{path}: not {kind}: fields {arr.dtype.names}, expected {want_dtype.names}")
