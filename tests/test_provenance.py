@@ -373,3 +373,24 @@ def test_verify_names_the_source_of_each_decoded_window(tmp_path):
     assert js["windows"][0]["source"] == {"path": str(src), "line": first[1], "offset": first[0], "input": 0, "id": first[2]["id"]}
     text = js["windows"][0]["text"]
     assert text in first[2]["text"] + EOT_TEXT
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbled header"])
+def test_a_damaged_provenance_file_is_one_line_naming_it_in_verify_and_windows(tmp_path, damage):
+    sft_corpus(tmp_path / "sft.jsonl")
+    out = tmp_path / "data"
+    run("encode", tmp_path / "sft.jsonl", "-o", out, "--id-field", "id", "-q")
+    prov = out / "train.prov.npy"
+    data = bytearray(prov.read_bytes())
+    if damage == "truncated":
+        data = data[: len(data) // 2]
+    else:
+        data[20:40] = b"\0" * 20  # inside the header's dict: numpy's tokenizer raised TokenError
+    prov.write_bytes(bytes(data))
+    r = CliRunner().invoke(main, ["windows", str(out / "train.bin"), "-T", "32", "--format", "jsonl", "-o", "-"])
+    assert r.exit_code == 1 and r.stderr.startswith(f"error: {prov}: not a provenance file") and "internal" not in r.stderr
+    r = CliRunner().invoke(main, ["verify", str(out), "--json"])
+    report = json.loads(r.stdout)
+    assert r.exit_code == 1 and "internal" not in r.stderr
+    bad = [c for c in report["checks"] if c["status"] == "fail"]
+    assert [c["name"] for c in bad] == ["provenance"] and "not a provenance file" in json.dumps(bad)

@@ -100,13 +100,14 @@ def read_doc_index(path: str | Path) -> np.ndarray:
 
 
 def load_npy_mmap(path: Path, what: str) -> np.ndarray:
+    """A .npy mapped read-only, its header checked against the file size first (``npy_header``):
+    a truncated or garbled file is a DataError naming it, never numpy's "Failed to read all data"
+    or a tokenizer error. InputError if missing or not a regular file."""
+    with open_regular(path, what) as f:
+        shape, fortran, dtype, offset = npy_header(f, path, what)
+    if 0 in shape:  # numpy cannot map an empty body
+        return np.zeros(shape, dtype)
     try:
-        with NPY_HEADER_LOCK:
-            return np.load(path, mmap_mode="r", allow_pickle=False)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
+        return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
     except (ValueError, OSError) as e:
-        if "empty file" in str(e) or "cannot mmap an empty file" in str(e) or "mmap length" in str(e):
-            with NPY_HEADER_LOCK:
-                return np.load(path, allow_pickle=False)  # zero records: numpy cannot map an empty body
         raise DataError(f"{path}: not {what}: {e}") from None
