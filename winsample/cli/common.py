@@ -8,6 +8,9 @@ import sys
 
 import click
 
+from ..disk.oserror import os_error_text
+from ..errors import InputError
+
 EXIT_CODE_KEY = "winsample.exit_code"  # ctx.meta: the exit code to keep if stdout closes early
 
 
@@ -65,9 +68,23 @@ def use_color(stream=None) -> bool:
     return bool(stream.isatty()) and not os.environ.get("NO_COLOR")
 
 
-def emit_json(obj) -> None:
-    """The one JSON document of ``--json``, on stdout."""
-    click.echo(json.dumps(obj, indent=2, ensure_ascii=False))
+def emit(text: str, wrote: str | None = None, color: bool | None = None) -> None:
+    """``text`` on stdout, flushed: the one way data reaches stdout. A closed pipe stays a
+    BrokenPipeError (the CLI exits quietly); any other failure (a full disk behind ``>``) is one
+    line saying so, and, with ``wrote``, that the command's own outputs are complete."""
+    try:
+        click.echo(text, color=color)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        done = f"; {wrote} was written and is complete" if wrote else ""
+        raise InputError(f"stdout: cannot write: {os_error_text(e)}{done}") from None
+
+
+def emit_json(obj, wrote: str | None = None) -> None:
+    """The one JSON document of ``--json``, on stdout (``emit``)."""
+    emit(json.dumps(obj, indent=2, ensure_ascii=False), wrote)
 
 
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary on stderr.")

@@ -95,4 +95,4 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
     if summary.get("not_read"):  # input left out is a diagnostic: shown even with -q (like ruff -q)
         click.echo(render.not_read_warning(summary["not_read"]), err=True)
     if as_json:
-        emit_json(summary)
+        emit_json(summary, wrote=str(out_dir))

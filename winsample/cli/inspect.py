@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import emit_json, json_option, quiet_option, use_color
+from .common import emit, emit_json, json_option, quiet_option, use_color
 from .main import main
 
 _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim": True}, "warn": {"fg": "yellow"}}
@@ -45,4 +45,4 @@ def inspect_cmd(path, at, count, meta_path, encoding, quiet, as_json):
         return
     color = use_color()
     style = (lambda text, role: click.style(text, **_INSPECT_STYLES[role])) if color else (lambda text, role: text)
-    click.echo(render_text(report, style), color=color)
+    emit(render_text(report, style), color=color)

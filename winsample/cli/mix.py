@@ -36,6 +36,6 @@ def mix_cmd(sources, output, windows, epoch_of, max_repeats, seed, quiet, as_jso
 
     report = build([SourceSpec.parse(s) for s in sources], output, windows, epoch_of, max_repeats, seed)
     if as_json:
-        emit_json(report)
+        emit_json(report, wrote=report["file"])
     for line in mixture_lines(report):
         say(quiet, line)

@@ -6,7 +6,7 @@ import click
 
 from ..errors import WinsampleError
 from . import render
-from .common import EXIT_CODE_KEY, emit_json, json_option, progress, quiet_option, say, use_color
+from .common import EXIT_CODE_KEY, emit, emit_json, json_option, progress, quiet_option, say, use_color
 from .main import main
 
 
@@ -103,7 +103,7 @@ def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, enco
     else:
         text = render.verify_text(report, strict, quiet, use_color())
         if text:
-            click.echo(text)
+            emit(text)
     if plot_error is not None:
         click.echo(f"error: --plot {plot_png}: {plot_error}", err=True)
     elif drawn:

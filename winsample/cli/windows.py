@@ -86,7 +86,7 @@ def windows(bin_path, T, stride, overlap, targets, offset, random_offset, seed, 
     with progress(quiet, unit="tok", unit_scale=True, desc="scanning") as bar:
         summaries = windows_mod.run(bin_path, output, opts, meta_path, stream=sys.stdout, progress=bar.update)
     if as_json:
-        emit_json(summaries[0] if len(summaries) == 1 else {"plans": summaries})
+        emit_json(summaries[0] if len(summaries) == 1 else {"plans": summaries}, wrote=output)
     for s in summaries:
         for line in render.plan_summary(s):
             say(quiet, line)
