@@ -44,19 +44,35 @@ PATTERNS = {
 }
 
 
+MAX_RANK = (1 << 31) - 1  # token ids are stored as uint32 at most; tiktoken's Rank is a u32
+
+
 def parse_ranks(data: bytes, where: str) -> dict[bytes, int]:
     """Parse a ``.tiktoken`` ranks file: one ``base64(token) rank`` pair per line."""
     ranks = {}
     b64 = binascii.a2b_base64  # the C call under base64.b64decode, without its per-call checks
+    lines = 0
     try:
         for line in data.splitlines():
             if line:
                 token, rank = line.split()
                 ranks[b64(token)] = int(rank)
+                lines += 1
     except (ValueError, binascii.Error):
         raise ConfigError(f"{where}: not a .tiktoken ranks file (expected 'base64 rank' lines)") from None
     if not ranks:
         raise ConfigError(f"{where}: empty ranks file")
+    # what tiktoken's and gigatoken's Rust would otherwise panic or overflow on, said in one line
+    if lines != len(ranks):
+        raise ConfigError(f"{where}: a token appears on {lines - len(ranks)} more line(s) than once: not a ranks file")
+    values = list(ranks.values())
+    lo, hi = min(values), max(values)
+    if lo < 0 or hi > MAX_RANK:
+        raise ConfigError(f"{where}: rank {lo if lo < 0 else hi} is outside [0, {MAX_RANK}]: not a ranks file")
+    if len(set(values)) != len(values):
+        seen: set[int] = set()
+        dup = next(v for v in ranks.values() if v in seen or seen.add(v))
+        raise ConfigError(f"{where}: rank {dup} is given to two tokens: not a ranks file")
     return ranks
 
 
