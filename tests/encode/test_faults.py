@@ -455,6 +455,29 @@ def test_resume_discards_a_checkpoint_that_no_longer_applies(tmp_path, small_bat
     assert_clean(out)
 
 
+@pytest.mark.parametrize("name", ["train.bin", "train.prov.raw", "val.starts.raw"])
+def test_resume_never_writes_through_a_link_planted_in_the_partial_folder(tmp_path, small_batches, name):
+    # #29 class 1: a symlinked .partial/train.bin made --resume append to the file outside the folder
+    src = _docs(tmp_path / "in")
+    kw = dict(val_fraction=0.3, seed=5, workers=1)
+    out = tmp_path / "out"
+    _crash_after_checkpoints(out, [str(src)], **kw)
+    partial = out / formats.PARTIAL_DIR
+    victim = tmp_path / "victim.bin"
+    target = next(p for p in partial.rglob("*") if p.name == name)
+    victim.write_bytes(target.read_bytes())
+    before = victim.read_bytes()
+    target.unlink()
+    target.symlink_to(victim)
+    s = encode_corpus([str(src)], out, resume_partial=True, **kw)
+    assert s["resumed"]["inputs"] == 0 and "discarded" in s["resumed"]  # the checkpoint is not used through the link
+    assert victim.read_bytes() == before  # the file outside was neither cut nor appended to
+    encode_corpus([str(src)], tmp_path / "clean", **kw)
+    assert data_set(out) == data_set(tmp_path / "clean")
+    assert not any(p.is_symlink() for p in out.rglob("*"))
+    assert_clean(out)
+
+
 def test_plain_run_after_crash_removes_partial_and_starts_over(tmp_path, small_batches):
     src = _docs(tmp_path / "in")
     out = tmp_path / "out"
@@ -484,3 +507,18 @@ def test_resume_refuses_stdin(tmp_path):
 
     r = CliRunner().invoke(main, ["encode", "-", "-o", str(tmp_path / "o"), "--resume"], input="text")
     assert r.exit_code == 2 and "--resume cannot continue reading stdin" in r.stderr
+
+
+def test_resume_with_a_partial_shorter_than_its_checkpoint_starts_over(tmp_path, small_batches):
+    # #29 class 5: "write to closed file" when the discarded writers were closed a second time
+    src = _docs(tmp_path / "in")
+    kw = dict(val_fraction=0.3, seed=5, workers=1)
+    out = tmp_path / "out"
+    _crash_after_checkpoints(out, [str(src)], **kw)
+    part = out / formats.PARTIAL_DIR / "train.bin"
+    part.write_bytes(part.read_bytes()[:10])
+    s = encode_corpus([str(src)], out, resume_partial=True, **kw)
+    assert s["resumed"]["inputs"] == 0 and "shorter than the checkpoint" in s["resumed"]["discarded"]
+    encode_corpus([str(src)], tmp_path / "clean", **kw)
+    assert data_set(out) == data_set(tmp_path / "clean")
+    assert_clean(out)

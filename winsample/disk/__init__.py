@@ -23,6 +23,7 @@ from .names import (
     glob_escape,
     inside_name,
     is_plain_name,
+    open_own,
     open_regular,
     plain_name,
     read_small_text,

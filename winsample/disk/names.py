@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterable
@@ -73,6 +74,21 @@ def open_regular(path: str | Path, what: str = "file"):
         if hasattr(os, "O_NONBLOCK"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_own(path: str | Path, append: bool = False, buffering: int = -1):
+    """A file of winsample's own staging area opened to update (``r+b``, or ``ab``): never
+    through a symbolic link (O_NOFOLLOW) and only a regular file, so a link planted in
+    ``.partial/`` cannot make a resumed run write outside it. OSError otherwise (ELOOP for a link)."""
+    flags = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | (os.O_APPEND if append else 0)
+    fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return os.fdopen(fd, "ab" if append else "r+b", buffering=buffering)
     except BaseException:
         os.close(fd)
         raise

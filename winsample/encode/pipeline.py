@@ -258,6 +258,16 @@ class SplitWriter:
             with disk.naming(self.prov.rec_path):
                 self.prov.close()
 
+    def abandon(self) -> None:
+        """Close every file without writing what is buffered: the files are being thrown away
+        (a checkpoint that no longer applies), and some may already be closed."""
+        for f in (self.f, self._starts_f):
+            try:
+                f.close()
+            except (OSError, ValueError):  # a buffered write that cannot land: the file is discarded anyway
+                pass
+        self.prov.abandon()
+
     # --- checkpoints (--resume) ---
 
     def checkpoint(self, to_sync: list) -> dict:
@@ -320,7 +330,7 @@ def _reopen(path: Path, nbytes: int, dtype: str | None):
     file, the hasher of those bytes and, given the token ``dtype`` (``--split tail``),
     (position, hasher, max id so far) snapshots every SNAPSHOT_BYTES."""
     try:
-        f = open(path, "r+b", buffering=WRITE_BYTES)
+        f = disk.open_own(path, buffering=WRITE_BYTES)  # never through a link planted in .partial/
     except OSError as e:
         raise resume.Stale(f"{path}: {e.strerror}") from None
     if os.fstat(f.fileno()).st_size < nbytes:

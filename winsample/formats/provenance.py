@@ -13,7 +13,7 @@ import numpy as np
 from ..disk import checksums
 from ..disk.atomic import atomic_open
 from ..disk.checksums import format_checksum, new_hasher
-from ..disk.names import is_plain_name
+from ..disk.names import is_plain_name, open_own
 from ..errors import DataError, InputError
 from .meta import Meta
 from .names import META_JSON
@@ -141,6 +141,14 @@ class ProvenanceWriter:
             self._rec.close()
             self._ids.close()
 
+    def abandon(self) -> None:
+        """Close both files without writing what is buffered (they are being thrown away)."""
+        for f in (self._rec, self._ids):
+            try:
+                f.close()
+            except (OSError, ValueError):
+                pass
+
     def checkpoint(self, files: list) -> dict:
         """Flush; append the files (file, path) a durable checkpoint must fsync to ``files``."""
         self.flush()
@@ -160,7 +168,7 @@ class ProvenanceWriter:
             (self.ids_path, state["id_bytes"], state["ids_checksum"], "ids_hasher"),
         ):
             h = new_hasher()
-            with open(path, "r+b") as f:
+            with open_own(path) as f:  # never through a link planted in .partial/
                 if os.fstat(f.fileno()).st_size < nbytes:
                     ok = False
                 f.truncate(nbytes)
@@ -168,8 +176,8 @@ class ProvenanceWriter:
                     h.update(data)
             ok = ok and format_checksum(h) == want
             setattr(self, attr, h)
-        self._rec = open(self.rec_path, "ab")
-        self._ids = open(self.ids_path, "ab")
+        self._rec = open_own(self.rec_path, append=True)
+        self._ids = open_own(self.ids_path, append=True)
         self.count, self.id_bytes = state["records"], state["id_bytes"]
         return ok
 

@@ -59,7 +59,7 @@ def resume_writers(stage: Path, spec: RunSpec, start: dict) -> tuple[dict, dict,
         except (resume.Stale, KeyError, TypeError) as e:
             note = str(e) if isinstance(e, resume.Stale) else f"malformed checkpoint ({e})"
             for w in writers.values():
-                w.close()
+                w.abandon()  # not close(): reopen may have left them closed, and nothing of them is kept
             shutil.rmtree(stage, ignore_errors=True)
             stage.mkdir()
             writers = new_writers(stage, spec)
