@@ -23,7 +23,6 @@ from .planning import mixture
 from .train import Plan, read_plan
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-TOKENIZER_KEYS = ("name", "family", "ranks_sha256", "spec_sha256", "config_sha256", "model_sha256", "n_vocab", "eot")
 
 
 @dataclass(frozen=True)
@@ -44,11 +43,6 @@ class SourceSpec:
             raise ConfigError(f"{text!r}: a source name is letters, digits, '_', '.', '-' (at most 64), got {name!r}")
         mixture.as_fraction(weight)  # a positive number, or ConfigError naming it
         return cls(name, weight, plan)
-
-
-def tokenizer_identity(entry: dict | None) -> dict:
-    """The fields of a tokenizer entry that say which ids it gives (paths and versions left out)."""
-    return {k: entry[k] for k in TOKENIZER_KEYS if entry and k in entry}
 
 
 def build(specs: list[SourceSpec], out: str | Path, windows: int | None = None, epoch_of: str | None = None,
@@ -136,7 +130,7 @@ def _check_mixable(specs: list[SourceSpec], plans: list[Plan]) -> None:
         if (p.T, p.targets) != (p0.T, p0.targets):
             raise ConfigError(f"source {s.name} ({s.plan}) has T {p.T}{'' if p.targets else ' without targets'}, source"
                               f" {a.name} ({a.plan}) T {p0.T}{'' if p0.targets else ' without targets'}: a batch has one T")
-        t0, t = tokenizer_identity(p0.sidecar.tokenizer), tokenizer_identity(p.sidecar.tokenizer)
+        t0, t = formats.tokenizer_identity(p0.sidecar.tokenizer), formats.tokenizer_identity(p.sidecar.tokenizer)
         if t != t0:
             raise ConfigError(f"source {s.name} ({s.plan}) was tokenized with {t.get('name', 'an unknown tokenizer')}"
                               f" {_tok(t)}, source {a.name} ({a.plan}) with {t0.get('name', 'an unknown tokenizer')}"

@@ -103,7 +103,7 @@ def test_an_honest_best_fit_plan_passes_every_plan_check(data, ref_gpt2):
     plan = packed_plan(data / "p.npy", data / "train.bin", HONEST)
     code, doc, err = verify(data, "--plan", plan)
     assert (code, err) == (0, "")
-    assert statuses(doc) == {name: "pass" for name in ("plan_bounds", "min_length", "order", "duplicates", "coverage",
+    assert statuses(doc) == {name: "pass" for name in ("plan_bounds", "plan_params", "min_length", "order", "duplicates", "coverage",
                                                          "packing", "segments", "packed_stats", "alignment")}
     assert one(doc, "packing", "p.npy")["windows"] == 4 and one(doc, "packing", "p.npy")["fill"] == 31 / 32
     assert one(doc, "packed_stats", "p.npy")["padding_tokens"] == 1

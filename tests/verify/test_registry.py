@@ -34,7 +34,7 @@ def _listed(help_text: str) -> list[str]:
 
 def test_check_names_come_from_the_registry():
     assert verify.CHECK_NAMES == registry.CHECK_NAMES == tuple(c.name for c in registry.CHECKS)
-    assert len(set(verify.CHECK_NAMES)) == len(verify.CHECK_NAMES) == 20
+    assert len(set(verify.CHECK_NAMES)) == len(verify.CHECK_NAMES) == 21
     for c in registry.CHECKS:
         assert c.help and "\n" not in c.help and c.reads, c.name
         assert registry.get(c.name) is c and str(c) == c.name
@@ -48,7 +48,7 @@ def test_each_stage_runs_its_checks_in_report_order():
     assert {s: registry.runs(s) for s in registry.STAGES} == {
         "file": ("dtype_divisible", "min_length", "vocab_range"),
         "dataset": ("llmc_shards", "megatron_index", "meta", "provenance", "split_leakage"),
-        "plan": ("plan_bounds", "alignment", "materialized"),
+        "plan": ("plan_bounds", "plan_params", "alignment", "materialized"),
         "final": ("retokenize", "decode"),
     }
     for c in registry.CHECKS:

@@ -119,6 +119,7 @@ from .meta import (
     check_version,
     load_meta,
     read_meta,
+    tokenizer_identity,
     validate_meta,
     write_meta,
 )

@@ -170,6 +170,15 @@ def _check_sharded(sh: Any, where: str) -> dict | None:
     return sh
 
 
+TOKENIZER_IDENTITY = ("name", "family", "ranks_sha256", "spec_sha256", "config_sha256", "model_sha256", "n_vocab", "eot")
+
+
+def tokenizer_identity(entry: dict | None) -> dict:
+    """The fields of a tokenizer entry (meta.json's, a plan sidecar's) that say which ids it
+    gives and which id ends a document; paths and library versions left out."""
+    return {k: entry[k] for k in TOKENIZER_IDENTITY if entry and k in entry}
+
+
 def check_version(obj: dict, where: str, newest: int, what: str) -> int:
     v = obj.get("version")
     if not is_int(v):

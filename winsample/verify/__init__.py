@@ -21,7 +21,8 @@ report and its exit status), ``registry.py`` (the checks), ``options.py`` (``Ver
 ``run.py`` (``verify``: what to check, the stages), ``context.py`` (``Dataset``: the ``ctx`` of
 every check), ``scan.py`` / ``shingles.py`` (the one pass over a file), ``files.py`` (per-file
 checks), ``meta.py`` (meta, provenance), ``plan.py`` / ``figures.py`` (each plan's figures:
-plan_bounds, order, duplicates, coverage), ``packed.py`` (a best-fit plan's segments: its figures
+plan_bounds, order, duplicates, coverage), ``replan.py`` (plan_params: the rows are what windows makes with
+the recorded parameters), ``packed.py`` (a best-fit plan's segments: its figures
 and packing, segments, packed_stats), ``leakage.py`` (split_leakage), ``plan_windows.py``
 (alignment, materialized), ``decode.py``, ``recode.py`` / ``retokenize.py`` (retokenize),
 ``llmc.py``, ``megatron.py`` (the foreign layouts).

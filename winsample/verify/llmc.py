@@ -27,6 +27,13 @@ def llmc_shards(report: Report, ctx) -> None:
     each stream's min_length and vocab_range (shards named on their own: ``verify_llmc``)."""
     if ctx.meta is not None and ctx.folder is not None and tokensrc.LLMC in ctx.written:
         check_listed_llmc(report, ctx, ctx.opts.T, ctx.opts.progress)
+    elif ctx.meta is not None and ctx.folder is not None and (ctx.folder / tokensrc.LLMC_DIR).is_dir():
+        # shards in the data folder that meta.json does not describe: refused, never skipped
+        stray = sorted(p.name for p in (ctx.folder / tokensrc.LLMC_DIR).glob("*.bin"))
+        if stray:
+            report.add(LLMC_SHARDS, f"{tokensrc.LLMC_DIR}/", Status.FAIL,
+                       f"{len(stray)} llm.c shard file(s) ({', '.join(stray[:3])}{', …' if len(stray) > 3 else ''}) that"
+                       f" meta.json does not describe (no layouts.llmc): verify {tokensrc.LLMC_DIR}/ on its own, or encode again")
 
 
 LLMC_SHARDS = llmc_shards.spec

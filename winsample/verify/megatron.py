@@ -13,11 +13,31 @@ from .report import Report, Status
 @check("megatron_index", help="a Megatron .idx agrees with its .bin (and meta.json)", reads="Megatron .idx/.bin, meta.json",
        stage="dataset", runs_before="meta")
 def megatron_index(report: Report, ctx) -> None:
-    """The .idx of a Megatron prefix named on its own, or the .idx files a data folder's meta.json lists."""
+    """The .idx of a Megatron prefix named on its own, the .idx files a data folder's meta.json
+    lists, and every other .idx of a split that sits in the data folder (listed or not, and when
+    one split's file is named alone): what belongs to the dataset is checked, never skipped."""
     if ctx.meta is None and ctx.folder is None and ctx.megatron_idx is not None:
         check_megatron(report, ctx.megatron_idx, ctx.path)
-    if ctx.meta is not None and ctx.folder is not None and tokensrc.MEGATRON in ctx.written:
+    if ctx.meta is None:
+        return
+    listed = tokensrc.MEGATRON in ctx.written
+    if ctx.folder is not None and listed:
         check_listed_megatron(report, ctx)
+        return
+    folder = ctx.folder if ctx.folder is not None else ctx.path.parent
+    splits = formats.SPLITS if ctx.folder is not None else [t.split for t in ctx.targets if t.split in formats.SPLITS]
+    entries = (tokensrc.layout_splits(ctx.meta_json, tokensrc.MEGATRON) or {}) if listed else {}
+    for split in splits:
+        idx_path = folder / tokensrc.megatron_index_name(split)
+        if not idx_path.is_file():
+            continue
+        try:
+            idx = tokensrc.read_megatron_index(idx_path)
+        except WinsampleError as e:
+            report.add(MEGATRON_INDEX, idx_path.name, Status.FAIL, str(e))
+            continue
+        check_megatron(report, idx, folder / formats.bin_name(split), _doc_starts(ctx, split, folder),
+                       entries.get(split), tokensrc.MEGATRON_CODES.get(ctx.dtype))
 
 
 MEGATRON_INDEX = megatron_index.spec
@@ -64,15 +84,15 @@ def check_listed_megatron(report: Report, ds) -> None:
         except WinsampleError as e:
             report.add(MEGATRON_INDEX, idx_path.name, Status.FAIL, str(e))
             continue
-        check_megatron(report, idx, ds.folder / formats.bin_name(split), _doc_starts(ds, split), entry, want_code)
+        check_megatron(report, idx, ds.folder / formats.bin_name(split), _doc_starts(ds, split, ds.folder), entry, want_code)
 
 
-def _doc_starts(ds, split: str):
+def _doc_starts(ds, split: str, folder: Path):
     """The split's document starts from its doc index, or None (none, or broken: the meta check names it)."""
     di = ds.meta.splits[split].doc_index if split in ds.meta.splits else None
-    if di and (ds.folder / di).is_file():
+    if di and (folder / di).is_file():
         try:
-            return formats.read_doc_index(ds.folder / di)
+            return formats.read_doc_index(folder / di)
         except WinsampleError:
             return None
     return None

@@ -170,7 +170,15 @@ def source_problems(plan: Plan, targets) -> list[str]:
             )
     if src.dtype is not None and _same_dtype(src.dtype, scan.dtype) is False:
         problems.append(f"sidecar dtype {src.dtype!r} but {scan.label} is read as {scan.dtype}")
+    # the tokenizer a plan records is what the Loader pads with (eot) and decodes by: it must be the data's
+    described = next((t.src.tokenizer_entry for t in targets if t.path == plan.path and t.src is not None), None)
+    mine, theirs = formats.tokenizer_identity(plan.side.tokenizer), formats.tokenizer_identity(described)
+    if plan.side.tokenizer is not None and described is not None and mine != theirs:
+        diff = ", ".join(f"{k} {mine.get(k)!r} (meta.json: {theirs.get(k)!r})" for k in sorted(set(mine) | set(theirs))
+                         if mine.get(k) != theirs.get(k))
+        problems.append(f"the sidecar's tokenizer is not meta.json's: {diff}")
     return problems
+
 
 
 def _first_out_of_bounds(rows: np.ndarray, fig: PlanFigures, n: int, span: int | None) -> str:

@@ -1,0 +1,88 @@
+"""The ``plan_params`` check: a plan's rows are what ``windows`` makes with the parameters its
+sidecar records, over the token file it names. A sidecar is a claim the Loader and the other
+checks rely on (``pack``, ``boundaries``, ``stride``, ``tail``, …); re-planning is the one test
+that catches an edited parameter whatever it is, and an edited row too."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import planning
+from ..errors import WinsampleError
+from .registry import check
+from .report import Report, Status
+
+
+@check("plan_params", help="the rows are what windows makes with the sidecar's parameters (an edited parameter or row shows)",
+       reads="plans, sidecars, token files", stage="plan")
+def plan_params(report: Report, ctx, plan) -> None:
+    side = plan.side
+    if side.mixture:
+        return
+    bare = next((t.entry is None for t in ctx.targets if t.path == plan.path), True)
+    try:
+        opts = options_of(side, bare)
+    except (WinsampleError, TypeError, ValueError) as e:
+        report.add(PLAN_PARAMS, plan.label, Status.FAIL, f"the sidecar's parameters are not ones windows takes: {e}")
+        return
+    if opts is None:
+        report.add(PLAN_PARAMS, plan.label, Status.SKIP, "a plan from before its parameters were all recorded")
+        return
+    p = side.params
+    sharded = p.shards not in (None, 1)
+    if sharded and not (_count(p.shards) and _count(p.shard, lo=0) and p.shard < p.shards):
+        report.add(PLAN_PARAMS, plan.label, Status.SKIP, "its shard numbers are not usable (plan_bounds says why)")
+        return
+    try:
+        (got,) = planning.build_plans(plan.path, opts)
+    except (WinsampleError, TypeError, ValueError) as e:  # a parameter of the wrong type is a claim windows never made
+        report.add(PLAN_PARAMS, plan.label, Status.FAIL, f"windows cannot make a plan with the sidecar's parameters: {e}")
+        return
+    rows = got["rows"]
+    if sharded:
+        rows = planning.shard_rows(rows, p.shards)[p.shard]
+    mine = plan.rows
+    if len(rows) == len(mine) and all(np.array_equal(rows[f], mine[f]) for f in mine.dtype.names):
+        report.add(PLAN_PARAMS, plan.label, Status.PASS, f"the {len(mine):,} rows are what windows makes with the sidecar's"
+                   f" parameters ({describe(p)})")
+        return
+    k = next((i for i in range(min(len(rows), len(mine))) if rows[i].tolist() != mine[i].tolist()), min(len(rows), len(mine)))
+    report.add(PLAN_PARAMS, plan.label, Status.FAIL,
+               f"the rows are not what windows makes with the sidecar's parameters ({describe(p)}): it makes"
+               f" {len(rows):,} rows, the plan holds {len(mine):,}; first difference at row {k}"
+               " (the parameters or the rows were edited, or the plan was made by other means)")
+
+
+PLAN_PARAMS = plan_params.spec
+
+
+def describe(p) -> str:
+    keys = ("T", "stride", "offset", "tail", "short", "boundaries", "pack", "long", "shuffle")
+    return ", ".join(f"{k} {getattr(p, k)!r}" for k in keys if getattr(p, k) is not None)
+
+
+def options_of(side, bare: bool = False) -> planning.Options | None:
+    """The ``windows`` options that made a plan, from its sidecar (None: too old to say);
+    ``bare``: its token file has no meta.json, so the tokenizer is the one the plan records."""
+    p = side.params
+    if p.T is None or p.stride is None:
+        return None
+    pack = p.pack
+    enc = None if side.tokenizer is None else side.tokenizer.get("name")
+    best_fit = pack == "best-fit"
+    return planning.Options(
+        T=[int(p.T)], targets=bool(p.targets), stride=None if best_fit else int(p.stride),
+        offset=None if (p.random_offset or p.offset is None or best_fit) else int(p.offset),
+        random_offset=bool(p.random_offset), seed=p.seed, epoch=p.epoch if (p.random_offset or p.shuffle) else None,
+        tail=None if best_fit or p.boundaries in ("paragraph", "sentence") else p.tail, short=p.short or "keep",
+        boundaries="none" if best_fit and p.boundaries == "doc" else (p.boundaries or "none"),
+        pack=pack, long=p.long if best_fit else None, shuffle=bool(p.shuffle), encoding=_usable(enc) if bare else None)
+
+
+def _count(v, lo: int = 1) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= lo
+
+
+def _usable(name):
+    """The tokenizer name to plan with when the token file has no meta.json: the one the plan records."""
+    return name if isinstance(name, str) and name else None
