@@ -8,7 +8,8 @@ commands on today's code and compares. Re-record only for a change that is meant
 and say so in the commit. The last three commands (best-fit packed plans, #30) were added later:
 their bytes are pinned from the release that brought them. Re-recorded since, on purpose: verify's
 reports gained the ``plan_params`` check (a plan's rows re-planned from its sidecar) and a Megatron
-prefix named alone has its ``.idx`` checked (#29, class 2); every other byte is unchanged.
+prefix named alone has its ``.idx`` checked (#29, class 2); plan sidecars gained ``source.sample``
+(a sampled checksum the Loader compares, #29 class 6); every other byte is unchanged.
 """
 
 from __future__ import annotations

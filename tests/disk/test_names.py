@@ -38,3 +38,19 @@ def test_meta_json_and_provenance_use_the_same_rule(tmp_path):
     entry = {"file": ".train.prov.npy", "ids": None, "documents": 0}
     with pytest.raises(DataError, match="provenance.splits.train.file '.train.prov.npy' is not a file name"):
         formats.read_provenance(tmp_path, {"provenance": {"splits": {"train": entry}}}, "train")
+
+
+def test_a_small_metadata_file_is_read_by_its_size_not_the_64_mib_bound(tmp_path):
+    # #29 class 5: under `ulimit -v`, reading a 2 KB meta.json allocated MAX_METADATA_BYTES first
+    import subprocess
+    import sys
+
+    meta = tmp_path / "meta.json"
+    meta.write_text('{"format": "winsample"}' + " " * 2000)
+    code = ("import resource, sys\nfrom winsample.disk import read_small_text\n"
+            "vm = int([l for l in open('/proc/self/status') if l.startswith('VmSize')][0].split()[1]) * 1024\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (vm + (32 << 20), resource.RLIM_INFINITY))\n"
+            "print(len(read_small_text(sys.argv[1], 'a meta.json')))")
+    r = subprocess.run([sys.executable, "-c", code, str(meta)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(len(meta.read_text()))

@@ -246,3 +246,25 @@ def test_locate_through_replanned_epochs_is_bounded(folder, monkeypatch):
     monkeypatch.setattr(winsample.train.loader, "MAX_COUNTED_EPOCHS", 3)
     with pytest.raises(winsample.errors.ConfigError, match="lies past 3 epochs"):
         L.locate(len(walk) + 10**6)
+
+
+def test_a_bin_of_the_right_length_but_other_tokens_is_refused(folder, tmp_path):
+    # #29 class 6: the Loader and get_batch compare the sampled checksum the plan records
+    other = tmp_path / "train.bin"
+    tokens = np.fromfile(folder / "data/train.bin", np.uint16)
+    tokens[len(tokens) // 2] ^= 1  # one token, in the first MiB of this small file
+    tokens.tofile(other)
+    with pytest.raises(winsample.errors.DataError, match="the sampled checksum .* differs"):
+        winsample.Loader(folder / "plain.npy", other, batch_size=2, seed=0)
+    with pytest.raises(winsample.errors.DataError, match="the sampled checksum .* differs"):
+        winsample.get_batch(folder / "plain.npy", other, 2, 0)
+    side = json.loads((folder / "plain.npy.json").read_text())
+    assert side["source"]["sample"].startswith("xxh3_128-sampled:")
+    winsample.Loader(folder / "plain.npy", folder / "data/train.bin", batch_size=2, seed=0)  # the right file passes
+
+
+@pytest.mark.parametrize("plan", [np.zeros(3, np.int64), 3.5, lambda e: 5])
+def test_a_plan_that_is_not_one_is_refused_by_name(folder, plan):
+    # #29 class 6: rows loaded with np.load, or a function returning an int, were a bare TypeError
+    with pytest.raises(winsample.errors.ConfigError, match="Plan|plan's path"):
+        winsample.Loader(plan, folder / "data/train.bin", batch_size=2, seed=0)

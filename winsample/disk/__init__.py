@@ -16,7 +16,15 @@ from .atomic import (
     tmp_path,
     write_json_atomic,
 )
-from .checksums import CHECKSUM_ALGO, SHARD_CHECKSUM, checksum_file, combine_checksums, format_checksum, new_hasher
+from .checksums import (
+    CHECKSUM_ALGO,
+    SHARD_CHECKSUM,
+    checksum_file,
+    combine_checksums,
+    format_checksum,
+    new_hasher,
+    sample_checksum,
+)
 from .lock import LOCK_NAME, LOCK_TRIES, locked, locked_folder
 from .names import (
     MAX_METADATA_BYTES,

@@ -100,7 +100,8 @@ def read_small_text(path: str | Path, what: str) -> str:
     path = Path(path)
     with open_regular(path, what) as f:
         try:
-            data = f.read(MAX_METADATA_BYTES + 1)
+            size = os.fstat(f.fileno()).st_size  # read what is there: read(64 MiB) would allocate it first
+            data = f.read(min(size, MAX_METADATA_BYTES) + 1)
         except OSError as e:
             raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
     if len(data) > MAX_METADATA_BYTES:

@@ -86,9 +86,10 @@ class PlanSource:
     checksum: str | None = None
     dtype: str | None = None
     tokens: int | None = None
+    sample: str | None = None  # disk.sample_checksum of the token file: what the Loader compares, cheaply
     extra: dict = field(default_factory=dict)
 
-    KEYS = ("path", "file", "bytes", "checksum", "dtype", "tokens")
+    KEYS = ("path", "file", "bytes", "checksum", "dtype", "tokens", "sample")
 
     @classmethod
     def from_json(cls, obj: dict, where: str) -> PlanSource:
@@ -99,6 +100,7 @@ class PlanSource:
             checksum=get_str(obj, "checksum", where, "source", required=False, nullable=True),
             dtype=get_dtype(obj, "dtype", where, "source", required=False),
             tokens=get_int(obj, "tokens", where, "source", required=False),
+            sample=get_str(obj, "sample", where, "source", required=False, nullable=True),
             extra=extra_keys(obj, cls.KEYS),
         )
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import formats
+from .. import disk, formats
 from ..errors import ConfigError, DataError
 from ..tokensrc import open_source
 from .samples import CROSS_DOC, POSITIONS, Batch, check_choice, gather
@@ -135,6 +135,8 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng, *, position
     if isinstance(tokens, (str, Path)):
         src = open_source(tokens)
         tokens = src.tokens
+        one_file = src.files is None and not src.sharded and src.path.is_file()
+        check_sample(plan.path or "plan", plan.sidecar.source, src.path if one_file else None, {})
     want = plan.sidecar.source.tokens
     if want is not None and len(tokens) != want:
         raise DataError(
@@ -161,6 +163,19 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng, *, position
         return planning.boundaries.doc_starts_from_eot(np.asarray(tokens), eot)
 
     return gather(tokens, plan, pick, plan.T, eot, int(ignore_index), positions, cross_doc_labels, docs)
+
+
+def check_sample(where, source, token_file, cache: dict) -> None:
+    """DataError when ``token_file`` is not the file the plan was made for by the sampled checksum
+    the sidecar records (``disk.sample_checksum``: size, first and last MiB, 16 spread blocks):
+    a .bin of the right length but other content is caught before training on it, at ~3 MiB read."""
+    if token_file is None or not source.sample:
+        return
+    if token_file not in cache:
+        cache[token_file] = disk.sample_checksum(token_file)
+    if cache[token_file] != source.sample:
+        raise DataError(f"{where} was made for other tokens than {token_file}: the sampled checksum (size, first and last"
+                        f" MiB, 16 spread blocks) differs; pass the .bin the plan was made for (verify checks it whole)")
 
 
 def plan_eot(plan: Plan, tokenizer_entry: dict | None = None) -> int:

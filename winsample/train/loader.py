@@ -44,7 +44,7 @@ import numpy as np
 from .. import formats
 from ..errors import ConfigError, DataError
 from ..tokensrc import open_source, plan_tokens
-from .batch import Plan, check_batch_size, plan_eot, read_plan
+from .batch import Plan, check_batch_size, check_sample, plan_eot, read_plan
 from .mixed import Mixed
 from .samples import CROSS_DOC, POSITIONS, Batch, check_choice, gather, regular_layout
 
@@ -154,6 +154,7 @@ class Loader:
         self._tokens = None if isinstance(tokens_path, (str, Path)) else tokens_path
         self._tokenizer = None  # meta.json's tokenizer entry of tokens_path
         self._doc_starts = None  # the .bin's document starts, read when a batch first needs them
+        self._sampled: dict = {}  # token file → its sample checksum, computed once
         if self._mixed is None:
             self._open()
         self._cache: OrderedDict[int, _Epoch] = OrderedDict()
@@ -394,6 +395,9 @@ class Loader:
         """``tokens_path``, or the token file the plan names when it is None (``tokensrc.plan_tokens``);
         for a mixture, its sources (``Mixed``), which name their own."""
         one = not callable(plan) and not (isinstance(plan, Sequence) and not isinstance(plan, (str, bytes)))
+        if one and not isinstance(plan, (Plan, str, Path)):  # np.load(PLAN.npy): rows say nothing of T or targets
+            raise ConfigError(f"Loader takes a Plan, a plan's path, a list of them or a function epoch → plan, not a"
+                              f" {type(plan).__name__}: pass the .npy's path (its sidecar says T and targets)")
         if one:
             self._base = plan if isinstance(plan, Plan) else read_plan(plan)
         if one and self._base.sidecar.mixture:
@@ -413,6 +417,7 @@ class Loader:
         if self._tokens is None:
             src = open_source(self._tokens_arg)  # tokensrc.open_source, refused early when it cannot be planned
             self._tokenizer = src.tokenizer_entry  # meta.json's tokenizer entry (None for a bare .bin)
+            self._token_file = src.path if src.files is None and not src.sharded and src.path.is_file() else None
             self._tokens = src.tokens  # a memmap, or the logical stream of a sharded split
         return self._tokens
 
@@ -431,7 +436,11 @@ class Loader:
             if p.random_offset and p.epoch != epoch:  # a new offset every epoch
                 return replan_for_epoch(self._base, self._tokens_arg, epoch)
             return self._base
-        return got if isinstance(got, Plan) else read_plan(got)
+        if isinstance(got, Plan):
+            return got
+        if not isinstance(got, (str, Path)):
+            raise ConfigError(f"Loader: the plan of epoch {epoch} is a {type(got).__name__}: give a Plan or a plan's path")
+        return read_plan(got)
 
     def _epoch(self, epoch: int) -> _Epoch:
         if not isinstance(epoch, (int, np.integer)) or isinstance(epoch, bool) or epoch < 0:
@@ -502,6 +511,7 @@ class Loader:
         if isinstance(want, int) and n != want:
             raise DataError(f"{where} was made for {want} tokens ({source.file}),"
                             f" but {named} holds {n}: pass the .bin the plan was made for")
+        check_sample(where, source, getattr(self, "_token_file", None), self._sampled)
         dtype = getattr(self._tokens, "dtype", None)
         if isinstance(self._tokens_arg, (str, Path)) and source.dtype and dtype is not None and np.dtype(dtype).itemsize != np.dtype(formats.normalize_dtype(source.dtype)).itemsize:
             raise DataError(f"{where} was made for {source.dtype} tokens, but {named} holds {np.dtype(dtype)}")

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import DataError
 from ..planning import mixture
 from ..tokensrc import open_source, plan_tokens
-from .batch import Plan, read_plan
+from .batch import Plan, check_sample, read_plan
 from .samples import Batch, gather
 
 MIX_ROW = np.dtype([("source", "<i4"), ("window", "<i8"), ("start", "<i8"), ("length", "<i4")])
@@ -53,6 +53,8 @@ class Mixed:
         if self._tokens[i] is None:
             p = self.plans[i]
             src = open_source(plan_tokens(p.path, p.sidecar.source))
+            one_file = src.files is None and not src.sharded and src.path.is_file()
+            check_sample(p.path, p.sidecar.source, src.path if one_file else None, {})
             if len(p.windows) and int((p.windows["start"] + p.windows["length"]).max()) > src.n:
                 raise DataError(f"{p.path}: a window ends past the end of its tokens ({src.n})")
             self._tokens[i] = (src, src.tokens)

@@ -45,8 +45,9 @@ def source_entry(src: tokensrc.OpenSplit, progress=None) -> formats.PlanSource:
         checksum = tokensrc.llmc_stream_checksum(src.files, progress)
     else:
         checksum = src.checksum if src.entry is not None else disk.checksum_file(src.path, progress)
+    one_file = src.files is None and not src.sharded and src.path.is_file()  # a .bin (or a Megatron prefix's)
     return formats.PlanSource(path=str(src.path), file=src.path.name, bytes=src.nbytes, checksum=checksum,
-                              dtype=src.dtype, tokens=src.n)
+                              dtype=src.dtype, tokens=src.n, sample=disk.sample_checksum(src.path) if one_file else None)
 
 
 def materialize(path: Path, rows: np.ndarray, tokens, span: int, pad_id: int, dtype: str) -> None:
