@@ -553,7 +553,7 @@ CLASS_KINDS = [
                                                  edit=lambda t: (t / "data/train.docs.npy").write_bytes(npy_claiming(1 << 40))), 1,
          ("train.docs.npy: not a document index", "header says (1099511627776,)"), isolate=True),
     # --- 5: bad input is exit 1 naming the file and position, never "internal error" ---
-    Kind("gz-corrupt-body", enc(gz_corrupt_body), 1, ("a.txt.gz: broken gzip data near byte", "Error -3 while decompressing")),
+    Kind("gz-corrupt-body", enc(gz_corrupt_body), 1, ("a.txt.gz: broken gzip data near compressed byte", "Error -3 while decompressing")),
     Kind("parquet-corrupt-pages", enc(parquet_file("a.parquet", ["some text " * 50] * 40, corrupt=True)), 1,
          ("a.parquet: row 0 or after: unreadable Parquet data",)),
     Kind("parquet-not-utf8", enc(parquet_file("a.parquet", raw_strings=[b"fine", b"caf\xe9"])), 1,

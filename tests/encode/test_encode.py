@@ -884,6 +884,22 @@ def test_a_folder_says_how_many_files_it_does_not_read_even_with_q_and_in_json(t
     assert json.loads(r.stdout)["documents"] == 1
 
 
+def test_gzip_with_trailing_garbage_after_a_whole_member_says_so(tmp_path):
+    # #29 class 10: it said "near byte 0" after a full member
+    import gzip
+
+    (tmp_path / "a.txt.gz").write_bytes(gzip.compress(b"some text\n" * 100) + b"GARBAGE!!")
+    r = cli([tmp_path / "a.txt.gz", "-o", tmp_path / "out", "--val-fraction", "0"])
+    assert r.exit_code == 1 and r.stdout == "" and r.stderr.count("\n") == 1
+    assert "bytes follow the last gzip member (trailing garbage)" in r.stderr and "near compressed byte" in r.stderr
+
+
+def test_a_proc_file_is_named_as_one_not_as_a_file_that_changed(tmp_path):
+    # #29 class 10: "/proc/self/status: the file changed while it was being read (0 bytes before, 0 after)"
+    r = cli(["/proc/self/status", "-o", tmp_path / "out", "--val-fraction", "0"])
+    assert r.exit_code == 1 and "the system reports its size as 0 bytes" in r.stderr and "/proc or /sys" in r.stderr
+
+
 def test_a_truncated_gzip_is_refused_naming_about_where_its_data_ends(tmp_path):
     # the error's position was the start of the failing 1 MB read (byte 0 for a small file)
     import gzip
@@ -897,8 +913,10 @@ def test_a_truncated_gzip_is_refused_naming_about_where_its_data_ends(tmp_path):
     whole = len(d.decompress(packed[: len(packed) // 2]))
     r = cli([tmp_path / "a.txt.gz", "-o", tmp_path / "out", "--val-fraction", "0"])
     assert r.exit_code == 1 and r.stdout == "" and r.stderr.count("\n") == 1
-    at = int(re.search(r"broken gzip data near byte (\d+) of the decompressed data", r.stderr).group(1))
+    m = re.search(r"broken gzip data near compressed byte ([\d,]+) \(([\d,]+) bytes decompressed before it\)", r.stderr)
+    raw_at, at = (int(g.replace(",", "")) for g in m.groups())
     assert whole - (64 << 10) <= at <= whole and at > 0
+    assert 0 < raw_at <= len(packed) // 2  # where in the compressed file: inside what is there
     assert not (tmp_path / "out").exists()
 
 

@@ -311,7 +311,14 @@ class Reader:
         except (OSError, EOFError, zlib.error) as e:
             if self.src.gz:
                 at = self.offset + sum(map(len, got))
-                raise DataError(f"{self.src.label}: broken gzip data near byte {at} of the decompressed data: {e}") from None
+                try:
+                    raw_at = self.raw.tell()  # where in the compressed file the reader stopped
+                except (OSError, ValueError):
+                    raw_at = None
+                where = f"near compressed byte {raw_at:,}" if raw_at is not None else "in its data"
+                hint = ("; bytes follow the last gzip member (trailing garbage): cut them off, or decompress what is valid"
+                        if "Not a gzipped file" in str(e) and raw_at else "")
+                raise DataError(f"{self.src.label}: broken gzip data {where} ({at:,} bytes decompressed before it): {e}{hint}") from None
             raise InputError(f"{self.src.label}: cannot read: {e}") from None
         self.offset += len(data)
         if self.progress:
@@ -330,6 +337,9 @@ class Reader:
             return
         after = os.fstat(self.raw.fileno())
         self.raw.close()
+        if not self.src.gz and self.stat.st_size == 0 and after.st_size == 0 and self.offset > 0:
+            raise DataError(f"{self.src.label}: the system reports its size as 0 bytes, but it reads as {self.offset:,}"
+                            " (a /proc or /sys file, made as it is read): encode a copy of it (cp it to a file first)")
         now = self.src.path.stat() if self.src.path.exists() else after
         changed = (
             (after.st_size, after.st_mtime_ns) != (self.stat.st_size, self.stat.st_mtime_ns)
