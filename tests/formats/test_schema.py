@@ -6,6 +6,7 @@ kept and ignored; the golden v1 file keeps reading and writes back byte for byte
 
 import copy
 import json
+import re
 import shutil
 
 import numpy as np
@@ -196,3 +197,24 @@ def test_a_plan_with_an_extra_field_is_refused_by_name(tmp_path):
     np.save(plan, wider)
     with pytest.raises(DataError, match="fields weight are not a plan's: a plan holds exactly start, length, doc, fresh"):
         formats.load_plan(plan)
+
+
+@pytest.mark.parametrize(("side", "words"), [
+    ({"params": {"T": 4, "span": 5, "tail": "middle"}}, "params.tail is 'middle', not one of align, short, drop"),
+    ({"params": {"T": 4, "span": 5, "pack": "yes"}}, "params.pack is 'yes', not one of false, true, best-fit"),
+    ({"params": {"T": 4, "span": 5, "pack": 1}}, "params.pack is 1, not one of false, true, best-fit"),
+    ({"params": {"T": 4, "span": 5, "stride": 0}}, "params.stride"),
+])
+def test_sidecar_values_windows_never_writes_are_refused_by_name(tmp_path, side, words):
+    # #29 class 11: validated like the rest, not left for a reader to trip on
+    plan = write_plan(tmp_path, **side)
+    with pytest.raises(DataError, match=re.escape(words)):
+        formats.load_plan(plan)
+
+
+def test_a_split_method_encode_never_writes_is_refused(tmp_path):
+    meta = json.loads((GOLDEN / "meta.json").read_text())
+    meta["split"]["method"] = "random"
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(DataError, match="split.method is 'random', not one of doc, tail"):
+        formats.load_meta(tmp_path / "meta.json")

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from .. import tokensrc
+from .. import formats, tokensrc
 from ..errors import ConfigError
 
-SPLIT_METHODS = ("doc", "tail")
+SPLIT_METHODS = formats.SPLIT_METHODS  # meta.json's split.method: one home
 ERROR_MODES = ("strict", "replace")
 ENGINES = ("local", "ray")
 MAX_WORKERS = 1024  # --workers: processes started at once

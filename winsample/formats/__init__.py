@@ -113,6 +113,7 @@ from .dataset import dataset_files, recover, staging_dir
 from .meta import (
     FORMAT_NAME,
     FORMAT_VERSION,
+    SPLIT_METHODS,
     Meta,
     ShardEntry,
     SplitEntry,

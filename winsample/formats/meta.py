@@ -144,7 +144,9 @@ def _check_split_rule(rule: Any, where: str) -> dict | None:
         return None
     if not isinstance(rule, dict):
         schema_error(where, "split is not a JSON object")
-    get_str(rule, "method", where, "split", required=False)
+    method = get_str(rule, "method", where, "split", required=False)
+    if method is not None and method not in SPLIT_METHODS:  # verify's retokenize reads it: tail cuts a document
+        schema_error(where, f"split.method is {method!r}, not one of {', '.join(SPLIT_METHODS)}")
     f = rule.get("fraction")
     if "fraction" in rule and (not isinstance(f, (int, float)) or isinstance(f, bool) or not 0 <= f <= 1):
         schema_error(where, f"split.fraction is {f!r}, not a number in [0, 1]")
@@ -170,6 +172,7 @@ def _check_sharded(sh: Any, where: str) -> dict | None:
     return sh
 
 
+SPLIT_METHODS = ("doc", "tail")  # how encode assigned documents to train and val (encode.config's choices)
 TOKENIZER_IDENTITY = ("name", "family", "ranks_sha256", "spec_sha256", "config_sha256", "model_sha256", "n_vocab", "eot")
 
 

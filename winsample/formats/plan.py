@@ -314,6 +314,11 @@ class PlanSidecar:
         for key in ("T", "span", "stride"):
             if key in params and params[key] is not None:
                 get_int(params, key, where, "params", lo=1)
+        for key, allowed in (("tail", ("align", "short", "drop")), ("pack", (False, True, "best-fit")),
+                             ("long", ("split", "truncate", "drop"))):  # the values windows writes, and only those
+            v = params.get(key)
+            if v is not None and not any(v is a if isinstance(a, bool) else (v == a and not isinstance(v, bool)) for a in allowed):
+                schema_error(where, f"params.{key} is {v!r}, not one of {', '.join(map(json_name, allowed))}")
         stats = get_obj(obj, "stats", where, "") or {}
         if "windows" in stats:
             get_int(stats, "windows", where, "stats")
@@ -353,6 +358,10 @@ class PlanSidecar:
             out["rows_checksum"] = self.rows_checksum
         out.update(self.extra)
         return out
+
+
+def json_name(v) -> str:
+    return "true" if v is True else "false" if v is False else str(v)
 
 
 def rows_dtype(packed: bool | str) -> np.dtype:
