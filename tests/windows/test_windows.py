@@ -440,9 +440,13 @@ def test_sidecar_names_source_and_checksum_from_bytes(tmp_path):
     _, side = plan_of(tmp_path / "p.npy")
     import xxhash
 
+    data = b.read_bytes()
+    # the sample by hand: size (8 bytes LE), the first MiB (all 2000 bytes), 16 blocks from
+    # size·i // 17 to the end (each < 64 KiB here), the last MiB (all of it again)
+    sample = xxhash.xxh3_128((2000).to_bytes(8, "little") + data + b"".join(data[2000 * i // 17 :] for i in range(1, 17)) + data)
     assert side["source"] == {"path": str(b), "file": "a.bin", "bytes": 2000,
-                              "checksum": "xxh3_128:" + xxhash.xxh3_128(b.read_bytes()).hexdigest(),
-                              "dtype": "<u2", "tokens": 1000}
+                              "checksum": "xxh3_128:" + xxhash.xxh3_128(data).hexdigest(),
+                              "dtype": "<u2", "tokens": 1000, "sample": "xxh3_128-sampled:" + sample.hexdigest()}
     p = side["params"]
     assert (p["T"], p["span"], p["stride"], p["targets"], p["tail"], p["boundaries"]) == (100, 101, 50, True, "align", "none")
     assert p["overlap"] == pytest.approx(1 - 50 / 101)
