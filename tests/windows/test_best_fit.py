@@ -112,3 +112,19 @@ def test_a_version_1_sidecar_claiming_best_fit_is_refused(tmp_path):
     with pytest.raises(Exception, match="needs plan version 2"):
         formats.load_plan(tmp_path / "p.npy")
 
+
+
+def test_materialize_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    # #29 class 5: writing into a mapped sparse file on a full disk was a SIGBUS (exit 135, no message)
+    import errno
+    import os
+
+    bare_bin(tmp_path / "t.bin", [50] * 40)
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    r = run(tmp_path / "t.bin", "-T", 9, "--materialize", "-o", tmp_path / "p.npy")
+    assert r.exit_code == 2 and r.stdout == "" and "no space left on the device" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.bin"]  # no plan, no staging folder, no temporary file

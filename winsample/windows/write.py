@@ -56,6 +56,10 @@ def materialize(path: Path, rows: np.ndarray, tokens, span: int, pad_id: int, dt
 
     with disk.atomic_path(path) as tmp:
         arr = open_memmap(tmp, mode="w+", dtype=np.dtype(dtype), shape=(len(rows), span))
+        if hasattr(os, "posix_fallocate") and arr.nbytes:
+            # claim the disk space now: writing into a mapped sparse file on a full disk is a SIGBUS, not an error
+            with open(tmp, "r+b") as f:
+                os.posix_fallocate(f.fileno(), 0, os.fstat(f.fileno()).st_size)
         cols = np.arange(span, dtype=np.int64)
         n = len(tokens)
         for lo in range(0, len(rows), MATERIALIZE_ROWS):
