@@ -126,30 +126,61 @@ def source_windows(count: int, n: int, seed: int, epoch: int, source: int, salt:
     """int64 window numbers source ``source`` serves in ``epoch``, in order: whole seeded
     permutations of range(n), then the start of one more (module docstring); ``salt`` (a
     mixture's own ``--seed``) is a last word of the seed when given."""
-    if count == 0:
-        return np.zeros(0, np.int64)
-    parts = []
-    left, k = count, 0
+    out = np.empty(count, np.int64)
+    _fill_source(out, n, seed, epoch, source, salt)
+    return out
+
+
+def _fill_source(out: np.ndarray, n: int, seed: int, epoch: int, source: int, salt: int | None,
+                 spare: list | None = None) -> None:
+    """``source_windows`` written into ``out`` (int64, its count long). Each pass is
+    ``default_rng(words).permutation(n)``, drawn as that call draws it (``shuffle`` of arange(n)) but
+    in place: a whole pass straight into ``out``, the last partial one in ``spare[0]`` (an int64
+    buffer reused across sources, replaced by a bigger one when too short), so no pass is
+    allocated, copied to int64 and concatenated again: at 10^8 windows those copies and their
+    page faults cost as much as the shuffles."""
+    left, k, at = len(out), 0, 0
     while left > 0:
         words = [seed, epoch, MIX_STREAM, source, k] + ([salt] if salt is not None else [])
-        p = np.random.default_rng(words).permutation(n).astype(np.int64)
-        parts.append(p[:left])
-        left -= len(parts[-1])
+        rng = np.random.default_rng(words)
+        if left >= n:
+            _shuffled_range(out[at : at + n], rng)
+            at, left = at + n, left - n
+        else:
+            buf = spare[0] if spare and len(spare[0]) >= n else np.empty(n, np.int64)
+            if spare is not None:
+                spare[:] = [buf]
+            _shuffled_range(buf[:n], rng)
+            out[at : at + left] = buf[:left]
+            left = 0
         k += 1
-    return np.concatenate(parts)
+
+
+def _shuffled_range(seg: np.ndarray, rng: np.random.Generator, piece: int = 1 << 20) -> None:
+    """``seg[:] = rng.permutation(len(seg))`` without a temporary: arange written piece by piece,
+    then ``rng.shuffle`` in place (what ``Generator.permutation(int)`` does, so the same numbers)."""
+    for lo in range(0, len(seg), piece):
+        hi = min(lo + piece, len(seg))
+        seg[lo:hi] = np.arange(lo, hi, dtype=np.int64)
+    rng.shuffle(seg)
 
 
 def mixture_epoch(counts: list[int], sizes: list[int], seed: int, epoch: int,
                   salt: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(source, window) of every position of ``epoch``: int32 and int64 arrays of Σ counts."""
     order = interleave(counts)
+    counts = [int(c) for c in counts]
+    offsets = np.cumsum([0] + counts[:-1]).astype(np.int64)
+    flat = np.empty(len(order), np.int64)  # each source's windows in its serving order, source after source
     window = np.empty(len(order), np.int64)
-    seqs = [source_windows(c, n, seed, epoch, i, salt) for i, (c, n) in enumerate(zip(counts, sizes))]
+    spare = [window]  # a partial pass is shuffled in the output's memory before the output is written
+    for i, (c, n) in enumerate(zip(counts, sizes)):
+        _fill_source(flat[offsets[i] : offsets[i] + c], int(n), seed, epoch, i, salt, spare)
+    del spare
     if bnd.FAST is not None and hasattr(bnd.FAST, "gather_by_source") and len(order):
-        offsets = np.cumsum([0] + [len(q) for q in seqs[:-1]]).astype(np.int64)
-        bnd.FAST.gather_by_source(order, np.concatenate(seqs), offsets, window)
+        bnd.FAST.gather_by_source(order, flat, offsets, window)
         return order, window
-    for i, q in enumerate(seqs):
-        if len(q):
-            window[order == i] = q
+    for i, c in enumerate(counts):
+        if c:
+            window[order == i] = flat[offsets[i] : offsets[i] + c]
     return order, window

@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
+from ..planning import boundaries as bnd
 from ..planning import mixture
 from ..tokensrc import open_source, plan_tokens
 from .batch import Plan, check_sample, read_plan
-from .samples import Batch, gather
+from .samples import Batch, Layout, fast_reader, gather, regular_layout
 
 MIX_ROW = np.dtype([("source", "<i4"), ("window", "<i8"), ("start", "<i8"), ("length", "<i4")])
 
@@ -47,6 +48,13 @@ class Mixed:
         self.sizes = [len(p.windows) for p in self.plans]
         self._tokens: list = [None] * len(self.plans)
         self._docs: list = [None] * len(self.plans)
+        self._plain: bool | None = None  # every source plain (``_all_plain``), known once their tokens are open
+
+    def __getstate__(self):  # to a DataLoader worker (inside the Loader): paths, not memmaps or tables
+        state = dict(self.__dict__, _tokens=[None] * len(self.plans), _docs=[None] * len(self.plans), _plain=None)
+        state.pop("_first", None)
+        state.pop("_columns", None)
+        return state
 
     def tokens(self, i: int):
         """Source ``i``'s tokens (a memmap), opened when first needed."""
@@ -89,6 +97,8 @@ class Mixed:
                cross_doc: str) -> Batch:
         """The Batch of positions (``src``, ``win``): each source's rows built from its own tokens,
         then put back in position order."""
+        if positions == "window" and cross_doc == "keep" and self._all_plain():
+            return self._gather_plain(src, win, T, pad_id, ignore_index)
         parts = []
         for i in np.unique(src).tolist():
             k = np.flatnonzero(src == i)
@@ -96,6 +106,71 @@ class Mixed:
                        lambda i=i: self.docs(i))
             parts.append((k, b))
         return stack(parts, len(src), T)
+
+    def _all_plain(self) -> bool:
+        """Every source's windows are contiguous ranges the C reader copies (no best-fit plan; each
+        token file a little-endian uint16/32 memmap); then ``_columns`` holds all their windows."""
+        if self._plain is None:
+            self._plain = all(not p.best_fit and fast_reader(self.tokens(i)) is not None
+                              for i, p in enumerate(self.plans))
+            if self._plain:  # every source's windows end to end: one lookup per batch, not one per source
+                self._first = np.cumsum([0] + self.sizes[:-1]).astype(np.int64)
+                self._columns = np.stack([np.concatenate([p.windows[f].astype(np.int64) for p in self.plans])
+                                          for f in ("start", "length")])  # (2, windows): starts, lengths
+        return self._plain
+
+    def _gather_plain(self, src: np.ndarray, win: np.ndarray, T: int, pad_id: int, ignore_index: int) -> Batch:
+        """``gather`` for plain (x, y) of regular windows, the default Loader's batch: the rows
+        sorted by source, each source's written by one ``rows_xy`` call straight into the batch's
+        x and y (no sub-batch, no copy); the packed fields made from each source's layout when
+        first read.
+
+        Each ``rows_xy`` call pads every row from its ``real`` column on, after its own runs: a row
+        of another source is padded again, alike, and its own runs, written by its own call, end
+        before its padding; so the calls' order does not matter."""
+        B = len(src)
+        g = self._first[src]
+        g += win
+        got = self._columns.take(g, axis=1)  # (2, B): each row's start and length
+        real = got[1] - 1  # x columns with a label
+        np.minimum(real, T, out=real)
+        by = np.argsort(src, kind="stable")  # the batch's rows, source after source
+        ends = np.bincount(src, minlength=len(self.plans)).cumsum().tolist()
+        s_by, l_by = got.take(by, axis=1)  # contiguous rows of a fresh (2, B) array
+        dst = by * (T + 1)
+        x = np.empty((B, T), np.int64)
+        y = np.empty((B, T), np.int64)
+        rows, lo = [], 0
+        for i, hi in enumerate(ends):
+            if hi > lo:
+                tokens = self.tokens(i)
+                bnd.FAST.rows_xy(tokens, tokens.dtype.itemsize, dst[lo:hi], s_by[lo:hi], l_by[lo:hi], real, T, pad_id,
+                                 ignore_index, x, y)
+                rows.append((i, lo, hi))
+            lo = hi
+        layouts = []
+
+        def layout() -> list[tuple[np.ndarray, Layout]]:  # each source's rows and their layout, made once
+            if not layouts:
+                layouts.extend((by[lo:hi], regular_layout(s_by[lo:hi], l_by[lo:hi], T, self.docs(i)))
+                               for i, lo, hi in rows)
+            return layouts
+
+        def segments():
+            out = np.empty((B, T), np.int32)
+            for k, lay in layout():
+                out[k] = lay.segments()
+            return out
+
+        def run_starts():
+            flat = [k[s // T] * T + s % T for k, lay in layout() for s in [lay.run_starts()]]
+            return np.sort(np.concatenate(flat))
+
+        def position_ids():  # positions="window": the column, in every row
+            return np.ascontiguousarray(np.broadcast_to(np.arange(T, dtype=np.int64), (B, T)))
+
+        return Batch(x, y, real, "window",
+                     fields={"position_ids": position_ids, "segments": segments, "run_starts": run_starts})
 
 
 def stack(parts: list[tuple[np.ndarray, Batch]], B: int, T: int) -> Batch:

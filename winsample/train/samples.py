@@ -214,7 +214,7 @@ def segment_layout(row: np.ndarray, col: np.ndarray, lead: np.ndarray, lengths: 
                   None if off is None else off[later])
 
 
-def _fast_reader(tokens):
+def fast_reader(tokens):
     """The C reader when it can read ``tokens`` directly: a C-contiguous little-endian uint16/32
     array (a .bin's memmap); None for a sharded stream or without the C module."""
     if bnd.FAST is None or not hasattr(bnd.FAST, "rows_xy") or not isinstance(tokens, np.ndarray):
@@ -252,7 +252,7 @@ def assemble(tokens, B: int, T: int, dst: np.ndarray, src: np.ndarray, lens: np.
     one when ``cross_doc`` is "mask")."""
     x = np.empty((B, T), np.int64)  # int64, C-contiguous, so torch's .view(-1) works
     y = np.empty((B, T), np.int64)
-    if _fast_reader(tokens) is not None:  # one C pass: runs into x and y, then the padding
+    if fast_reader(tokens) is not None:  # one C pass: runs into x and y, then the padding
         bnd.FAST.rows_xy(tokens, tokens.dtype.itemsize, dst, src, lens, real, T, pad_id, ignore_index, x, y)
     else:
         w = read_runs(tokens, B, T + 1, dst, src)
@@ -304,7 +304,7 @@ def gather(tokens, plan, index: np.ndarray, T: int, pad_id: int, ignore_index: i
     cols = plan.columns
     lengths = cols["win_length"][index]
     real = np.minimum(lengths - 1, T)  # x columns with a label
-    fast = _fast_reader(tokens) is not None
+    fast = fast_reader(tokens) is not None
     if plan.best_fit:  # each window is its segments side by side
         first = plan.segment_index
         lo = first[index]
