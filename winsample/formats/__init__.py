@@ -113,12 +113,14 @@ from .dataset import dataset_files, recover, staging_dir
 from .meta import (
     FORMAT_NAME,
     FORMAT_VERSION,
+    TOKENIZER_KEYS,
     Meta,
     ShardEntry,
     SplitEntry,
     check_version,
     load_meta,
     read_meta,
+    tokenizer_identity,
     validate_meta,
     write_meta,
 )
