@@ -9,7 +9,9 @@
   ``[at, at+count)`` in file order; when its data has provenance, each row also names the
   document it starts in (``doc``), its token offset there (``doc_offset``) and that document's
   ``source`` (input path, line, byte offset, id), shown as ``path:line id=…``; a best-fit
-  packed plan: its packing figures and windows ``[at, at+count)``, each as its segments.
+  packed plan: its packing figures and windows ``[at, at+count)``, each as its segments;
+- a mixture (``winsample mix``): its sources, the epoch, and positions ``[at, at+count)`` of
+  epoch 0 as ``winsample.Loader`` serves them with seed 0.
 
 ``render_text`` turns that dict into the lines people read. Neither prints; nothing re-hashes
 a file (checksums are shown as recorded in meta.json / the sidecar).
