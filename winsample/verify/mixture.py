@@ -246,7 +246,7 @@ def mixture_counts(report: Report, opts, mix: Mixture) -> None:
         report.add(MIXTURE_COUNTS, mix.label, Status.FAIL, "; ".join(problems), **figs)
         return
     E = sum(counts)
-    parts = [f"{s.entry.name} {c:,} of {int(r['windows']):,} ({c / E:.2%}{_repeats(c, int(r['windows']))})"
+    parts = [f"{s.entry.name} {c:,} of {int(r['windows']):,} ({c / max(E, 1):.2%}{_repeats(c, int(r['windows']))})"
              for s, c, r in zip(mix.sources, counts, rows)]
     report.add(MIXTURE_COUNTS, mix.label, Status.PASS, f"{E:,} windows an epoch by {how}: {', '.join(parts)}; rows as mix"
                " wrote them", **figs)
