@@ -9,7 +9,9 @@
   ``[at, at+count)`` in file order; when its data has provenance, each row also names the
   document it starts in (``doc``), its token offset there (``doc_offset``) and that document's
   ``source`` (input path, line, byte offset, id), shown as ``path:line id=…``; a best-fit
-  packed plan: its packing figures and windows ``[at, at+count)``, each as its segments.
+  packed plan: its packing figures and windows ``[at, at+count)``, each as its segments;
+- a mixture (``winsample mix``): its sources, the epoch, and positions ``[at, at+count)`` of
+  epoch 0 as ``winsample.Loader`` serves them with seed 0.
 
 ``render_text`` turns that dict into the lines people read. Neither prints; nothing re-hashes
 a file (checksums are shown as recorded in meta.json / the sidecar).
@@ -23,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from . import formats, provenance, tokenizer, tokensrc
-from .errors import ConfigError, InputError, WinsampleError
+from .errors import ConfigError, DataError, InputError, WinsampleError
 from .terminal import hex_bytes, terminal_safe
 
 DEFAULT_COUNT = 32  # tokens (or plan rows) shown: about one line of prose
@@ -285,6 +287,8 @@ def inspect_plan(path: Path, at: int, count: int) -> dict:
     """Parameters, source, stats and counts of a window plan, and its rows ``[at, at+count)``
     (a best-fit plan: its windows ``[at, at+count)``, each as its segments: ``inspect_packed``)."""
     rows, side = formats.load_plan(path)
+    if side.mixture:
+        return inspect_mixture(path, rows, side, at, count)
     if side.best_fit:
         return inspect_packed(path, rows, side, at, count)
     n = len(rows)
@@ -375,6 +379,75 @@ def inspect_packed(path: Path, rows: np.ndarray, side: formats.PlanSidecar, at: 
     return {**_plan_head(path, side), "counts": counts, "at": at, "windows": windows, "warnings": warnings}
 
 
+RULE_WORDS = {"windows": "--windows {windows}", "epoch-of": "--epoch-of {source}: one pass over it",
+              "first-exhausted": "one pass over the source that runs out first"}
+
+
+def inspect_mixture(path: Path, rows: np.ndarray, side: formats.PlanSidecar, at: int, count: int) -> dict:
+    """A mixture (``winsample mix``): its epoch rule and windows per epoch; each source's name,
+    weight, plan, windows, count per epoch, share, repeats and tokens (one pass over its plan, and
+    about what an epoch serves: tokens × count / windows); and positions ``[at, at+count)`` of
+    epoch 0 as the Loader serves them with seed 0 (source, its window, that window's start and
+    length), from ``planning.mixture``. Source plans that do not read, or changed since the
+    mixture was made, are named in ``warnings`` (``verify`` checks them)."""
+    from .planning import mixture
+    from .train import Plan
+
+    names, counts = [s.name for s in side.sources], [int(c) for c in rows["count"]]
+    E = sum(counts)
+    _check_at(at, E, "positions an epoch", path)
+    warnings, plans = [], []
+    if len(rows) != len(side.sources):
+        warnings.append(f"{path}: {len(rows)} rows for {len(side.sources)} sources; run `winsample verify`")
+    for s, r in zip(side.sources, rows):
+        try:
+            plan = Plan(*formats.load_plan(path.parent / s.plan), path.parent / s.plan)
+            if plan.sidecar.mixture:
+                raise DataError(f"{s.plan} is a mixture itself")
+            plans.append(plan.windows)
+        except WinsampleError as e:
+            warnings.append(f"source {s.name}: {e}")
+            plans.append(None)
+            continue
+        if s.rows_checksum and plan.sidecar.rows_checksum != s.rows_checksum:
+            warnings.append(f"source {s.name} ({s.plan}) changed since the mixture was made; run `winsample verify`")
+        elif len(plan.windows) != int(r["windows"]):
+            warnings.append(f"source {s.name} has {len(plan.windows)} windows, the mixture records {int(r['windows'])}")
+    sources = []
+    for s, r, c in zip(side.sources, rows, counts):
+        n, tokens = int(r["windows"]), int(r["tokens"])
+        sources.append({"name": s.name, "weight": s.weight, "plan": s.plan, "windows": n, "count": c,
+                        "share": c / E if E else 0.0, "repeats": [c // n, -(-c // n)] if n > 0 else [0, 0],
+                        "tokens": tokens, "tokens_per_epoch": round(tokens * c / n) if n > 0 else 0})
+    positions = []
+    if at < E and len(rows) == len(side.sources) and all(p is not None and (len(p) or c == 0) for p, c in zip(plans, counts)) \
+            and min(counts) >= 0:
+        seed = side.params.seed
+        salt = seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else None
+        src = mixture.interleave(counts)[: at + count]  # mixture_epoch's first positions: each source's windows
+        win = np.zeros(len(src), np.int64)  # drawn only as far as needed (a prefix of its sequence)
+        for i, p in enumerate(plans):
+            k = np.flatnonzero(src == i)
+            if len(k):
+                win[k] = mixture.source_windows(len(k), len(p), 0, 0, i, salt)
+        for j in range(at, min(at + count, E)):
+            i, w = int(src[j]), int(win[j])
+            positions.append({"position": j, "source": names[i], "window": w, "start": int(plans[i]["start"][w]),
+                              "length": int(plans[i]["length"][w])})
+    elif at < E:
+        warnings.append("positions not shown: every source plan must read (with windows, if it has a count), one row per source")
+    rule = side.params.mixture
+    words = RULE_WORDS.get(rule.get("rule"), "") if isinstance(rule, dict) else ""
+    try:
+        words = words.format(**rule) if words else f"params.mixture {rule!r}"
+    except (KeyError, IndexError):
+        words = f"params.mixture {rule!r}"
+    return {"kind": "mixture", "path": str(path), "sidecar": str(formats.plan_sidecar(path)), "format": formats.PLAN_FORMAT,
+            "version": side.version, "params": side.params.to_json(), "stats": side.stats.to_json(),
+            "tokenizer": side.tokenizer or {}, "rule": rule, "rule_words": words, "windows": E, "sources": sources,
+            "seed": 0, "epoch": 0, "at": at, "positions": positions, "warnings": warnings}
+
+
 # --- text for people -----------------------------------------------------------------------
 
 
@@ -398,6 +471,8 @@ def render_text(report: dict, style: Callable[[str, str], str] = _plain) -> str:
         lines.append(f"(checksums {report['checksums']}, not recomputed)")
     elif kind == "tokens":
         lines = _token_lines(report, style)
+    elif kind == "mixture":
+        lines = _mixture_lines(report, style)
     else:
         lines = _plan_lines(report, style)
     lines += [style(f"warning: {w}", "warn") for w in report.get("warnings", [])]
@@ -473,6 +548,32 @@ def _packed_window_lines(r: dict, style) -> list[str]:
             if "source" in g:
                 line += "  " + provenance.source_text(g["source"])
             lines.append(line)
+    return lines
+
+
+def _mixture_lines(r: dict, style) -> list[str]:
+    """A mixture: its head, each source on a line, and the positions shown."""
+    lines = [style(f"mixture plan {r['path']}", "head")]
+    lines += _kv_lines({"sidecar": r["sidecar"], "version": r["version"]}, style)
+    for title in ("params", "stats", "tokenizer"):
+        if r.get(title):
+            lines.append(style(title, "head"))
+            lines += _kv_lines(r[title], style, indent=2)
+    lines.append(style(f"epoch: {r['windows']} windows ({r['rule_words']})", "head"))
+    width = max([len(terminal_safe(s["name"])) for s in r["sources"]] + [6])
+    lines.append(style(f"  {'source':<{width}} {'weight':>8} {'windows':>10} {'count':>10} {'share':>8} {'repeats':>8}"
+                       f" {'tokens/epoch':>13}  plan", "key"))
+    for s in r["sources"]:
+        lo, hi = s["repeats"]
+        lines.append(f"  {terminal_safe(s['name']):<{width}} {_fmt(s['weight']):>8} {s['windows']:>10} {s['count']:>10}"
+                     f" {s['share']:>8.2%} {(str(hi) if lo == hi else f'{lo}-{hi}'):>8} {'~' + str(s['tokens_per_epoch']):>13}"
+                     f"  {_fmt(s['plan'])}")
+    end = r["at"] + len(r["positions"])
+    lines.append(style(f"positions [{r['at']}, {end}) of epoch {r['epoch']} (seed {r['seed']}), as winsample.Loader serves them", "head"))
+    if r["positions"]:
+        lines.append(style(f"{'position':>10} {'source':<{width}} {'window':>10} {'start':>14} {'length':>8}", "key"))
+    for p in r["positions"]:
+        lines.append(f"{p['position']:>10} {terminal_safe(p['source']):<{width}} {p['window']:>10} {p['start']:>14} {p['length']:>8}")
     return lines
 
 

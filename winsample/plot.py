@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from . import disk, formats, tokensrc
-from .errors import ConfigError, InputError
+from .errors import ConfigError, InputError, WinsampleError
 
 DEPTH_BINS = 4000  # about the pixel width of a wide screen: finer bins would not show
 ZOOM_WINDOWS = 12  # enough to see a stride pattern repeat, few enough to read each bar
@@ -135,10 +135,28 @@ def require_matplotlib() -> None:
         raise ConfigError("drawing needs matplotlib: pip install 'winsample[plot]'")
 
 
-def plan_bin(path: str | Path, plan_path: str | Path) -> Path:
+def refuse_mixture(plan_path: str | Path) -> None:
+    """InputError when ``plan_path`` is a mixture (``winsample mix``): its rows are its sources,
+    not windows of one token file, so there is no one coverage picture (draw a source plan).
+    A plan that does not read passes here: verify reports why."""
+    try:
+        _, side = formats.load_plan(plan_path)
+    except WinsampleError:
+        return
+    if side.mixture:
+        names = ", ".join(f"{s.name} ({s.plan})" for s in side.sources)
+        raise InputError(f"{plan_path} is a mixture of {len(side.sources)} plans, not windows of one token file: draw one"
+                         f" of its sources ({names})")
+
+
+def plan_bin(path: str | Path | None, plan_path: str | Path) -> Path:
     """The token file a plan describes, as ``winsample verify PATH --plan PLAN`` finds it:
     PATH itself when it is a .bin, else the file the plan's sidecar names (``source.file``)
-    inside the data folder PATH (for a split kept in shards, its logical name)."""
+    inside the data folder PATH (for a split kept in shards, its logical name); with no PATH
+    (or PATH the plan itself), where its sidecar says (``tokensrc.plan_tokens``)."""
+    if path is None or str(path).endswith((".npy", ".npy.json")):
+        _, side = formats.load_plan(plan_path)
+        return tokensrc.plan_tokens(plan_path, side.source)
     path = Path(path)
     if not path.is_dir():
         return path
@@ -328,6 +346,7 @@ def plot_plan(png: str | Path, bin_path: str | Path, plan_path: str | Path,
     histogram (the only pass over the .bin).
     """
     bin_path = Path(bin_path)
+    refuse_mixture(plan_path)
     rows, side = formats.load_plan(plan_path)
     src = tokensrc.open_source(bin_path, strict=False)
     tokens = src.tokens

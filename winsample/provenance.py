@@ -100,7 +100,10 @@ def plan_source_bin(plan_path, side: dict) -> Path | None:
 
 def plan_tracer(plan_path, side: dict) -> Tracer | None:
     """The ``Tracer`` of the split a plan was made from, or None (no provenance, file gone, or
-    a file other than the one planned: its byte size differs from the sidecar's)."""
+    a file other than the one planned: its byte size differs from the sidecar's; a mixture, whose
+    sources each have their own)."""
+    if side.mixture:
+        return None
     p = plan_source_bin(plan_path, side)
     if p is None:
         return None
@@ -119,6 +122,9 @@ def trace_row(plan_path, row: int) -> dict:
     plan, one segment: ``window`` instead of ``fresh``) with the ``doc`` it starts in, its
     ``doc_offset`` and ``source``; InputError when the plan's data has no provenance."""
     rows, side = formats.load_plan(plan_path)
+    if side.mixture:  # its rows are its sources, not windows of one token file
+        raise InputError(f"{plan_path} is a mixture: its rows are its {len(side.sources)} source plans; trace a row of one"
+                         f" of them ({', '.join(s.plan for s in side.sources)})")
     if not 0 <= row < len(rows):
         raise InputError(f"{plan_path}: row {row} is outside [0, {len(rows)})")
     t = plan_tracer(plan_path, side)

@@ -34,7 +34,7 @@ def _listed(help_text: str) -> list[str]:
 
 def test_check_names_come_from_the_registry():
     assert verify.CHECK_NAMES == registry.CHECK_NAMES == tuple(c.name for c in registry.CHECKS)
-    assert len(set(verify.CHECK_NAMES)) == len(verify.CHECK_NAMES) == 21
+    assert len(set(verify.CHECK_NAMES)) == len(verify.CHECK_NAMES) == 24
     for c in registry.CHECKS:
         assert c.help and "\n" not in c.help and c.reads, c.name
         assert registry.get(c.name) is c and str(c) == c.name
@@ -49,6 +49,7 @@ def test_each_stage_runs_its_checks_in_report_order():
         "file": ("dtype_divisible", "min_length", "vocab_range"),
         "dataset": ("llmc_shards", "megatron_index", "meta", "provenance", "split_leakage"),
         "plan": ("plan_bounds", "plan_params", "alignment", "materialized"),
+        "mixture": ("mixture_sources", "mixture_counts", "mixture_prefix"),
         "final": ("retokenize", "decode"),
     }
     for c in registry.CHECKS:
@@ -83,7 +84,14 @@ def test_real_reports_name_exactly_the_registered_checks(tmp_path):
     r = CliRunner().invoke(main, ["verify", str(data), "--plan", str(tmp_path / "bf.npy"), "--json", "-q"])
     packed = {c["name"] for c in json.loads(r.stdout)["checks"]}
     assert {"packing", "segments", "packed_stats"} <= packed
-    assert seen | packed == set(registry.CHECK_NAMES)
+    # a mixture's own checks (#34): of the plan above and the golden record's packed one (T 128 both)
+    r = CliRunner().invoke(main, ["mix", f"a=1:{tmp_path / 'bf.npy'}", f"b=2:{tmp_path / 'plans' / 'pack.npy'}", "-o",
+                                  str(tmp_path / "mix.npy"), "--windows", "10", "-q"])
+    assert r.exit_code == 0, r.stderr
+    r = CliRunner().invoke(main, ["verify", str(tmp_path / "mix.npy"), "--json", "-q"])
+    mixed = {c["name"] for c in json.loads(r.stdout)["checks"]}
+    assert {"mixture_sources", "mixture_counts", "mixture_prefix"} <= mixed
+    assert seen | packed | mixed == set(registry.CHECK_NAMES)
 
 
 def test_every_report_line_is_added_under_a_registered_check():

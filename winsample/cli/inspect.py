@@ -13,9 +13,9 @@ _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim"
 @main.command("inspect")
 @click.argument("path", type=click.Path(path_type=str))
 @click.option("--at", "at", type=int, default=0, show_default=True, metavar="I",
-              help="First token (of a .bin), row (of a plan) or window (of a best-fit plan) to show.")
+              help="First token (of a .bin), row (of a plan), window (of a best-fit plan) or position (of a mixture) to show.")
 @click.option("--count", "count", type=click.IntRange(min=0), default=32, show_default=True, metavar="K",
-              help="How many tokens, plan rows or best-fit windows to show.")
+              help="How many tokens, plan rows, best-fit windows or mixture positions to show.")
 @click.option("--meta", "meta_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="meta.json describing PATH, when it is not beside it.")
 @click.option("--encoding", default=None, metavar="NAME",
@@ -30,7 +30,9 @@ def inspect_cmd(path, at, count, meta_path, encoding, quiet, as_json):
                     (⏎ a newline, ⟨e6 bb⟩ bytes that are not UTF-8 on their own)
     PATH a folder:  meta summary of every split
     PATH a plan:    parameters, counts and windows [I, I+K) (start, length, doc, fresh); a best-fit
-                    plan: fill, padding, segments and windows [I, I+K) as their segments
+                    plan: fill, padding, segments and windows [I, I+K) as their segments; a mixture
+                    (mix): its sources, the epoch and positions [I, I+K) of epoch 0 as the Loader
+                    serves them with seed 0 (source, window, start, length)
 
     Checksums are shown as recorded, not recomputed: `winsample verify` checks them.
     """

@@ -111,7 +111,7 @@ def _packed_window(w, paint) -> list[str]:
     from ..provenance import source_text
 
     safe = terminal_safe
-    head = f"── {safe(w.file)} window {w.window}: {w.length} tokens in {plural(len(w.segments), 'segment')}"
+    head = f"── {_position(w)}{safe(w.file)} window {w.window}: {w.length} tokens in {plural(len(w.segments), 'segment')}"
     body = []
     for g in w.segments:
         where = f" · {safe(source_text(g['source']), keep='')}" if g.get("source") is not None else ""
@@ -121,6 +121,11 @@ def _packed_window(w, paint) -> list[str]:
     if w.shown is not None:
         out.append(paint(f"… ({w.length - w.shown:,} more tokens not shown)", dim=True))
     return out
+
+
+def _position(w) -> str:
+    """A mixture's window: the position of epoch 0 it is served at, before its source's file."""
+    return "" if w.position is None else f"position {w.position}: "
 
 
 def verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
@@ -143,7 +148,8 @@ def verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
             if w.segments is not None:
                 lines += _packed_window(w, paint)
                 continue
-            head = f"── {safe(w.file)} [{w.start}, {w.start + w.length}) {w.length} tokens"
+            at = "" if w.position is None else f" window {w.window}"
+            head = f"── {_position(w)}{safe(w.file)}{at} [{w.start}, {w.start + w.length}) {w.length} tokens"
             if w.overlap:
                 head += f", first {w.overlap} shared with the previous window {OVERLAP_OPEN}…{OVERLAP_CLOSE}"
             if w.source is not None:

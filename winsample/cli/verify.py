@@ -27,9 +27,9 @@ class _VerifyCommand(click.Command):
 
 
 @main.command(cls=_VerifyCommand)
-@click.argument("path", type=click.Path(path_type=str))
+@click.argument("path", type=click.Path(path_type=str), required=False)
 @click.option("--plan", "plans", multiple=True, type=click.Path(path_type=str), metavar="PLAN.npy",
-              help="A window plan to check against its token file (repeatable).")
+              help="A window plan (or a mixture, from mix) to check against its token file (repeatable).")
 @click.option("-T", "--context", "T", type=click.IntRange(min=1), default=None,
               help="Model input length: min_length checks N ≥ T + 1. Default: from each plan's sidecar.")
 @click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.95, show_default=True,
@@ -57,7 +57,9 @@ class _VerifyCommand(click.Command):
 def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, encoding, retokenize_sample, retokenize_bytes, strict, plot_png, quiet, as_json):
     """Check token files and window plans; exit 0 if sound, 1 if a check fails, 2 if it cannot run.
 
-    PATH is a data folder (train.bin, val.bin, meta.json, document indexes) or one .bin.
+    PATH is a data folder (train.bin, val.bin, meta.json, document indexes) or one .bin. PATH a
+    plan (PLAN.npy), or no PATH: the plans alone, each against the token file its sidecar names
+    (for a mixture from mix: the mixture, then each source plan against its own token file).
 
     \b
     Checks (their names in the report and --json):
@@ -66,15 +68,21 @@ def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, enco
       winsample verify data/ --plan train.plan.npy
       winsample verify data/ --plan train.plan.npy --json -q > verify.json   # in CI
       winsample verify data/ --plan train.plan.npy --plot coverage.png
+      winsample verify mix.plan.npy                   # a mixture and every source plan
     """
     from ..verify import verify as run_verify
+    from ..verify.run import is_plan_path, plan_of
 
+    if path is None and not plans:
+        raise click.UsageError("name a data folder, a token file or a plan (PATH, or --plan PLAN.npy)", ctx=ctx)
     if plot_png:
-        if not plans:
+        drawn_plan = plan_of(path) if path is not None and is_plan_path(path) else plans[0] if plans else None
+        if drawn_plan is None:
             raise click.UsageError("--plot draws a window plan: add --plan PLAN.npy", ctx=ctx)
-        from ..plot import require_matplotlib
+        from ..plot import refuse_mixture, require_matplotlib
 
         require_matplotlib()  # fail before the checks, not after
+        refuse_mixture(drawn_plan)
 
     with progress(quiet, unit="B", unit_scale=True, desc="verify") as bar:
         report = run_verify(
@@ -90,7 +98,7 @@ def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, enco
 
         try:
             with progress(quiet, unit="tok", unit_scale=True, desc="plot") as bar:
-                drawn = plot_plan(plot_png, plan_bin(path, plans[0]), plans[0], progress=bar.update)
+                drawn = plot_plan(plot_png, plan_bin(path, drawn_plan), drawn_plan, progress=bar.update)
         except WinsampleError as e:  # the report still prints; a broken plan may not be drawable
             plot_error = e
             code = code or e.exit_code
@@ -107,6 +115,6 @@ def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, enco
     if plot_error is not None:
         click.echo(f"error: --plot {plot_png}: {plot_error}", err=True)
     elif drawn:
-        say(quiet, f"coverage picture of {plans[0]} → {plot_png}")
+        say(quiet, f"coverage picture of {drawn_plan} → {plot_png}")
     if code:
         ctx.exit(code)

@@ -114,6 +114,7 @@ from .meta import (
     FORMAT_NAME,
     FORMAT_VERSION,
     SPLIT_METHODS,
+    TOKENIZER_KEYS,
     Meta,
     ShardEntry,
     SplitEntry,

@@ -139,6 +139,17 @@ def _check_tokenizer(tok: Any, where: str) -> dict:
     return tok
 
 
+# the fields of a tokenizer entry that say which ids it gives (a file's path, a library's version
+# left out): two token files whose entries agree on these hold ids that mean the same tokens
+TOKENIZER_KEYS = ("name", "family", "ranks_sha256", "spec_sha256", "config_sha256", "model_sha256", "n_vocab", "eot")
+
+
+def tokenizer_identity(entry: dict | None) -> dict:
+    """The ``TOKENIZER_KEYS`` of a tokenizer entry (meta.json's, or a plan sidecar's copy of it)
+    that it has, in that order: what ``mix`` and ``verify`` compare across a mixture's sources."""
+    return {k: entry[k] for k in TOKENIZER_KEYS if isinstance(entry, dict) and k in entry}
+
+
 def _check_split_rule(rule: Any, where: str) -> dict | None:
     if rule is None:
         return None
@@ -173,15 +184,6 @@ def _check_sharded(sh: Any, where: str) -> dict | None:
 
 
 SPLIT_METHODS = ("doc", "tail")  # how encode assigned documents to train and val (encode.config's choices)
-TOKENIZER_IDENTITY = ("name", "family", "ranks_sha256", "spec_sha256", "config_sha256", "model_sha256", "n_vocab", "eot")
-
-
-def tokenizer_identity(entry: dict | None) -> dict:
-    """The fields of a tokenizer entry (meta.json's, a plan sidecar's) that say which ids it
-    gives and which id ends a document; paths and library versions left out."""
-    return {k: entry[k] for k in TOKENIZER_IDENTITY if entry and k in entry}
-
-
 def check_version(obj: dict, where: str, newest: int, what: str) -> int:
     v = obj.get("version")
     if not is_int(v):

@@ -155,7 +155,7 @@ class PlanParams(_Fields):
     windows' option values. A plan written before a key existed reads that key's default."""
 
     KEYS = ("T", "targets", "span", "stride", "overlap", "offset", "random_offset", "seed", "epoch", "tail", "short",
-            "boundaries", "pack", "long", "shuffle", "shard", "shards", "shard_method")
+            "boundaries", "pack", "long", "shuffle", "shard", "shards", "shard_method", "mixture", "max_repeats")
     DEFAULTS = {"targets": True, "random_offset": False, "pack": False, "shuffle": False}
     T: int | None
     targets: bool
@@ -175,6 +175,9 @@ class PlanParams(_Fields):
     shard: int | None
     shards: int | None
     shard_method: str | None
+    mixture: dict | None  # a mixture's epoch rule: {"rule": "windows", "windows": N}, {"rule": "epoch-of", "source": NAME}
+    # or {"rule": "first-exhausted"} (``mix``; a mixture's ``seed`` is ``mix --seed``)
+    max_repeats: int | None  # a mixture: ``mix --max-repeats`` (null: none given)
 
 
 class PlanStats(_Fields):

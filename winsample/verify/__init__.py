@@ -24,8 +24,11 @@ checks), ``meta.py`` (meta, provenance), ``plan.py`` / ``figures.py`` (each plan
 plan_bounds, order, duplicates, coverage), ``replan.py`` (plan_params: the rows are what windows makes with
 the recorded parameters), ``packed.py`` (a best-fit plan's segments: its figures
 and packing, segments, packed_stats), ``leakage.py`` (split_leakage), ``plan_windows.py``
-(alignment, materialized), ``decode.py``, ``recode.py`` / ``retokenize.py`` (retokenize),
-``llmc.py``, ``megatron.py`` (the foreign layouts).
+(alignment, materialized), ``mixture.py`` (a mixture from ``mix``: mixture_sources,
+mixture_counts, mixture_prefix, then each source plan against its own token file), ``decode.py``,
+``recode.py`` / ``retokenize.py`` (retokenize), ``llmc.py``, ``megatron.py`` (the foreign layouts).
+PATH a plan, or no PATH: the plans alone, each against the token file its sidecar names
+(``run.verify_plans``).
 Units: positions, starts and lengths are in tokens; ends are exclusive.
 """
 

@@ -37,4 +37,4 @@ class Dataset:
     shingle_bits: int | None = None  # set when train and val are compared (split_leakage)
     prepared: dict[Path, Future] = field(default_factory=dict)  # each plan, read on a helper thread
     retokenize: object = None  # the retokenize sample's future (or why it cannot run): ``recode.py``
-    first_plan: object = None  # the first plan placed on its token file (``plan.Plan``): decode shows it
+    first_plan: object = None  # the first plan placed on its token file (``plan.Plan``, a ``mixture.Mixture``): decode shows it

@@ -22,7 +22,13 @@ SHOW_TOKENS = 512  # tokens of each shown window that are decoded for the report
 @check("decode", help="the first --show windows decode with the tokenizer", reads="plans or token files, tokenizer",
        stage="final")
 def decode(report: Report, ctx) -> None:
-    """The first --show windows of the first plan (``ctx.first_plan``), else of the first token file."""
+    """The first --show windows of the first plan (``ctx.first_plan``; a mixture: its first
+    positions, ``mixture.show_mixture``), else of the first token file."""
+    from .mixture import Mixture, show_mixture  # imported here: its checks are listed after this module's
+
+    if isinstance(ctx.first_plan, Mixture):
+        show_mixture(report, ctx.first_plan, ctx.opts.show)
+        return
     show_windows(report, ctx.first_plan, ctx.targets, ctx.scans, ctx.enc, ctx.enc_error, ctx.opts.T, ctx.opts.show)
 
 

@@ -55,7 +55,7 @@ def prepare_plan(plan_path: Path, path: Path, folder, sizes: dict) -> Prepared |
     prep = Prepared(rows, side, rows_checksum=formats.rows_checksum(rows) if side.rows_checksum else None)
     fp = plan_file(side, path, folder)
     n = sizes.get(fp) if fp is not None else None
-    if n is not None and not side.best_fit:  # a best-fit plan's rows are segments: packed.py has its figures
+    if n is not None and not side.best_fit and not side.mixture:  # segments (packed.py), or sources (mixture.py)
         prep.n, prep.figures = n, plan_figures(rows, n, int_param(side.params, "span"))
     return prep
 

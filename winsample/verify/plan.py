@@ -39,9 +39,17 @@ class Plan:
 
 def check_plans(report: Report, ctx) -> None:
     """Each of ``ctx.opts.plans`` in the order given: placed on its token file, then every check of
-    the plan stage; ``ctx.first_plan``: the first one placed (decode shows it)."""
+    the plan stage (a mixture: ``mixture.check_mixture``, its sources against their own token
+    files); ``ctx.first_plan``: the first one placed (decode shows it)."""
     for p in ctx.opts.plans:
-        plan = open_plan(report, ctx, Path(p))
+        got = load_plan_once(Path(p), ctx.prepared.get(Path(p)))
+        if isinstance(got, Prepared) and got.side.mixture:
+            from .mixture import check_mixture  # imported here: its checks are listed after this module's
+
+            mix = check_mixture(report, ctx.opts, Path(p), got)
+            ctx.first_plan = ctx.first_plan if ctx.first_plan is not None else mix
+            continue
+        plan = _locate(report, Path(p), got, ctx.path, ctx.folder, ctx.scans)
         if plan is None:
             continue
         if ctx.first_plan is None:
@@ -51,7 +59,7 @@ def check_plans(report: Report, ctx) -> None:
 
 def open_plan(report: Report, ctx, plan_path: Path) -> Plan | None:
     """The plan with the scan of its token file, or None after a plan_bounds line saying why not."""
-    got = _load(plan_path, ctx.prepared.get(plan_path))
+    got = load_plan_once(plan_path, ctx.prepared.get(plan_path))
     return _locate(report, plan_path, got, ctx.path, ctx.folder, ctx.scans)
 
 
@@ -85,8 +93,9 @@ DUPLICATES = define("duplicates", "no two windows of a plan are identical (best-
 COVERAGE = define("coverage", "share of tokens inside at least one window ≥ --min-coverage", "plans, sidecars")
 
 
-def _load(plan_path: Path, prepared) -> Prepared | DataError:
-    """The plan as the helper thread prepared it, else read now (a DataError when it does not read)."""
+def load_plan_once(plan_path: Path, prepared=None) -> Prepared | DataError:
+    """The plan as the helper thread prepared it (``prepared``: its future), else read now (a
+    DataError when it does not read)."""
     got = prepared.result() if prepared is not None else None
     if got is None:
         try:

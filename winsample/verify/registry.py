@@ -19,7 +19,10 @@ the order ``run.py`` runs them, and the arguments each function takes:
 - ``dataset``: ``fn(report, ctx)``, once, after the file stage (``ctx``: ``context.Dataset``,
   its tokenizer, meta.json, every scan, the options as ``ctx.opts``);
 - ``plan``: ``fn(report, ctx, plan)``, once per ``--plan`` that was placed on its token file
-  (``plan.Plan``);
+  (``plan.Plan``), and once per source plan of a mixture (with its own token file's ``ctx``);
+- ``mixture``: ``fn(report, opts, mix)``, once per mixture plan (``mixture.Mixture``), in place
+  of the plan stage; a mixture is checked with or without a data folder, so its checks take the
+  options (``VerifyOptions``), not a dataset;
 - ``final``: ``fn(report, ctx)``, once, after the plans (``ctx.first_plan``: the first one).
 
 llm.c shards named on their own (``llmc.verify_llmc``) have their own file checks and run only
@@ -36,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-STAGES = ("file", "dataset", "plan", "final")
+STAGES = ("file", "dataset", "plan", "mixture", "final")
 
 
 @dataclass(frozen=True)

@@ -47,12 +47,15 @@ class Window:
     shown: int | None = None  # tokens decoded into ``text``: the first SHOW_TOKENS of a longer window
     window: int | None = None  # a best-fit plan's window number (its tokens are ``segments`` side by side)
     segments: list[dict] | None = None  # best-fit: start, length, doc, text, shown_tokens (and source) of each
+    position: int | None = None  # a mixture's: the position of epoch 0 it is served at (``window``: its source's window)
 
     def to_dict(self) -> dict:
         out = {"file": self.file, "start": self.start, "length": self.length, "text": self.text, "overlap": self.overlap,
                "shown_tokens": self.length if self.shown is None else self.shown}
         if self.source is not None:
             out["source"] = self.source
+        if self.position is not None:
+            out.update(position=self.position, window=self.window)
         if self.segments is not None:
             out.update(window=self.window, segments=self.segments)
         return out

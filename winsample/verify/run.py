@@ -19,60 +19,128 @@ from .. import disk, formats, tokenizer, tokensrc
 from ..errors import DataError, InputError, WinsampleError
 from . import recode
 from .context import Dataset
-from .figures import prepare_plan
+from .decode import DECODE
+from .figures import Prepared, prepare_plan
 from .llmc import verify_llmc
 from .megatron import MEGATRON_INDEX
 from .meta import load_meta_tokenizer
 from .options import VerifyOptions
-from .plan import check_plans
+from .plan import PLAN_BOUNDS, check_plans, load_plan_once
 from .registry import run_stage
 from .report import Report, Status
 from .scan import Target, require_file, scan_file, scan_logical
 from .shingles import sampling_bits
 
 
-def verify(path: str | Path, plans=(), options: VerifyOptions | None = None, **kwargs) -> Report:
-    """Run every check that applies to ``path`` (a data folder or one .bin) and ``plans``.
+def verify(path: str | Path | None, plans=(), options: VerifyOptions | None = None, **kwargs) -> Report:
+    """Run every check that applies to ``path`` (a data folder, one .bin, or a plan) and ``plans``.
 
-    Options come as a ``VerifyOptions`` or as its fields by keyword (``T=``, ``min_coverage=``,
-    ``retokenize_sample=``, …). Returns a Report; raises InputError only when something named
-    cannot be read at all.
+    ``path`` a plan (``*.npy``) or None: the plans alone, each against the token file its sidecar
+    names (``verify_plans``). Options come as a ``VerifyOptions`` or as its fields by keyword
+    (``T=``, ``min_coverage=``, ``retokenize_sample=``, …). Returns a Report; raises InputError
+    only when something named cannot be read at all.
     """
     opts = options if options is not None else VerifyOptions()
     opts = dataclasses.replace(opts, plans=tuple(plans) or tuple(opts.plans), **kwargs)
     return verify_with(path, opts)
 
 
-def verify_with(path: str | Path, opts: VerifyOptions) -> Report:
+def verify_with(path: str | Path | None, opts: VerifyOptions) -> Report:
     """``verify`` with its options as one object."""
+    if path is None or is_plan_path(path):
+        return verify_plans(path, opts)
+    return check_dataset(path, opts)[0]
+
+
+def is_plan_path(path: str | Path) -> bool:
+    """A plan named where a data folder or token file is expected: ``PLAN.npy`` (or its sidecar)."""
+    return str(path).endswith((".npy", ".npy.json"))
+
+
+def plan_of(path: str | Path) -> Path:
+    """The plan ``PLAN.npy`` that ``path`` (the plan or its sidecar) names."""
+    return Path(str(path)[: -len(".json")] if str(path).endswith(".npy.json") else path)
+
+
+def check_dataset(path: str | Path, opts: VerifyOptions) -> tuple[Report, Dataset | None]:
+    """Every check of the data folder or token file ``path`` and of ``opts.plans`` on it; the
+    report, and the ``Dataset`` its checks read (None for llm.c shards named on their own, or a
+    Megatron index that does not read)."""
     foreign = tokensrc.foreign_layout(path, opts.meta_path)
     path = Path(path)
     _check_inputs(path, opts, foreign)
     report = Report()
     if foreign is not None and foreign[0] == tokensrc.LLMC:
-        return verify_llmc(report, path, foreign[1], opts)
+        return verify_llmc(report, path, foreign[1], opts), None
     megatron_idx = None
     if foreign is not None:  # a Megatron prefix: its .bin is the token file, its .idx says the dtype
         try:
             megatron_idx = tokensrc.read_megatron_index(Path(f"{foreign[1]}.idx"))
         except DataError as e:
             report.add(MEGATRON_INDEX, f"{foreign[1]}.idx", Status.FAIL, str(e))
-            return report
+            return report, None
         path = Path(f"{foreign[1]}.bin")
     ds = Dataset(path, path if path.is_dir() else None, megatron_idx, opts=opts)
     _open_meta(ds, opts.meta_path)
     _find_targets(ds, opts.meta_path)
     _load_tokenizer(ds, opts.encoding)
     _run_checks(report, ds, opts)
+    return report, ds
+
+
+def verify_plans(path: str | Path | None, opts: VerifyOptions) -> Report:
+    """The plans alone (``path``, a plan, then ``opts.plans``), each against the token file its
+    sidecar names (``tokensrc.plan_tokens``): a window plan as ``verify TOKENS --plan PLAN``
+    checks it (the plans of one token file in one run), a mixture by ``mixture.check_mixture``.
+    Only the first plan's windows are decoded (a mixture's: its first positions)."""
+    from .mixture import check_mixture, show_mixture
+
+    plans = ([plan_of(path)] if path is not None else []) + [Path(p) for p in opts.plans]
+    if not plans:
+        raise InputError("nothing to verify: name a data folder, a token file or a plan (--plan PLAN.npy)")
+    opts = dataclasses.replace(opts, plans=tuple(plans))
+    _check_inputs(None, opts, None)
+    report, jobs, groups = Report(), [], {}
+    for p in plans:  # each plan read once, then placed: a mixture, a token file's group, or why neither
+        got = load_plan_once(p)
+        if isinstance(got, DataError):
+            jobs.append((p, str(got)))
+        elif got.side.mixture:
+            jobs.append((p, got))
+        else:
+            try:
+                tokens = tokensrc.plan_tokens(p, got.side.source)
+            except DataError as e:
+                jobs.append((p, str(e)))
+                continue
+            key = tokens.resolve()
+            if key not in groups:
+                groups[key] = (tokens, [])
+                jobs.append((p, key))
+            groups[key][1].append(p)
+    for p, job in jobs:
+        if isinstance(job, str):
+            report.add(PLAN_BOUNDS, p.name, Status.FAIL, job)
+        elif isinstance(job, Prepared):
+            mix = check_mixture(report, opts, p, job)
+            if p == plans[0]:
+                show_mixture(report, mix, opts.show)
+        else:
+            tokens, group = groups[job]
+            first = plans[0] in group
+            sub, _ = check_dataset(tokens, dataclasses.replace(opts, plans=tuple(group), show=opts.show if first else 0,
+                                                               meta_path=None, writes=()))
+            report.checks += [c for c in sub.checks if first or c.name != DECODE.name]
+            report.windows += sub.windows
     return report
 
 
-def _check_inputs(path: Path, opts: VerifyOptions, foreign) -> None:
+def _check_inputs(path: Path | None, opts: VerifyOptions, foreign) -> None:
     """InputError (exit 2) for a run that cannot happen: PATH or a plan missing, a bad option value."""
-    if not path.exists() and foreign is None and not tokensrc.is_logical(path, opts.meta_path):
+    if path is not None and not path.exists() and foreign is None and not tokensrc.is_logical(path, opts.meta_path):
         raise InputError(f"{path}: no such file or folder")
     if opts.writes:  # --plot PNG: never one of the files checked
-        ins = formats.dataset_files(path, opts.meta_path)
+        ins = formats.dataset_files(path, opts.meta_path) if path is not None else []
         for p in opts.plans:
             ins += [Path(p), formats.plan_sidecar(p), formats.materialized_path(p)]
         disk.refuse_overwrite(opts.writes, ins)
