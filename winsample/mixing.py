@@ -97,7 +97,8 @@ def build(specs: list[SourceSpec], out: str | Path, windows: int | None = None, 
                 "seed": seed},
         stats={"windows": int(sum(counts))}, tokenizer=first.sidecar.tokenizer, has_source=False,
         sources=[formats.MixtureSource(name=s.name, plan=os.path.relpath(os.path.abspath(s.plan), os.path.abspath(folder)),
-                                       weight=s.weight, rows_checksum=p.sidecar.rows_checksum)
+                                       weight=s.weight, rows_checksum=p.sidecar.rows_checksum,
+                                       tokens_checksum=p.sidecar.source.checksum)
                  for s, p in zip(specs, plans)])
     formats.write_plan(out, rows, side)
     return summary(specs, rows, reps, str(out))

@@ -28,9 +28,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import winsample
 from winsample import formats, provenance
 from winsample.cli import main
-from winsample.errors import InputError
+from winsample.errors import DataError, InputError
 
 from ..conftest import CL100K_SHA256, GPT2_SHA256
 from .test_run import GPT2, NO_RETOKENIZE, edit_sidecar, make_folder, make_plan, one
@@ -385,3 +386,19 @@ def test_seeded_random_edits_never_crash_and_never_pass_when_what_is_served_chan
         assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
         if kind < 3:
             assert r.exit_code == 1, (kind, r.stdout[-2000:])
+
+
+def test_a_source_re_made_over_other_tokens_of_the_same_length_fails_mixture_sources_and_the_loader(mix, tmp_path):
+    # regular windows over two files of one length have the same rows: the token file's checksum tells them apart
+    folder = tmp_path / "code"
+    n = len(np.fromfile(folder / "train.bin", np.uint16))
+    for p in folder.iterdir():
+        p.unlink()
+    make_folder(folder, list(range(7000, 7000 + SIZES["code"])), list(range(7500, 7505)))  # other ids, same length
+    source_plan(folder, WINDOWS["code"])
+    assert len(np.fromfile(folder / "train.bin", np.uint16)) == n
+    code, doc, err = verify(mix)
+    assert (code, err) == (1, "")
+    assert "made over other tokens since the mixture was made" in failing(doc)["mixture_sources", "code:train.plan.npy"]
+    with pytest.raises(DataError, match="was made over other tokens since the mixture was made"):
+        winsample.Loader(mix, batch_size=1, seed=0)

@@ -213,15 +213,17 @@ class MixtureSource:
 
     ``plan``: the plan's path relative to the mixture plan's folder (as ``mix`` wrote it);
     ``rows_checksum``: that plan's own ``rows_checksum`` when the mixture was made (an edited
-    or re-planned source is caught); ``weight``: as given (a decimal string or a number)."""
+    or re-planned source is caught); ``tokens_checksum``: its token file's (a plan re-made over
+    another dataset of the same length has the same rows, not the same tokens); ``weight``: as given (a decimal string or a number)."""
 
     name: str
     plan: str
     weight: Any
     rows_checksum: str | None = None
+    tokens_checksum: str | None = None  # the source plan's source.checksum: its token file, when mixed
     extra: dict = field(default_factory=dict)
 
-    KEYS = ("name", "plan", "weight", "rows_checksum")
+    KEYS = ("name", "plan", "weight", "rows_checksum", "tokens_checksum")
 
     @classmethod
     def from_json(cls, obj: Any, where: str, i: int) -> MixtureSource:
@@ -234,7 +236,9 @@ class MixtureSource:
         w = obj.get("weight")
         if isinstance(w, bool) or not isinstance(w, (int, float, str)):
             schema_error(where, f"sources[{i}].weight is not a number")
-        return cls(name=name, plan=plan, weight=w, rows_checksum=get_str(obj, "rows_checksum", where, f"sources[{i}]",
+        return cls(name=name, plan=plan, weight=w,
+                   tokens_checksum=get_str(obj, "tokens_checksum", where, f"sources[{i}]", required=False, nullable=True),
+                   rows_checksum=get_str(obj, "rows_checksum", where, f"sources[{i}]",
                                                                             required=False, nullable=True),
                    extra=extra_keys(obj, cls.KEYS))
 

@@ -140,6 +140,8 @@ def _fill_source(out: np.ndarray, n: int, seed: int, epoch: int, source: int, sa
     allocated, copied to int64 and concatenated again: at 10^8 windows those copies and their
     page faults cost as much as the shuffles."""
     left, k, at = len(out), 0, 0
+    if left and n < 1:  # no window to serve again: never loop
+        raise ConfigError(f"source {source}: {left} windows asked of a plan with none")
     while left > 0:
         words = [seed, epoch, MIX_STREAM, source, k] + ([salt] if salt is not None else [])
         rng = np.random.default_rng(words)

@@ -187,6 +187,9 @@ def _source_problems(s: Source, mix: Mixture, want: dict) -> tuple[list[str], li
     elif s.got.rows_checksum != rec:
         problems.append(f"its rows were edited since the mixture was made: they hash to {s.got.rows_checksum},"
                         f" the mixture recorded {rec}")
+    if s.entry.tokens_checksum and side.source.checksum != s.entry.tokens_checksum:
+        problems.append(f"made over other tokens since the mixture was made: its source checksum is {side.source.checksum},"
+                        f" the mixture recorded {s.entry.tokens_checksum}")
     for key in ("T", "targets", "span"):
         a, b = getattr(side.params, key), getattr(mix.side.params, key)
         if (a, type(a)) != (b, type(b)):
