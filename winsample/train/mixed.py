@@ -48,6 +48,9 @@ class Mixed:
         self._tokens: list = [None] * len(self.plans)
         self._docs: list = [None] * len(self.plans)
 
+    def __getstate__(self):  # for DataLoader workers: each opens the token files itself, no memmap copied
+        return dict(self.__dict__, _tokens=[None] * len(self.plans), _docs=[None] * len(self.plans))
+
     def tokens(self, i: int):
         """Source ``i``'s tokens (a memmap), opened when first needed."""
         if self._tokens[i] is None:
@@ -84,14 +87,15 @@ class Mixed:
         return out
 
     def gather(self, src: np.ndarray, win: np.ndarray, T: int, pad_id: int, ignore_index: int, positions: str,
-               cross_doc: str) -> Batch:
-        """The Batch of positions (``src``, ``win``): each source's rows built from its own tokens,
-        then put back in position order."""
+               cross_doc: str, fresh: bool = False) -> Batch:
+        """The Batch of positions (``src``, ``win``): each source's rows built from its own tokens
+        (``fresh``: labels="fresh", from each source plan's ``fresh`` column), then put back in
+        position order."""
         parts = []
         for i in np.unique(src).tolist():
             k = np.flatnonzero(src == i)
             b = gather(self.tokens(i), self.plans[i], win[k], T, pad_id, ignore_index, positions, cross_doc,
-                       lambda i=i: self.docs(i))
+                       lambda i=i: self.docs(i), self.plans[i].windows["fresh"][win[k]] if fresh else None)
             parts.append((k, b))
         return stack(parts, len(src), T)
 
