@@ -39,8 +39,8 @@ from .test_run import GPT2, NO_RETOKENIZE, edit_sidecar, make_folder, make_plan,
 T = 3
 SIZES = {"web": 31, "code": 19, "books": 13}  # tokens; windows at 0, 3, …: (N − 1) / 3 of them
 WINDOWS = {"web": 10, "code": 6, "books": 4}
-COUNTS = {"web": 10, "code": 5, "books": 2}  # the module docstring's arithmetic
-E = 17
+COUNTS = {"web": 10, "code": 5, "books": 1}  # E = ⌊10 / 0.6⌋ = 16; the other 6 by 0.3 : 0.1 → 4.5, 1.5 → 5, 1 (tie: the earlier)
+E = 16
 MIX_CHECKS = ("mixture_sources", "mixture_counts", "mixture_prefix")
 
 
@@ -136,7 +136,7 @@ def test_the_human_report_marks_each_source_and_shows_positions(mix):
     assert r.exit_code == 0 and r.stderr == ""
     lines = r.stdout.splitlines()
     assert any(line.startswith("✓ mixture_sources books:train.plan.npy") for line in lines)
-    assert any(line.startswith("✓ mixture_counts  mix.plan.npy") and "17 windows an epoch" in line for line in lines)
+    assert any(line.startswith("✓ mixture_counts  mix.plan.npy") and "16 windows an epoch" in line for line in lines)
     assert any(line.startswith("── position 0: ") for line in lines)
     assert lines[-1].startswith("verify: ok")
 
@@ -223,8 +223,8 @@ def test_a_count_edited_by_hand_fails_mixture_counts(mix):
     assert (code, err) == (1, "")
     detail = failing(doc)["mixture_counts", "mix.plan.npy"]
     assert "the rows are not the ones mix wrote" in detail
-    assert "counts web 11, code 5, books 2, but weights 0.6, 0.3, 0.1 over windows 10, 6, 4" in detail
-    assert detail.endswith("give web 10, code 5, books 2")
+    assert "counts web 11, code 5, books 1, but weights 0.6, 0.3, 0.1 over windows 10, 6, 4" in detail
+    assert detail.endswith("give web 10, code 5, books 1")
 
 
 def test_a_count_rewritten_with_a_fresh_checksum_still_fails_mixture_counts(mix):
@@ -234,8 +234,8 @@ def test_a_count_rewritten_with_a_fresh_checksum_still_fails_mixture_counts(mix)
     code, doc, _ = verify(mix)
     detail = failing(doc)["mixture_counts", "mix.plan.npy"]
     assert code == 1 and "rows are not the ones" not in detail
-    assert "counts web 10, code 6, books 2" in detail and "give web 10, code 5, books 2" in detail
-    assert "stats.windows" not in detail  # 17, what the recorded weights give
+    assert "counts web 10, code 6, books 1" in detail and "give web 10, code 5, books 1" in detail
+    assert "stats.windows" not in detail  # 16, what the recorded weights give
 
 
 def test_a_weight_edited_in_the_sidecar_fails_mixture_counts(mix):
@@ -244,13 +244,13 @@ def test_a_weight_edited_in_the_sidecar_fails_mixture_counts(mix):
     edit_sidecar(mix, lambda side: side["sources"][0].update(weight="0.5"))
     code, doc, _ = verify(mix)
     detail = failing(doc)["mixture_counts", "mix.plan.npy"]
-    assert code == 1 and "give web 10, code 6, books 2" in detail and "stats.windows is 17, the counts give 18" in detail
+    assert code == 1 and "give web 10, code 6, books 2" in detail and "stats.windows is 16, the counts give 18" in detail
 
 
 def test_stats_windows_edited_fails_mixture_counts(mix):
     edit_sidecar(mix, lambda side: side["stats"].update(windows=18))
     code, doc, _ = verify(mix)
-    assert code == 1 and failing(doc) == {("mixture_counts", "mix.plan.npy"): "stats.windows is 18, the counts give 17"}
+    assert code == 1 and failing(doc) == {("mixture_counts", "mix.plan.npy"): "stats.windows is 18, the counts give 16"}
 
 
 def test_the_epoch_rule_edited_fails_mixture_counts(mix):
@@ -306,14 +306,14 @@ def test_a_source_of_another_T_fails_mixture_sources(mix, tmp_path):
 
 def test_an_order_that_drifts_past_one_window_fails_mixture_prefix(mix, monkeypatch):
     """With every web window first, by hand: after k = 3, web was served 3 times and its share is
-    3·10/17 = 1.765: |3·17 − 3·10| = 21 ≥ 17, one window or more off (k = 1, 2 stay inside)."""
+    3·10/16 = 1.875: |3·16 − 3·10| = 18 ≥ 16, one window or more off (k = 1, 2 stay inside)."""
     from winsample.planning import mixture
 
     monkeypatch.setattr(mixture, "interleave", lambda counts: np.repeat(np.arange(len(counts), dtype=np.int32), counts))
     code, doc, _ = verify(mix)
     line = one(doc, "mixture_prefix")
     assert code == 1 and line["status"] == "fail" and line["prefix"] == 3
-    assert line["detail"] == "after 3 of 17 windows source web was served 3 times, its share is 1.765: one window or more off"
+    assert line["detail"] == "after 3 of 16 windows source web was served 3 times, its share is 1.875: one window or more off"
 
 
 def test_prefix_bound_by_brute_force_on_random_orders():
@@ -374,7 +374,7 @@ def test_seeded_random_edits_never_crash_and_never_pass_when_what_is_served_chan
             rows[field][i] += int(rng.choice([-1, 1, 1 << 40, -(1 << 40)]))
             np.save(mix, rows)
         elif kind == 1:
-            edit_sidecar(mix, lambda s: s["stats"].update(windows=int(rng.choice([0, 16, 18, 1 << 40]))))
+            edit_sidecar(mix, lambda s: s["stats"].update(windows=int(rng.choice([0, 15, 17, 1 << 40]))))  # E is 16
         elif kind == 2:
             i = int(rng.integers(3))
             edit_sidecar(mix, lambda s, i=i: s["sources"][i].update(rows_checksum="xxh3_128:" + "0" * 32))

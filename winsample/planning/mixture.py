@@ -2,9 +2,11 @@
 
 For sources with weights w_i (any positive numbers; proportions of *windows*) and n_i windows:
 
-- **Epoch length** E: given (``windows``), or one pass over source j (``epoch_of``: E = n_j / w_j,
-  rounded), or by default one pass over the source that runs out first at its weight
-  (min_i n_i / w_i). Arithmetic is exact (fractions), so no machine rounds differently.
+- **Epoch length** E: given (``windows``), or one pass over source j (``epoch_of``: E = ⌊n_j / w_j⌋),
+  or by default one pass over the source that runs out first at its weight (j the first with the
+  least n_j / w_j). Rounded down, so the default epoch asks no source for a second pass: every
+  other source's share (E − n_j)·w_i/(1 − w_j) ≤ n_j·w_i/w_j ≤ n_i. Arithmetic is exact
+  (fractions), so no machine rounds differently.
 - **Counts** c_i: w_i × E (weights normalised) rounded by largest remainder (ties to the earlier
   source), Σ c_i = E; with ``epoch_of`` that source gets exactly its n_j.
 - **Repeats**: a source asked for c_i > n_i windows walks q = ⌊c_i / n_i⌋ whole seeded
@@ -72,7 +74,7 @@ def epoch_counts(weights, sizes: list[int], windows: int | None = None, epoch_of
     if n == 0:
         raise ConfigError(f"source {epoch_of} has no windows: an epoch of it is empty")
     E = Fraction(n) / w[epoch_of]
-    E_int = round(E)  # Fraction rounds half to even: exact and the same everywhere
+    E_int = E.numerator // E.denominator  # down: no other source's share passes its n_i (docstring)
     others = [i for i in range(len(w)) if i != epoch_of]
     rest = sum(w[i] for i in others)
     counts = [0] * len(w)

@@ -222,7 +222,7 @@ class Loader:
         if ep.mix is not None:
             pos = self.row_index(epoch, step)
             return self._mixed.gather(ep.mix[0][pos], ep.mix[1][pos], self.T, self.pad_id, self.ignore_index,
-                                      self.positions, self.cross_doc_labels)
+                                      self.positions, self.cross_doc_labels, self.labels == "fresh")
         return self._gather(ep.plan, self.row_index(epoch, step))
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -365,9 +365,11 @@ class Loader:
             last = np.append(lead[1:], True)  # the last segment of its window
             ends[last] = (win["start"].astype(np.int64) + win["length"])[row[last]]
             l = ends - a
-            fresh = np.clip(win["start"].astype(np.int64)[row] + win["fresh"][row] - a, 0, l)
+            fresh = None
         out = np.zeros(len(a), formats.PLAN_DTYPE)
         extend = ~lead & (not mask)  # kept: a later segment's first token is the previous token's label
+        if fresh is None:  # the window's fresh labels start at token start + fresh: from the row's own start
+            fresh = np.clip(win["start"].astype(np.int64)[row] + win["fresh"][row] - (a - extend), 0, l + extend)
         out["start"], out["length"], out["fresh"] = a - extend, l + extend, fresh
         return out
 

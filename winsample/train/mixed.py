@@ -97,16 +97,17 @@ class Mixed:
         return out
 
     def gather(self, src: np.ndarray, win: np.ndarray, T: int, pad_id: int, ignore_index: int, positions: str,
-               cross_doc: str) -> Batch:
-        """The Batch of positions (``src``, ``win``): each source's rows built from its own tokens,
-        then put back in position order."""
-        if positions == "window" and cross_doc == "keep" and self._all_plain():
+               cross_doc: str, fresh: bool = False) -> Batch:
+        """The Batch of positions (``src``, ``win``): each source's rows built from its own tokens
+        (``fresh``: labels="fresh", from each source plan's ``fresh`` column), then put back in
+        position order."""
+        if positions == "window" and cross_doc == "keep" and not fresh and self._all_plain():
             return self._gather_plain(src, win, T, pad_id, ignore_index)
         parts = []
         for i in np.unique(src).tolist():
             k = np.flatnonzero(src == i)
             b = gather(self.tokens(i), self.plans[i], win[k], T, pad_id, ignore_index, positions, cross_doc,
-                       lambda i=i: self.docs(i))
+                       lambda i=i: self.docs(i), self.plans[i].windows["fresh"][win[k]] if fresh else None)
             parts.append((k, b))
         return stack(parts, len(src), T)
 

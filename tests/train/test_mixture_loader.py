@@ -1,0 +1,317 @@
+"""winsample.Loader over a real mixture: three datasets encoded, windowed and mixed by the CLI.
+
+Expectations come from the contract, not the Loader's arithmetic: the epoch's (source, window)
+order is ``planning.mixture.mixture_epoch`` (tested against brute force in
+tests/planning/test_mixture.py), step s of rank r takes its positions [(s·W + r)·B, +B); each
+row's tokens are read here from the source's .bin with ``np.fromfile`` at the window's start
+from the source plan's rows (``np.load``); packed fields are compared with a Loader over that
+source's plan alone.
+"""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import winsample
+from winsample.cli import main
+from winsample.errors import ConfigError, DataError
+from winsample.planning import mixture
+
+from ..conftest import CORPUS
+
+T = 16
+IGNORE = -1
+EOT = 50256
+SOURCES = ("web", "code", "books")
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def ok(*args):
+    r = cli(*args)
+    assert r.exit_code == 0, r.output
+    return r
+
+
+def encode(root: Path, name: str, docs: list[str], *extra) -> Path:
+    """A dataset of these documents (one text file each), all in train (--val-fraction 0)."""
+    src = root / f"{name}_in"
+    src.mkdir()
+    for i, text in enumerate(docs):
+        (src / f"{i:02d}.txt").write_text(text, encoding="utf-8")
+    ok("encode", src, "-o", root / name, "--val-fraction", 0, "--workers", 1, "-q", *extra)
+    return root / name
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    """web (3 documents), code (2, planned with --tail short: a short last window) and books
+    (2, one Chinese), windows of T = 16, and two mixtures: mix.plan.npy (0.6/0.3/0.1, one pass
+    over the source that runs out first) and rep.plan.npy (books repeated, --seed 5)."""
+    root = tmp_path_factory.mktemp("mix")
+    hamlet = (CORPUS / "hamlet.txt").read_text(encoding="utf-8")
+    tempest = (CORPUS / "tempest.txt").read_text(encoding="utf-8")
+    sonnets = (CORPUS / "sonnets.txt").read_text(encoding="utf-8")
+    zh = (CORPUS / "zh_sliding_windows.txt").read_text(encoding="utf-8")
+    encode(root, "web", [hamlet[:2500], hamlet[2500:5000], hamlet[5000:6500]])
+    encode(root, "code", [tempest[:3000], tempest[3000:4711]])
+    encode(root, "books", [sonnets[:1500], zh])
+    for name in SOURCES:
+        extra = ("--tail", "short") if name == "code" else ()
+        ok("windows", root / name / "train.bin", "-T", T, "-o", root / name / "train.plan.npy", "-q", *extra)
+    srcs = [f"{n}={w}:{root / n / 'train.plan.npy'}" for n, w in zip(SOURCES, ("0.6", "0.3", "0.1"))]
+    ok("mix", *srcs, "-o", root / "mix.plan.npy", "-q")
+    srcs = [f"{n}={w}:{root / n / 'train.plan.npy'}" for n, w in zip(SOURCES, ("0.2", "0.2", "0.6"))]
+    ok("mix", *srcs, "-o", root / "rep.plan.npy", "--windows", 1500, "--seed", 5, "-q")
+    return root
+
+
+def tokens(root: Path, name: str) -> np.ndarray:
+    return np.fromfile(root / name / "train.bin", dtype=np.uint16).astype(np.int64)
+
+
+def plan_rows(root: Path, name: str) -> np.ndarray:
+    return np.load(root / name / "train.plan.npy")
+
+
+def counts_and_sizes(root: Path, mix: str) -> tuple[list[int], list[int]]:
+    rows = np.load(root / mix)
+    sizes = [len(plan_rows(root, n)) for n in SOURCES]
+    assert rows["windows"].tolist() == sizes
+    return rows["count"].tolist(), sizes
+
+
+def loaders(root, mix="mix.plan.npy", B=4, W=1, seed=3, **kw):
+    return [winsample.Loader(str(root / mix), batch_size=B, seed=seed, rank=r, world_size=W, **kw) for r in range(W)]
+
+
+def served(ls, epoch) -> tuple[np.ndarray, np.ndarray]:
+    """(source, window) of every line of the epoch, in position order: step by step, rank by rank."""
+    rows = [lo.rows(epoch, s) for s in range(ls[0].steps(epoch)) for lo in ls]
+    return np.concatenate([r["source"] for r in rows]), np.concatenate([r["window"] for r in rows])
+
+
+def test_the_fixture_mixes_what_it_says(data):
+    counts, sizes = counts_and_sizes(data, "mix.plan.npy")
+    first = min(range(3), key=lambda i: (sizes[i] / (0.6, 0.3, 0.1)[i], i))
+    assert counts[first] == sizes[first] and all(c <= n for c, n in zip(counts, sizes))
+    code = plan_rows(data, "code")
+    assert (code["length"] < T + 1).sum() == 1  # --tail short: one short window to pad
+    counts, sizes = counts_and_sizes(data, "rep.plan.npy")
+    assert counts == [300, 300, 900] and counts[2] > sizes[2]  # books repeated
+
+
+@pytest.mark.parametrize("mix, salt", [("mix.plan.npy", None), ("rep.plan.npy", 5)])
+@pytest.mark.parametrize("B, W", [(4, 1), (5, 3), (8, 2)])
+def test_ranks_get_equal_batches_and_together_serve_the_epochs_order(data, mix, salt, B, W):
+    counts, sizes = counts_and_sizes(data, mix)
+    ls = loaders(data, mix, B, W, seed=11)
+    E = sum(counts)
+    for epoch in (0, 1):
+        assert {lo.steps(epoch) for lo in ls} == {E // (W * B)} and {len(lo) for lo in ls} == {E // (W * B)}
+        assert {lo.left_out_of(epoch) for lo in ls} == {E % (W * B)}
+        src, win = mixture.mixture_epoch(counts, sizes, 11, epoch, salt)
+        got_src, got_win = served(ls, epoch)
+        n = ls[0].steps(epoch) * W * B
+        assert np.array_equal(got_src, src[:n]) and np.array_equal(got_win, win[:n])
+    assert ls[0].sources == list(SOURCES)
+
+
+def test_every_row_is_its_sources_tokens_at_that_window(data):
+    toks = {n: tokens(data, n) for n in SOURCES}
+    starts = {n: plan_rows(data, n) for n in SOURCES}
+    (lo,) = loaders(data, "rep.plan.npy", B=6, seed=2)
+    padded = 0
+    for epoch in (0, 1):
+        for s in range(lo.steps(epoch)):
+            b, rows = lo.batch(epoch, s), lo.rows(epoch, s)
+            assert b.x.dtype == b.y.dtype == np.int64 and b.x.shape == b.y.shape == (6, T)
+            for i, row in enumerate(rows):
+                name = SOURCES[row["source"]]
+                w = starts[name][row["window"]]
+                assert (row["start"], row["length"]) == (w["start"], w["length"])
+                seq = toks[name][w["start"] : w["start"] + w["length"]]
+                L = len(seq)
+                assert b.x[i, : L - 1].tolist() == seq[:-1].tolist() and b.y[i, : L - 1].tolist() == seq[1:].tolist()
+                assert (b.x[i, L - 1 :] == EOT).all() and (b.y[i, L - 1 :] == IGNORE).all()
+                padded += L < T + 1
+    assert padded  # the short window of code came up, padded
+
+
+def test_batches_are_pure_by_epoch_and_step(data):
+    (a,) = loaders(data, "rep.plan.npy", B=4, W=1, seed=9)
+    first = [(e, s, a.batch(e, s)) for e, s in ((0, 3), (1, 0), (0, 0), (2, 7))]
+    (b,) = loaders(data, "rep.plan.npy", B=4, W=1, seed=9)
+    for e in (3, 1, 0):  # other calls in between, other epochs cached
+        b.batch(e, 1)
+        b.exposure(e)
+    for e, s, want in reversed(first):
+        got = b.batch(e, s)
+        assert np.array_equal(got.x, want.x) and np.array_equal(got.y, want.y)
+        assert np.array_equal(a.batch(e, s).x, want.x)
+
+
+def test_a_new_epoch_draws_a_new_order_with_the_same_mix(data):
+    (lo,) = loaders(data, "mix.plan.npy", B=4, seed=1)
+    s0, w0 = served([lo], 0)
+    s1, w1 = served([lo], 1)
+    assert np.array_equal(s0, s1)  # the interleave depends on the counts only
+    assert not np.array_equal(w0, w1)
+    for i in range(3):  # the same windows of each source, in another order (no source repeats here)
+        assert sorted(w0[s0 == i].tolist()) != w0[s0 == i].tolist() or not np.array_equal(w0[s0 == i], w1[s1 == i])
+    (other,) = loaders(data, "mix.plan.npy", B=4, seed=2)
+    assert not np.array_equal(served([other], 0)[1], w0)  # another seed, another order
+
+
+@pytest.mark.parametrize("mix", ["mix.plan.npy", "rep.plan.npy"])
+@pytest.mark.parametrize("kw", [{}, {"cross_doc_labels": "mask"}, {"labels": "fresh"}], ids=["all", "mask", "fresh"])
+def test_exposure_counts_what_the_batches_train_on(data, mix, kw):
+    W, B = 2, 4
+    ls = loaders(data, mix, B, W, seed=4, **kw)
+    for epoch in (0, 1):
+        ex = ls[0].exposure(epoch)
+        ys = [lo.batch(epoch, s).y for lo in ls for s in range(lo.steps(epoch))]
+        assert ex.trained_tokens == sum(int((y != IGNORE).sum()) for y in ys)
+        assert ex.served == ls[0].steps(epoch) * W * B and ex.batches == ls[0].steps(epoch)
+        src, win = served(ls, epoch)
+        assert [s["name"] for s in ex.sources] == list(SOURCES)
+        for i, s in enumerate(ex.sources):
+            mine = win[src == i]
+            assert s["served"] == len(mine)
+            assert s["tokens"] == int(plan_rows(data, SOURCES[i])["length"][mine].sum())
+            times = np.bincount(mine, minlength=s["windows"])
+            assert (s["repeats_min"], s["repeats_max"]) == (times.min(), times.max())
+        assert ex.trained_tokens == sum(s["trained_tokens"] for s in ex.sources)
+
+
+@pytest.mark.parametrize("positions, cross_doc", [("window", "keep"), ("doc", "mask"), ("source", "keep"), ("doc", "keep")])
+def test_packed_fields_of_a_mixture_row_are_its_sources_own(data, positions, cross_doc):
+    """Each row equals that window's row in a Loader over the source plan alone (batch_size 1)."""
+    kw = {"positions": positions, "cross_doc_labels": cross_doc}
+    alone = {}
+    for i, name in enumerate(SOURCES):
+        one = winsample.Loader(str(data / name / "train.plan.npy"), batch_size=1, seed=0, short="pad", **kw)
+        for s in range(one.steps(0)):
+            b = one.batch(0, s)
+            alone[i, int(one.row_index(0, s)[0])] = b
+    (lo,) = loaders(data, "mix.plan.npy", B=6, seed=5, **kw)
+    crossed = 0
+    for s in range(0, lo.steps(0), 3):
+        b, rows = lo.batch(0, s), lo.rows(0, s)
+        want_runs = []
+        for i, row in enumerate(rows):
+            a = alone[int(row["source"]), int(row["window"])]
+            for f in ("x", "y", "position_ids", "segments", "attention_mask"):
+                assert np.array_equal(getattr(b, f)[i], getattr(a, f)[0]), (f, s, i)
+            want_runs += (i * T + a.cu_seqlens[:-1]).tolist()
+            crossed += int(a.segments[0].max()) > 0
+        assert b.cu_seqlens.tolist() == want_runs + [6 * T]
+        assert b.max_seqlen == int(np.diff(b.cu_seqlens).max())
+    assert crossed  # some rows hold two documents: the masking and positions were exercised
+
+
+def test_mix_refuses_another_T_naming_both_sources(data, tmp_path):
+    ok("windows", data / "code" / "train.bin", "-T", 8, "-o", tmp_path / "code8.plan.npy", "-q")
+    r = cli("mix", f"web=0.5:{data / 'web' / 'train.plan.npy'}", f"code=0.5:{tmp_path / 'code8.plan.npy'}",
+            "-o", tmp_path / "m.plan.npy")
+    assert r.exit_code == 2 and r.stdout == ""
+    assert "source code" in r.stderr and "source web" in r.stderr and "T 8" in r.stderr and "T 16" in r.stderr
+    assert not (tmp_path / "m.plan.npy").exists()
+
+
+def test_mix_refuses_another_tokenizer_naming_both_sources(data, tmp_path, cl100k_ranks_file):
+    other = encode(tmp_path, "other", [(CORPUS / "macbeth.txt").read_text(encoding="utf-8")[:2000]],
+                   "--tokenizer-file", cl100k_ranks_file, "--pattern", "cl100k")
+    ok("windows", other / "train.bin", "-T", T, "-o", other / "train.plan.npy", "-q")
+    r = cli("mix", f"web=0.5:{data / 'web' / 'train.plan.npy'}", f"other=0.5:{other / 'train.plan.npy'}",
+            "-o", tmp_path / "m.plan.npy")
+    assert r.exit_code == 2 and r.stdout == ""
+    assert "source other" in r.stderr and "source web" in r.stderr and "gpt2" in r.stderr
+    assert not (tmp_path / "m.plan.npy").exists()
+
+
+def test_mix_refuses_more_repeats_than_max_repeats_naming_the_source(data, tmp_path):
+    srcs = [f"{n}={w}:{data / n / 'train.plan.npy'}" for n, w in zip(SOURCES, ("0.2", "0.2", "0.6"))]
+    r = cli("mix", *srcs, "--windows", 1500, "--max-repeats", 3, "-o", tmp_path / "m.plan.npy")
+    books = len(plan_rows(data, "books"))
+    most = -(-900 // books)
+    assert most > 3
+    assert r.exit_code == 2 and "source books" in r.stderr and f"up to {most} times" in r.stderr
+    assert "--max-repeats 3" in r.stderr and not (tmp_path / "m.plan.npy").exists()
+    ok("mix", *srcs, "--windows", 1500, "--max-repeats", most, "-o", tmp_path / "m.plan.npy", "-q")
+
+
+def test_a_source_replanned_after_mixing_is_refused(data, tmp_path):
+    for name in SOURCES:
+        shutil.copytree(data / name, tmp_path / name)
+    srcs = [f"{n}={w}:{tmp_path / n / 'train.plan.npy'}" for n, w in zip(SOURCES, ("0.6", "0.3", "0.1"))]
+    ok("mix", *srcs, "-o", tmp_path / "m.plan.npy", "-q")
+    winsample.Loader(str(tmp_path / "m.plan.npy"), batch_size=4, seed=0)  # fine as made
+    ok("windows", tmp_path / "code" / "train.bin", "-T", T, "--stride", 4, "-o", tmp_path / "code" / "train.plan.npy", "-q")
+    with pytest.raises(DataError, match="source code .* changed since the mixture was made"):
+        winsample.Loader(str(tmp_path / "m.plan.npy"), batch_size=4, seed=0)
+
+
+def test_tokens_path_for_a_mixture_is_refused(data):
+    with pytest.raises(ConfigError, match="tokens_path"):
+        winsample.Loader(str(data / "mix.plan.npy"), str(data / "web" / "train.bin"), batch_size=4, seed=0)
+
+
+def test_a_pickled_loader_carries_paths_not_tokens(data, tmp_path):
+    """A worker opens the token files itself: the pickle holds no copy of the tokens read so far."""
+    for name in SOURCES:  # copies, planned again so that each plan names its copy's .bin
+        shutil.copytree(data / name, tmp_path / name)
+        ok("windows", tmp_path / name / "train.bin", "-T", T, "-o", tmp_path / name / "train.plan.npy", "-q")
+    srcs = [f"{n}={w}:{tmp_path / n / 'train.plan.npy'}" for n, w in zip(SOURCES, ("0.6", "0.3", "0.1"))]
+    ok("mix", *srcs, "-o", tmp_path / "m.plan.npy", "-q")
+    lo = winsample.Loader(str(tmp_path / "m.plan.npy"), batch_size=4, seed=3)
+    before = [lo.batch(0, s) for s in range(lo.steps(0))]  # every source's tokens opened and read
+    lo.exposure(0)
+    blob = pickle.dumps(lo)
+    # the same size on disk, other ids: a copy in the pickle would still serve the old ones; the
+    # unpickled Loader opens the files again and refuses them (their sampled checksum differs)
+    bins = {n: np.fromfile(tmp_path / n / "train.bin", dtype=np.uint16) for n in SOURCES}
+    for n, t in bins.items():
+        (t ^ np.uint16(1)).tofile(tmp_path / n / "train.bin")
+    again = pickle.loads(blob)
+    with pytest.raises(winsample.errors.DataError, match="made for other tokens"):
+        again.batch(0, 0)
+    for n, t in bins.items():  # the files as they were: the same batches, read from disk
+        t.tofile(tmp_path / n / "train.bin")
+    again = pickle.loads(blob)
+    for s in (0, 4, 9):
+        assert np.array_equal(again.batch(0, s).x, before[s].x)
+
+
+def test_a_dataloader_worker_gets_the_same_batches(data):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, Dataset
+
+    class EpochBatches(Dataset):
+        def __init__(self, loader, epoch):
+            self.loader, self.epoch = loader, epoch
+
+        def __len__(self):
+            return self.loader.steps(self.epoch)
+
+        def __getitem__(self, i):
+            b = self.loader.batch(self.epoch, i)
+            return torch.from_numpy(b.x), torch.from_numpy(b.y), torch.from_numpy(b.position_ids)
+
+    (lo,) = loaders(data, "rep.plan.npy", B=8, seed=6, positions="doc", cross_doc_labels="mask")
+    lo.batch(1, 0)  # sources opened in the parent before the worker starts
+    got = DataLoader(EpochBatches(lo, 1), batch_size=None, num_workers=1)
+    n = 0
+    for step, (x, y, pos) in enumerate(got):
+        b = lo.batch(1, step)
+        assert np.array_equal(x.numpy(), b.x) and np.array_equal(y.numpy(), b.y) and np.array_equal(pos.numpy(), b.position_ids)
+        n += 1
+    assert n == lo.steps(1)
