@@ -37,3 +37,12 @@ def test_a_closed_pipe_stays_quiet(tmp_path):
     p.stdout.close()  # the reader went away (`| head`)
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 0 and err == ""
+
+
+def test_a_closed_stdin_is_one_line(tmp_path):
+    # #29 class 5: `winsample encode - <&-` was an internal AttributeError (Python's sys.stdin is None)
+    r = subprocess.run(WS + ["encode", "-", "-o", str(tmp_path / "out"), "--val-fraction", "0", "-q"],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+                       preexec_fn=lambda: os.close(0))
+    assert r.returncode == 2 and r.stderr == "error: -: standard input is closed: pipe the text in, or name the files\n"
+    assert not (tmp_path / "out").exists()

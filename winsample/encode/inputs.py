@@ -286,6 +286,8 @@ class Reader:
         self.raw = None
         self.offset = 0  # bytes of (decompressed) data handed out so far
         self._disk_pos = 0
+        if src.path is None and sys.stdin is None:  # `<&-`: Python sets sys.stdin to None
+            raise InputError(f"{src.label}: standard input is closed: pipe the text in, or name the files")
         try:
             self.raw = sys.stdin.buffer if src.path is None else open(src.path, "rb")
         except OSError as e:
