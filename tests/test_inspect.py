@@ -346,8 +346,9 @@ def test_best_fit_segments_name_their_sources_and_offsets_in_their_document(tmp_
 def make_mixture(tmp_path, weights=(("web", "0.6"), ("code", "0.3"), ("books", "0.1"))):
     """Three one-document sources of 31, 19 and 13 tokens, planned by hand with T 3 (a window of 4
     tokens every 3: 10, 6 and 4 windows, window w at 3·w), mixed by weight. By hand (as in
-    tests/verify/test_mixture_plans.py): web runs out first, an epoch is round(10 / 0.6) = 17
-    windows, web 10 and the other 7 split 3 : 1 by largest remainder: code 5, books 2."""
+    tests/verify/test_mixture_plans.py): web runs out first, an epoch is ⌊10 / 0.6⌋ = 16 windows,
+    web 10 and the other 6 split 3 : 1 by largest remainder (4.5, 1.5; the tie to the earlier):
+    code 5, books 1."""
     from .verify.test_run import GPT2, make_folder
     from .verify.test_run import make_plan as hand_plan
 
@@ -369,20 +370,20 @@ def test_mixture_json_shows_its_sources_rule_and_the_first_positions_the_loader_
     r = run(mix, "--json")
     assert r.exit_code == 0 and r.stderr == ""
     doc = json.loads(r.stdout)
-    assert (doc["kind"], doc["version"], doc["windows"], doc["rule"]) == ("mixture", 3, 17, {"rule": "first-exhausted"})
+    assert (doc["kind"], doc["version"], doc["windows"], doc["rule"]) == ("mixture", 3, 16, {"rule": "first-exhausted"})
     assert doc["rule_words"] == "one pass over the source that runs out first"
     assert [(s["name"], s["weight"], s["plan"], s["windows"], s["count"], s["repeats"], s["tokens"], s["tokens_per_epoch"])
             for s in doc["sources"]] == [
         ("web", "0.6", "web/train.plan.npy", 10, 10, [1, 1], 40, 40),
         ("code", "0.3", "code/train.plan.npy", 6, 5, [0, 1], 24, 20),  # 24 tokens × 5 / 6
-        ("books", "0.1", "books/train.plan.npy", 4, 2, [0, 1], 16, 8),
+        ("books", "0.1", "books/train.plan.npy", 4, 1, [0, 1], 16, 4),  # 16 tokens × 1 / 4
     ]
-    assert [s["share"] for s in doc["sources"]] == [10 / 17, 5 / 17, 2 / 17]
+    assert [s["share"] for s in doc["sources"]] == [10 / 16, 5 / 16, 1 / 16]
     pos = doc["positions"]
-    assert [p["position"] for p in pos] == list(range(17)) and doc["warnings"] == []  # --count 32, clipped
+    assert [p["position"] for p in pos] == list(range(16)) and doc["warnings"] == []  # --count 32, clipped
     assert all(p["start"] == 3 * p["window"] and p["length"] == 4 for p in pos)  # the hand plans' windows
-    assert {n: sum(p["source"] == n for p in pos) for n in ("web", "code", "books")} == {"web": 10, "code": 5, "books": 2}
-    loader = winsample.Loader(mix, batch_size=17, seed=0)
+    assert {n: sum(p["source"] == n for p in pos) for n in ("web", "code", "books")} == {"web": 10, "code": 5, "books": 1}
+    loader = winsample.Loader(mix, batch_size=16, seed=0)
     served = [(loader.sources[int(x["source"])], int(x["window"]), int(x["start"]), int(x["length"])) for x in loader.rows(0, 0)]
     assert [(p["source"], p["window"], p["start"], p["length"]) for p in pos] == served
 
@@ -390,21 +391,21 @@ def test_mixture_json_shows_its_sources_rule_and_the_first_positions_the_loader_
 def test_mixture_at_and_count_are_positions_and_the_text_lists_sources_and_positions(tmp_path):
     mix = make_mixture(tmp_path)
     doc = json.loads(run(mix, "--at", 15, "--count", 5, "--json").stdout)
-    assert [p["position"] for p in doc["positions"]] == [15, 16] and doc["at"] == 15
+    assert [p["position"] for p in doc["positions"]] == [15] and doc["at"] == 15
     r = run(mix, "--at", 15, "--count", 5)
     assert r.exit_code == 0 and r.stderr == ""
     lines = r.stdout.splitlines()
     assert lines[0] == f"mixture plan {mix}"
-    assert "epoch: 17 windows (one pass over the source that runs out first)" in lines
-    assert any(line.split()[:6] == ["code", "0.3", "6", "5", "29.41%", "0-1"] and line.split()[-1] == "code/train.plan.npy"
+    assert "epoch: 16 windows (one pass over the source that runs out first)" in lines
+    assert any(line.split()[:6] == ["code", "0.3", "6", "5", "31.25%", "0-1"] and line.split()[-1] == "code/train.plan.npy"
                for line in lines)
-    assert "positions [15, 17) of epoch 0 (seed 0), as winsample.Loader serves them" in lines
-    assert lines[-1].split()[0] == "16" and lines[-1].split()[-1] == "4"
+    assert "positions [15, 16) of epoch 0 (seed 0), as winsample.Loader serves them" in lines
+    assert lines[-1].split()[0] == "15" and lines[-1].split()[-1] == "4"
 
 
 def test_mixture_at_past_the_epoch_is_a_bad_at_value(tmp_path):
-    r = run(make_mixture(tmp_path), "--at", 17)
-    assert r.exit_code == 2 and r.stdout == "" and "'--at'" in r.stderr and "outside [0, 17)" in r.stderr
+    r = run(make_mixture(tmp_path), "--at", 16)
+    assert r.exit_code == 2 and r.stdout == "" and "'--at'" in r.stderr and "outside [0, 16)" in r.stderr
 
 
 def test_mixture_whose_source_is_gone_still_shows_its_rows_and_warns(tmp_path):
@@ -413,7 +414,7 @@ def test_mixture_whose_source_is_gone_still_shows_its_rows_and_warns(tmp_path):
     r = run(mix, "--json")
     assert r.exit_code == 0 and r.stderr == ""
     doc = json.loads(r.stdout)
-    assert [s["count"] for s in doc["sources"]] == [10, 5, 2] and doc["positions"] == []
+    assert [s["count"] for s in doc["sources"]] == [10, 5, 1] and doc["positions"] == []
     assert any(w.startswith("source books: ") for w in doc["warnings"])
     assert any(w.startswith("positions not shown") for w in doc["warnings"])
     assert "warning: source books: " in run(mix).stdout

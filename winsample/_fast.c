@@ -501,12 +501,67 @@ static PyObject *rows_packed(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* rows_xy_multi(buffers tuple, itemsizes int64[m], which int64[k], dst, src, len, real, T, pad_id, ignore, x, y):
+ * rows_xy over several token files at once (a mixture's sources): run r reads buffers[which[r]]. */
+static PyObject *rows_xy_multi(PyObject *self, PyObject *args) {
+    PyObject *bufs;
+    Py_buffer ib, wb, db, sb, lb, rb, xb, yb;
+    long long T, pad, ign;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*y*y*y*LLLw*w*", &PyTuple_Type, &bufs, &ib, &wb, &db, &sb, &lb, &rb, &T, &pad,
+                          &ign, &xb, &yb))
+        return NULL;
+    Py_ssize_t m = PyTuple_GET_SIZE(bufs), got = 0;
+    Py_buffer *views = PyMem_Calloc(m ? m : 1, sizeof(Py_buffer));
+    const int64_t *isz = ib.buf, *which = wb.buf, *dst = db.buf, *src = sb.buf, *len = lb.buf, *real = rb.buf;
+    int64_t *x = xb.buf, *y = yb.buf;
+    Py_ssize_t k = db.len / 8, B = rb.len / 8;
+    int64_t span = T + 1;
+    int bad = views == NULL || ib.len / 8 != m || wb.len / 8 != k || sb.len / 8 != k || lb.len / 8 != k || T < 1 ||
+              xb.len / 8 != B * T || yb.len / 8 != B * T;
+    for (; !bad && got < m; got++) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(bufs, got), &views[got], PyBUF_SIMPLE) < 0) { PyErr_Clear(); bad = 1; break; }
+        if (isz[got] != 2 && isz[got] != 4) bad = 1;
+    }
+    for (Py_ssize_t r = 0; r < k && !bad; r++) {
+        if (which[r] < 0 || which[r] >= m) { bad = 1; break; }
+        Py_ssize_t n = views[which[r]].len / isz[which[r]];
+        bad = len[r] < 0 || src[r] < 0 || src[r] + len[r] > n || dst[r] < 0 || dst[r] + len[r] > B * span;
+    }
+    for (Py_ssize_t i = 0; i < B && !bad; i++) bad = real[i] < 0 || real[i] > T;
+    if (!bad) {
+        unsigned touch = 0;  /* independent loads first: their memory latencies overlap */
+        for (Py_ssize_t r = 0; r < k; r++)
+            touch += ((const unsigned char *)views[which[r]].buf)[src[r] * isz[which[r]]];
+        sink = touch;
+        for (Py_ssize_t r = 0; r < k; r++) {
+            const void *tb = views[which[r]].buf;
+            int two = isz[which[r]] == 2;
+            int64_t row = dst[r] / span, col = dst[r] % span, L = len[r];
+            int64_t *xr = x + row * T, *yr = y + row * T;
+            for (int64_t j = 0; j < L; j++, col++) {
+                int64_t v = two ? ((const uint16_t *)tb)[src[r] + j] : ((const uint32_t *)tb)[src[r] + j];
+                if (col < T) xr[col] = v;
+                if (col >= 1) yr[col - 1] = v;
+            }
+        }
+        for (Py_ssize_t i = 0; i < B; i++)
+            for (int64_t j = real[i]; j < T; j++) { x[i * T + j] = pad; y[i * T + j] = ign; }
+    }
+    for (Py_ssize_t i = 0; i < got; i++) PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyBuffer_Release(&ib); PyBuffer_Release(&wb); PyBuffer_Release(&db); PyBuffer_Release(&sb);
+    PyBuffer_Release(&lb); PyBuffer_Release(&rb); PyBuffer_Release(&xb); PyBuffer_Release(&yb);
+    if (bad) { PyErr_SetString(PyExc_ValueError, "rows_xy_multi: a run outside its tokens or the rows"); return NULL; }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"paragraph_edges", paragraph_edges, METH_VARARGS, "Paragraph edge positions of a token chunk (see _fast.c)."},
     {"sentence_edges", sentence_edges, METH_VARARGS, "Sentence (non-paragraph) edge positions of a token chunk (see _fast.c)."},
     {"plan", plan, METH_VARARGS, "Semantic window placement over documents (see _fast.c)."},
     {"interleave", interleave, METH_VARARGS, "A mixture epoch's source order (see planning/mixture.py)."},
     {"rows_packed", rows_packed, METH_VARARGS, "A batch's segments as x, y, positions and segment numbers (see _fast.c)."},
+    {"rows_xy_multi", rows_xy_multi, METH_VARARGS, "rows_xy over several token files at once (see _fast.c)."},
     {"rows_xy", rows_xy, METH_VARARGS, "A batch's runs written as padded x and y rows (see _fast.c)."},
     {"gather_by_source", gather_by_source, METH_VARARGS, "Each position's next item of its source (see planning/mixture.py)."},
     {NULL, NULL, 0, NULL},

@@ -52,9 +52,11 @@ class Mixed:
         self._tokens: list = [None] * len(self.plans)
         self._docs: list = [None] * len(self.plans)
         self._plain: bool | None = None  # every source plain (``_all_plain``), known once their tokens are open
+        self._buffers: tuple | None = None  # every source's tokens, for the one C call of a plain batch
 
     def __getstate__(self):  # to a DataLoader worker (inside the Loader): paths, not memmaps or tables
-        state = dict(self.__dict__, _tokens=[None] * len(self.plans), _docs=[None] * len(self.plans), _plain=None)
+        state = dict(self.__dict__, _tokens=[None] * len(self.plans), _docs=[None] * len(self.plans), _plain=None,
+                     _buffers=None)
         state.pop("_first", None)
         state.pop("_columns", None)
         return state
@@ -124,40 +126,31 @@ class Mixed:
         return self._plain
 
     def _gather_plain(self, src: np.ndarray, win: np.ndarray, T: int, pad_id: int, ignore_index: int) -> Batch:
-        """``gather`` for plain (x, y) of regular windows, the default Loader's batch: the rows
-        sorted by source, each source's written by one ``rows_xy`` call straight into the batch's
-        x and y (no sub-batch, no copy); the packed fields made from each source's layout when
-        first read.
-
-        Each ``rows_xy`` call pads every row from its ``real`` column on, after its own runs: a row
-        of another source is padded again, alike, and its own runs, written by its own call, end
-        before its padding; so the calls' order does not matter."""
+        """``gather`` for plain (x, y) of regular windows, the default Loader's batch: every row,
+        whatever its source, written by one ``rows_xy_multi`` call straight into the batch's x and y
+        (no sub-batch, no copy, no sort by source); the packed fields made from each source's
+        layout when first read."""
         B = len(src)
         g = self._first[src]
         g += win
         got = self._columns.take(g, axis=1)  # (2, B): each row's start and length
         real = got[1] - 1  # x columns with a label
         np.minimum(real, T, out=real)
-        by = np.argsort(src, kind="stable")  # the batch's rows, source after source
-        ends = np.bincount(src, minlength=len(self.plans)).cumsum().tolist()
-        s_by, l_by = got.take(by, axis=1)  # contiguous rows of a fresh (2, B) array
-        dst = by * (T + 1)
         x = np.empty((B, T), np.int64)
         y = np.empty((B, T), np.int64)
-        rows, lo = [], 0
-        for i, hi in enumerate(ends):
-            if hi > lo:
-                tokens = self.tokens(i)
-                bnd.FAST.rows_xy(tokens, tokens.dtype.itemsize, dst[lo:hi], s_by[lo:hi], l_by[lo:hi], real, T, pad_id,
-                                 ignore_index, x, y)
-                rows.append((i, lo, hi))
-            lo = hi
+        if self._buffers is None:  # every source's tokens, and their widths, for the one C call
+            self._buffers = tuple(self.tokens(i) for i in range(len(self.plans)))
+            self._widths = np.array([t.dtype.itemsize for t in self._buffers], np.int64)
+        starts, lengths = got
+        bnd.FAST.rows_xy_multi(self._buffers, self._widths, src.astype(np.int64), np.arange(B, dtype=np.int64) * (T + 1),
+                               starts, lengths, real, T, pad_id, ignore_index, x, y)
         layouts = []
 
         def layout() -> list[tuple[np.ndarray, Layout]]:  # each source's rows and their layout, made once
             if not layouts:
-                layouts.extend((by[lo:hi], regular_layout(s_by[lo:hi], l_by[lo:hi], T, self.docs(i)))
-                               for i, lo, hi in rows)
+                for i in np.unique(src).tolist():
+                    k = np.flatnonzero(src == i)
+                    layouts.append((k, regular_layout(starts[k], lengths[k], T, self.docs(i))))
             return layouts
 
         def segments():
