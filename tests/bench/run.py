@@ -777,7 +777,8 @@ WHY = {
     'ahead of the scan) halves the scan alone (0.30 → 0.17 s) but not verify, whose two cores are already'
     ' busy (0.36–0.49 s against 0.36–0.46); an instant plan_figures would save 0.01–0.03 s; reading with '
     'pread instead of the map runs at 1.3 GB/s here. The issue sets this bar for a machine whose np.max '
-    'reads 16 GB/s; this one reads ~5 GB/s.',
+    'reads 16 GB/s; this one reads ~5 GB/s. Since #29, plan_params also re-plans the plan from its sidecar (to catch an '
+    'edited parameter): ~0.05 s for these 976k windows, on the plan thread beside the scans (0.24 when it ran after them).',
     "encode 100 MB --layout": "the llm.c shards come from a second pass over the split's token file (uint16, in"
     " 1M-token pieces, each passed on as it is when no document starts or ends in it) and the .idx from the"
     " document starts; that pass and fsyncing the shards (the same bytes again) cost ~0.25–0.4 s, while the"

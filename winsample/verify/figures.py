@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import formats
-from ..errors import DataError
+from .. import formats, tokensrc
+from ..errors import DataError, WinsampleError
 
 
 def int_param(d, *keys):
@@ -45,6 +45,7 @@ class Prepared:
     n: int | None = None
     figures: PlanFigures | None = None
     rows_checksum: str | None = None  # of the rows as read
+    replanned: tuple | None = None  # replan.replan's (status, rows or why), made on the plan thread
 
 
 def prepare_plan(plan_path: Path, path: Path, folder, sizes: dict) -> Prepared | DataError:
@@ -57,6 +58,14 @@ def prepare_plan(plan_path: Path, path: Path, folder, sizes: dict) -> Prepared |
     n = sizes.get(fp) if fp is not None else None
     if n is not None and not side.best_fit and not side.mixture:  # segments (packed.py), or sources (mixture.py)
         prep.n, prep.figures = n, plan_figures(rows, n, int_param(side.params, "span"))
+    if fp is not None and n is not None and not side.mixture:  # plan_params' re-planning, beside the scans
+        from .replan import replan  # the check module imports this one
+
+        try:
+            bare = tokensrc.open_source(fp, strict=False).entry is None
+        except WinsampleError:
+            bare = True
+        prep.replanned = replan(side, fp, bare)
     return prep
 
 

@@ -19,29 +19,15 @@ def plan_params(report: Report, ctx, plan) -> None:
     side = plan.side
     if side.mixture:
         return
-    bare = next((t.entry is None for t in ctx.targets if t.path == plan.path), True)
-    try:
-        opts = options_of(side, bare)
-    except (WinsampleError, TypeError, ValueError) as e:
-        report.add(PLAN_PARAMS, plan.label, Status.FAIL, f"the sidecar's parameters are not ones windows takes: {e}")
+    got = plan.got.replanned if plan.got is not None and plan.got.replanned is not None else None
+    if got is None:  # not re-planned on the helper thread during the scans: now
+        bare = next((t.entry is None for t in ctx.targets if t.path == plan.path), True)
+        got = replan(side, plan.path, bare)
+    status, words = got
+    if status != Status.PASS:
+        report.add(PLAN_PARAMS, plan.label, status, words)
         return
-    if opts is None:
-        report.add(PLAN_PARAMS, plan.label, Status.SKIP, "a plan from before its parameters were all recorded")
-        return
-    p = side.params
-    sharded = p.shards not in (None, 1)
-    if sharded and not (_count(p.shards) and _count(p.shard, lo=0) and p.shard < p.shards):
-        report.add(PLAN_PARAMS, plan.label, Status.SKIP, "its shard numbers are not usable (plan_bounds says why)")
-        return
-    try:
-        (got,) = planning.build_plans(plan.path, opts)
-    except (WinsampleError, TypeError, ValueError) as e:  # a parameter of the wrong type is a claim windows never made
-        report.add(PLAN_PARAMS, plan.label, Status.FAIL, f"windows cannot make a plan with the sidecar's parameters: {e}")
-        return
-    rows = got["rows"]
-    if sharded:
-        rows = planning.shard_rows(rows, p.shards)[p.shard]
-    mine = plan.rows
+    rows, mine, p = words, plan.rows, side.params
     if len(rows) == len(mine) and all(np.array_equal(rows[f], mine[f]) for f in mine.dtype.names):
         report.add(PLAN_PARAMS, plan.label, Status.PASS, f"the {len(mine):,} rows are what windows makes with the sidecar's"
                    f" parameters ({describe(p)})")
@@ -51,6 +37,27 @@ def plan_params(report: Report, ctx, plan) -> None:
                f"the rows are not what windows makes with the sidecar's parameters ({describe(p)}): it makes"
                f" {len(rows):,} rows, the plan holds {len(mine):,}; first difference at row {k}"
                " (the parameters or the rows were edited, or the plan was made by other means)")
+
+
+def replan(side, token_path, bare: bool) -> tuple:
+    """(Status.PASS, the rows ``windows`` makes from ``side``'s parameters over ``token_path``), or
+    (FAIL or SKIP, why not). Pure: verify runs it on its plan thread while the scans run."""
+    try:
+        opts = options_of(side, bare)
+    except (WinsampleError, TypeError, ValueError) as e:
+        return Status.FAIL, f"the sidecar's parameters are not ones windows takes: {e}"
+    if opts is None:
+        return Status.SKIP, "a plan from before its parameters were all recorded"
+    p = side.params
+    sharded = p.shards not in (None, 1)
+    if sharded and not (_count(p.shards) and _count(p.shard, lo=0) and p.shard < p.shards):
+        return Status.SKIP, "its shard numbers are not usable (plan_bounds says why)"
+    try:
+        (got,) = planning.build_plans(token_path, opts)
+    except (WinsampleError, TypeError, ValueError) as e:  # a parameter of the wrong type is a claim windows never made
+        return Status.FAIL, f"windows cannot make a plan with the sidecar's parameters: {e}"
+    rows = got["rows"]
+    return Status.PASS, planning.shard_rows(rows, p.shards)[p.shard] if sharded else rows
 
 
 PLAN_PARAMS = plan_params.spec
