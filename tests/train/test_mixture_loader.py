@@ -315,3 +315,18 @@ def test_a_dataloader_worker_gets_the_same_batches(data):
         assert np.array_equal(x.numpy(), b.x) and np.array_equal(y.numpy(), b.y) and np.array_equal(pos.numpy(), b.position_ids)
         n += 1
     assert n == lo.steps(1)
+
+
+def test_a_plan_made_in_its_own_folder_finds_its_tokens_from_anywhere(tmp_path, monkeypatch):
+    # windows ran inside proj/ (source.path "data/train.bin"); the Loader runs from elsewhere
+    from winsample import tokensrc
+
+    proj = tmp_path / "proj"
+    ok("encode", CORPUS / "sonnets.txt", "-o", proj / "data", "--val-fraction", 0, "-q")
+    monkeypatch.chdir(proj)
+    ok("windows", "data/train.bin", "-T", T, "-o", "p.npy", "-q")
+    monkeypatch.chdir(tmp_path)
+    side = winsample.read_plan(proj / "p.npy").sidecar
+    assert side.source.path == "data/train.bin"
+    assert tokensrc.plan_tokens(proj / "p.npy", side.source) == proj / "data" / "train.bin"
+    winsample.Loader(proj / "p.npy", batch_size=1, seed=0)  # no tokens_path

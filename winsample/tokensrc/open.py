@@ -87,12 +87,14 @@ def _megatron_source(prefix, encoding, layout: str) -> OpenSplit:
 def plan_tokens(plan_path, source) -> Path:
     """The token file a plan was made for, found from its sidecar's ``source`` (a
     ``formats.PlanSource``): ``source.path`` as given to ``windows`` (relative to where it ran),
-    else ``source.file`` beside the plan. A candidate counts only when its size is
+    else that path from the plan's folder, else ``source.file`` beside the plan. A candidate counts only when its size is
     ``source.bytes`` and, where a meta.json describes it, its recorded checksum is
     ``source.checksum`` (no token is read); DataError naming what was tried otherwise."""
     plan_path = Path(plan_path)
     tried = []
-    for cand in (source.path, plan_path.parent / source.file if source.file else None):
+    given = Path(source.path) if source.path else None
+    beside = plan_path.parent / given if given is not None and not given.is_absolute() else None  # windows run where the plan lies
+    for cand in (source.path, beside, plan_path.parent / source.file if source.file else None):
         if not cand or str(cand) in tried:
             continue
         tried.append(str(cand))

@@ -172,7 +172,7 @@ class Layout:
         pad = self.real < T
         starts = np.concatenate([rows, self.row * T + self.col, rows[pad] + self.real[pad]])
         if not with_base:
-            return np.sort(starts), None
+            return np.unique(starts), None  # sorted, and a row with no input (real 0) once
         base = np.concatenate([self.first_off, self.seg_off, np.zeros(int(pad.sum()), np.int64)]).astype(np.int64)
         order = np.argsort(starts, kind="stable")
         return starts[order], base[order]
