@@ -370,7 +370,7 @@ def test_mixture_json_shows_its_sources_rule_and_the_first_positions_the_loader_
     r = run(mix, "--json")
     assert r.exit_code == 0 and r.stderr == ""
     doc = json.loads(r.stdout)
-    assert (doc["kind"], doc["version"], doc["windows"], doc["rule"]) == ("mixture", 3, 16, {"rule": "first-exhausted"})
+    assert (doc["kind"], doc["version"], doc["windows"], doc["rule"]) == ("mixture", 3, 16, {"rule": "first-exhausted", "prefix": "weights"})
     assert doc["rule_words"] == "one pass over the source that runs out first"
     assert [(s["name"], s["weight"], s["plan"], s["windows"], s["count"], s["repeats"], s["tokens"], s["tokens_per_epoch"])
             for s in doc["sources"]] == [

@@ -372,6 +372,67 @@ static PyObject *interleave(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* deadline_order(a int64[n], counts int64[n], Q, N, out int32[E]) -> 0 | 1: the source of each position
+ * of a mixture epoch, earliest deadline first, every prefix within N/Q of a window of its share
+ * (planning/mixture.py states the rule): source i's j-th window may stand at position p only if
+ * jQ - p·a_i <= N (released at ceil((jQ - N)/a_i), at least 1) and no prefix before it falls N/Q
+ * behind (due by floor(((j-1)Q + N)/a_i) + 1, at most E). (j-1)Q is kept as quotient and
+ * remainder by a_i, so nothing overflows for Q < 2^62. Returns 1 if a deadline is missed: no
+ * order keeps that band. */
+static PyObject *deadline_order(PyObject *self, PyObject *args) {
+    Py_buffer ab, cb, ob;
+    long long Q, N;
+    if (!PyArg_ParseTuple(args, "y*y*LLw*", &ab, &cb, &Q, &N, &ob)) return NULL;
+    const int64_t *a = ab.buf, *c = cb.buf;
+    int32_t *out = ob.buf;
+    Py_ssize_t n = ab.len / 8, E = ob.len / 4, total = 0;
+    int bad = cb.len != ab.len || n < 1 || Q < 1 || Q >= ((long long)1 << 62) || N < 0 || N >= Q;
+    for (Py_ssize_t i = 0; i < n && !bad; i++) {
+        bad = a[i] < 1 || a[i] > Q || c[i] < 0;
+        total += c[i];
+    }
+    if (bad || total != E) {
+        PyBuffer_Release(&ab); PyBuffer_Release(&cb); PyBuffer_Release(&ob);
+        PyErr_SetString(PyExc_ValueError, "deadline_order: weights in (0, Q], Q < 2^62, 0 <= N < Q, counts >= 0 summing to len(out)");
+        return NULL;
+    }
+    int64_t *mem = PyMem_Calloc(6 * (size_t)n, sizeof(int64_t));
+    if (!mem) { PyBuffer_Release(&ab); PyBuffer_Release(&cb); PyBuffer_Release(&ob); return PyErr_NoMemory(); }
+    int64_t *served = mem, *q = mem + n, *r = mem + 2 * n, *rel = mem + 3 * n, *due = mem + 4 * n, *qd = mem + 5 * n;
+    int status = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        qd[i] = Q / a[i];  /* q, r = 0: (j-1)Q for j = 1 */
+        int64_t up = Q - N;  /* release: ceil((0 + Q - N) / a) */
+        rel[i] = up / a[i] + (up % a[i] > 0);
+        if (rel[i] < 1) rel[i] = 1;
+        due[i] = N / a[i] + 1;  /* floor((0 + N) / a) + 1 */
+        if (due[i] > E) due[i] = E;
+    }
+    for (Py_ssize_t t = 1; t <= E; t++) {
+        Py_ssize_t best = -1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (served[i] >= c[i] || rel[i] > t) continue;
+            if (best < 0 || due[i] < due[best]) best = i;
+        }
+        if (best < 0 || due[best] < t) { status = 1; break; }
+        out[t - 1] = (int32_t)best;
+        Py_ssize_t i = best;
+        served[i]++;
+        q[i] += qd[i]; r[i] += Q % a[i];  /* (j-1)Q += Q */
+        if (r[i] >= a[i]) { r[i] -= a[i]; q[i]++; }
+        int64_t up = r[i] + Q - N;
+        rel[i] = q[i] + up / a[i] + (up % a[i] > 0);
+        if (rel[i] < 1) rel[i] = 1;
+        due[i] = q[i] + (r[i] + N) / a[i] + 1;
+        if (due[i] > E) due[i] = E;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_Free(mem);
+    PyBuffer_Release(&ab); PyBuffer_Release(&cb); PyBuffer_Release(&ob);
+    return PyLong_FromLong(status);
+}
+
 /* gather_by_source(order int32[E], seqs int64[E], offsets int64[n], out int64[E]): out[t] is the
  * next unused item of source order[t]'s run seqs[offsets[i]:]: each source's items in order. */
 static PyObject *gather_by_source(PyObject *self, PyObject *args) {
@@ -559,6 +620,7 @@ static PyMethodDef methods[] = {
     {"paragraph_edges", paragraph_edges, METH_VARARGS, "Paragraph edge positions of a token chunk (see _fast.c)."},
     {"sentence_edges", sentence_edges, METH_VARARGS, "Sentence (non-paragraph) edge positions of a token chunk (see _fast.c)."},
     {"plan", plan, METH_VARARGS, "Semantic window placement over documents (see _fast.c)."},
+    {"deadline_order", deadline_order, METH_VARARGS, "A mixture epoch's source order, earliest deadline first (see planning/mixture.py)."},
     {"interleave", interleave, METH_VARARGS, "A mixture epoch's source order (see planning/mixture.py)."},
     {"rows_packed", rows_packed, METH_VARARGS, "A batch's segments as x, y, positions and segment numbers (see _fast.c)."},
     {"rows_xy_multi", rows_xy_multi, METH_VARARGS, "rows_xy over several token files at once (see _fast.c)."},

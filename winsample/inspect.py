@@ -424,13 +424,18 @@ def inspect_mixture(path: Path, rows: np.ndarray, side: formats.PlanSidecar, at:
             and min(counts) >= 0:
         seed = side.params.seed
         salt = seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else None
-        src = mixture.interleave(counts)[: at + count]  # mixture_epoch's first positions: each source's windows
+        try:
+            order = mixture.order(counts, [s.weight for s in side.sources], mixture.prefix_rule(side.params.mixture))
+        except WinsampleError as e:  # weights or counts no mix writes (verify names them)
+            order = np.zeros(0, np.int32)
+            warnings.append(f"positions not shown: {e}")
+        src = order[: at + count]  # mixture_epoch's first positions: each source's windows
         win = np.zeros(len(src), np.int64)  # drawn only as far as needed (a prefix of its sequence)
         for i, p in enumerate(plans):
             k = np.flatnonzero(src == i)
             if len(k):
                 win[k] = mixture.source_windows(len(k), len(p), 0, 0, i, salt)
-        for j in range(at, min(at + count, E)):
+        for j in range(at, len(src)):
             i, w = int(src[j]), int(win[j])
             positions.append({"position": j, "source": names[i], "window": w, "start": int(plans[i]["start"][w]),
                               "length": int(plans[i]["length"][w])})

@@ -92,6 +92,7 @@ def build(specs: list[SourceSpec], out: str | Path, windows: int | None = None, 
     first = plans[0]
     rule = ({"rule": "windows", "windows": int(windows)} if windows is not None else
             {"rule": "epoch-of", "source": epoch_of} if epoch_of is not None else {"rule": "first-exhausted"})
+    rule["prefix"] = mixture.PREFIX_WEIGHTS  # counts and order within one window of the weights (planning.mixture)
     side = formats.PlanSidecar(
         params={"T": first.T, "targets": first.targets, "span": first.span, "mixture": rule, "max_repeats": max_repeats,
                 "seed": seed},

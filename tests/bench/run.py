@@ -539,11 +539,11 @@ from winsample.planning import mixture
 E, sizes, weights = int(sys.argv[1]), [int(x) for x in sys.argv[2].split(',')], sys.argv[3].split(',')
 t = time.perf_counter()
 counts = mixture.epoch_counts(weights, sizes, windows=E)
-src, win = mixture.mixture_epoch(counts, sizes, 0, 0)
+src, win = mixture.mixture_epoch(counts, sizes, 0, 0, weights=weights)
 t = time.perf_counter() - t
 n = len(src)
 del src, win
-t_order = time.perf_counter(); mixture.interleave(counts); t_order = time.perf_counter() - t_order
+t_order = time.perf_counter(); mixture.deadline_order(counts, weights); t_order = time.perf_counter() - t_order
 print(json.dumps({"seconds": t, "order": t_order, "counts": counts, "windows": n}))
 """
 
@@ -610,7 +610,7 @@ def bench_mixture_epoch(E: int) -> list[dict]:
                         " shuffle index per source (time)",
                         f"{ours.seconds:.2f} s", f"{base.seconds:.2f} s", f"{r:.2f}", "≥ 0.7", r >= 0.7,
                         mb(ours.peak_rss), mb(base.peak_rss),
-                        note=f"the order alone: interleave {ours.out['order']:.2f} s, build_blending_indices"
+                        note=f"the order alone: deadline_order {ours.out['order']:.2f} s, build_blending_indices"
                              f" {base.out['order']:.2f} s; the rest is each source's permutations"
                              f" ({sum(-(-c // n) * n for c, n in zip(ours.out['counts'], sizes)):,} numbers shuffled"
                              " on each side)"))
@@ -732,7 +732,7 @@ MIXTURE_PROSE = (
     "Mixture rows (`bench_mixture_epoch`, `bench_mixture_loader`): one epoch of a mixture of three sources,"
     " weights 0.6/0.3/0.1, 10^8 windows in all, whose plans hold 70, 35 and 5 million windows (the first two"
     " served in part, the third twice over). Ours is `planning.mixture.mixture_epoch` after `epoch_counts`: what"
-    " the Loader draws when it first reaches an epoch (the interleaved order, exact in every prefix, and each"
+    " the Loader draws when it first reaches an epoch (the order of sources, exact in every prefix, and each"
     " source's seeded permutations, placed in it). The baseline is what megatron-core builds for the same blend:"
     " `helpers_cpp.build_blending_indices` as `BlendedDataset` calls it (float64 weights, its size given) and, per"
     " source, the shuffle index its `GPTDataset` draws (`_build_shuffle_index`: `RandomState.shuffle` of an"
@@ -839,8 +839,9 @@ WHY = {
     "mixture epoch, 3 sources": "at 10^8 windows (70/35/5 million in the sources' plans) most of the time is the"
     " sources' permutations, on both sides alike: Fisher–Yates over 115 million numbers, each step a cache miss"
     " (numpy's Generator.shuffle, in place; 5–6 s for the 70-million-window source here) and fresh memory's page"
-    " faults (~2.4 s for 800 MB on this VM); then the interleave (C, 128-bit products: ~2.6 s, against 1.2–2 s"
-    " for Megatron's float build_blending_indices) and placing each source's windows (~1 s). Megatron's side took"
+    " faults (~2.4 s for 800 MB on this VM); then the order of sources (C, earliest deadline first, once per step"
+    " of a binary search for the least band: four passes over the epoch for these weights, ~4 s, against 1.2–2 s"
+    " for Megatron's float build_blending_indices, which keeps no band) and placing each source's windows (~1 s). Megatron's side took"
     " 11.9–19.8 s in four runs on this shared 2-core VM, ours 13.2–17.7 s in three (19 s before its permutations were shuffled in place instead of allocated,"
     " copied to int64 and concatenated twice). Reaching a few seconds needs a cheaper permutation than"
     " default_rng(words).permutation(n) (a cache-blocked shuffle, or a computed bijection served window by"

@@ -99,10 +99,11 @@ def test_the_prefix_figure_is_the_brute_force_deviation_of_the_order_the_loader_
     loader = winsample.Loader(mix, batch_size=E, seed=0)
     served = [loader.sources[s] for s in loader.rows(0, 0)["source"].tolist()]
     assert {n: served.count(n) for n in SIZES} == COUNTS
+    weight = {"web": Fraction("0.6"), "code": Fraction("0.3"), "books": Fraction("0.1")}  # as mixed
     worst, seen = Fraction(0), dict.fromkeys(SIZES, 0)
     for k, name in enumerate(served, 1):
         seen[name] += 1
-        worst = max([worst] + [abs(seen[n] - Fraction(k * COUNTS[n], E)) for n in SIZES])
+        worst = max([worst] + [abs(seen[n] - k * weight[n]) for n in SIZES])
     assert worst < 1
     _, doc, _ = verify(mix)
     assert one(doc, "mixture_prefix")["max_deviation"] == pytest.approx(float(worst), abs=1e-12)
@@ -306,14 +307,15 @@ def test_a_source_of_another_T_fails_mixture_sources(mix, tmp_path):
 
 def test_an_order_that_drifts_past_one_window_fails_mixture_prefix(mix, monkeypatch):
     """With every web window first, by hand: after k = 3, web was served 3 times and its share is
-    3·10/16 = 1.875: |3·16 − 3·10| = 18 ≥ 16, one window or more off (k = 1, 2 stay inside)."""
+    3·0.6 = 1.8: 1.2 windows off (k = 1, 2: 0.4 and 0.8, inside)."""
     from winsample.planning import mixture
 
-    monkeypatch.setattr(mixture, "interleave", lambda counts: np.repeat(np.arange(len(counts), dtype=np.int32), counts))
+    monkeypatch.setattr(mixture, "order", lambda counts, weights, prefix: np.repeat(np.arange(len(counts), dtype=np.int32),
+                                                                                  counts))
     code, doc, _ = verify(mix)
     line = one(doc, "mixture_prefix")
     assert code == 1 and line["status"] == "fail" and line["prefix"] == 3
-    assert line["detail"] == "after 3 of 16 windows source web was served 3 times, its share is 1.875: one window or more off"
+    assert line["detail"] == "after 3 of 16 windows source web was served 3 times, its share is 1.800: one window or more off"
 
 
 def test_prefix_bound_by_brute_force_on_random_orders():
@@ -328,7 +330,7 @@ def test_prefix_bound_by_brute_force_on_random_orders():
                     default=0)
         first = next(((k, i) for k in range(1, n + 1) for i, c in enumerate(counts)
                       if abs(int((order[:k] == i).sum()) * n - k * c) >= n), None)
-        got_worst, got_first = prefix_bound(order, counts, block=4)  # blocks smaller than the order
+        got_worst, got_first = prefix_bound(order, counts, counts, n, block=4)  # blocks smaller than the order
         assert got_worst == worst or got_first is not None
         assert (got_first[:2] if got_first else None) == first
 

@@ -1,31 +1,60 @@
 """Mixtures: several window plans served by weight, exact in every prefix; pure functions.
 
-For sources with weights w_i (any positive numbers; proportions of *windows*) and n_i windows:
+For sources with weights w_i (any positive numbers, normalised to sum 1; proportions of *windows*)
+and n_i windows:
 
 - **Epoch length** E: given (``windows``), or one pass over source j (``epoch_of``: E = ⌊n_j / w_j⌋),
   or by default one pass over the source that runs out first at its weight (j the first with the
-  least n_j / w_j). Rounded down, so the default epoch asks no source for a second pass: every
-  other source's share (E − n_j)·w_i/(1 − w_j) ≤ n_j·w_i/w_j ≤ n_i. Arithmetic is exact
-  (fractions), so no machine rounds differently.
-- **Counts** c_i: w_i × E (weights normalised) rounded by largest remainder (ties to the earlier
-  source), Σ c_i = E; with ``epoch_of`` that source gets exactly its n_j.
+  least n_j / w_j). Rounded down, so the default epoch asks no source for a second pass:
+  E·w_i ≤ n_j·w_i/w_j ≤ n_i, so even ⌈E·w_i⌉ ≤ n_i. Arithmetic is exact (fractions), so no
+  machine rounds differently.
+- **Counts** c_i: each E·w_i rounded down or up, Σ c_i = E: by largest remainder (ties to the
+  earlier source), except where no order of those counts could keep every prefix within one window
+  of the weights. That happens (9:9:1:1:1 over 8 windows: largest remainder gives 4, 4, 0, 0, 0, but
+  after 7 windows each big source may have served only 3, and position 8 cannot take both 4th
+  windows), and the test for it is exact (the tail test, below): the sources to round down are
+  taken smallest remainder first, each kept down only if the test still passes. Those constraints
+  are nested, so this greedy gives the rounding largest remainder would pick among those that pass,
+  and one always passes (Tijdeman: some infinite order stays within 1 − 1/(2m−2) of every share).
+  With ``epoch_of`` (and the default) source j is rounded up first, which gives it exactly its
+  n_j (E·w_j lies in (n_j − 1, n_j]).
+  *Tail test*: with w_i = a_i / Q in integers and c_i the floors, a set D of sources rounded down
+  admits an order within one window iff for every u = 0 … E − 1,
+  #{i ∈ D : u·a_i > c_i·Q} ≤ G(u) = Σ_i ⌈u·a_i / Q⌉ − u (Hall's condition for the positions after
+  u, below; the sources counted are those whose share has passed their count before the end).
 - **Repeats**: a source asked for c_i > n_i windows walks q = ⌊c_i / n_i⌋ whole seeded
   permutations of its windows, then the first c_i − q·n_i of one more: every window is served
   ⌊c_i / n_i⌋ or ⌈c_i / n_i⌉ times, and no window comes again before every other came once.
-- **Order** (``interleave``): Tijdeman's chairman-assignment rule with the epoch's own rates
-  c_i / E. At position t (1-based), among the sources with c_i·t/E − s_i ≥ 1/(2m−2) (m sources
-  with c_i > 0, s_i served so far), the one with the least (s_i + 1 − 1/(2m−2))·E / c_i (ties to
-  the earlier source). After every prefix of k windows, |s_i − k·c_i/E| ≤ 1 − 1/(2m−2) < 1:
-  each source's count is within one window of its share, so a run stopped early saw the mix.
-  (Megatron's largest-error rule can drift past 1.) Integer arithmetic throughout; the C
-  kernel (``_fast.c``'s ``interleave``) and the Python loop give the same order.
+- **Order** (``deadline_order``): after every prefix of k windows, each source's count s_i(k) is
+  within one window of the *requested* share, |s_i(k) − k·w_i| < 1 for k = 1 … E, and as near as
+  any order of these counts can keep it (to 1/1024 of a window; exactly for weights over Q ≤ 1024).
+  With w_i = a_i / Q in integers, a band N (|s_i(k)·Q − k·a_i| ≤ N at every k) lets source i's j-th
+  window stand at position p only from its release r_ij = ⌈(jQ − N)/a_i⌉ (not ahead of its share)
+  to its deadline d_ij = min(⌊((j−1)Q + N)/a_i⌋ + 1, E) (no earlier prefix behind it). Positions
+  are filled one by one with the released window of the earliest deadline (ties to the earlier
+  source): earliest-deadline-first, which for unit jobs with integer releases and deadlines meets
+  every deadline whenever any order does; so a binary search over N finds the least band any order
+  meets, and the order EDF gives for it. N = Q − 1 (< 1 window) is always met (Hall's condition:
+  for that band the windows whose [r, d] lie inside positions [a, b] number at most ⌊m·w_i⌋ per
+  source, m = b − a + 1, since those j lie in [(a−1)·w_i + 1, b·w_i]; Σ ≤ m; inside [1, b] at most
+  ⌊b·w_i⌋, Σ ≤ b; inside [u + 1, E] (deadlines end at E) max(0, c_i − ⌈u·w_i⌉), whose sum is
+  E − u − G(u) plus one for each source rounded down whose share passed its count: the tail test,
+  which the counts pass). Integer arithmetic throughout, in C (``_fast.c``'s ``deadline_order``) and
+  in the Python loop, which give the same order. Megatron's largest-error rule can drift past one
+  window, and so could an order at the counts' own rates c_i / E when E·w_i is not whole.
+- **Plans written before** (their ``params.mixture`` has no ``"prefix": "weights"``) keep the rule
+  they were made with, so a resumed run is served the same order: counts with ``epoch_of`` giving
+  the other sources the rest by largest remainder of their weights among themselves, and the
+  order by Tijdeman's chairman-assignment rule at the counts' rates c_i / E (``interleave``):
+  |s_i(k) − k·c_i/E| ≤ 1 − 1/(2m−2) for m sources with c_i > 0.
 - **Epochs**: epoch e's permutations come from ``np.random.default_rng([seed, e, 3, i, pass])``
   (the Loader's seed; a mixture made with ``mix --seed S`` appends S), so a new epoch draws new
-  permutations; the interleave depends on the counts only.
+  permutations; the order depends on the weights and counts only.
 """
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -33,6 +62,7 @@ import numpy as np
 from ..errors import ConfigError
 from . import boundaries as bnd
 
+BAND_STEPS = 1024  # the order's band is searched to 1/1024 of a window (exact for weights over Q ≤ 1024)
 MIX_STREAM = 3  # third word of a mixture source's permutation seed: [seed, epoch, 3, source, pass]
 
 
@@ -47,27 +77,48 @@ def as_fraction(w) -> Fraction:
     return f
 
 
-def largest_remainder(weights: list[Fraction], total: int) -> list[int]:
+PREFIX_WEIGHTS = "weights"  # params.mixture["prefix"] of a mixture made now: the order keeps each source near w_i·k
+PREFIX_COUNTS = "counts"  # a mixture plan without it (made before): the order at its counts' rates c_i / E
+
+
+def prefix_rule(rule) -> str:
+    """Which rule a mixture plan was made with, from its ``params.mixture`` (module docstring)."""
+    return PREFIX_WEIGHTS if isinstance(rule, dict) and rule.get("prefix") == PREFIX_WEIGHTS else PREFIX_COUNTS
+
+
+def largest_remainder(weights: list[Fraction], total: int, first: int | None = None) -> list[int]:
     """Integers summing to ``total``, each ⌊w_i × total⌋ or one more (largest remainders first,
-    ties to the earlier index), for weights summing to 1."""
+    ties to the earlier index; index ``first``, when its product is not whole, before every
+    other), for weights summing to 1."""
     exact = [w * total for w in weights]
     base = [int(x) for x in exact]  # floor: every x >= 0
     left = total - sum(base)
-    for i in sorted(range(len(exact)), key=lambda i: (-(exact[i] - base[i]), i))[:left]:
+
+    def key(i):
+        return (not (i == first and exact[i] != base[i]), -(exact[i] - base[i]), i)
+
+    for i in sorted(range(len(exact)), key=key)[:left]:
         base[i] += 1
     return base
 
 
-def epoch_counts(weights, sizes: list[int], windows: int | None = None, epoch_of: int | None = None) -> list[int]:
-    """Windows per source in one epoch (module docstring): ``windows`` = E, or one pass over
-    source ``epoch_of``, or one pass over the source that runs out first."""
+def normalised(weights) -> list[Fraction]:
+    """The weights as exact fractions summing to 1 (each checked: ``as_fraction``)."""
     w = [as_fraction(x) for x in weights]
     total = sum(w)
-    w = [x / total for x in w]
+    return [x / total for x in w]
+
+
+def epoch_counts(weights, sizes: list[int], windows: int | None = None, epoch_of: int | None = None,
+                 prefix: str = PREFIX_WEIGHTS) -> list[int]:
+    """Windows per source in one epoch (module docstring): ``windows`` = E, or one pass over
+    source ``epoch_of``, or one pass over the source that runs out first; ``prefix`` the rule
+    (``PREFIX_COUNTS`` for a plan made before ``"prefix": "weights"``)."""
+    w = normalised(weights)
     if windows is not None:
         if windows < 1:
             raise ConfigError(f"--windows must be at least 1, got {windows}")
-        return largest_remainder(w, int(windows))
+        return largest_remainder(w, int(windows)) if prefix == PREFIX_COUNTS else rounded_shares(weights, int(windows))
     if epoch_of is None:
         epoch_of = min(range(len(w)), key=lambda i: (Fraction(sizes[i]) / w[i], i))
     n = sizes[epoch_of]
@@ -75,6 +126,12 @@ def epoch_counts(weights, sizes: list[int], windows: int | None = None, epoch_of
         raise ConfigError(f"source {epoch_of} has no windows: an epoch of it is empty")
     E = Fraction(n) / w[epoch_of]
     E_int = E.numerator // E.denominator  # down: no other source's share passes its n_i (docstring)
+    if prefix == PREFIX_WEIGHTS:
+        counts = rounded_shares(weights, E_int, first=epoch_of)
+        if counts[epoch_of] != n:  # E·w_j is in (n − 1, n], rounded up first: not met in any mix tried
+            raise ConfigError(f"one pass over source {epoch_of} ({n} windows) at its weight leaves no order within one"
+                              f" window of the weights: give the epoch's length with --windows")
+        return counts
     others = [i for i in range(len(w)) if i != epoch_of]
     rest = sum(w[i] for i in others)
     counts = [0] * len(w)
@@ -83,6 +140,57 @@ def epoch_counts(weights, sizes: list[int], windows: int | None = None, epoch_of
         for i, c in zip(others, largest_remainder([w[i] / rest for i in others], E_int - n)):
             counts[i] = c
     return counts
+
+
+def rounded_shares(weights, E: int, first: int | None = None) -> list[int]:
+    """c_i = ⌊E·w_i⌋ or one more, Σ c_i = E, that some order keeps within one window of the weights
+    in every prefix: the largest remainders rounded up (ties to the earlier source; ``first``
+    before every other when its share is not whole), except that a source is kept rounded down
+    only while the tail test allows (module docstring, Counts)."""
+    a, Q = integer_weights(weights)
+    base = [E * x // Q for x in a]
+    left = E - sum(base)
+    frac = [E * x - b * Q for x, b in zip(a, base)]  # Q × the fractional part of E·w_i
+    if left == 0:
+        return base
+    tail = _Tail(a, Q, E, base)
+    # Rounded down, in the order largest remainder would leave them down: smallest fraction first,
+    # ties to the later source (largest remainder gives ties to the earlier).
+    order = sorted((i for i in range(len(a)) if frac[i] > 0), key=lambda i: (frac[i], -i))
+    want = len(order) - left
+    for forced in ([first] if first is not None and frac[first] > 0 else []) + [None]:
+        down: list[int] = []
+        for i in order:
+            if len(down) == want:
+                break
+            if i != forced and tail.fits(down + [i]):
+                down.append(i)
+        if len(down) == want:
+            return [b + (f > 0 and i not in down) for i, (b, f) in enumerate(zip(base, frac))]
+    raise ConfigError(f"no rounding of the shares {a} / {Q} over {E} windows keeps every prefix within one window")
+
+
+class _Tail:
+    """The tail test of ``rounded_shares``: sources rounded down (set ``down``) leave an order within
+    one window of the weights iff, for every prefix u = 0 … E − 1, #{i ∈ down : u·a_i > c_i·Q}
+    (those whose share has passed their count) ≤ G(u) = Σ_i ⌈u·a_i / Q⌉ − u."""
+
+    def __init__(self, a: list[int], Q: int, E: int, base: list[int]):
+        self.a, self.Q, self.E = a, Q, E
+        self.after = [c * Q // x + 1 for x, c in zip(a, base)]  # the first u with u·a_i > c_i·Q
+
+    def fits(self, down: list[int]) -> bool:
+        lo = min(self.after[i] for i in down)
+        starts = np.sort(np.array([self.after[i] for i in down], np.int64))
+        big = self.E * self.Q >= 1 << 62
+        for u0 in range(lo, self.E, 1 << 20):
+            u = np.arange(u0, min(u0 + (1 << 20), self.E), dtype=np.int64)
+            uu = u.astype(object) if big else u
+            g = sum(-((-uu * x) // self.Q) for x in self.a) - uu
+            behind = np.searchsorted(starts, u, side="right")  # sources with after ≤ u
+            if (behind > np.asarray(g, np.int64)).any():
+                return False
+        return True
 
 
 def repeats(counts: list[int], sizes: list[int]) -> list[tuple[int, int]]:
@@ -96,8 +204,88 @@ def repeats(counts: list[int], sizes: list[int]) -> list[tuple[int, int]]:
     return out
 
 
+def integer_weights(weights) -> tuple[list[int], int]:
+    """(a, Q): positive integers with a_i / Q the normalised weights exactly, Q = Σ a_i, reduced."""
+    w = normalised(weights)
+    den = 1
+    for x in w:
+        den = den * x.denominator // math.gcd(den, x.denominator)
+    a = [x.numerator * (den // x.denominator) for x in w]
+    g = 0
+    for x in a:
+        g = math.gcd(g, x)
+    a = [x // g for x in a]
+    return a, sum(a)
+
+
+def order(counts: list[int], weights, prefix: str = PREFIX_WEIGHTS) -> np.ndarray:
+    """int32 source of each position of an epoch of Σ counts windows, by the plan's rule:
+    ``deadline_order`` (``PREFIX_WEIGHTS``) or ``interleave`` (``PREFIX_COUNTS``)."""
+    return deadline_order(counts, weights) if prefix == PREFIX_WEIGHTS else interleave(counts)
+
+
+def deadline_order(counts: list[int], weights) -> np.ndarray:
+    """int32 source of each position of an epoch of E = Σ counts windows whose every prefix is as
+    near the weights as any order of these counts can be, and within one window (module
+    docstring). ``counts`` must be within one of E·w_i each (``epoch_counts``)."""
+    c = [int(x) for x in counts]
+    E = sum(c)
+    if E == 0:
+        return np.zeros(0, np.int32)
+    a, Q = integer_weights(weights)
+    if len(a) != len(c) or min(c) < 0:
+        raise ConfigError(f"{len(c)} counts for {len(a)} weights, or a count below 0")
+    lo = max(abs(ci * Q - E * ai) for ci, ai in zip(c, a))  # the last prefix, k = E, is the counts themselves
+    if lo >= Q:
+        raise ConfigError(f"counts {c} are not within one window of the weights {a} / {Q} over {E}")
+    out = np.empty(E, np.int32)
+    # The least band N any order meets, searched over at most BAND_STEPS + 1 values from lo to
+    # Q − 1 (exact when Q ≤ BAND_STEPS, else to 1/BAND_STEPS of a window): EDF meets a band
+    # whenever any order does, and Q − 1 (< 1 window) is always met (module docstring).
+    step = max(1, -(-(Q - 1 - lo) // BAND_STEPS))
+
+    def band(m: int) -> int:
+        return min(lo + m * step, Q - 1)
+
+    m_lo, m_hi = 0, -(-(Q - 1 - lo) // step)
+    while m_lo < m_hi:
+        mid = (m_lo + m_hi) // 2
+        if _band_order(a, Q, c, band(mid), out):
+            m_hi = mid
+        else:
+            m_lo = mid + 1
+    if not _band_order(a, Q, c, band(m_lo), out):
+        raise ConfigError(f"counts {c} over {E}: no order keeps every prefix within one window of the weights"
+                          f" {a} / {Q}")  # not reached: the bound is proved (module docstring)
+    return out
+
+
+def _band_order(a: list[int], Q: int, c: list[int], N: int, out: np.ndarray) -> bool:
+    """Fill ``out`` earliest deadline first within band N (|s_i·Q − k·a_i| ≤ N at every prefix);
+    False when a deadline is missed (no order keeps that band)."""
+    if bnd.FAST is not None and hasattr(bnd.FAST, "deadline_order") and Q < 1 << 62:
+        return bnd.FAST.deadline_order(np.asarray(a, np.int64), np.asarray(c, np.int64), Q, N, out) == 0
+    E = len(out)
+    served = [0] * len(a)
+    for t in range(1, E + 1):
+        best, best_d = -1, 0
+        for i, ai in enumerate(a):
+            j = served[i] + 1  # its next window: released at ⌈(jQ − N)/a⌉, due by ⌊((j−1)Q + N)/a⌋ + 1
+            if j > c[i] or -(-(j * Q - N) // ai) > t:
+                continue
+            d = min(((j - 1) * Q + N) // ai + 1, E)
+            if best < 0 or d < best_d:
+                best, best_d = i, d
+        if best < 0 or best_d < t:
+            return False
+        out[t - 1] = best
+        served[best] += 1
+    return True
+
+
 def interleave(counts: list[int]) -> np.ndarray:
-    """int32 source of each position of an epoch of Σ counts windows (Tijdeman's rule, module docstring)."""
+    """int32 source of each position of an epoch of Σ counts windows at the counts' own rates
+    (Tijdeman's rule; plans made before ``"prefix": "weights"``, module docstring)."""
     c = [int(x) for x in counts]
     E = sum(c)
     if E == 0:
@@ -169,22 +357,23 @@ def _shuffled_range(seg: np.ndarray, rng: np.random.Generator, piece: int = 1 <<
     rng.shuffle(seg)
 
 
-def mixture_epoch(counts: list[int], sizes: list[int], seed: int, epoch: int,
-                  salt: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(source, window) of every position of ``epoch``: int32 and int64 arrays of Σ counts."""
-    order = interleave(counts)
+def mixture_epoch(counts: list[int], sizes: list[int], seed: int, epoch: int, salt: int | None = None,
+                  weights=None, prefix: str = PREFIX_WEIGHTS) -> tuple[np.ndarray, np.ndarray]:
+    """(source, window) of every position of ``epoch``: int32 and int64 arrays of Σ counts, in
+    ``order(counts, weights, prefix)`` (``weights`` may be left out for ``PREFIX_COUNTS``)."""
+    seq = order(counts, weights, prefix)
     counts = [int(c) for c in counts]
     offsets = np.cumsum([0] + counts[:-1]).astype(np.int64)
-    flat = np.empty(len(order), np.int64)  # each source's windows in its serving order, source after source
-    window = np.empty(len(order), np.int64)
+    flat = np.empty(len(seq), np.int64)  # each source's windows in its serving order, source after source
+    window = np.empty(len(seq), np.int64)
     spare = [window]  # a partial pass is shuffled in the output's memory before the output is written
     for i, (c, n) in enumerate(zip(counts, sizes)):
         _fill_source(flat[offsets[i] : offsets[i] + c], int(n), seed, epoch, i, salt, spare)
     del spare
-    if bnd.FAST is not None and hasattr(bnd.FAST, "gather_by_source") and len(order):
-        bnd.FAST.gather_by_source(order, flat, offsets, window)
-        return order, window
+    if bnd.FAST is not None and hasattr(bnd.FAST, "gather_by_source") and len(seq):
+        bnd.FAST.gather_by_source(seq, flat, offsets, window)
+        return seq, window
     for i, c in enumerate(counts):
         if c:
-            window[order == i] = flat[offsets[i] : offsets[i] + c]
-    return order, window
+            window[seq == i] = flat[offsets[i] : offsets[i] + c]
+    return seq, window

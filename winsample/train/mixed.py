@@ -32,6 +32,8 @@ class Mixed:
         folder = Path(plan.path).parent if plan.path else Path(".")
         self.names = [s.name for s in side.sources]
         self.counts = plan.rows["count"].astype(np.int64).tolist()
+        self.weights = [s.weight for s in side.sources]
+        self.prefix = mixture.prefix_rule(side.params.mixture)  # the rule the plan was made with
         salt = side.params.seed  # mix --seed
         self.salt = salt if isinstance(salt, int) and not isinstance(salt, bool) and salt >= 0 else None
         self.plans: list[Plan] = []
@@ -85,7 +87,7 @@ class Mixed:
 
     def epoch(self, seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         """(source, window) of every position of ``epoch``: ``planning.mixture.mixture_epoch``."""
-        return mixture.mixture_epoch(self.counts, self.sizes, seed, epoch, self.salt)
+        return mixture.mixture_epoch(self.counts, self.sizes, seed, epoch, self.salt, self.weights, self.prefix)
 
     def rows(self, src: np.ndarray, win: np.ndarray) -> np.ndarray:
         """``MIX_ROW`` rows: each position's source, window, and that window's start and length."""

@@ -13,9 +13,11 @@ with or without a data folder:
     ``mix`` could have written; each row's windows and tokens those of its source plan; the counts
     what ``planning.mixture.epoch_counts`` gives for the recorded weights, windows and rule;
     ``stats.windows`` their sum; no window served more than ``max_repeats`` times an epoch;
-  - mixture_prefix: the order the Loader serves (``planning.mixture.interleave`` of the counts)
-    keeps every source within one window of its share after every prefix: |s_i − k·c_i/E| < 1,
-    for k = 1 … E (checked in exact integers: |s_i·E − k·c_i| < E);
+  - mixture_prefix: the order the Loader serves (``planning.mixture.order``) keeps every source
+    within one window of its share after every prefix: |s_i − k·w_i| < 1 for k = 1 … E, w_i the
+    weights normalised (checked in exact integers: |s_i·Q − k·a_i| < Q for w_i = a_i / Q); a plan
+    made before ``params.mixture.prefix`` ("weights") is held to the rule it was made with, its
+    counts' rates: |s_i·E − k·c_i| < E;
 
 - then each source plan is verified as ``verify TOKENS --plan SOURCE_PLAN`` verifies it, against
   the token file its sidecar names (``tokensrc.plan_tokens``): that file's checks, its meta.json's,
@@ -49,7 +51,7 @@ from .report import Report, Status
 
 RULES = ("windows", "epoch-of", "first-exhausted")  # params.mixture.rule, as mix writes it
 PREFIX_BLOCK = 1 << 20  # positions of the order compared at a time (a few int64 arrays of this length)
-MAX_EXACT_EPOCH = 3_037_000_499  # ⌊√(2⁶³ − 1)⌋: s·E and k·c are exact in int64 for an epoch up to this
+INT64_MAX = (1 << 63) - 1  # s·Q and k·a are exact in int64 while E·Q stays below this
 SEED_LIMIT = 1 << 63
 
 
@@ -328,11 +330,14 @@ def _expected(mix: Mixture) -> tuple[list[int] | None, str]:
         how = "one pass over the source that runs out first"
     else:
         return None, f"params.mixture is {r!r}: not a rule mix writes ({', '.join(RULES)}, with its value)"
+    if r.get("prefix", rule.PREFIX_WEIGHTS) != rule.PREFIX_WEIGHTS:
+        return None, f"params.mixture.prefix is {r['prefix']!r}: mix writes {rule.PREFIX_WEIGHTS!r} (or none, before it)"
     sizes = [int(x) for x in mix.rows["windows"]]
     if min(sizes) < 1:
         return None, "a source of no windows: no count to compare"
     try:
-        return rule.epoch_counts([s.entry.weight for s in mix.sources], sizes, windows, epoch_of), how
+        return rule.epoch_counts([s.entry.weight for s in mix.sources], sizes, windows, epoch_of,
+                                 rule.prefix_rule(r)), how
     except ConfigError as e:  # a weight that is no positive number (named above)
         return None, f"no counts follow from the recorded weights and rule: {e}"
 
@@ -351,32 +356,42 @@ def mixture_prefix(report: Report, opts, mix: Mixture) -> None:
     if E == 0:
         report.add(MIXTURE_PREFIX, label, Status.SKIP, "an epoch of 0 windows: no prefix to check", mixture=label)
         return
-    if E > MAX_EXACT_EPOCH:
-        report.add(MIXTURE_PREFIX, label, Status.SKIP, f"an epoch of {E:,} windows: past what this check computes"
-                   f" exactly in int64 ({MAX_EXACT_EPOCH:,})", mixture=label)
+    prefix = rule.prefix_rule(mix.side.params.mixture)
+    try:
+        weights = [s.entry.weight for s in mix.sources]
+        order = rule.order(counts, weights, prefix)
+        rates, den = rule.integer_weights(weights) if prefix == rule.PREFIX_WEIGHTS else (counts, E)
+    except ConfigError as e:  # weights no mix writes, or counts no order keeps within one window
+        report.add(MIXTURE_PREFIX, label, Status.FAIL, f"no order: {e}", mixture=label)
         return
-    order = rule.interleave(counts)
-    worst, first = prefix_bound(order, counts)
-    figs = {"mixture": label, "windows": E, "max_deviation": worst / E}
+    if E * den > INT64_MAX:
+        report.add(MIXTURE_PREFIX, label, Status.SKIP, f"an epoch of {E:,} windows at weights over {den:,}: past what"
+                   " this check computes exactly in int64", mixture=label)
+        return
+    worst, first = prefix_bound(order, counts, rates, den)
+    share = "share" if prefix == rule.PREFIX_WEIGHTS else "counts' rate (a plan made before the weights' bound)"
+    figs = {"mixture": label, "windows": E, "max_deviation": worst / den}
     if first is not None:
         k, i, s = first
         name = mix.sources[i].entry.name if i < len(mix.sources) else f"#{i}"
         report.add(MIXTURE_PREFIX, mix.label, Status.FAIL, f"after {k:,} of {E:,} windows source {name} was served {s:,}"
-                   f" times, its share is {k * counts[i] / E:,.3f}: one window or more off", prefix=k, **figs)
+                   f" times, its {share} is {k * rates[i] / den:,.3f}: one window or more off", prefix=k, **figs)
         return
     report.add(MIXTURE_PREFIX, mix.label, Status.PASS, f"after every prefix of the {E:,} windows each source is within"
-               f" {worst / E:.3f} of a window of its share (< 1)", **figs)
+               f" {worst / den:.3f} of a window of its {share} (< 1)", **figs)
 
 
 MIXTURE_PREFIX = mixture_prefix.spec
 
 
-def prefix_bound(order: np.ndarray, counts: list[int], block: int = PREFIX_BLOCK) -> tuple[int, tuple[int, int, int] | None]:
-    """(worst, first) over the prefixes k = 1 … E of ``order`` (E = Σ counts): worst = the largest
-    |s_i(k)·E − k·c_i| (E times the largest |s_i(k) − k·c_i/E|, s_i(k) the positions of source i
-    among the first k); first = (k, i, s_i(k)) at the first prefix where that reaches E, or None.
-    An order of another length, or holding a source outside [0, len(counts)), fails at its end."""
-    E, c = sum(counts), np.asarray(counts, np.int64)
+def prefix_bound(order: np.ndarray, counts: list[int], rates: list[int], den: int,
+                 block: int = PREFIX_BLOCK) -> tuple[int, tuple[int, int, int] | None]:
+    """(worst, first) over the prefixes k = 1 … E of ``order`` (E = Σ counts), each source's share
+    after k being k·rates_i/den: worst = the largest |s_i(k)·den − k·rates_i| (den times the
+    largest |s_i(k) − k·rates_i/den|, s_i(k) the positions of source i among the first k); first =
+    (k, i, s_i(k)) at the first prefix where that reaches den, or None. An order of another length,
+    holding a source outside [0, len(counts)), or not serving each source its count, fails at its end."""
+    E, c, rate = sum(counts), np.asarray(counts, np.int64), np.asarray(rates, np.int64)
     order = np.asarray(order)
     served = np.zeros(len(c), np.int64)
     worst, first = 0, None
@@ -385,10 +400,10 @@ def prefix_bound(order: np.ndarray, counts: list[int], block: int = PREFIX_BLOCK
         k = np.arange(lo + 1, lo + len(part) + 1, dtype=np.int64)
         for i in range(len(c)):
             s = served[i] + np.cumsum(part == i, dtype=np.int64)
-            dev = np.abs(s * E - k * c[i])
+            dev = np.abs(s * den - k * rate[i])
             if len(dev):
                 worst = max(worst, int(dev.max()))
-                bad = np.flatnonzero(dev >= E)
+                bad = np.flatnonzero(dev >= den)
                 if len(bad) and (first is None or lo + int(bad[0]) + 1 < first[0]):
                     first = (lo + int(bad[0]) + 1, i, int(s[bad[0]]))
                 served[i] = s[-1]
@@ -397,18 +412,19 @@ def prefix_bound(order: np.ndarray, counts: list[int], block: int = PREFIX_BLOCK
     if first is None and (len(order) != E or (served != c).any()):  # the last prefix: every source's own count
         i = int(np.argmax(served != c)) if (served != c).any() else 0
         first = (len(order), i, int(served[i]))
-        worst = max(worst, E)
+        worst = max(worst, den)
     return worst, first
 
 
 # --- decode ---------------------------------------------------------------------------------------
 
 
-def first_positions(counts: list[int], sizes: list[int], stop: int, salt: int | None) -> tuple[np.ndarray, np.ndarray]:
+def first_positions(counts: list[int], sizes: list[int], stop: int, salt: int | None, weights: list,
+                    prefix: str) -> tuple[np.ndarray, np.ndarray]:
     """(source, window) of positions [0, stop) of epoch 0 for seed 0: the first ``stop`` of
     ``planning.mixture.mixture_epoch``, each source's windows drawn only as far as needed (the
     first m of a source's sequence do not depend on how many follow)."""
-    src = rule.interleave(counts)[:stop]
+    src = rule.order(counts, weights, prefix)[:stop]
     win = np.zeros(len(src), np.int64)
     for i, n in enumerate(sizes):
         k = np.flatnonzero(src == i)
@@ -433,15 +449,18 @@ def show_mixture(report: Report, mix: Mixture, show: int) -> None:
         why = "the rows do not give one count per source (see mixture_counts)"
     if why is None and any(c > 0 and not len(w) for c, w in zip(counts, wins)):
         why = "a source with a count but no windows (see mixture_counts)"
-    if why is None and sum(counts) > MAX_EXACT_EPOCH:
-        why = f"an epoch of {sum(counts):,} windows (see mixture_prefix)"
     if why is None and any(s.ds is None or s.ds.first_plan is None for s in mix.sources):
         why = "a source plan was not placed on its token file (see its plan_bounds)"
     if why is not None:
         report.add(DECODE, mix.label, Status.SKIP, f"no position to show: {why}", mixture=mix.label)
         return
     seed = mix.side.params.seed
-    src, win = first_positions(counts, [len(w) for w in wins], show, seed if _is_int(seed, 0, SEED_LIMIT) else None)
+    try:
+        src, win = first_positions(counts, [len(w) for w in wins], show, seed if _is_int(seed, 0, SEED_LIMIT) else None,
+                                   [s.entry.weight for s in mix.sources], rule.prefix_rule(mix.side.params.mixture))
+    except ConfigError as e:
+        report.add(DECODE, mix.label, Status.SKIP, f"no position to show: {e} (see mixture_prefix)", mixture=mix.label)
+        return
     problems, per = 0, {}
     for j in range(len(src)):
         s = mix.sources[int(src[j])]
