@@ -34,6 +34,7 @@ LAYERS = [  # bottom first: a node imports only nodes of lower layers
     {"planning", "provenance"},  # window planning (pure); where documents came from
     {"train"},  # the Loader and get_batch
     {"encode", "windows", "mixing", "verify", "inspect", "plot"},  # the commands' libraries
+    {"retrieval"},  # retrieval chunks: encode's input readers, the tokenizer and the planner
     {"cli", "__init__"},  # the command line; the package's public API
     {"__main__"},
 ]

@@ -9,7 +9,9 @@ and say so in the commit. The last three commands (best-fit packed plans, #30) w
 their bytes are pinned from the release that brought them. Re-recorded since, on purpose: verify's
 reports gained the ``plan_params`` check (a plan's rows re-planned from its sidecar) and a Megatron
 prefix named alone has its ``.idx`` checked (#29, class 2); plan sidecars gained ``source.sample``
-(a sampled checksum the Loader compares, #29 class 6); every other byte is unchanged.
+(a sampled checksum the Loader compares, #29 class 6); ``windows --format jsonl --decode`` rows
+gained ``window``, ``char_start``, ``char_end``, ``split_char``, ``prev`` and ``next`` (#32, after
+``text``; the fields before it unchanged); every other byte is unchanged.
 """
 
 from __future__ import annotations

@@ -568,7 +568,8 @@ def test_jsonl_decode_adds_text(tmp_path, ref_gpt2):
     r = run_cli(tmp_path / "a.bin", "-T", len(ids) - 1, "--format", "jsonl", "--decode", "-o", "-")
     assert r.exit_code == 0, r.stderr
     objs = [json.loads(line) for line in r.stdout.splitlines()]
-    assert objs == [{"start": 0, "length": len(ids), "doc": 0, "fresh": 0, "text": "Hello world, this is a test."}]
+    assert objs == [{"start": 0, "length": len(ids), "doc": 0, "fresh": 0, "text": "Hello world, this is a test.",
+                     "window": 0, "char_start": 0, "char_end": 28, "split_char": False, "prev": None, "next": None}]
 
 
 def test_plain_plan_over_a_billion_tokens_is_arithmetic():

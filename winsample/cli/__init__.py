@@ -5,7 +5,8 @@ Exit codes: 0 success, 1 the data failed a check, 2 the tool could not do the jo
 Every ``WinsampleError`` becomes one line on stderr here, in ``WinsampleGroup.invoke``.
 """
 
-from . import early, encode, inspect, mix, verify, windows  # noqa: F401  (early first: see early.py; each other registers its command)
+from . import early  # noqa: F401, I001  (first: see early.py)
+from . import chunk, encode, inspect, mix, verify, windows  # noqa: F401  (each registers its command)
 from .common import EXIT_CODE_KEY
 from .main import entry, main
 

@@ -88,4 +88,11 @@ def emit_json(obj, wrote: str | None = None) -> None:
 
 
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary on stderr.")
+
+
+def tokenizer_options(f):
+    """--encoding, --tokenizer-file, --pattern: the tokenizer a command encodes text with (encode, chunk)."""
+    f = click.option("--pattern", type=click.Choice(["gpt2", "cl100k", "o200k"]), default=None, help="Pre-tokenizer regex for a .tiktoken --tokenizer-file (default gpt2); a tokenizer.json or SentencePiece file has its own.")(f)
+    f = click.option("--tokenizer-file", type=click.Path(), help="Instead of --encoding: a Hugging Face tokenizer.json (or its folder, with tokenizer_config.json), a SentencePiece model, or a .tiktoken ranks file (optionally .gz); told apart by content.")(f)
+    return click.option("--encoding", default="gpt2", show_default=True, help="tiktoken encoding name (gpt2 works offline).")(f)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")

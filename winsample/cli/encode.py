@@ -6,16 +6,14 @@ import click
 
 from ..terminal import terminal_safe
 from . import render
-from .common import emit_json, json_option, progress, quiet_option, say
+from .common import emit_json, json_option, progress, quiet_option, say, tokenizer_options
 from .main import main
 
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(), help="Folder for train.bin, val.bin, meta.json (created if missing).")
-@click.option("--encoding", default="gpt2", show_default=True, help="tiktoken encoding name (gpt2 works offline).")
-@click.option("--tokenizer-file", type=click.Path(), help="Instead of --encoding: a Hugging Face tokenizer.json (or its folder, with tokenizer_config.json), a SentencePiece model, or a .tiktoken ranks file (optionally .gz); told apart by content.")
-@click.option("--pattern", type=click.Choice(["gpt2", "cl100k", "o200k"]), default=None, help="Pre-tokenizer regex for a .tiktoken --tokenizer-file (default gpt2); a tokenizer.json or SentencePiece file has its own.")
+@tokenizer_options
 @click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True, help="Share of documents (or tokens, --split tail) for val.bin.")
 @click.option("--split", type=click.Choice(["doc", "tail"]), default="doc", show_default=True, help="doc: by a seeded hash of each document's text (a lone text file is refused: one split would be empty); tail: the last tokens.")
 @click.option("--seed", type=int, default=1337, show_default=True, help="Seed of the document hash (--split doc).")

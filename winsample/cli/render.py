@@ -80,6 +80,14 @@ def mixture_lines(r: dict) -> list[str]:
     return lines
 
 
+def chunk_line(r: dict) -> str:
+    """What chunk prints: chunks, documents, the largest chunk, where they went."""
+    split = f"; {plural(r['split_char'], 'chunk')} widened to whole characters" if r["split_char"] else ""
+    return (f"{plural(r['chunks'], 'chunk')} of {plural(r['documents'], 'document')} ({r['characters']:,} characters),"
+            f" at most {r['max_tokens']:,} of {r['T']:,} tokens ({r['tokenizer']}), overlap {r['overlap']},"
+            f" boundaries {r['boundaries']}{split} → {r['file']}")
+
+
 def packing_line(s: dict) -> str:
     """One line for a best-fit plan (a windows summary or a sidecar's stats with T and span)."""
     cut = {"split": s.get("documents_split"), "truncated": s.get("documents_truncated"), "dropped": s.get("documents_dropped")}

@@ -333,6 +333,11 @@ def find_boundaries(tokens: np.ndarray, kind: str, enc, chunk_tokens: int = CHUN
     At most ~AHEAD_TOKENS tokens are in flight, and results come back in order. Holds every edge
     of the file: planners use ``iter_boundaries`` to stay in bounded memory.
     """
+    if 0 < len(tokens) <= chunk_tokens and kind in KINDS:  # one chunk (a record, a string): no thread pool to start
+        edges, m = _chunk_edges(tokens, 0, len(tokens), kind, token_tables(enc, kind))
+        if progress:
+            progress(m)
+        return np.asarray(edges, np.int64)
     out = [e for _, e in iter_boundaries(tokens, kind, enc, chunk_tokens, progress, threads)]
     return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
 

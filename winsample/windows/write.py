@@ -17,6 +17,7 @@ import numpy as np
 from .. import disk, formats, provenance, tokensrc
 from ..errors import ConfigError, DataError, InputError
 from ..planning import Options, build_plans, check_options, load_tokenizer, shard_rows, shard_stats
+from ..tokenizer.offsets import CharIndex, CharOffsets
 
 PACKING_FIGURES = ("segments", "fill", "padding_tokens", "documents_split", "documents_truncated", "documents_dropped")
 MATERIALIZE_ROWS = 4096  # rows gathered per batch when materializing: memory ~ rows × span × 8 B
@@ -203,11 +204,12 @@ def _write_text(out: str, rows: np.ndarray, o: Options, plan: dict, stream) -> N
                 yield "".join(f"{s}\t{n}\n" for s, n in zip(r["start"].tolist(), r["length"].tolist()))
             return
         enc = None
-        if o.decode:
-            enc = plan["enc"] or load_tokenizer(plan["src"], "--decode")
         # With provenance, "doc" is the document the window starts in (a window planned across
         # documents included) and "source" where that document came from.
         tracer = provenance.tracer_for(plan["src"], plan.get("meta_path"))
+        if o.decode:
+            enc = plan["enc"] or load_tokenizer(plan["src"], "--decode")
+            where = _Where(rows, plan, tracer, enc)
         for lo in range(0, len(rows), 65536):
             batch = rows[lo : lo + 65536]
             docs = tracer.doc_at(batch["start"]).tolist() if tracer is not None and len(batch) else None
@@ -229,6 +231,7 @@ def _write_text(out: str, rows: np.ndarray, o: Options, plan: dict, stream) -> N
                         raise DataError(f"{plan['src'].path}: token {s + j}: id {int(ids[j])} is not in the tokenizer"
                                         f" ({enc.name}, n_vocab {enc.n_vocab}); cannot --decode window {i}")
                     obj["text"] = enc.decode(ids.tolist())
+                    obj.update(where.row(i, start, obj["length"]))
                 yield json.dumps(obj, ensure_ascii=False) + "\n"
 
     if out == "-":
@@ -238,3 +241,49 @@ def _write_text(out: str, rows: np.ndarray, o: Options, plan: dict, stream) -> N
         with disk.naming(out), disk.atomic_open(out, "w") as f:
             for chunk in lines():
                 f.write(chunk)
+
+
+class _Where:
+    """A decoded row's place in its document's text (``--decode``): ``window`` (its row number),
+    ``char_start``/``char_end`` (characters into the document's text, end exclusive, whole
+    characters; null for a window that runs past its document's end), ``split_char`` (a window
+    edge falls inside a character, so the range was widened to it) and ``prev``/``next`` (the row
+    numbers of the windows before and after it in the same document, by start; null at the ends).
+    The document separator (EOT, BOS) is no character of any document."""
+
+    def __init__(self, rows: np.ndarray, plan: dict, tracer, enc):
+        n = int(plan["src"].n)
+        if tracer is not None:
+            self.docs = tracer.doc_at(rows["start"]).astype(np.int64) if len(rows) else np.zeros(0, np.int64)
+            self.ds = np.asarray(tracer.starts, np.int64)
+            self.de = np.append(self.ds[1:], n)
+        else:
+            self.docs = rows["doc"].astype(np.int64)
+            self.ds = np.asarray(plan["doc_starts"], np.int64)
+            self.de = np.asarray(plan["doc_ends"], np.int64)
+        order = np.lexsort((rows["start"], self.docs))
+        same = self.docs[order[1:]] == self.docs[order[:-1]]
+        self.prev = np.full(len(rows), -1, np.int64)
+        self.next = np.full(len(rows), -1, np.int64)
+        self.prev[order[1:][same]] = order[:-1][same]
+        self.next[order[:-1][same]] = order[1:][same]
+        try:
+            self.index = CharIndex(plan["tokens"], CharOffsets(enc, zero=(enc.eot, enc.bos)))
+        except ConfigError:  # a tokenizer whose tokens do not spell the text: no character offsets
+            self.index = None
+
+    def row(self, i: int, start: int, length: int) -> dict:
+        out: dict[str, Any] = {"window": i}
+        d, end = int(self.docs[i]), start + length
+        ok = self.index is not None and 0 <= d < len(self.ds) and self.ds[d] <= start and end <= self.de[d]
+        if ok:
+            base = self.index.chars(int(self.ds[d]))
+            a_in, b_in = self.index.inside(start), self.index.inside(end) and end < self.de[d]
+            out["char_start"] = self.index.chars(start) - base - a_in
+            out["char_end"] = self.index.chars(end) - base
+            out["split_char"] = bool(a_in or b_in)
+        else:
+            out["char_start"] = out["char_end"] = out["split_char"] = None
+        out["prev"] = int(self.prev[i]) if self.prev[i] >= 0 else None
+        out["next"] = int(self.next[i]) if self.next[i] >= 0 else None
+        return out

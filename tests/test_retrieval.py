@@ -1,0 +1,235 @@
+"""Retrieval chunks (retrieval.py, ``winsample chunk``, ``windows --format jsonl --decode``).
+
+Every expectation is checked against the text itself and the reference tokenizer (tiktoken's own
+GPT-2, built in conftest): ``text[char_start:char_end] == chunk.text``, ``len(ref.encode(text)) ==
+tokens <= T``, the ranges cover the text, and the overlap is as asked. Character offsets of
+windows rows are recomputed by brute force: the doc's tokens decoded up to the window, counted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import winsample
+from winsample.cli import main
+from winsample.errors import ConfigError
+
+from .conftest import CORPUS
+
+TRICKY = ["你好，世界。", "😀", "👩‍👩‍👧", "e\u0301", "\r\n", "\n\n", "\ufeff", " ", "a", "Hello", ". ", "! ", "—", "Ω", "\t",
+          "<|endoftext|>", "ﬁ", "١٢٣"]
+
+SAMPLES = {
+    "cjk": (CORPUS / "zh_sliding_windows.txt").read_text(encoding="utf-8"),
+    "emoji": "Start 😀😀 then 👩‍👩‍👧 family, flags 🇯🇵🇫🇷, and more 😀 text. " * 12,
+    "crlf": "Line one.\r\nLine two!\r\n\r\nA new paragraph? Yes.\r\n" * 15,
+    "combining": "Cafe\u0301 re\u0301sume\u0301 nai\u0308ve. " * 30,
+    "bom": "\ufeffA file that starts with a byte-order mark. And goes on. " * 10,
+    "hamlet": (CORPUS / "hamlet.txt").read_text(encoding="utf-8")[:20000],
+}
+
+
+def check(text: str, chunks, ref, T: int) -> None:
+    """The contract for every chunk of ``text``: exact text, count by the reference ≤ T, covering."""
+    covered = 0
+    for k, c in enumerate(chunks):
+        assert c.index == k
+        assert c.text == text[c.char_start : c.char_end]
+        assert c.tokens == len(ref.encode_ordinary(c.text)) <= T
+        assert c.char_start <= covered, "a gap before this chunk"
+        covered = max(covered, c.char_end)
+    assert covered == len(text)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+@pytest.mark.parametrize("boundaries", ["none", "paragraph", "sentence"])
+def test_every_chunk_is_its_text_slice_within_T_tokens_and_together_they_cover_the_text(ref_gpt2, name, boundaries):
+    text = SAMPLES[name]
+    chunks = winsample.chunk(text, "gpt2", T=48, overlap=8, boundaries=boundaries)
+    assert len(chunks) > 3
+    check(text, chunks, ref_gpt2, 48)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(TRICKY), min_size=0, max_size=120).map("".join), st.integers(8, 40), st.data(),
+       st.sampled_from(["none", "paragraph", "sentence"]))
+def test_any_text_any_limit(ref_gpt2, text, T, data, boundaries):
+    overlap = data.draw(st.integers(0, T - 1))
+    check(text, winsample.chunk(text, T=T, overlap=overlap, boundaries=boundaries), ref_gpt2, T)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(min_size=1, max_size=400), st.integers(8, 30), st.data())
+def test_overlap_is_as_asked_between_windows_that_were_not_cut_short(ref_gpt2, text, T, data):
+    text = text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate has no UTF-8: "?" instead
+    overlap = data.draw(st.integers(0, T - 1))
+    chunks = winsample.chunk(text, T=T, overlap=overlap)
+    check(text, chunks, ref_gpt2, T)
+    ids = ref_gpt2.encode_ordinary(text)
+    assert chunks[-1].token_end == len(ids) if ids else chunks == []
+    for a, b in zip(chunks, chunks[1:]):
+        if a.token_end - a.token_start == T:  # a window not cut short (its text within T as planned)
+            assert b.token_start == a.token_start + T - overlap  # so it shares exactly `overlap` tokens with the next
+            assert a.token_end - b.token_start == overlap
+        else:  # cut short (its text re-encoded to more than T): the next starts no later than it ended
+            assert b.token_start <= a.token_end
+
+
+def test_by_hand_ten_tokens_window_four_overlap_one():
+    # "a a … a": GPT-2 encodes "a" and each " a" as one token, 10 in all; T 8, overlap 1: windows [0, 8)
+    # and [7, 10) (7 = 8 − 1), i.e. characters [0, 15) and [13, 19): " a" is 2 characters, token k starts at 2k − 1
+    text = "a" + " a" * 9
+    chunks = winsample.chunk(text, T=8, overlap=1)
+    assert [(c.token_start, c.token_end) for c in chunks] == [(0, 8), (7, 10)]
+    assert [(c.char_start, c.char_end) for c in chunks] == [(0, 15), (13, 19)]
+    assert chunks[1].text == " a a a"
+
+
+def test_a_split_character_widens_the_range_and_says_so(ref_gpt2):
+    text = "你好，世界。" * 30  # GPT-2 spells several of these characters with two tokens each
+    ids = ref_gpt2.encode_ordinary(text)
+    chunks = winsample.chunk(text, T=12, overlap=3)  # windows that start 9 tokens on: often inside a character
+    check(text, chunks, ref_gpt2, 12)
+    assert any(c.split_char for c in chunks)
+    for c in chunks:
+        spelled = ref_gpt2.decode_bytes(ids[c.token_start : c.token_end])
+        # the window's own bytes lie inside the chunk's text, which holds whole characters
+        assert spelled.decode("utf-8", "ignore") in c.text
+        assert c.split_char == (spelled.decode("utf-8", "replace") != c.text)
+
+
+def test_empty_text_has_no_chunks_and_bad_arguments_are_refused():
+    assert winsample.chunk("") == []
+    for kw in ({"T": 4}, {"overlap": 512}, {"overlap": -1}, {"boundaries": "word"}):
+        with pytest.raises(ConfigError):
+            winsample.chunk("text", **kw)
+    with pytest.raises(ConfigError, match="a str"):
+        winsample.chunk(b"bytes")
+
+
+def test_a_tokenizer_whose_tokens_do_not_spell_the_text_is_refused():
+    from winsample import tokenizer
+
+    tok = tokenizer.load("gpt2")
+    tok.exact_decode = False  # as a SentencePiece model or a normalizing tokenizer.json says
+    try:
+        with pytest.raises(ConfigError, match="do not spell the text byte for byte"):
+            winsample.chunk("text", tok)
+    finally:
+        tok.exact_decode = True
+
+
+def test_chunk_records_names_each_chunk_by_its_record():
+    got = list(winsample.chunk_records(["one two three", ("doc-7", "four five"), {"id": 3, "text": "six"}], T=8, overlap=0))
+    assert [(c.id, c.source) for c in got] == [("0#0", {"record": 0, "id": None}), ("doc-7#0", {"record": 1, "id": "doc-7"}),
+                                               ("3#0", {"record": 2, "id": 3})]
+    with pytest.raises(ConfigError, match="record 0"):
+        list(winsample.chunk_records([42]))
+
+
+# --- winsample chunk ------------------------------------------------------------------------------
+
+
+def write_kb(tmp_path):
+    recs = [{"id": f"r{k}", "text": t} for k, t in enumerate(SAMPLES.values())]
+    path = tmp_path / "kb.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs), encoding="utf-8")
+    return path, recs
+
+
+def test_the_cli_writes_the_api_s_chunks(tmp_path, ref_gpt2):
+    kb, recs = write_kb(tmp_path)
+    out = tmp_path / "chunks.jsonl"
+    r = CliRunner().invoke(main, ["chunk", str(kb), "-o", str(out), "-T", "64", "--overlap", "16", "--boundaries",
+                                  "sentence", "--id-field", "id"])
+    assert r.exit_code == 0 and r.stdout == "" and "chunks of 6 documents" in r.stderr and str(out) in r.stderr
+    lines = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    assert list(lines[0]) == ["id", "text", "char_start", "char_end", "tokens", "source", "token_start", "token_end",
+                              "split_char", "index"]
+    api = list(winsample.chunk_records([(r["id"], r["text"]) for r in recs], T=64, overlap=16, boundaries="sentence"))
+    assert [(x["id"], x["text"], x["char_start"], x["char_end"], x["tokens"]) for x in lines] == \
+        [(c.id, c.text, c.char_start, c.char_end, c.tokens) for c in api]
+    for x in lines:
+        rec = recs[x["source"]["line"] - 1]
+        assert x["source"] == {"path": str(kb), "line": recs.index(rec) + 1, "id": rec["id"]}
+        assert rec["text"][x["char_start"] : x["char_end"]] == x["text"]
+        assert len(ref_gpt2.encode_ordinary(x["text"])) == x["tokens"] <= 64
+
+
+def test_the_cli_on_text_files_and_stdout_and_json(tmp_path):
+    a = tmp_path / "a.txt"
+    a.write_text(SAMPLES["crlf"], encoding="utf-8", newline="")
+    r = CliRunner().invoke(main, ["chunk", str(a), "-o", "-", "-T", "32", "--overlap", "0", "-q"])
+    assert r.exit_code == 0 and r.stderr == ""
+    rows = [json.loads(x) for x in r.stdout.splitlines()]
+    assert rows[0]["id"] == f"{a}:1#0" and "".join(x["text"] for x in rows) == SAMPLES["crlf"]  # no overlap: a partition
+    out = tmp_path / "c.jsonl"
+    r = CliRunner().invoke(main, ["chunk", str(a), "-o", str(out), "-T", "32", "--overlap", "0", "--json"])
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0 and doc["chunks"] == len(rows) and doc["documents"] == 1 and doc["max_tokens"] <= 32
+    r = CliRunner().invoke(main, ["chunk", str(a), "-o", "-", "--json"])
+    assert r.exit_code == 2 and r.stdout == "" and "stdout holds the chunks" in r.stderr
+
+
+def test_bad_input_is_one_line_and_nothing_written(tmp_path):
+    kb = tmp_path / "kb.jsonl"
+    kb.write_text('{"text": "fine"}\n{"body": "no text field"}\n', encoding="utf-8")
+    out = tmp_path / "c.jsonl"
+    r = CliRunner().invoke(main, ["chunk", str(kb), "-o", str(out)])
+    assert r.exit_code != 0 and r.stdout == "" and r.stderr.count("\n") == 1 and "kb.jsonl" in r.stderr
+    assert "line 2" in r.stderr or ":2" in r.stderr
+    assert not out.exists()
+    r = CliRunner().invoke(main, ["chunk", str(kb), "-o", str(kb)])  # an output never overwrites an input
+    assert r.exit_code == 2 and kb.read_text(encoding="utf-8").startswith('{"text": "fine"}')
+
+
+def test_the_chunk_command_runs_as_a_program(tmp_path):
+    kb, _ = write_kb(tmp_path)
+    p = subprocess.run([sys.executable, "-m", "winsample", "chunk", str(kb), "-o", "-", "-T", "128", "-q"],
+                       capture_output=True, text=True, check=True)
+    assert p.stderr == "" and all(json.loads(x)["tokens"] <= 128 for x in p.stdout.splitlines())
+
+
+# --- windows --format jsonl --decode: character offsets and neighbours ------------------------------
+
+
+@pytest.mark.parametrize("extra", [["--boundaries", "doc"], ["--boundaries", "sentence"], ["--boundaries", "doc", "--shuffle", "--seed", "3"]])
+def test_decoded_rows_carry_their_character_range_and_neighbours(tmp_path, ref_gpt2, extra):
+    kb, recs = write_kb(tmp_path)
+    data = tmp_path / "d"
+    r = CliRunner().invoke(main, ["encode", str(kb), "-o", str(data), "--val-fraction", "0", "-q"])
+    assert r.exit_code == 0, r.stderr
+    r = CliRunner().invoke(main, ["windows", str(data / "train.bin"), "-T", "24", "--format", "jsonl", "--decode",
+                                  "-o", "-", "-q", *extra])
+    assert r.exit_code == 0, r.stderr
+    rows = [json.loads(x) for x in r.stdout.splitlines()]
+    tokens = np.fromfile(data / "train.bin", np.uint16).tolist()
+    starts = {row["doc"]: row["start"] - row["doc_offset"] for row in rows}
+    for i, row in enumerate(rows):
+        assert row["window"] == i
+        text = recs[row["source"]["line"] - 1]["text"]
+        ds, s, e = starts[row["doc"]], row["start"], row["start"] + row["length"]
+        before = ref_gpt2.decode_bytes(tokens[ds:s])  # the document's bytes before the window: its lead bytes are characters
+        lead = sum(1 for b in before if b & 0xC0 != 0x80)
+        body = ref_gpt2.decode_bytes([t for t in tokens[s:e] if t != 50256])
+        first_cont = bool(body) and body[0] & 0xC0 == 0x80
+        assert row["char_start"] == lead - first_cont
+        assert row["char_end"] == lead + sum(1 for b in body if b & 0xC0 != 0x80)
+        piece = text[row["char_start"] : row["char_end"]]
+        if not row["split_char"]:
+            assert piece == row["text"].replace("<|endoftext|>", "")
+        else:
+            assert body.decode("utf-8", "ignore") in piece
+    for i, row in enumerate(rows):  # neighbours: the same document's windows by start
+        same = sorted((x["start"], j) for j, x in enumerate(rows) if x["doc"] == row["doc"])
+        k = same.index((row["start"], i))
+        assert row["prev"] == (same[k - 1][1] if k else None)
+        assert row["next"] == (same[k + 1][1] if k + 1 < len(same) else None)

@@ -1,0 +1,225 @@
+"""Retrieval chunks: token-exact windows of a text, as text with character offsets.
+
+``chunk(text, tokenizer="gpt2", T=512, overlap=64, boundaries="none")`` cuts one string;
+``chunk_records(records, ...)`` a stream of records; ``run`` (``winsample chunk``) files, folders
+and JSONL to chunk JSONL. One text at a time:
+
+1. Encode it (ids, as ``encode`` would: ordinary text, no EOT), and place every token edge in
+   characters (``tokenizer.offsets``: needs a tokenizer whose tokens spell the text byte for byte).
+2. Plan windows of at most T tokens with the training planner: ``boundaries="none"`` starts a
+   window every T − overlap tokens, the last one running to the end (shorter); ``"paragraph"`` /
+   ``"sentence"`` is ``planning.plan_semantic`` over the text's edges (``windows --boundaries``,
+   without targets: span T, stride T − overlap), so ends land on edges where one is in reach and the
+   overlap is the one nearest to ``overlap`` that starts on an edge.
+3. A window of tokens [a, b) becomes ``text[char_start:char_end]``: whole characters (an edge
+   inside a multi-byte character widens the range to it: ``split_char``). That text is encoded
+   again, and ``tokens`` is *its* count: a byte-level BPE can count a piece cut out of a text
+   differently from the same bytes in place, and a widened range has more bytes. While the count
+   is over T the window gives up tokens at its end (the excess each time). A window never starts
+   after the previous one ended, so the chunks cover the text: the union of their ranges is
+   ``[0, len(text))``, and a window cut short is followed by one that starts where it ended.
+
+Every chunk: ``text == source_text[char_start:char_end]`` and ``tokens == len(encode(text)) <= T``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import disk, tokenizer
+from .errors import ConfigError
+from .planning import boundaries as bnd
+from .planning import plan_semantic
+from .tokenizer.offsets import CharOffsets
+
+BOUNDARIES = ("none", "paragraph", "sentence")
+
+
+@dataclass
+class Chunk:
+    """One chunk of a text: ``text == source_text[char_start:char_end]`` (characters, end exclusive),
+    ``tokens`` its token count by the tokenizer (≤ T); ``token_start``/``token_end`` the window of the
+    text's own encoding it was cut from; ``split_char``: a window edge fell inside a character and the
+    range was widened to the whole character; ``index``: its number in its text (0, 1, …);
+    ``id`` and ``source`` for a record (``chunk_records``, ``winsample chunk``)."""
+
+    text: str
+    char_start: int
+    char_end: int
+    tokens: int
+    token_start: int
+    token_end: int
+    split_char: bool
+    index: int
+    id: str | None = None
+    source: dict | None = None
+
+    def to_json(self) -> dict:
+        """The fields in the order a chunk line shows them: id, text, char_start, char_end, tokens, source, then the rest."""
+        d = asdict(self)
+        return {k: d[k] for k in ("id", "text", "char_start", "char_end", "tokens", "source", "token_start", "token_end",
+                                  "split_char", "index")}
+
+
+class Chunker:
+    """The chunking of one tokenizer and one (T, overlap, boundaries): ``chunker(text)`` → chunks."""
+
+    def __init__(self, tok="gpt2", T: int = 512, overlap: int | None = None, boundaries: str | None = "none",
+                 pattern: str | None = None):
+        self.tok = _tokenizer(tok, pattern)
+        if overlap is None and isinstance(T, int):
+            overlap = T // 8  # 64 for 512
+        boundaries = boundaries or "none"
+        if boundaries not in BOUNDARIES:
+            raise ConfigError(f"boundaries must be one of {', '.join(BOUNDARIES)}, got {boundaries!r}")
+        if not isinstance(T, int) or T < 8:
+            raise ConfigError(f"T must be an integer ≥ 8 (a character can take 4 tokens), got {T!r}")
+        if not isinstance(overlap, int) or not 0 <= overlap < T:
+            raise ConfigError(f"overlap must be an integer in [0, T), got {overlap!r} with T {T}")
+        self.T, self.overlap, self.boundaries = T, overlap, boundaries
+        self.offsets = CharOffsets(self.tok)
+
+    def __call__(self, text: str) -> list[Chunk]:
+        if not isinstance(text, str):
+            raise ConfigError(f"a text to chunk must be a str, got {type(text).__name__}")
+        ids = np.asarray(self.tok.encode(text), np.int64)
+        chars, inside = self.offsets.edges(ids)
+        if int(chars[-1]) != len(text):  # exact_decode promises it; a surrogate or the like breaks it
+            raise ConfigError(f"{self.tok.name}: the tokens of this text spell {int(chars[-1])} characters, the text has"
+                              f" {len(text)}: it holds something its UTF-8 cannot carry (a lone surrogate?)")
+        return self._cut(text, ids, chars, inside, self._windows(ids))
+
+    def _windows(self, ids: np.ndarray) -> list[tuple[int, int]]:
+        n, T, S = len(ids), self.T, self.T - self.overlap
+        if n == 0:
+            return []
+        if self.boundaries == "none":
+            k = max(0, -(-(n - T) // S)) + 1  # windows until one reaches the end
+            starts = np.arange(k, dtype=np.int64) * S
+            return [(int(a), int(min(a + T, n))) for a in starts]
+        edges = bnd.find_boundaries(ids, self.boundaries, self.tok)
+        rows = plan_semantic([0], [n], edges, T, S, targets=False)
+        return [(int(a), int(a + L)) for a, L in zip(rows["start"], rows["length"])]
+
+    def _cut(self, text: str, ids, chars, inside, windows: list[tuple[int, int]]) -> list[Chunk]:
+        out: list[Chunk] = []
+        n, T = len(ids), self.T
+        todo, covered, last_start = deque(windows), 0, -1
+        while todo or covered < n:
+            if todo:
+                a, b = todo.popleft()
+            else:  # the last window was cut short: one more from where the overlap would start
+                a = max(covered - self.overlap, last_start + 1)
+                b = min(a + T, n)
+            a = min(a, covered)  # never after the previous end: no gap
+            if b <= covered or a <= last_start:
+                a = max(a, last_start + 1)
+                if b <= covered:
+                    continue
+            b = min(b, a + T)
+            while True:
+                cs, ce, split = self.offsets.span(chars, inside, a, b)
+                piece = text[cs:ce]
+                count = len(self.tok.encode(piece))
+                if count <= T:
+                    break
+                if b - a <= 1:
+                    raise ConfigError(f"T {T}: one token's characters take {count} tokens on their own")
+                b = max(a + 1, b - (count - T))
+            out.append(Chunk(piece, cs, ce, count, a, b, split, len(out)))
+            covered, last_start = max(covered, b), a
+        return out
+
+
+def chunk(text: str, tokenizer="gpt2", T: int = 512, overlap: int | None = None, boundaries: str | None = "none",
+          pattern: str | None = None) -> list[Chunk]:
+    """Chunks of ``text`` (module docstring): each at most ``T`` tokens by ``tokenizer`` (a name such as
+    "gpt2", a tokenizer file or folder, or a ``winsample.tokenizer.Tokenizer``), consecutive ones sharing
+    about ``overlap`` tokens (default T // 8: 64 for 512), their ranges covering the text."""
+    return Chunker(tokenizer, T, overlap, boundaries, pattern)(text)
+
+
+def chunk_records(records: Iterable, tokenizer="gpt2", T: int = 512, overlap: int | None = None,
+                  boundaries: str | None = "none", pattern: str | None = None) -> Iterator[Chunk]:
+    """Chunks of each record in turn: a record is a str, an ``(id, text)`` pair or a dict with
+    ``"text"`` (and ``"id"``). A chunk's ``id`` is ``"<record id>#<index>"`` (the record's number
+    when it has no id), its ``source`` ``{"record": number, "id": id}``."""
+    chunker = Chunker(tokenizer, T, overlap, boundaries, pattern)
+    for n, rec in enumerate(records):
+        rid, text = _record(rec, n)
+        for c in chunker(text):
+            c.id, c.source = f"{rid if rid is not None else n}#{c.index}", {"record": n, "id": rid}
+            yield c
+
+
+def _record(rec, n: int):
+    if isinstance(rec, str):
+        return None, rec
+    if isinstance(rec, dict) and isinstance(rec.get("text"), str):
+        return rec.get("id"), rec["text"]
+    if isinstance(rec, tuple) and len(rec) == 2 and isinstance(rec[1], str):
+        return rec[0], rec[1]
+    raise ConfigError(f"record {n}: a str, an (id, text) pair or a dict with a \"text\" string, got {type(rec).__name__}")
+
+
+def _tokenizer(tok, pattern: str | None):
+    if isinstance(tok, tokenizer.Tokenizer):
+        return tok
+    if not isinstance(tok, (str, Path)):
+        raise ConfigError(f"tokenizer: a name, a file or a Tokenizer, got {type(tok).__name__}")
+    if Path(tok).exists() or any(c in str(tok) for c in "/\\") or str(tok).endswith((".json", ".model", ".tiktoken", ".gz")):
+        return tokenizer.load(tokenizer_file=str(tok), pattern=pattern or "gpt2")
+    return tokenizer.load(str(tok))
+
+
+# --- winsample chunk ------------------------------------------------------------------------------
+
+
+def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, boundaries: str = "none",
+        encoding: str = "gpt2", tokenizer_file: str | None = None, pattern: str | None = None,
+        text_field: str = "text", id_field: str | None = None, fmt: str = "auto", stream=None,
+        progress=None, notice=None) -> dict:
+    """Chunk every document of ``inputs`` (``encode``'s inputs: text files, one document each; JSONL
+    records; folders; ``-``) into chunk JSONL at ``out`` (written whole or not at all; ``-``: ``stream``).
+    Each line: ``id`` (``<path>:<line>#<index>``, or ``<record id>#<index>`` with ``id_field``),
+    ``text``, ``char_start``, ``char_end``, ``tokens``, ``source`` (path, line, id), and the window's
+    ``token_start``, ``token_end``, ``split_char``, ``index``. Returns the summary."""
+    from .encode import inputs as inp
+
+    chunker = Chunker(tokenizer_file if tokenizer_file is not None else encoding, T, overlap, boundaries, pattern)
+    sources = inp.resolve_inputs(list(inputs), fmt, notice)
+    if out != "-":
+        disk.refuse_overwrite([out], [s.path for s in sources if s.path is not None])
+    counts = {"documents": 0, "chunks": 0, "characters": 0, "split_char": 0, "max_tokens": 0}
+
+    def lines() -> Iterator[str]:
+        docs = inp.iter_documents(sources, text_field=text_field, id_field=id_field, origins=True, progress=progress)
+        for _, doc, origin in docs:
+            text = doc if isinstance(doc, str) else "".join(doc)
+            label = sources[origin.input].label
+            rid = origin.id if origin.id is not None else f"{label}:{origin.line}"
+            counts["documents"] += 1
+            counts["characters"] += len(text)
+            for c in chunker(text):
+                c.id = f"{rid}#{c.index}"
+                c.source = {"path": label, "line": origin.line, "id": origin.id}
+                counts["chunks"] += 1
+                counts["split_char"] += c.split_char
+                counts["max_tokens"] = max(counts["max_tokens"], c.tokens)
+                yield json.dumps(c.to_json(), ensure_ascii=False) + "\n"
+
+    if out == "-":
+        for line in lines():
+            (stream or sys.stdout).write(line)
+    else:
+        with disk.naming(out), disk.atomic_open(out, "w") as f:
+            for line in lines():
+                f.write(line)
+    return {"file": out, "T": T, "overlap": chunker.overlap, "boundaries": boundaries, "tokenizer": chunker.tok.name, **counts}
