@@ -21,6 +21,10 @@ $(VENV)/.test: pyproject.toml $(VENV)/.base
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 
+$(VENV)/.bench: pyproject.toml $(VENV)/.test
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,bench]'
+	touch $@
+
 venv: $(VENV)/.base
 
 demo: $(VENV)/.base
@@ -38,7 +42,7 @@ lint: $(VENV)/.test
 test: $(VENV)/.test lint
 	$(PY) -m pytest -q
 
-bench: $(VENV)/.test
+bench: $(VENV)/.bench
 	RAY_AUTH_MODE=disabled $(PY) tests/bench/run.py
 
 docs: $(VENV)/.base

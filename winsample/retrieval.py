@@ -15,7 +15,9 @@ and JSONL to chunk JSONL. One text at a time:
    inside a multi-byte character widens the range to it: ``split_char``). That text is encoded
    again, and ``tokens`` is *its* count: a byte-level BPE can count a piece cut out of a text
    differently from the same bytes in place, and a widened range has more bytes. While the count
-   is over T the window gives up tokens at its end (the excess each time). A window never starts
+   is over T the window gives up tokens at its end (the excess each time). Where both ends are the
+   tokenizer's safe cuts (``encode(a + b) == encode(a) + encode(b)``) and no character is split, the
+   piece's tokens are the window's own, and it is not encoded again. A window never starts
    after the previous one ended, so the chunks cover the text: the union of their ranges is
    ``[0, len(text))``, and a window cut short is followed by one that starts where it ended.
 
@@ -127,7 +129,10 @@ class Chunker:
             while True:
                 cs, ce, split = self.offsets.span(chars, inside, a, b)
                 piece = text[cs:ce]
-                count = len(self.tok.encode(piece))
+                if not split and self._safe(text, cs) and self._safe(text, ce):
+                    count = b - a  # cut at safe points, the piece encodes to its own tokens: no need to ask
+                else:
+                    count = len(self.tok.encode(piece))
                 if count <= T:
                     break
                 if b - a <= 1:
@@ -136,6 +141,11 @@ class Chunker:
             out.append(Chunk(piece, cs, ce, count, a, b, split, len(out)))
             covered, last_start = max(covered, b), a
         return out
+
+
+    def _safe(self, text: str, p: int) -> bool:
+        """Cutting ``text`` at character ``p`` changes no token (the tokenizer's safe-cut rule; its ends are safe)."""
+        return p <= 0 or p >= len(text) or self.tok.last_safe_cut(text, p, p) == p
 
 
 def chunk(text: str, tokenizer="gpt2", T: int = 512, overlap: int | None = None, boundaries: str | None = "none",

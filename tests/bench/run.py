@@ -744,8 +744,9 @@ MIXTURE_PROSE = (
     " reads them back from its cache; winsample draws each epoch's order in memory and writes nothing (a mixture"
     " plan is a few hundred bytes), so this is per-epoch cost against once-per-run cost. Each side is timed"
     " around its calls in a process of its own, peak RSS that process's. The time bar, ≥ 0.7 of Megatron's"
-    " speed: the shuffles, alike on both sides, are most of either time; ours adds the exact order (integer"
-    " arithmetic, 128-bit, against a float compare) and places each source's windows in it. The absolute bar,"
+    " speed: the shuffles, alike on both sides, are most of either time; ours adds the exact order (earliest"
+    " deadline first in integers, a few passes of a binary search for the least band, against one float greedy"
+    " pass) and places each source's windows in it. The absolute bar,"
     " ≤ 30 s per 10^8 windows, reads the issue's \"seconds\" as not minutes: most of either side's time is the"
     " per-source shuffles (~115 M random swaps, each a cache miss), which a cheaper permutation would cut but"
     " only by changing the documented draws. The mixture Loader row times `Loader.batch` (B = 8,"
@@ -755,6 +756,19 @@ MIXTURE_PROSE = (
     " packed rows; an epoch is one pass over the source that runs out first), against the same call over the"
     " web plan alone; neither side passes `tokens_path` (each plan finds its own). Opening the Loader, which"
     " draws the first epoch, is not timed: its time is in the row's note."
+)
+
+
+CHUNK_PROSE = (
+    "Chunk rows (`tests/bench/chunk_rows.py`): retrieval chunks of the same documents (the shipped corpus's eight"
+    " texts, each once: one document each) with the same limit (512 GPT-2 tokens), overlap (64) and tokenizer"
+    " (tiktoken's GPT-2 from the bundled ranks), each side in a process of its own, warmed up on a short text, the"
+    " median of three timed passes over every document. winsample without boundaries is compared with chonkie's"
+    " TokenChunker (fixed token windows), with `--boundaries sentence` against chonkie's SentenceChunker and semchunk"
+    " (which split on sentences and other separators). Each chunk is then checked outside the timed part: is its text"
+    " over the limit by the reference's own count of that text (`encode_ordinary`), and is `document[start:end]` its"
+    " text by the offsets the library gives. (The chunk and mixture rows of this page were measured by"
+    " `--only chunk` and `--only mixture` runs after the full run, on the same machine.)"
 )
 
 
@@ -842,7 +856,7 @@ WHY = {
     " faults (~2.4 s for 800 MB on this VM); then the order of sources (C, earliest deadline first, once per step"
     " of a binary search for the least band: four passes over the epoch for these weights, ~4 s, against 1.2–2 s"
     " for Megatron's float build_blending_indices, which keeps no band) and placing each source's windows (~1 s). Megatron's side took"
-    " 11.9–19.8 s in four runs on this shared 2-core VM, ours 13.2–17.7 s in three (19 s before its permutations were shuffled in place instead of allocated,"
+    " 11.9–19.8 s in four runs on this shared 2-core VM, ours 13.2–17.7 s in three, then 16.0 s against 15.3 s once the order kept the least band (#34) (19 s before its permutations were shuffled in place instead of allocated,"
     " copied to int64 and concatenated twice). Reaching a few seconds needs a cheaper permutation than"
     " default_rng(words).permutation(n) (a cache-blocked shuffle, or a computed bijection served window by"
     " window), which changes the documented draws: not made here.",
@@ -869,7 +883,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes, one repeat: checks the harness runs")
     ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
-    ap.add_argument("--only", default="encode,fast,families,layouts,windows,packing,verify,loader,packed_loader,mixture,ray", help="comma list of groups to run")
+    ap.add_argument("--only", default="encode,fast,families,layouts,windows,packing,verify,loader,packed_loader,mixture,chunk,ray", help="comma list of groups to run")
     ap.add_argument("--make-tokens", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--make-paragraphs", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--group", type=int, default=1, help=argparse.SUPPRESS)
@@ -894,9 +908,9 @@ def main():
     compileall.compile_dir(str(REPO / "winsample"), quiet=1)
     if args.quick:
         REPEATS = 1
-        sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7, docs=10**5, mix=10**6, ray=(5, 15), fast=(5, 20), families=dict(unique=2, prose=2))
+        sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7, docs=10**5, mix=10**6, chunk=1, ray=(5, 15), fast=(5, 20), families=dict(unique=2, prose=2))
     else:
-        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, docs=10**6, mix=10**8, ray=(100, 300), fast=(100, 400), families=dict(unique=80, prose=80))
+        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, docs=10**6, mix=10**8, chunk=1, ray=(100, 300), fast=(100, 400), families=dict(unique=80, prose=80))
     rows = []
     t0 = time.time()
     for name, fn in (("encode", lambda: bench_encode(sizes["enc"], sizes["big"])),
@@ -911,6 +925,7 @@ def main():
                       + bench_packed_loader(sizes["docs"] // 25, group=25)),  # ~1,100 tokens: web text's size
                      ("mixture", lambda: bench_mixture_epoch(sizes["mix"])
                       + bench_mixture_loader(sizes["tokens"], sizes["docs"])),
+                     ("chunk", lambda: __import__("chunk_rows").bench_chunk(str(REPO / "winsample" / "corpus"), sizes["chunk"], row)),
                      ("ray", lambda: __import__("ray_rows").bench_ray(*sizes["ray"], repeats=REPEATS))):
         if name not in args.only.split(","):
             continue
@@ -955,6 +970,7 @@ def report(rows: list[dict], seconds: float, date: str, quick: bool, out: str) -
         " is the whole process tree's, parent and workers summed.\n",
         PACKING_PROSE + "\n",
         MIXTURE_PROSE + "\n",
+        CHUNK_PROSE + "\n",
     ]
     Path(out).write_text("\n".join(doc), encoding="utf-8")
     json.dump({"rows": rows, "seconds": seconds, "date": date, "quick": quick}, open(WORK / "results.json", "w"), indent=2)

@@ -74,8 +74,9 @@ def last_safe_cut(text: str, lo: int, hi: int) -> int | None:
     end = hi
     while end >= lo:
         start = max(lo, end - window)
-        # The lookbehind needs one char before `start`; pos/endpos keep it visible.
-        found = [m.start() for m in _CANDIDATE.finditer(text, start, end + 1)]
+        # The lookbehind needs one char before `start`, the lookahead one after `end`: pos/endpos keep
+        # both visible (a match starting at end + 1 is filtered out below).
+        found = [m.start() for m in _CANDIDATE.finditer(text, start, end + 2)]
         for p in reversed(found):
             if start <= p <= end and is_safe_cut(text, p):
                 return p
