@@ -233,3 +233,22 @@ def test_decoded_rows_carry_their_character_range_and_neighbours(tmp_path, ref_g
         k = same.index((row["start"], i))
         assert row["prev"] == (same[k - 1][1] if k else None)
         assert row["next"] == (same[k + 1][1] if k + 1 < len(same) else None)
+
+
+def test_the_same_windows_from_chunk_and_from_windows_rows_have_the_same_character_ranges(tmp_path):
+    """windows --no-targets --boundaries sentence over records encoded without EOT plans each record
+    as the chunker does (span T, stride T − overlap): where both cut the same tokens, the JSONL rows
+    and the API give the same characters."""
+    kb, recs = write_kb(tmp_path)
+    data = tmp_path / "d"
+    assert CliRunner().invoke(main, ["encode", str(kb), "-o", str(data), "--val-fraction", "0", "--no-eot", "-q"]).exit_code == 0
+    r = CliRunner().invoke(main, ["windows", str(data / "train.bin"), "-T", "32", "--no-targets", "--stride", "28",
+                                  "--boundaries", "sentence", "--format", "jsonl", "--decode", "-o", "-", "-q"])
+    assert r.exit_code == 0, r.stderr
+    rows = {(x["source"]["line"], x["doc_offset"], x["length"]): (x["char_start"], x["char_end"])
+            for x in map(json.loads, r.stdout.splitlines())}
+    chunks = list(winsample.chunk_records([r["text"] for r in recs], T=32, overlap=4, boundaries="sentence"))
+    same = [c for c in chunks if (c.source["record"] + 1, c.token_start, c.token_end - c.token_start) in rows]
+    for c in same:
+        assert rows[c.source["record"] + 1, c.token_start, c.token_end - c.token_start] == (c.char_start, c.char_end)
+    assert len(same) >= 0.8 * len(chunks) and {c.source["record"] for c in same} == set(range(len(recs)))
