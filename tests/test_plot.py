@@ -2,13 +2,15 @@ import sys
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from winsample import disk, formats, plot
-from winsample.errors import ConfigError
+from winsample.cli import main
+from winsample.errors import ConfigError, InputError
 
-from .conftest import FIXTURES
+from .conftest import CORPUS, FIXTURES
 
 GOLDEN = FIXTURES / "golden_v1"
 
@@ -162,7 +164,7 @@ def test_failed_draw_leaves_no_file(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(Figure, "savefig", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(InputError, match="cannot write c.png: .*nothing was written"):
         plot.plot_coverage(out, 100, sliding_rows(100, 10, 5))
     assert out.read_bytes() == b"old" and not disk.tmp_path(out).exists()
 
@@ -199,3 +201,33 @@ def test_plot_plan_over_golden_train_bin(tmp_path, monkeypatch):
     assert sum(counted) == 15
     # windows cover [0, 15): 7 windows x 4 = 28 token-window pairs
     assert info["covered_tokens"] == 15 and info["mean_depth"] == pytest.approx(28 / 15)
+
+
+def test_plot_on_a_full_disk_is_one_line_exit_2_and_leaves_nothing(tmp_path):
+    """verify --plot where the disk (here a file-size limit) cannot take the PNG: one line naming
+    the file, exit 2, no PNG and no temporary file left (#29, class 5)."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    from winsample.encode import encode_corpus
+
+    src = tmp_path / "s.txt"
+    src.write_text((CORPUS / "sonnets.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    encode_corpus([str(src)], tmp_path / "d", split="tail", val_fraction=0.1, workers=1)
+    assert CliRunner().invoke(main, ["windows", str(tmp_path / "d" / "train.bin"), "-T", "64", "-o", str(tmp_path / "p.npy"),
+                                     "-q"]).exit_code == 0
+    (tmp_path / "pics").mkdir()
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
+
+    r = subprocess.run([sys.executable, "-m", "winsample", "verify", str(tmp_path / "d"), "--plan", str(tmp_path / "p.npy"),
+                        "--plot", str(tmp_path / "pics" / "c.png"), "-q"], capture_output=True, text=True,
+                       preexec_fn=limit, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.endswith(f"error: --plot {tmp_path / 'pics' / 'c.png'}: cannot write c.png: file too large (a file-size"
+                             " limit was reached); free some space and run again; nothing was written\n")
+    assert list((tmp_path / "pics").iterdir()) == []

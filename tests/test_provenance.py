@@ -206,7 +206,8 @@ def test_sampled_windows_text_is_found_in_the_named_records_text(tmp_path):
     encode_corpus([str(src)], tmp_path / "out", workers=1, id_field="id")
     by_id = {obj["id"]: obj["text"] for _, _, obj in records_of(src.read_bytes())}
     rows = windows_jsonl(tmp_path / "out", "--boundaries", "doc")
-    assert all(set(r) == {"start", "length", "doc", "doc_offset", "fresh", "source", "text"} for r in rows)
+    assert all(set(r) == {"start", "length", "doc", "doc_offset", "fresh", "source", "text", "window", "char_start", "char_end",
+                          "split_char", "prev", "next"} for r in rows)
     for r in random.Random(0).sample(rows, 40):
         text = r["text"].removesuffix(EOT_TEXT)
         assert EOT_TEXT not in text and text in by_id[r["source"]["id"]], r
@@ -394,3 +395,44 @@ def test_a_damaged_provenance_file_is_one_line_naming_it_in_verify_and_windows(t
     assert r.exit_code == 1 and "internal" not in r.stderr
     bad = [c for c in report["checks"] if c["status"] == "fail"]
     assert [c["name"] for c in bad] == ["provenance"] and "not a provenance file" in json.dumps(bad)
+
+
+def test_seeded_random_edits_of_provenance_never_crash_and_never_pass_verify(tmp_path):
+    """The mutation fuzz of #29, on provenance: bytes of train.prov.npy or its ids file flipped (in
+    the header or the records), the file cut short or grown, an id replaced by deeply nested JSON.
+    verify always fails (meta.json holds both files' checksums) and names no internal error;
+    inspect and windows --format jsonl, which read the records and ids, end with one line or succeed."""
+    sft_corpus(tmp_path / "sft.jsonl", n=40, seed=3)
+    out = tmp_path / "data"
+    assert run("encode", tmp_path / "sft.jsonl", "-o", out, "--id-field", "id", "--val-fraction", "0", "-q").exit_code == 0
+    plan = tmp_path / "p.npy"
+    assert run("windows", out / "train.bin", "-T", 16, "--boundaries", "doc", "-o", plan, "-q").exit_code == 0
+    files = [out / "train.prov.npy", out / "train.prov.ids.npy"]
+    honest = {p: p.read_bytes() for p in files}
+    rng = np.random.default_rng(29)
+    for trial in range(40):
+        for p, data in honest.items():
+            p.write_bytes(data)
+        p = files[int(rng.integers(2))]
+        data = bytearray(honest[p])
+        kind = int(rng.integers(5))
+        if kind == 0:  # a byte in the header
+            i = int(rng.integers(10, 128))
+            data[i] ^= 1 + int(rng.integers(255))
+        elif kind == 1:  # a byte of the records / ids
+            i = int(rng.integers(128, len(data)))
+            data[i] ^= 1 + int(rng.integers(255))
+        elif kind == 2:
+            data = data[: int(rng.integers(1, len(data)))]
+        elif kind == 3:
+            data += bytes(rng.integers(0, 256, int(rng.integers(1, 64)), dtype=np.uint8))
+        else:  # ids: the first id's bytes replaced by JSON nested past any parser's depth, same length kept
+            data[128:] = (b"[" * (len(data) - 128))
+        p.write_bytes(bytes(data))
+        r = CliRunner().invoke(main, ["verify", str(out), "--json", "--retokenize-sample=0"])
+        assert r.exit_code == 1 and "internal error" not in r.stderr, (trial, kind, p.name, r.stderr)
+        for args in (["inspect", str(plan), "--at", "3", "--count", "4", "--json"],
+                     ["windows", str(out / "train.bin"), "-T", "16", "--format", "jsonl", "-o", "-", "-q"]):
+            r = CliRunner().invoke(main, args)
+            assert r.exit_code in (0, 1, 2) and "internal error" not in r.stderr, (trial, kind, p.name, args[0], r.stderr)
+            assert r.exception is None or isinstance(r.exception, SystemExit), (trial, kind, args[0], r.exception)

@@ -218,8 +218,11 @@ def plot_coverage(
     _lengths_panel(ax_len, totals if packed else lengths)
     _ids_panel(ax_ids, token_hist)
 
-    with disk.atomic_path(path_png) as tmp:
-        fig.savefig(tmp, format="png", dpi=DPI)
+    try:
+        with disk.atomic_path(path_png) as tmp:
+            fig.savefig(tmp, format="png", dpi=DPI)
+    except OSError as e:  # a full disk, a quota, a file-size limit: name the file, and nothing is left behind
+        raise InputError(f"cannot write {Path(path_png).name}: {disk.os_error_text(e)}; nothing was written") from None
     return {"png": str(path_png), "bins": int(np.diff(edges).size), "windows": int(len(totals) if packed else len(rows)),
             "tokens": int(tokens_n), "covered_tokens": covered, "mean_depth": mean_all}
 

@@ -12,6 +12,7 @@ from .. import __version__
 from ..errors import Interrupted, WinsampleError
 from ..terminal import terminal_safe
 from .common import EXIT_CODE_KEY
+from .early import out_of_memory
 
 
 class WinsampleGroup(click.Group):
@@ -44,6 +45,9 @@ class WinsampleGroup(click.Group):
         except Exception as e:  # a bug: one line, and the traceback only when asked for
             if os.environ.get("WINSAMPLE_DEBUG"):
                 raise
+            said = out_of_memory(e)
+            if said is not None:  # not a bug: a memory limit the libraries met
+                _fail(ctx, said, 2)
             _fail(ctx, f"internal error: {type(e).__name__}: {e} (set WINSAMPLE_DEBUG=1 for a traceback)", 2)
 
     def make_context(self, info_name, args, parent=None, **extra):

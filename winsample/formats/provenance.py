@@ -291,7 +291,11 @@ class Provenance:
             return None
         a = int(self.records["id_end"][d - 1]) if d > 0 else 0
         b = int(self.records["id_end"][d])
-        return decode_id(bytes(self.ids[a:b]))
+        try:
+            return decode_id(bytes(self.ids[a:b]))
+        except (ValueError, RecursionError):  # not what encode_id writes: a damaged ids file
+            raise DataError(f"{self.path}: the id of document {d} (bytes {a}..{b} of its ids file) is not valid"
+                            " JSON: the provenance ids are damaged") from None
 
     def source(self, d: int) -> dict:
         """``{"path", "line", "offset", "input"}`` plus ``"id"`` when ids were recorded, for document ``d``."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 import threading
 from importlib import resources
 
@@ -159,6 +162,33 @@ def with_backend(tok: Tokenizer, backend: str = "auto") -> tuple[Tokenizer, dict
     return fast, {"name": "fast", "engine": fast.engine()}
 
 
+@contextlib.contextmanager
+def _quiet_panics():
+    """Standard error (fd 2) held in a temporary file while the fast engine is built and checked:
+    a Rust panic prints its own lines there before Python sees it. On success what was held is
+    written out; on failure it is dropped (the error says why in one line)."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to hold
+        yield
+        return
+    held = tempfile.TemporaryFile()
+    ok = False
+    try:
+        os.dup2(held.fileno(), 2)
+        yield
+        ok = True
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        if ok:
+            held.seek(0)
+            data = held.read()
+            if data:
+                os.write(2, data)
+        held.close()
+
+
 CHECKED: dict[int, FastTokenizer] = {}  # id(reference) → its checked fast tokenizer (refs are cached by load)
 
 
@@ -168,11 +198,18 @@ def fast_checked(ref: Tokenizer) -> FastTokenizer:
         return CHECKED[id(ref)]
     from . import fastengine
 
-    fast = FastTokenizer(ref, ref.fast_engine())
-    # A str and UTF-8 bytes through the engine's encode, then all the texts at once through the
-    # batch calls the encoder threads make (encode_many): every path is checked.
-    problem = fastengine.self_check(ref.encode, fast._engine.encode, tuple(ref.special_texts()), utf8=True,
-                                    batches=fast._engine.encode_rows)
+    with _quiet_panics():
+        try:
+            fast = FastTokenizer(ref, ref.fast_engine())
+            # A str and UTF-8 bytes through the engine's encode, then all the texts at once through the
+            # batch calls the encoder threads make (encode_many): every path is checked.
+            problem = fastengine.self_check(ref.encode, fast._engine.encode, tuple(ref.special_texts()), utf8=True,
+                                            batches=fast._engine.encode_rows)
+        except (Exception, KeyboardInterrupt, SystemExit, GeneratorExit):  # errors as they are; a signal ends the run
+            raise
+        except BaseException as e:  # a Rust panic: pyo3's PanicException is no Exception
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ConfigError(f"the fast engine cannot take this tokenizer: it panicked ({first})") from None
     if problem is not None:
         raise ConfigError(f"the fast engine disagrees with the reference {ref.engine()} {problem}")
     CHECKED[id(ref)] = fast

@@ -364,6 +364,8 @@ def load(path: Path, json_path: Path, data: bytes) -> HFTokenizer:
             json.loads(text)
         except ValueError as e:
             raise ConfigError(f"{json_path}: truncated or malformed JSON ({e})") from None
+        except RecursionError:  # Python's parser recurses per level of nesting
+            raise ConfigError(f"{json_path}: JSON nested too deeply to read: not a tokenizer.json") from None
         raise ConfigError(f"{json_path}: JSON, but not a Hugging Face tokenizer.json (no \"model\" object)")
     config = config_data = None
     cfg = json_path.parent / CONFIG_JSON
@@ -373,6 +375,8 @@ def load(path: Path, json_path: Path, data: bytes) -> HFTokenizer:
             config = json.loads(config_data)
         except (OSError, ValueError) as e:
             raise ConfigError(f"{cfg}: not a readable JSON file: {e}") from None
+        except RecursionError:
+            raise ConfigError(f"{cfg}: JSON nested too deeply to read: not a tokenizer_config.json") from None
         if not isinstance(config, dict):
             raise ConfigError(f"{cfg}: not a tokenizer_config.json (not a JSON object)")
     return HFTokenizer(path, json_path, text, config, config_data)
