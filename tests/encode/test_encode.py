@@ -270,7 +270,7 @@ def test_big_document_cut_and_spilled_still_matches_tiktoken(tmp_path, monkeypat
     assert got["a small one"] == ref_gpt2.encode_ordinary("a small one") + [EOT]
 
 
-def test_run_without_safe_cut_is_encoded_whole_and_reported(tmp_path, monkeypatch, ref_gpt2):
+def test_run_without_safe_cut_is_cut_by_force_and_reported(tmp_path, monkeypatch, ref_gpt2):
     monkeypatch.setattr(encode_mod, "PIECE_CHARS", 500)
     monkeypatch.setattr(encode_mod, "LONG_RUN_CHARS", 2000)
     text = "intro words\n" + "。，！" * 3000 + "\nend"
@@ -278,9 +278,11 @@ def test_run_without_safe_cut_is_encoded_whole_and_reported(tmp_path, monkeypatc
     out = tmp_path / "out"
     r = cli([tmp_path / "p.txt", "-o", out, "--val-fraction", "0", "--workers", "1", "--json"])
     assert r.exit_code == 0
-    assert json.loads(r.stdout)["unsplittable_runs"] == 1
-    assert "without a safe cut" in r.stderr
-    assert np.fromfile(out / "train.bin", "<u2").tolist() == ref_gpt2.encode_ordinary(text) + [EOT]
+    assert json.loads(r.stdout)["forced_cuts"] == 4  # 9000 chars after the line break at 11: cuts at 2011, 4011, 6011, 8011
+    assert "4 forced cuts in text with no safe cut for 4 Mi characters" in r.stderr  # LONG_RUN_CHARS in words (patched here)
+    cuts = [0, 2011, 4011, 6011, 8011, len(text)]
+    assert np.fromfile(out / "train.bin", "<u2").tolist() == \
+        [i for a, b in zip(cuts, cuts[1:]) for i in ref_gpt2.encode_ordinary(text[a:b])] + [EOT]
 
 
 @pytest.mark.slow
@@ -939,3 +941,25 @@ def test_a_planted_lock_symlink_is_refused_and_its_target_untouched(tmp_path):
     r = cli([tmp_path / "in", "-o", out, "--val-fraction", "0"])
     assert r.exit_code == 2 and "is a symbolic link, not winsample's lock file" in r.stderr
     assert target.read_text() == "keep me"
+
+
+def test_a_gzip_of_128_mib_of_one_letter_encodes_in_bounded_memory(tmp_path):
+    """#29 class 3: text with no safe cut at all (one letter, 128 MiB, a 300 KB gzip) grew memory
+    with the run and ran for minutes. Cut by force every 4 Mi characters, the run's peak RSS stays
+    far below its size's worth (it was 1.8 GB for 64 MiB), and the summary counts the cuts."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "a.txt.gz"
+    with gzip.open(src, "wb", compresslevel=1) as f:
+        for _ in range(128):
+            f.write(b"a" * (1 << 20))
+    proc = subprocess.Popen([sys.executable, "-m", "winsample", "encode", str(src), "-o", str(tmp_path / "out"),
+                             "--val-fraction", "0", "--json", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.stdout.read(), proc.stderr.read()  # both small (--json, -q)
+    _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak, not the largest of every child so far
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["forced_cuts"] == 31  # 128 Mi chars: 32 pieces of 4 Mi
+    assert usage.ru_maxrss < 900_000, f"peak RSS {usage.ru_maxrss} kB"  # ~400 MB here; 1.8 GB for half the input before
+    assert (tmp_path / "out" / "train.bin").stat().st_size // 2 == 32 * 1_048_576 + 1  # 'aaaa' is one token: 2^20 per piece, + EOT

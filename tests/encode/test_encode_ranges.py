@@ -68,7 +68,7 @@ def test_byte_ranges_are_cut_inside_documents_at_safe_points(tmp_path, monkeypat
     assert len(specs) > len(raw) // 3100
     assert specs[0][2] == 0 and specs[-1][3] == len(raw)
     assert all(a[3] == b[2] for a, b in zip(specs, specs[1:]))
-    assert not tf.oversized and all(s[3] - s[2] <= 3008 for s in specs)
+    assert tf.forced_cuts == 0 and all(s[3] - s[2] <= 3008 for s in specs)
     for s in specs[:-1]:  # each cut: a char boundary where the whole text may be cut safely
         chars = len(raw[: s[3]].decode("utf-8"))
         assert is_safe_cut(MIXED, chars)
@@ -93,7 +93,7 @@ def test_byte_ranges_give_whole_document_tiktoken_ids(tmp_path, tiny_ranges, ref
     expect = [ref_gpt2.encode_ordinary(t) + [EOT] for t in texts]
     train, meta = _split_docs(out, "train")
     val, _ = _split_docs(out, "val")
-    assert s["unsplittable_runs"] == 0
+    assert s["forced_cuts"] == 0
     if split == "doc":  # each document whole on the side its documented hash picks
         threshold = 2**63
         want_val = [xxhash.xxh3_64_intdigest(b"3\0" + t.encode()) < threshold for t in texts]
@@ -139,15 +139,39 @@ def test_nul_deep_in_a_ranged_file_names_its_byte(tmp_path, tiny_ranges, faults)
     assert faults == ["bytes"]
 
 
-def test_run_without_safe_cut_in_a_ranged_file_is_counted_once(tmp_path, tiny_ranges, monkeypatch, ref_gpt2):
+def forced_positions(text: str, long_run: int) -> list[int]:
+    """The forced-cut rule by brute force (tokenizer/chunking.py): in each stretch between
+    consecutive safe cuts s < s' longer than long_run, s + long_run, s + 2·long_run, … before s'."""
+    safe = [0] + [p for p in range(1, len(text) - 1) if is_safe_cut(text, p)] + [len(text)]
+    return [q for s, t in zip(safe, safe[1:]) if t - s > long_run for q in range(s + long_run, t, long_run)]
+
+
+def test_a_run_without_a_safe_cut_is_cut_by_force_at_the_same_characters_on_every_path(tmp_path, tiny_ranges,
+                                                                                         monkeypatch, ref_gpt2):
+    """A plain file read as byte ranges, its gzip read as decoded text, the same text as one JSONL
+    record, on 1 and 2 workers: the same ids, cut by force exactly where the rule says (memory
+    stays bounded by the run's cap, #29 class 3), and the ids elsewhere tiktoken's of the whole."""
+    import gzip
+    import json
+
     monkeypatch.setattr(encode_mod, "PIECE_CHARS", 500)
     monkeypatch.setattr(encode_mod, "LONG_RUN_CHARS", 2000)
-    text = "intro words\n" * 100 + "。，！" * 3000 + "\nend words\n" * 100
+    text = "intro words\n" * 100 + "。，！" * 3000 + "\nend words\n" * 100 + "z" * 4500 + " last words"
+    want_cuts = forced_positions(text, 2000)
+    assert len(want_cuts) == 4 + 2  # the 9000-char punctuation stretch: 4 cuts; the 4500 z's: 2
+    bounds = [0] + want_cuts + [len(text)]
+    want = [i for a, b in zip(bounds, bounds[1:]) for i in ref_gpt2.encode_ordinary(text[a:b])] + [EOT]
+    assert want != ref_gpt2.encode_ordinary(text) + [EOT]  # the forced cuts do change ids here
     (tmp_path / "p.txt").write_text(text, encoding="utf-8")
-    out = tmp_path / "out"
-    s = encode_corpus([str(tmp_path / "p.txt")], out, val_fraction=0, workers=2)
-    assert s["unsplittable_runs"] == 1
-    assert np.fromfile(out / "train.bin", "<u2").tolist() == ref_gpt2.encode_ordinary(text) + [EOT]
+    with gzip.open(tmp_path / "p.txt.gz", "wt", encoding="utf-8") as f:
+        f.write(text)
+    (tmp_path / "p.jsonl").write_text(json.dumps({"text": text}) + "\n", encoding="utf-8")
+    for name in ("p.txt", "p.txt.gz", "p.jsonl"):
+        for workers in (1, 2):
+            out = tmp_path / f"out-{name}-{workers}"
+            s = encode_corpus([str(tmp_path / name)], out, val_fraction=0, workers=workers)
+            assert s["forced_cuts"] == len(want_cuts), (name, workers)
+            assert np.fromfile(out / "train.bin", "<u2").tolist() == want, (name, workers)
 
 
 def test_bad_bytes_in_an_earlier_ranged_file_are_reported_before_a_later_files_error(tmp_path, tiny_ranges, faults):

@@ -134,15 +134,54 @@ def test_crlf_whitespace_runs_cjk_marks_emoji_through_the_chunker(refs, name):
         assert [i for p in pieces for i in enc.encode_ordinary(p)] == enc.encode_ordinary(text)
 
 
-def test_pathological_run_is_kept_whole_and_counted(ref_gpt2):
-    """CJK punctuation has no safe cut at all: the chunker must not cut it, and says so."""
+def forced_positions(text: str, long_run: int) -> list[int]:
+    """The rule by brute force: for each stretch between consecutive safe cuts s < s' (the text's
+    start and end count; its last character is never a safe cut) longer than long_run, the
+    positions s + long_run, s + 2·long_run, … before s'."""
+    safe = [0] + [p for p in range(1, len(text) - 1) if is_safe_cut(text, p)] + [len(text)]
+    out = []
+    for s, t in zip(safe, safe[1:]):
+        out += list(range(s + long_run, t, long_run)) if t - s > long_run else []
+    return out
+
+
+def test_a_run_with_no_safe_cut_is_cut_by_force_at_the_same_places_however_it_is_fed(ref_gpt2):
+    """CJK punctuation and a letter run have no safe cut: pieces of at most long_run chars,
+    cut exactly where the rule says (whatever the feed and target), counted; the ids are the
+    pieces' ids: the whole text's everywhere but around a forced cut."""
     run = "。，、" * 2000  # 6000 chars, no letter anywhere
-    text = "start here\n" + run + " tail words\nend"
-    pieces, c = chunk(text, target=100, feed=37, long_run=1000)
-    assert run in "".join(p for p in pieces if "。" in p)  # the run lies inside one piece
-    assert sum("。" in p for p in pieces) == 1
-    assert c.unsplittable_runs == 1
-    assert [i for p in pieces for i in ref_gpt2.encode_ordinary(p)] == ref_gpt2.encode_ordinary(text)
+    text = "start here\n" + run + " tail words\n" + "x" * 4500 + "\nend"
+    want = forced_positions(text, 1000)
+    # by hand: safe cuts at 5 (" here"), 10 (the line break after "here"), 6016 (" words": " tail" follows "、", no
+    # letter), 6022 and 10523 (line breaks after letters). Stretches over 1000: 10 → 6016 (6006 chars: cuts at 1010,
+    # 2010, …, 6010) and 6022 → 10523 (4501: 7022, …, 10022)
+    assert want == [1010, 2010, 3010, 4010, 5010, 6010, 7022, 8022, 9022, 10022]
+    for feed, target in ((37, 100), (1, 7), (999, 300), (5000, 499)):
+        pieces, c = chunk(text, target=target, feed=feed, long_run=1000)
+        ends = [sum(map(len, pieces[: k + 1])) for k in range(len(pieces) - 1)]
+        assert set(want) <= set(ends) and all(e in want or is_safe_cut(text, e) for e in ends)
+        assert c.forced_cuts == len(want) and max(map(len, pieces)) <= 1000 + target + 2
+        bounds = [0] + want + [len(text)]
+        assert [i for p in pieces for i in ref_gpt2.encode_ordinary(p)] == \
+            [i for a, b in zip(bounds, bounds[1:]) for i in ref_gpt2.encode_ordinary(text[a:b])]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["word ", "words and ", "x" * 57, "。，" * 31, "\n", " ", "ab"]), max_size=40).map("".join),
+       st.integers(3, 40), st.data())
+def test_forced_cuts_follow_the_rule_for_any_text_feed_and_target(text, target, data):
+    long_run = data.draw(st.integers(2 * target + 2, 2 * target + 120))
+    pieces, c = chunk(text, target=target, feed=data.draw(st.integers(1, 200)), long_run=long_run)
+    assert "".join(pieces) == text
+    ends = [sum(map(len, pieces[: k + 1])) for k in range(len(pieces) - 1)]
+    want = forced_positions(text, long_run)
+    assert set(want) <= set(ends) and all(e in want or is_safe_cut(text, e) for e in ends)
+    assert c.forced_cuts == len(want)
+
+
+def test_a_chunker_that_could_skip_a_long_run_is_refused():
+    with pytest.raises(ValueError, match="long_run"):
+        TextChunker(target=1000, long_run=1500)
 
 
 def test_last_safe_cut_searches_back_past_small_windows():
@@ -158,7 +197,7 @@ def test_50_mb_single_line_chunked_equals_whole(ref_gpt2):
     text = text[:50_000_000]
     assert "\n" not in text
     pieces, c = chunk(text, target=1 << 20, feed=1 << 20)
-    assert len(pieces) >= 45 and c.unsplittable_runs == 0
+    assert len(pieces) >= 45 and c.forced_cuts == 0
     whole = ref_gpt2.encode_ordinary(text)
     got = []
     for p in pieces:

@@ -11,6 +11,8 @@ import click
 from ..terminal import terminal_safe
 from .common import plural
 
+LONG_RUN_WORDS = "4 Mi characters"  # encode's LONG_RUN_CHARS, in words (render imports no library module)
+
 
 def encode_summary(summary: dict, out_dir) -> str:
     """The line encode prints when it is done: what was encoded, and the notes worth a look."""
@@ -24,8 +26,9 @@ def encode_summary(summary: dict, out_dir) -> str:
         extra += f", nothing resumed ({resumed['discarded']})"
     elif resumed:
         extra += f", resumed after {resumed['inputs']} input(s) ({resumed['tokens']:,} tokens reused)"
-    if summary["unsplittable_runs"]:
-        extra += f", {summary['unsplittable_runs']} long run(s) without a safe cut encoded whole"
+    if summary["forced_cuts"]:
+        extra += (f", {plural(summary['forced_cuts'], 'forced cut')} in text with no safe cut for"
+                  f" {LONG_RUN_WORDS} (the ids there may differ from encoding it whole)")
     if summary.get("whole_documents"):
         extra += (f", {plural(summary['whole_documents'], 'long document')} encoded whole"
                   " (the tokenizer has no safe-cut rule: one worker each)")

@@ -34,13 +34,14 @@ from .. import __version__, disk, formats, tokenizer, tokensrc
 from ..errors import ConfigError, DataError, InputError
 from . import resume
 from .config import ERROR_MODES, SPLIT_METHODS, EncodeConfig, RunSpec, check_options  # noqa: F401 (re-exported)
+from .inputs import LONG_RUN_CHARS as LONG_RUN
 from .inputs import Origin, read_text_range
 
 PIECE_CHARS = 1 << 20  # a big document is cut into pieces of about this many chars
-LONG_RUN_CHARS = 16 << 20  # a piece longer than this had no safe cut: counted as unsplittable
+LONG_RUN_CHARS = LONG_RUN  # a stretch this long without a safe cut is cut by force (counted)
 WRITE_BYTES = 1 << 20  # ids gathered per write+hash call
 SNAPSHOT_BYTES = 64 << 20  # --split tail: hash snapshots this far apart bound the re-read
-STATS = ("documents", "documents_skipped_empty", "unsplittable_runs", "replaced_characters", "whole_documents")
+STATS = ("documents", "documents_skipped_empty", "forced_cuts", "replaced_characters", "whole_documents")
 
 
 # --- where a document goes ------------------------------------------------------------------
@@ -546,7 +547,7 @@ def summary(out_dir, meta: formats.Meta, stats: dict, sources, seconds: float, e
         "documents": stats["documents"],
         "skipped_empty": stats["documents_skipped_empty"],
         "replaced_characters": stats["replaced_characters"],
-        "unsplittable_runs": stats["unsplittable_runs"],
+        "forced_cuts": stats["forced_cuts"],
         "whole_documents": stats.get("whole_documents", 0),
         **({"not_read": dict(sorted(sources.not_read.items()))} if getattr(sources, "not_read", None) else {}),  # unread
         **extra,

@@ -85,7 +85,7 @@ def read_journal(work: Path, params: dict, sources) -> dict:
 
 WRITER_NAMES = ("train", "val", "all")  # the files a checkpoint may describe (all: --split tail)
 _STATE = {"bytes": int, "documents": int, "checksum": str, "starts_checksum": str}
-STAT_KEYS = ("documents", "documents_skipped_empty", "unsplittable_runs", "replaced_characters", "whole_documents")
+STAT_KEYS = ("documents", "documents_skipped_empty", "forced_cuts", "replaced_characters", "whole_documents")
 
 
 def _count(v) -> bool:

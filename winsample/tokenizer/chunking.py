@@ -19,7 +19,16 @@ character that is a letter only in a newer Unicode than the regex engine knows i
 so a version skew between Python and tiktoken can only cost a cut, never change an id.
 
 Where text has no safe cut for a long stretch (a pathological run: CJK punctuation, one
-enormous "word", whitespace), :class:`TextChunker` keeps the run whole and counts it.
+enormous "word", whitespace), memory would grow with the run. So a piece that starts at P (a
+safe cut, the document's start, or a forced cut) and has no safe cut in (P, P + long_run] is cut
+there anyway, at P + long_run characters: a *forced cut*, counted. The positions depend on the
+text alone — for each stretch between two consecutive safe cuts s < s' longer than long_run,
+the cuts s + long_run, s + 2·long_run, … before s' — because the last safe cut before a long run
+is a cut whichever way the text is read (the chunker looks at least every ``target`` chars, and
+long_run ≥ 2·target + 2; byte ranges cut at the last safe cut before their target), so every
+reader and runner cuts at the same places; the ids there are the pieces' ids, which may differ
+from encoding the run whole (the only place they may). A safe cut needs the characters around it,
+so the text's last character is never one.
 """
 
 from __future__ import annotations
@@ -101,51 +110,66 @@ class TextChunker:
 
     ``feed(text)`` returns the pieces that are complete; ``finish()`` returns the rest. The
     pieces concatenate to the fed text, and each piece boundary is a safe cut, so encoding the
-    pieces one by one gives exactly the ids of encoding the whole text.
-
-    A run of more than ``long_run`` chars without a safe cut is emitted whole (memory grows
-    with that run) and counted in ``unsplittable_runs``.
+    pieces one by one gives exactly the ids of encoding the whole text — except at forced cuts
+    (module docstring): a piece with no safe cut in its first ``long_run`` chars is cut after
+    them, counted in ``forced_cuts``. No piece is longer than ``long_run`` chars unless it holds
+    a safe cut within them; memory stays bounded by that.
     """
 
-    def __init__(self, target: int = 1 << 20, long_run: int = 16 << 20, cut=None):
+    def __init__(self, target: int = 1 << 20, long_run: int = 4 << 20, cut=None):
         """``cut(text, lo, hi)``: a tokenizer's ``last_safe_cut`` (default: this module's rule)."""
+        if long_run < 2 * target + 2:  # so the last safe cut before a long run is always a cut (module docstring)
+            raise ValueError(f"long_run {long_run} must be at least 2 × target + 2 ({2 * target + 2})")
         self.cut = cut or last_safe_cut
         self.target = target
         self.long_run = long_run
-        self.unsplittable_runs = 0
+        self.forced_cuts = 0
         self._parts: list[str] = []
         self._size = 0
         self._clean = 1  # cut positions below this are known not to be safe
 
     def feed(self, text: str) -> list[str]:
+        if len(text) > self.target:  # at most `target` chars at a time: no long run can pass between two looks
+            return [p for i in range(0, len(text), self.target) for p in self.feed(text[i : i + self.target])]
         if not text:
             return []
         self._parts.append(text)
         self._size += len(text)
-        if self._size < self.target:
-            return []
-        buf = "".join(self._parts) if len(self._parts) > 1 else self._parts[0]
-        cut = self.cut(buf, self._clean, len(buf))
-        if cut is None:
-            # Cut positions up to len-2 are settled; the last one waits for the next char.
-            self._clean = max(self._clean, len(buf) - 2)
-            self._parts = [buf]
-            return []
-        if cut > self.long_run:
-            self.unsplittable_runs += 1
+        out: list[str] = []
+        while self._size >= self.target:
+            buf = "".join(self._parts) if len(self._parts) > 1 else self._parts[0]
+            cut = self.cut(buf, self._clean, len(buf))
+            later = cut is not None and cut > self.long_run and self.cut(buf, self._clean, self.long_run) is None
+            if cut is None or later:
+                if len(buf) >= self.long_run + 2:  # no safe cut in (0, long_run] (decided: it needs the next char)
+                    out.append(self._take(buf, self.long_run, forced=True, settled=not later))
+                    continue
+                # Cut positions up to len-2 are settled; the last one waits for the next char.
+                self._clean = max(self._clean, len(buf) - 2)
+                self._parts = [buf]
+                break
+            out.append(self._take(buf, cut))
+        return out
+
+    def _take(self, buf: str, cut: int, forced: bool = False, settled: bool = True) -> str:
+        """``buf[:cut]`` out, the rest kept. ``cut`` is the last safe point in ``buf``, or a forced
+        one; ``settled``: no safe cut lies in ``buf`` up to its last two chars (then none in the
+        rest either, up to the same place)."""
+        self.forced_cuts += forced
         rest = buf[cut:]
-        # `cut` was the last safe point, so none lies in rest up to its settled part.
-        self._clean = max(1, len(buf) - 2 - cut)
+        self._clean = max(1, len(buf) - 2 - cut) if settled else 1
         self._parts = [rest] if rest else []
         self._size = len(rest)
-        return [buf[:cut]]
+        return buf[:cut]
 
     def finish(self) -> list[str]:
         buf = "".join(self._parts)
-        if len(buf) > self.long_run and self.cut(buf, self._clean, len(buf)) is None:
-            self.unsplittable_runs += 1
+        out = []
+        while len(buf) > self.long_run and self.cut(buf, self._clean, self.long_run) is None:
+            out.append(self._take(buf, self.long_run, forced=True))
+            buf = "".join(self._parts)
         self._parts, self._size, self._clean = [], 0, 1
-        return [buf] if buf else []
+        return out + ([buf] if buf else [])
 
 
 def last_safe_cut_bytes(window: bytes, base: int = 0) -> int | None:

@@ -42,14 +42,14 @@ from ...errors import ConfigError, DataError, Interrupted, WinsampleError
 from ...tokenizer.chunking import TextChunker
 from .. import inputs, pipeline, resume
 from ..config import EncodeConfig, RunSpec
-from ..inputs import READ_BYTES, Origin, RangeFault, TextFile, iter_documents, range_error, read_text_range, text_pieces
+from ..inputs import Origin, RangeFault, TextFile, iter_documents, range_error, read_text_range
 from ..pipeline import DocEnd, DocRule, InputDone, Piece, SplitWriter, encode_texts, write_index
 from . import checkpoint
 from . import pool as pool_mod
 from .finish import finish_tail, write_layouts
 
 PIECE_CHARS = pipeline.PIECE_CHARS  # a big document is cut into pieces of about this many chars
-LONG_RUN_CHARS = pipeline.LONG_RUN_CHARS  # a piece longer than this had no safe cut: counted as unsplittable
+LONG_RUN_CHARS = pipeline.LONG_RUN_CHARS  # a stretch this long without a safe cut is cut by force (counted)
 TASK_CHARS = 1 << 20  # text per batch sent to a worker: amortises IPC, keeps latency low
 PIECE_BYTES = 1 << 20  # a plain-text file is sent to workers as byte ranges of about this size
 RANGE_MIN_BYTES = 64 << 10  # smaller plain-text files are read and decoded here and sent as text
@@ -531,11 +531,7 @@ class _Batches:
             self._add(rule.piece(), spec)
             if self.size >= TASK_CHARS:
                 yield self._take(where)
-        # A run the decoded path counts (a piece > LONG_RUN_CHARS chars, fed READ_BYTES at a
-        # time) needs more than LONG_RUN_CHARS - READ_BYTES - 2 chars without a safe cut, so a
-        # range at least that many bytes long: only then is the file read again to count.
-        if doc.oversized and doc.longest > LONG_RUN_CHARS - READ_BYTES - 8:
-            self.stats["unsplittable_runs"] += _unsplittable_runs(doc.src, self.tok.last_safe_cut)
+        self.stats["forced_cuts"] += doc.forced_cuts  # at the characters the decoded path cuts at (TextFile._next_cut)
         return True, rule.val_of_hash(h)
 
     def _small(self, doc: str) -> tuple[bool, bool]:
@@ -583,7 +579,7 @@ class _Batches:
                     yield self._take(where)
         for piece in chunker.finish():
             self._add(rule.piece(has_text), piece)
-        self.stats["unsplittable_runs"] += chunker.unsplittable_runs
+        self.stats["forced_cuts"] += chunker.forced_cuts
         return has_text, rule.val_of_hash(h)
 
     def _documents(self, first: int):
@@ -592,7 +588,7 @@ class _Batches:
         byte ranges comes as a ``TextFile`` instead (one document: offset 0, line 1)."""
         c, sources = self.config, self.sources
         for i in range(first, len(sources)):
-            tf = TextFile.open(sources[i], i, c.errors, RANGE_MIN_BYTES, self.tok.last_safe_cut_bytes)
+            tf = TextFile.open(sources[i], i, c.errors, RANGE_MIN_BYTES, self.tok.last_safe_cut_bytes, LONG_RUN_CHARS)
             if tf is None:
                 yield from iter_documents([sources[i]], text_field=c.text_field, errors=c.errors, progress=self.read_cb,
                                           id_field=c.id_field, origins=True, index=i, replaced=self.replaced)
@@ -604,15 +600,6 @@ class _Batches:
                     raise
                 tf.close()
             yield None, i, None
-
-
-def _unsplittable_runs(src, cut=None) -> int:
-    """``TextChunker.unsplittable_runs`` for the decoded text of ``src``, as the decoded path counts them."""
-    chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS, cut)
-    for text in text_pieces(src):
-        chunker.feed(text)
-    chunker.finish()
-    return chunker.unsplittable_runs
 
 
 __all__ = ["encode_corpus", "run_local"]

@@ -216,7 +216,7 @@ class _ShardEncoder:
                 self._write_piece(w, piece, where)
         for piece in chunker.finish():
             self._write_piece(w, piece, where)
-        self.stats["unsplittable_runs"] += chunker.unsplittable_runs
+        self.stats["forced_cuts"] += chunker.forced_cuts
 
     def _write_piece(self, w: SplitWriter, piece: str, where) -> None:
         ids, _, maxes = encode_texts(self.enc, self.job.dtype, [piece], where)
