@@ -11,7 +11,9 @@ reports gained the ``plan_params`` check (a plan's rows re-planned from its side
 prefix named alone has its ``.idx`` checked (#29, class 2); plan sidecars gained ``source.sample``
 (a sampled checksum the Loader compares, #29 class 6); ``windows --format jsonl --decode`` rows
 gained ``window``, ``char_start``, ``char_end``, ``split_char``, ``prev`` and ``next`` (#32, after
-``text``; the fields before it unchanged); every other byte is unchanged.
+``text``; the fields before it unchanged); encode's ``unsplittable_runs`` count (meta.json's stats,
+the summary) is ``forced_cuts`` (#29 class 3: such runs are now cut, not encoded whole); every
+other byte is unchanged.
 """
 
 from __future__ import annotations
