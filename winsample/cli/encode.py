@@ -18,7 +18,7 @@ from .main import main
 @click.option("--split", type=click.Choice(["doc", "tail"]), default="doc", show_default=True, help="doc: by a seeded hash of each document's text (a lone text file is refused: one split would be empty); tail: the last tokens.")
 @click.option("--seed", type=int, default=1337, show_default=True, help="Seed of the document hash (--split doc).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Encoders [default: CPU count]: processes for the reference backend, threads for the fast engine (only as many as the input repays their builds); 1 runs in-process.")
-@click.option("--text-field", default="text", show_default=True, help="JSONL field / Parquet column holding the text.")
+@click.option("--text-field", default="text", show_default=True, help="JSONL field / Parquet column holding the text (a.b: field b of the object in field a, for JSONL).")
 @click.option("--id-field", default=None, metavar="FIELD", help="JSONL field / Parquet column with each record's id (string or integer), kept in the provenance files.")
 @click.option("--format", "fmt", type=click.Choice(["auto", "text", "jsonl"]), default="auto", show_default=True, help="Input format; auto: by file extension (stdin: text).")
 @click.option("--no-eot", is_flag=True, help="Do not append the end-of-document id (<|endoftext|>, the tokenizer's EOS) after each document.")

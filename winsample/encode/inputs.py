@@ -399,12 +399,28 @@ def text_chunks(reader: Reader, errors: str) -> Iterator[str]:
             return
 
 
+_MISSING = object()
+
+
+def field_value(obj: dict, field: str):
+    """``obj[field]``; else, for a dotted name (``meta.body``), the value down that path of nested
+    objects (a key that holds the dot itself wins); ``_MISSING`` when there is none."""
+    if field in obj:
+        return obj[field]
+    value = obj
+    for part in field.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
 def scalar_id(where: str, obj: dict, id_field: str):
-    """``obj[id_field]`` if it is a string or integer, else DataError naming ``where``."""
-    if id_field not in obj:
+    """``obj[id_field]`` (``field_value``) if it is a string or integer, else DataError naming ``where``."""
+    value = field_value(obj, id_field)
+    if value is _MISSING:
         keys = ", ".join(list(obj)[:5])
         raise DataError(f"{where}: no field {id_field!r} for --id-field (fields: {keys or 'none'})")
-    value = obj[id_field]
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         kind = "null" if value is None else type(value).__name__
         raise DataError(f"{where}: --id-field {id_field!r} is {kind}, not a string or integer")
@@ -452,10 +468,11 @@ def jsonl_docs(reader, errors: str, field: str, id_field: str | None = None,
                 raise DataError(f"{where}: JSON value cannot be read: {str(e).split('; use sys.')[0]}") from None
             if not isinstance(obj, dict):
                 raise DataError(f"{where}: a JSONL line must be an object with a {field!r} field, got {type(obj).__name__}")
-            if field not in obj:
+            text = field_value(obj, field)
+            if text is _MISSING:
                 keys = ", ".join(list(obj)[:5])
-                raise DataError(f"{where}: no field {field!r} (fields: {keys or 'none'}); pick one with --text-field")
-            text = obj[field]
+                raise DataError(f"{where}: no field {field!r} (fields: {keys or 'none'}); pick one with --text-field"
+                                " (a.b for a field inside an object)")
             if not isinstance(text, str):
                 kind = "null" if text is None else type(text).__name__
                 raise DataError(f"{where}: field {field!r} is {kind}, not a string")
