@@ -120,11 +120,9 @@ class Chunker:
             else:  # the last window was cut short: one more from where the overlap would start
                 a = max(covered - self.overlap, last_start + 1)
                 b = min(a + T, n)
-            a = min(a, covered)  # never after the previous end: no gap
-            if b <= covered or a <= last_start:
-                a = max(a, last_start + 1)
-                if b <= covered:
-                    continue
+            a = max(min(a, covered), last_start + 1)  # never after the previous end (no gap), never its start again
+            if b <= covered:
+                continue  # a window the chunks before already cover
             b = min(b, a + T)
             while True:
                 cs, ce, split = self.offsets.span(chars, inside, a, b)
@@ -141,7 +139,6 @@ class Chunker:
             out.append(Chunk(piece, cs, ce, count, a, b, split, len(out)))
             covered, last_start = max(covered, b), a
         return out
-
 
     def _safe(self, text: str, p: int) -> bool:
         """Cutting ``text`` at character ``p`` changes no token (the tokenizer's safe-cut rule; its ends are safe)."""
