@@ -90,3 +90,24 @@ def test_an_edited_parameter_fails_plan_params(data, tmp_path, made_with, edit):
     (tmp_path / "p.npy.json").write_text(json.dumps(side))
     r = run("verify", data, "--plan", tmp_path / "p.npy", "--json")
     assert r.exit_code == 1 and "plan_params" in failing(r)
+
+
+def test_a_bare_uint32_file_of_mostly_wide_ids_after_an_english_start_is_named(tmp_path):
+    """#33 item 3: the hint looked at the first 2^20 values and wanted their high halves 0, so a
+    Qwen-style uint32 file (ids above 65,535: high halves 1 and 2) whose first megabyte is English
+    passed as uint16. Now the blocks are spread over the file and a high half is anything below 16."""
+    from winsample.verify import wider_ids_share
+
+    rng = np.random.default_rng(33)
+    ids = np.concatenate([rng.integers(0, 30_000, 600_000), rng.integers(65_536, 151_643, 1_400_000)]).astype("<u4")
+    as16 = ids.view("<u2")
+    assert np.mean(as16[: 1 << 20][1::2] == 0) == 1.0  # the old look: the first 2^20 halves, high halves all 0 ...
+    assert np.mean(as16[1::2] == 0) < 0.5  # ... though most of the file's are not
+    assert wider_ids_share(as16) == 1.0
+    (tmp_path / "train.bin").write_bytes(ids.tobytes())
+    r = CliRunner().invoke(main, ["verify", str(tmp_path / "train.bin"), "--json"])
+    bad = [c for c in json.loads(r.stdout)["checks"] if c["status"] == "fail"]
+    assert r.exit_code == 1 and any(c["name"] == "dtype_divisible" and "look like uint32 ids read as uint16" in c["detail"]
+                                    for c in bad)
+    genuine = rng.integers(0, 50_257, 2_000_000).astype("<u2")  # real uint16 ids: no false alarm
+    assert wider_ids_share(genuine) is None
