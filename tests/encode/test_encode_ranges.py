@@ -10,7 +10,7 @@ import pytest
 import xxhash
 
 from winsample import formats
-from winsample.encode import encode_corpus
+from winsample.encode import encode_corpus, textfile
 from winsample.encode import inputs as sources
 from winsample.encode.executors import local as encode_mod
 from winsample.errors import DataError
@@ -31,8 +31,8 @@ def tiny_ranges(monkeypatch):
     monkeypatch.setattr(encode_mod, "PIECE_BYTES", 3000)
     monkeypatch.setattr(encode_mod, "TASK_CHARS", 5000)
     monkeypatch.setattr(encode_mod, "RANGE_MIN_BYTES", 4096)
-    monkeypatch.setattr(sources, "CUT_WINDOW", 512)
-    monkeypatch.setattr(sources, "HEAD_BYTES", 1024)
+    monkeypatch.setattr(textfile, "CUT_WINDOW", 512)
+    monkeypatch.setattr(textfile, "HEAD_BYTES", 1024)
 
 
 @pytest.fixture
@@ -57,12 +57,12 @@ def _split_docs(out, split):
 
 
 def test_byte_ranges_are_cut_inside_documents_at_safe_points(tmp_path, monkeypatch):
-    monkeypatch.setattr(sources, "CUT_WINDOW", 512)
+    monkeypatch.setattr(textfile, "CUT_WINDOW", 512)
     path = tmp_path / "m.txt"
     path.write_text(MIXED, encoding="utf-8")
     raw = path.read_bytes()
     src = sources.resolve_inputs([str(path)])[0]
-    tf = sources.TextFile.open(src, 0, "strict", 4096)
+    tf = textfile.TextFile.open(src, 0, "strict", 4096)
     specs = list(tf.ranges(3000))
     tf.close()
     assert len(specs) > len(raw) // 3100

@@ -34,8 +34,8 @@ from .. import __version__, disk, formats, tokenizer, tokensrc
 from ..errors import ConfigError, DataError, InputError
 from . import resume
 from .config import ERROR_MODES, SPLIT_METHODS, EncodeConfig, RunSpec, check_options  # noqa: F401 (re-exported)
-from .inputs import LONG_RUN_CHARS as LONG_RUN
 from .inputs import Origin, read_text_range
+from .textfile import LONG_RUN_CHARS as LONG_RUN
 
 PIECE_CHARS = 1 << 20  # a big document is cut into pieces of about this many chars
 LONG_RUN_CHARS = LONG_RUN  # a stretch this long without a safe cut is cut by force (counted)
