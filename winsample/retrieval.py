@@ -6,8 +6,9 @@ and JSONL to chunk JSONL. One text at a time:
 
 1. Encode it (ids, as ``encode`` would: ordinary text, no EOT), and place every token edge in
    characters (``tokenizer.offsets``: needs a tokenizer whose tokens spell the text byte for byte).
-2. Plan windows of at most T tokens with the training planner: ``boundaries="none"`` starts a
-   window every T − overlap tokens, the last one running to the end (shorter); ``"paragraph"`` /
+2. Plan windows of at most T tokens: ``boundaries="none"`` starts a window T − overlap tokens
+   after the previous one's start (or at its end, when that chunk was cut short to less: step 3),
+   the last one running to the end (shorter); with the training planner, ``"paragraph"`` /
    ``"sentence"`` is ``planning.plan_semantic`` over the text's edges (``windows --boundaries``,
    without targets: span T, stride T − overlap), so ends land on edges where one is in reach and the
    overlap is the one nearest to ``overlap`` that starts on an edge.
@@ -103,21 +104,22 @@ class Chunker:
         if n == 0:
             return []
         if self.boundaries == "none":
-            k = max(0, -(-(n - T) // S)) + 1  # windows until one reaches the end
-            starts = np.arange(k, dtype=np.int64) * S
-            return [(int(a), int(min(a + T, n))) for a in starts]
+            return []  # placed one by one in _cut, each from the chunk before it
         edges = bnd.find_boundaries(ids, self.boundaries, self.tok)
         rows = plan_semantic([0], [n], edges, T, S, targets=False)
         return [(int(a), int(a + L)) for a, L in zip(rows["start"], rows["length"])]
 
     def _cut(self, text: str, ids, chars, inside, windows: list[tuple[int, int]]) -> list[Chunk]:
         out: list[Chunk] = []
-        n, T = len(ids), self.T
+        n, T, S = len(ids), self.T, self.T - self.overlap
         todo, covered, last_start = deque(windows), 0, -1
-        while todo or covered < n:
-            if todo:
+        while covered < n:
+            if self.boundaries == "none":  # every S tokens; after a chunk cut short to less, from its end
+                a = 0 if last_start < 0 else min(last_start + S, covered)
+                b = min(a + T, n)
+            elif todo:
                 a, b = todo.popleft()
-            else:  # the last window was cut short: one more from where the overlap would start
+            else:  # the planner's last window was cut short: one more from where the overlap would start
                 a = max(covered - self.overlap, last_start + 1)
                 b = min(a + T, n)
             a = max(min(a, covered), last_start + 1)  # never after the previous end (no gap), never its start again
