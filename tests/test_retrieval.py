@@ -252,3 +252,14 @@ def test_the_same_windows_from_chunk_and_from_windows_rows_have_the_same_charact
     for c in same:
         assert rows[c.source["record"] + 1, c.token_start, c.token_end - c.token_start] == (c.char_start, c.char_end)
     assert len(same) >= 0.8 * len(chunks) and {c.source["record"] for c in same} == set(range(len(recs)))
+
+
+def test_invalid_utf8_fails_naming_the_byte_or_is_replaced_with_errors_replace(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"good words \xff and more words\n")
+    r = CliRunner().invoke(main, ["chunk", str(bad), "-o", str(tmp_path / "c.jsonl")])
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1 and "invalid UTF-8 at byte 11" in r.stderr and "--errors replace" in r.stderr
+    assert not (tmp_path / "c.jsonl").exists()
+    r = CliRunner().invoke(main, ["chunk", str(bad), "-o", "-", "--errors", "replace", "-q"])
+    (row,) = [json.loads(x) for x in r.stdout.splitlines()]
+    assert r.exit_code == 0 and row["text"] == "good words \ufffd and more words\n" and row["char_end"] == len(row["text"])

@@ -193,8 +193,8 @@ def _tokenizer(tok, pattern: str | None):
 
 def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, boundaries: str = "none",
         encoding: str = "gpt2", tokenizer_file: str | None = None, pattern: str | None = None,
-        text_field: str = "text", id_field: str | None = None, fmt: str = "auto", stream=None,
-        progress=None, notice=None) -> dict:
+        text_field: str = "text", id_field: str | None = None, fmt: str = "auto", errors: str = "strict",
+        stream=None, progress=None, notice=None) -> dict:
     """Chunk every document of ``inputs`` (``encode``'s inputs: text files, one document each; JSONL
     records; folders; ``-``) into chunk JSONL at ``out`` (written whole or not at all; ``-``: ``stream``).
     Each line: ``id`` (``<path>:<line>#<index>``, or ``<record id>#<index>`` with ``id_field``),
@@ -209,7 +209,8 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
     counts = {"documents": 0, "chunks": 0, "characters": 0, "split_char": 0, "max_tokens": 0}
 
     def lines() -> Iterator[str]:
-        docs = inp.iter_documents(sources, text_field=text_field, id_field=id_field, origins=True, progress=progress)
+        docs = inp.iter_documents(sources, text_field=text_field, id_field=id_field, origins=True, progress=progress,
+                                  errors=errors)
         for _, doc, origin in docs:
             text = doc if isinstance(doc, str) else "".join(doc)
             label = sources[origin.input].label

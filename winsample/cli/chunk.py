@@ -25,10 +25,12 @@ from .render import chunk_line
 @click.option("--id-field", default=None, metavar="FIELD", help="JSONL field / Parquet column with each record's id: chunk ids become ID#K.")
 @click.option("--format", "fmt", type=click.Choice(["auto", "text", "jsonl"]), default="auto", show_default=True,
               help="Input format; auto: by file extension (stdin: text).")
+@click.option("--errors", type=click.Choice(["strict", "replace"]), default="strict", show_default=True,
+              help="Invalid UTF-8: fail, or replace with U+FFFD (offsets then count the replaced text's characters).")
 @quiet_option
 @json_option
 def chunk_cmd(inputs, output, T, overlap, boundaries, encoding, tokenizer_file, pattern, text_field, id_field, fmt,
-              quiet, as_json):
+              errors, quiet, as_json):
     """Cut text files, folders, JSONL or - (stdin) into chunks for a retrieval index.
 
     Each JSONL line is one chunk: id, text, char_start, char_end (its characters in the
@@ -49,7 +51,7 @@ def chunk_cmd(inputs, output, T, overlap, boundaries, encoding, tokenizer_file, 
     bar = progress(quiet, unit="B", unit_scale=True, unit_divisor=1024, desc="chunk")
     with bar:
         report = run(list(inputs), output, T, overlap, boundaries, encoding, tokenizer_file, pattern, text_field,
-                     id_field, fmt, stream=sys.stdout,
+                     id_field, fmt, errors, stream=sys.stdout,
                      progress=bar.update, notice=lambda m: say(quiet, m))
     if as_json:
         emit_json(report, wrote=None if output == "-" else output)
