@@ -263,3 +263,44 @@ def test_invalid_utf8_fails_naming_the_byte_or_is_replaced_with_errors_replace(t
     r = CliRunner().invoke(main, ["chunk", str(bad), "-o", "-", "--errors", "replace", "-q"])
     (row,) = [json.loads(x) for x in r.stdout.splitlines()]
     assert r.exit_code == 0 and row["text"] == "good words \ufffd and more words\n" and row["char_end"] == len(row["text"])
+
+
+def test_a_record_holding_a_lone_surrogate_is_written_with_json_escapes(tmp_path):
+    """A JSONL record may escape a lone surrogate ("\\ud800"): it has no UTF-8, so its chunk's line
+    is written with JSON's \\u escapes and reads back to the same text (it was an internal error)."""
+    kb = tmp_path / "s.jsonl"
+    kb.write_text('{"text": "\\ud800 lone and more words"}\n', encoding="utf-8")
+    r = CliRunner().invoke(main, ["chunk", str(kb), "-T", "8", "--overlap", "0", "-o", str(tmp_path / "c.jsonl")])
+    assert r.exit_code == 0, r.stderr
+    rows = [json.loads(x) for x in (tmp_path / "c.jsonl").read_text(encoding="ascii").splitlines()]
+    text = "\ud800 lone and more words"
+    assert rows[0]["text"].startswith("\ud800") and "".join(x["text"] for x in rows) == text
+    assert all(text[x["char_start"] : x["char_end"]] == x["text"] for x in rows)
+
+
+def test_rows_of_a_bare_token_file_are_placed_in_their_own_documents(tmp_path, ref_gpt2):
+    """Without provenance (a bare .bin) and without --boundaries doc, the documents are still the
+    file's own, by EOT: a window across an EOT has no character range, prev/next stay in a document."""
+    docs = ["Hello there, first doc.", "Second doc here, a little longer than the first one."]
+    ids = [i for d in docs for i in ref_gpt2.encode_ordinary(d) + [50256]]
+    np.array(ids, "<u2").tofile(tmp_path / "train.bin")
+    r = CliRunner().invoke(main, ["windows", str(tmp_path / "train.bin"), "-T", "5", "--stride", "3", "--format", "jsonl",
+                                  "--decode", "-o", "-", "-q"])
+    assert r.exit_code == 0, r.stderr
+    rows = [json.loads(x) for x in r.stdout.splitlines()]
+    first = len(ref_gpt2.encode_ordinary(docs[0])) + 1  # doc 1 starts after doc 0's EOT
+    for row in rows:
+        s, e = row["start"], row["start"] + row["length"]
+        d = 0 if s < first else 1
+        ds, de = (0, first) if d == 0 else (first, len(ids))
+        if e > de:
+            assert row["char_start"] is None and row["char_end"] is None
+        else:
+            before = ref_gpt2.decode_bytes(ids[ds:s]).decode("utf-8")
+            assert row["char_start"] == len(before)
+            assert docs[d][row["char_start"] : row["char_end"]] == row["text"].replace("<|endoftext|>", "")
+    same = [[i for i, row in enumerate(rows) if (0 if row["start"] < first else 1) == d] for d in (0, 1)]
+    for group in same:
+        for k, i in enumerate(group):
+            assert rows[i]["prev"] == (group[k - 1] if k else None) and rows[i]["next"] == (group[k + 1] if k + 1 < len(group) else None)
+    assert any(row["char_start"] is None for row in rows) and any(row["char_start"] is not None for row in rows)

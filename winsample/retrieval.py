@@ -96,7 +96,7 @@ class Chunker:
         chars, inside = self.offsets.edges(ids)
         if int(chars[-1]) != len(text):  # exact_decode promises it; a surrogate or the like breaks it
             raise ConfigError(f"{self.tok.name}: the tokens of this text spell {int(chars[-1])} characters, the text has"
-                              f" {len(text)}: it holds something its UTF-8 cannot carry (a lone surrogate?)")
+                              f" {len(text)}: it holds surrogate code points (a pair of them where one character belongs)")
         return self._cut(text, ids, chars, inside, self._windows(ids))
 
     def _windows(self, ids: np.ndarray) -> list[tuple[int, int]]:
@@ -168,6 +168,17 @@ def chunk_records(records: Iterable, tokenizer="gpt2", T: int = 512, overlap: in
             yield c
 
 
+def _line(obj: dict) -> str:
+    """One JSON line, UTF-8 as it is; a text holding a lone surrogate (a JSONL record may escape one,
+    ``"\\ud800"``) has no UTF-8, so that line is written with JSON's ``\\u`` escapes instead."""
+    line = json.dumps(obj, ensure_ascii=False) + "\n"
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj) + "\n"
+    return line
+
+
 def _record(rec, n: int):
     if isinstance(rec, str):
         return None, rec
@@ -223,7 +234,7 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
                 counts["chunks"] += 1
                 counts["split_char"] += c.split_char
                 counts["max_tokens"] = max(counts["max_tokens"], c.tokens)
-                yield json.dumps(c.to_json(), ensure_ascii=False) + "\n"
+                yield _line(c.to_json())
 
     if out == "-":
         for line in lines():

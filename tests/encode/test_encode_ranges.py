@@ -182,3 +182,22 @@ def test_bad_bytes_in_an_earlier_ranged_file_are_reported_before_a_later_files_e
     with pytest.raises(DataError) as e:
         encode_corpus([str(first), str(second)], tmp_path / "out", split="tail", workers=2)
     assert str(e.value).startswith(f"{first}: invalid UTF-8 at byte 32000 (line 2001)")
+
+
+@pytest.mark.parametrize("extra", [-1, 0, 1, 2, 3])
+def test_byte_ranges_and_the_chunker_cut_a_run_at_the_end_of_a_file_alike(tmp_path, extra):
+    """A file that ends inside a stretch with no safe cut of long_run + extra characters: the last
+    forced cut is made by both paths when a character follows it, by neither otherwise (the review
+    found the byte path counting bytes there, so a run of long_run + 1 chars lost its cut)."""
+    from winsample.tokenizer.chunking import TextChunker
+
+    L = 2000
+    text = "hello world" + "?" * (L + extra - 5)  # a safe cut at 5 (" world"), then L + extra + 1 chars without one
+    c = TextChunker(500, L)
+    pieces = c.feed(text) + c.finish()
+    ends = [sum(map(len, pieces[: k + 1])) for k in range(len(pieces))]
+    path = tmp_path / "t.txt"
+    path.write_text(text, encoding="utf-8")
+    tf = textfile.TextFile.open(sources.resolve_inputs([str(path)])[0], 0, "strict", 1, None, L)
+    assert [r[3] for r in tf.ranges(500)] == ends and tf.forced_cuts == c.forced_cuts == (1 if extra >= 0 else 0)
+    tf.close()

@@ -113,8 +113,8 @@ class TextFile:
                 return self._force(forced)
             floor = max(pos, target - 8)
             target += piece_bytes
-        if forced is not None and forced + 2 <= self.size and self._last_cut_at_most(fd, floor, forced, pos) is None:
-            return self._force(forced)  # the file's last stretch: the text's last char is never a safe cut
+        if forced is not None and forced < self.size and self._last_cut_at_most(fd, floor, forced, pos) is None:
+            return self._force(forced)  # the file's last stretch: a char follows the cut (the last char is never a safe cut)
         return self.size
 
     def _force(self, at: int) -> int:

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import disk, formats, provenance, tokensrc
 from ..errors import ConfigError, DataError, InputError
-from ..planning import Options, build_plans, check_options, load_tokenizer, shard_rows, shard_stats
+from ..planning import Options, build_plans, check_options, documents, load_tokenizer, shard_rows, shard_stats
 from ..tokenizer.offsets import CharIndex, CharOffsets
 
 PACKING_FIGURES = ("segments", "fill", "padding_tokens", "documents_split", "documents_truncated", "documents_dropped")
@@ -257,10 +257,12 @@ class _Where:
             self.docs = tracer.doc_at(rows["start"]).astype(np.int64) if len(rows) else np.zeros(0, np.int64)
             self.ds = np.asarray(tracer.starts, np.int64)
             self.de = np.append(self.ds[1:], n)
-        else:
-            self.docs = rows["doc"].astype(np.int64)
-            self.ds = np.asarray(plan["doc_starts"], np.int64)
-            self.de = np.asarray(plan["doc_ends"], np.int64)
+        else:  # the documents by the file's own edges (its doc index, else EOT), whatever the plan's boundaries
+            try:
+                self.ds, self.de = (np.asarray(x, np.int64) for x in documents(plan["src"], "doc", plan["tokens"]))
+            except ConfigError:  # no document edges to find (no index, no EOT): the file is one document
+                self.ds, self.de = np.zeros(1, np.int64), np.full(1, n, np.int64)
+            self.docs = np.searchsorted(self.ds, rows["start"], "right").astype(np.int64) - 1
         order = np.lexsort((rows["start"], self.docs))
         same = self.docs[order[1:]] == self.docs[order[:-1]]
         self.prev = np.full(len(rows), -1, np.int64)
