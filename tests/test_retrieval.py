@@ -304,3 +304,14 @@ def test_rows_of_a_bare_token_file_are_placed_in_their_own_documents(tmp_path, r
         for k, i in enumerate(group):
             assert rows[i]["prev"] == (group[k - 1] if k else None) and rows[i]["next"] == (group[k + 1] if k + 1 < len(group) else None)
     assert any(row["char_start"] is None for row in rows) and any(row["char_start"] is not None for row in rows)
+
+
+def test_chunks_never_overwrite_a_file_of_a_data_folder(tmp_path):
+    src = tmp_path / "a.txt"
+    src.write_text(SAMPLES["hamlet"], encoding="utf-8")
+    assert CliRunner().invoke(main, ["encode", str(src), "-o", str(tmp_path / "d"), "--split", "tail", "-q"]).exit_code == 0
+    for name in ("train.bin", "meta.json", "train.prov.npy", "val.docs.npy"):
+        before = (tmp_path / "d" / name).read_bytes()
+        r = CliRunner().invoke(main, ["chunk", str(src), "-o", str(tmp_path / "d" / name)])
+        assert r.exit_code == 2 and "would destroy it" in r.stderr and (tmp_path / "d" / name).read_bytes() == before
+    assert CliRunner().invoke(main, ["chunk", str(src), "-o", str(tmp_path / "d" / "chunks.jsonl"), "-q"]).exit_code == 0

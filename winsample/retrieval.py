@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import disk, tokenizer
+from . import disk, formats, tokenizer
 from .errors import ConfigError
 from .planning import boundaries as bnd
 from .planning import plan_semantic
@@ -216,7 +216,9 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
     chunker = Chunker(tokenizer_file if tokenizer_file is not None else encoding, T, overlap, boundaries, pattern)
     sources = inp.resolve_inputs(list(inputs), fmt, notice)
     if out != "-":
-        disk.refuse_overwrite([out], [s.path for s in sources if s.path is not None])
+        folder = Path(out).parent
+        owned = formats.dataset_files(folder) if (folder / formats.META_JSON).is_file() else []  # a data folder's files
+        disk.refuse_overwrite([out], [s.path for s in sources if s.path is not None] + owned)
     counts = {"documents": 0, "chunks": 0, "characters": 0, "split_char": 0, "max_tokens": 0}
 
     def lines() -> Iterator[str]:
