@@ -70,7 +70,6 @@ class TextFile:
         src.mtime_ns = st.st_mtime_ns
         self.long_run = long_run  # chars: a stretch this long without a safe cut is cut by force (TextChunker's rule)
         self.forced_cuts = 0
-        self.longest = 0  # bytes in the longest range given so far
 
     def ranges(self, piece_bytes: int, hasher=None, progress=None) -> Iterator[tuple]:
         """Range specs for ``read_text_range``, in order, each ``piece_bytes`` (+ a few) long or
@@ -87,7 +86,6 @@ class TextFile:
                 self._hash(hasher, buf, pos, end)
             if progress:
                 progress(end - pos)
-            self.longest = max(self.longest, end - pos)
             yield (self.index, path, pos, end, self.size, self.stat.st_mtime_ns)
             pos = end
 

@@ -86,18 +86,14 @@ def prefix_rule(rule) -> str:
     return PREFIX_WEIGHTS if isinstance(rule, dict) and rule.get("prefix") == PREFIX_WEIGHTS else PREFIX_COUNTS
 
 
-def largest_remainder(weights: list[Fraction], total: int, first: int | None = None) -> list[int]:
+def largest_remainder(weights: list[Fraction], total: int) -> list[int]:
     """Integers summing to ``total``, each ⌊w_i × total⌋ or one more (largest remainders first,
-    ties to the earlier index; index ``first``, when its product is not whole, before every
-    other), for weights summing to 1."""
+    ties to the earlier index), for weights summing to 1 (a plan made before ``"prefix": "weights"``;
+    ``rounded_shares`` now)."""
     exact = [w * total for w in weights]
     base = [int(x) for x in exact]  # floor: every x >= 0
     left = total - sum(base)
-
-    def key(i):
-        return (not (i == first and exact[i] != base[i]), -(exact[i] - base[i]), i)
-
-    for i in sorted(range(len(exact)), key=key)[:left]:
+    for i in sorted(range(len(exact)), key=lambda i: (-(exact[i] - base[i]), i))[:left]:
         base[i] += 1
     return base
 
