@@ -105,6 +105,7 @@ def inspect_path(
     count: int = DEFAULT_COUNT,
     meta_path: str | Path | None = None,
     encoding: str | None = None,
+    dtype: str | None = None,
 ) -> dict:
     """Describe ``path`` (token file, data folder or plan) as a JSON-ready dict.
 
@@ -112,6 +113,7 @@ def inspect_path(
     ``[at, at+count)``, clipped at the end; AtOutOfRange if ``at`` is not in ``[0, N)``
     (``at`` 0 is allowed for an empty file). ``meta_path``: meta.json to use instead of the
     one beside a .bin. ``encoding``: tokenizer for decoding, instead of the one meta names.
+    ``dtype``: a bare token file's width (``--dtype``; ConfigError against a record that says otherwise).
     A split kept in shards (``encode --engine ray`` without ``--merge``) is inspected by its
     logical name, ``data/train.bin``.
     """
@@ -119,7 +121,7 @@ def inspect_path(
         raise InputError(f"count {count} is negative")
     foreign = tokensrc.foreign_layout(path, meta_path)
     if foreign is not None:
-        return inspect_foreign(str(path), *foreign, at, count, encoding, meta_path)
+        return inspect_foreign(str(path), *foreign, at, count, encoding, meta_path, dtype)
     path = Path(path)
     kind = kind_of(path)
     src = None
@@ -127,7 +129,7 @@ def inspect_path(
         if kind != "tokens":
             raise InputError(f"{path}: no such file or folder")
         try:
-            src = tokensrc.open_source(path, meta_path, encoding, strict=False)
+            src = tokensrc.open_source(path, meta_path, encoding, strict=False, dtype=dtype)
         except InputError:
             raise InputError(f"{path}: no such file or folder") from None
     if kind == "data":
@@ -136,7 +138,7 @@ def inspect_path(
         if path.name.endswith(".npy.json"):
             path = path.with_name(path.name[: -len(".json")])
         return inspect_plan(path, at, count)
-    return inspect_tokens(path, at, count, meta_path, encoding, src)
+    return inspect_tokens(path, at, count, meta_path, encoding, src, dtype)
 
 
 def _check_at(at: int, n: int, what: str, where: Path) -> None:
@@ -188,12 +190,13 @@ def inspect_data(folder: Path) -> dict:
 
 def inspect_tokens(
     path: Path, at: int, count: int, meta_path: str | Path | None = None, encoding: str | None = None,
-    src: tokensrc.OpenSplit | None = None,
+    src: tokensrc.OpenSplit | None = None, dtype: str | None = None,
 ) -> dict:
-    """Meta summary of a token file and its ids ``[at, at+count)`` decoded one by one."""
+    """Meta summary of a token file and its ids ``[at, at+count)`` decoded one by one (``dtype``:
+    a bare file's width, ``--dtype``; without it, a warning when its ids look like uint32 ones)."""
     warnings: list[str] = []
     if src is None:
-        src = tokensrc.open_source(path, meta_path, encoding, strict=False)
+        src = tokensrc.open_source(path, meta_path, encoding, strict=False, dtype=dtype)
     if src.meta is None and meta_path is None and (guess := tokensrc.find_meta(path)) is not None:
         warnings.append(f"{guess} does not describe {path.name}; reading it as {src.dtype}")
     tokens = src.tokens
@@ -214,6 +217,10 @@ def inspect_tokens(
         result["meta"] = None
         if meta_path is None and not warnings:
             warnings.append(f"no {formats.META_JSON} beside {path.name}: read as {src.dtype}")
+        share = formats.wider_ids_share(tokens) if dtype is None and not src.stray else None
+        if share is not None:
+            warnings.append(f"{share:.0%} of its odd uint16 halves are near zero, as uint32 ids read as uint16 are:"
+                            " if it holds uint32 ids, pass --dtype uint32")
 
     enc = _tokenizer_for(src, warnings)
     result["decoded_with"] = enc.name if enc is not None else None
@@ -229,7 +236,7 @@ def inspect_tokens(
 
 
 def inspect_foreign(path: str, layout: str, what, at: int, count: int, encoding: str | None,
-                    meta_path: str | Path | None = None) -> dict:
+                    meta_path: str | Path | None = None, declared: str | None = None) -> dict:
     """Ids ``[at, at+count)`` of llm.c shards (the first group of ``what``) or a Megatron prefix,
     with what their headers / index say; nothing is compared. Shards a winsample data folder's
     meta.json lists (``tokensrc.llmc_owner``) are decoded with its tokenizer."""
@@ -243,15 +250,16 @@ def inspect_foreign(path: str, layout: str, what, at: int, count: int, encoding:
         dtype = tokensrc.megatron_token_dtype(idx)
         tokens = formats.open_tokens(f"{what}.bin", dtype)
         extra = {"index": str(idx.path), "dtype_code": idx.dtype_code, "sequences": idx.sequences, "documents": idx.documents}
+        tokensrc.width(declared, dtype, f"{idx.path}")
     else:
         if len(what) > 1:
             warnings.append(f"{len(what)} groups of shards ({', '.join(what)}): showing {next(iter(what))}")
         files = next(iter(what.values()))
-        counts = [tokensrc.read_llmc_header(f) for f in files]
-        tokens = tokensrc.ConcatTokens(files, counts, tokensrc.LLMC_DTYPE, header_bytes=tokensrc.LLMC_HEADER_BYTES)
-        dtype = tokensrc.LLMC_DTYPE
+        counts, fmt = tokensrc.read_llmc_stream(files)
+        tokens = tokensrc.ConcatTokens(files, counts, fmt.dtype, header_bytes=tokensrc.LLMC_HEADER_BYTES)
+        dtype = tokensrc.width(declared, fmt.dtype, f"{files[0]}'s llm.c header")
         extra = {"shards": [{"file": str(f), "tokens": c} for f, c in zip(files, counts)],
-                 "header": {"magic": tokensrc.LLMC_MAGIC, "version": tokensrc.LLMC_VERSION}}
+                 "header": {"magic": fmt.magic, "version": fmt.version}}
     n = len(tokens)
     _check_at(at, n, "tokens", Path(path))
     ids = np.asarray(tokens[at : at + count]).astype(np.int64).tolist()
@@ -260,13 +268,19 @@ def inspect_foreign(path: str, layout: str, what, at: int, count: int, encoding:
         enc = tokenizer.from_meta(owner.meta.tokenizer, owner.meta_file.parent) if encoding is None else tokenizer.resolve(encoding)
     else:
         warnings.append(f"no {formats.META_JSON}: a {layout} layout read as {dtype}; checksums are not recorded anywhere (run `winsample verify`)")
-        enc = tokenizer.resolve(encoding)  # no meta.json: --encoding, else gpt2
+        enc = None
+        if encoding is None and layout == tokensrc.LLMC and dtype == tokensrc.LLMC_V7.dtype:
+            warnings.append(f"cannot decode: {tokensrc.NEEDS_ENCODING}; showing ids only")
+        else:
+            enc = tokenizer.resolve(encoding)  # no meta.json: --encoding, else gpt2
     result: dict = {"kind": "tokens", "layout": layout, "path": path, "dtype": dtype, "tokens": n, **extra, "meta": None}
     if owner is not None:
         result["listed_in"] = str(owner.meta_file)  # the data folder's meta.json (its checksums: verify)
-    result.update(decoded_with=enc.name, at=at, ids=ids)
-    pieces = decode_pieces(enc, ids)
-    result.update(pieces=pieces, marked=BOUNDARY.join(pieces), text=_decode_text(enc, ids), warnings=warnings)
+    result.update(decoded_with=enc.name if enc is not None else None, at=at, ids=ids)
+    if enc is not None:
+        pieces = decode_pieces(enc, ids)
+        result.update(pieces=pieces, marked=BOUNDARY.join(pieces), text=_decode_text(enc, ids))
+    result["warnings"] = warnings
     return result
 
 

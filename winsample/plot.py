@@ -344,14 +344,14 @@ def plot_plan(png: str | Path, bin_path: str | Path, plan_path: str | Path,
     into ``png``; returns what ``plot_coverage`` returns.
 
     The token file opens by ``tokensrc.open_source`` (a split kept in shards by its logical name,
-    dtype from its meta.json, else '<u2'); document starts from its document index when there is
+    dtype from its meta.json, else the width the plan records, else '<u2'); document starts from its document index when there is
     one; the vocabulary size from the meta or sidecar tokenizer. ``progress(n)`` is called with tokens counted for the token-id
     histogram (the only pass over the .bin).
     """
     bin_path = Path(bin_path)
     refuse_mixture(plan_path)
     rows, side = formats.load_plan(plan_path)
-    src = tokensrc.open_source(bin_path, strict=False)
+    src = tokensrc.open_planned(bin_path, side.source, strict=False)  # a bare file: the width the plan was made for
     tokens = src.tokens
     n_vocab = src.meta.n_vocab if src.meta is not None else int(side.n_vocab or 0)
     doc_starts = src.doc_starts()

@@ -199,13 +199,16 @@ def test_megatron_uint32_bin_gets_the_int32_code_with_the_same_bytes(tmp_path, c
     np.testing.assert_array_equal(np.frombuffer(raw, "<i8", s, 34 + 4 * s), np.load(out / "train.docs.npy") * 4)
 
 
-def test_llmc_refuses_a_uint32_vocabulary_exit_2_nothing_written(tmp_path, corpus):
-    path, _ = corpus
-    out = tmp_path / "new" / "out"
-    r = run("encode", path, "-o", out, "--layout", "nanogpt,llmc", "--dtype", "uint32", "-q")
-    assert r.exit_code == 2
-    assert "llmc" in r.stderr and "uint16" in r.stderr and r.stdout == ""
-    assert not (tmp_path / "new").exists()
+def test_llmc_of_uint32_ids_is_llmcs_version_7(tmp_path, corpus, ref_gpt2):
+    # llm.c's Llama 3 shards (train_llama3.py): magic 20240801, version 7, uint32 ids (tests/tokensrc/test_llmc_v7.py)
+    path, docs = corpus
+    out = tmp_path / "out"
+    r = run("encode", path, "-o", out, "--layout", "nanogpt,llmc", "--dtype", "uint32", "--val-fraction", "0", "-q")
+    assert r.exit_code == 0, r.output
+    raw = (out / "llmc" / "train_000000.bin").read_bytes()
+    header = np.frombuffer(raw[:1024], "<i4")
+    assert header[:3].tolist() == [20240801, 7, (len(raw) - 1024) // 4] and not header[3:].any()
+    np.testing.assert_array_equal(np.frombuffer(raw[1024:], "<u4"), expected_llmc_stream(ref_gpt2, docs))
 
 
 @pytest.mark.parametrize("bad", ["parquet", "", "nanogpt,,foo"])

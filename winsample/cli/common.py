@@ -96,3 +96,7 @@ def tokenizer_options(f):
     f = click.option("--tokenizer-file", type=click.Path(), help="Instead of --encoding: a Hugging Face tokenizer.json (or its folder, with tokenizer_config.json), a SentencePiece model, or a .tiktoken ranks file (optionally .gz); told apart by content.")(f)
     return click.option("--encoding", default="gpt2", show_default=True, help="tiktoken encoding name (gpt2 works offline).")(f)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+bare_dtype_option = click.option(
+    "--dtype", type=click.Choice(["uint16", "uint32"]), default=None,
+    help="Width of a bare token file's ids, one no meta.json describes [default: uint16, nanoGPT's];"
+         " refused when meta.json, an llm.c header or a Megatron index says otherwise.")

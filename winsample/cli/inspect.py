@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import emit, emit_json, json_option, quiet_option, use_color
+from .common import bare_dtype_option, emit, emit_json, json_option, quiet_option, use_color
 from .main import main
 
 _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim": True}, "warn": {"fg": "yellow"}}
@@ -20,9 +20,10 @@ _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim"
               help="meta.json describing PATH, when it is not beside it.")
 @click.option("--encoding", default=None, metavar="NAME",
               help="Tokenizer to decode with, instead of the one meta.json names (gpt2 without meta).")
+@bare_dtype_option
 @quiet_option  # accepted as by every command; inspect draws no bar and its report is the data (stdout)
 @json_option
-def inspect_cmd(path, at, count, meta_path, encoding, quiet, as_json):
+def inspect_cmd(path, at, count, meta_path, encoding, dtype, quiet, as_json):
     """Show what a token file, data folder or window plan holds; writes nothing.
 
     \b
@@ -39,7 +40,7 @@ def inspect_cmd(path, at, count, meta_path, encoding, quiet, as_json):
     from ..inspect import AtOutOfRange, inspect_path, render_text
 
     try:
-        report = inspect_path(path, at=at, count=count, meta_path=meta_path, encoding=encoding)
+        report = inspect_path(path, at=at, count=count, meta_path=meta_path, encoding=encoding, dtype=dtype)
     except AtOutOfRange as e:
         raise click.BadParameter(str(e), param_hint="'--at'") from None
     if as_json:

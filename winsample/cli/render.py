@@ -52,6 +52,13 @@ def not_read_warning(not_read: dict) -> str:
             " not follow symlinked folders; name others to encode them")
 
 
+def wide_ids_warning(hint: dict) -> str:
+    """``warning:`` for a bare .bin read as uint16 whose ids look like uint32 ones (windows)."""
+    return terminal_safe(f"warning: {hint['file']}: read as uint16 (no meta.json), but {hint['zero_high_halves']:.0%} of its odd"
+                         " uint16 halves are near zero, as uint32 ids read as uint16 are: if it holds uint32 ids,"
+                         " plan it again with --dtype uint32")
+
+
 def plan_summary(s: dict) -> list[str]:
     """What windows prints for one plan written: its figures, and a note when it trains on little."""
     from ..verify import percent

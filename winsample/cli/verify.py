@@ -6,7 +6,7 @@ import click
 
 from ..errors import WinsampleError
 from . import render
-from .common import EXIT_CODE_KEY, emit, emit_json, json_option, progress, quiet_option, say, use_color
+from .common import EXIT_CODE_KEY, bare_dtype_option, emit, emit_json, json_option, progress, quiet_option, say, use_color
 from .main import main
 
 
@@ -42,6 +42,7 @@ class _VerifyCommand(click.Command):
               help="meta.json to use for a single .bin, or for llm.c shards named on their own (default: the one beside"
               " the .bin; the data folder's, above the shards' llmc/ folder).")
 @click.option("--encoding", default=None, help="Tokenizer when there is no meta.json (default gpt2).")
+@bare_dtype_option
 @click.option("--retokenize-sample", type=click.IntRange(min=0), default=64, show_default=True,
               help="Documents the retokenize check decodes and encodes again with the reference tokenizer;"
                    " their ids must be its ids. 0 skips the check.")
@@ -54,7 +55,7 @@ class _VerifyCommand(click.Command):
 @quiet_option
 @json_option
 @click.pass_context
-def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, encoding, retokenize_sample, retokenize_bytes, strict, plot_png, quiet, as_json):
+def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, encoding, dtype, retokenize_sample, retokenize_bytes, strict, plot_png, quiet, as_json):
     """Check token files and window plans; exit 0 if sound, 1 if a check fails, 2 if it cannot run.
 
     PATH is a data folder (train.bin, val.bin, meta.json, document indexes) or one .bin. PATH a
@@ -87,7 +88,7 @@ def verify(ctx, path, plans, T, min_coverage, max_leakage, show, meta_path, enco
     with progress(quiet, unit="B", unit_scale=True, desc="verify") as bar:
         report = run_verify(
             path, plans, T=T, min_coverage=min_coverage, max_leakage=max_leakage, show=show,
-            meta_path=meta_path, encoding=encoding, progress=bar.update, writes=[plot_png] if plot_png else [],
+            meta_path=meta_path, encoding=encoding, dtype=dtype, progress=bar.update, writes=[plot_png] if plot_png else [],
             retokenize_sample=retokenize_sample,
             retokenize_bytes=retokenize_bytes,
         )

@@ -9,7 +9,7 @@ import click
 from .. import planning
 from .. import windows as windows_mod
 from . import render
-from .common import emit_json, json_option, progress, quiet_option, say
+from .common import bare_dtype_option, emit_json, json_option, progress, quiet_option, say
 from .main import main
 
 
@@ -63,10 +63,11 @@ def _parse_scales(ctx, param, values):
 @click.option("--meta", "meta_path", type=click.Path(dir_okay=False),
               help="meta.json describing BIN [default: the one beside it; for llm.c shards, the data folder's above llmc/].")
 @click.option("--encoding", help="Tokenizer name when meta.json does not name a usable one [bare .bin: gpt2].")
+@bare_dtype_option
 @quiet_option
 @json_option
 def windows(bin_path, T, stride, overlap, targets, offset, random_offset, seed, epoch, tail, short, boundaries,
-            pack, long, shuffle, shards, materialize, fmt, decode, output, meta_path, encoding, quiet, as_json):
+            pack, long, shuffle, shards, materialize, fmt, decode, output, meta_path, encoding, dtype, quiet, as_json):
     """Plan training windows over a token file: integer offsets, exact and reproducible.
 
     \b
@@ -81,10 +82,13 @@ def windows(bin_path, T, stride, overlap, targets, offset, random_offset, seed, 
         T=T, targets=targets, stride=stride, overlap=overlap, offset=offset, random_offset=random_offset,
         seed=seed, epoch=epoch, tail=tail, short=short, boundaries=boundaries, pack=pack or False, long=long,
         shuffle=shuffle,
-        shards=shards, materialize=materialize, format=fmt, decode=decode, encoding=encoding,
+        shards=shards, materialize=materialize, format=fmt, decode=decode, encoding=encoding, dtype=dtype,
     )
     with progress(quiet, unit="tok", unit_scale=True, desc="scanning") as bar:
         summaries = windows_mod.run(bin_path, output, opts, meta_path, stream=sys.stdout, progress=bar.update)
+    hint = next((s["looks_uint32"] for s in summaries if "looks_uint32" in s), None)
+    if hint is not None:  # a diagnostic: shown even with -q
+        click.echo(render.wide_ids_warning(hint), err=True)
     if as_json:
         emit_json(summaries[0] if len(summaries) == 1 else {"plans": summaries}, wrote=output)
     for s in summaries:

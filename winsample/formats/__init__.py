@@ -212,12 +212,17 @@ from .shardmeta import ShardMeta, read_shard_meta, write_shard_meta
 from .tokens import (
     DEFAULT_DTYPE,
     DTYPES,
+    HIGH_HALF,
+    WIDE_MIN,
+    WIDE_SAMPLE,
     check_and_cast,
     dtype_for_vocab,
     dtype_max,
+    dtype_name,
     iter_chunks,
     normalize_dtype,
     open_tokens,
     refuse_unlabelled,
     token_count,
+    wider_ids_share,
 )

@@ -17,6 +17,31 @@ DEFAULT_DTYPE = "<u2"  # nanoGPT's uint16; a bare .bin with no meta.json is read
 
 # --- dtypes and token files -------------------------------------------------------------
 
+WIDE_SAMPLE = 1 << 20  # tokens looked at to tell uint32 ids read as uint16, in WIDE_BLOCKS blocks spread over the file
+WIDE_BLOCKS = 16
+WIDE_MIN = 64  # fewer tokens than this: too few to tell
+HIGH_HALF = 16  # a uint32 id below 2^20 (every vocabulary winsample knows) has a high half below this
+
+
+def wider_ids_share(tokens: np.ndarray) -> float | None:
+    """For a file read as uint16 without meta.json: the share of its odd uint16 halves below 16
+    when its even halves mostly are not (uint32 ids read as uint16 look like ``low, high, low,
+    high``, every high half 0 for an id under 65,536 and 1 or 2 for a Qwen or Llama-3 id above it).
+    None when it does not look so. Looks at up to ``WIDE_SAMPLE`` tokens in ``WIDE_BLOCKS`` blocks
+    spread over the whole file: text whose first megabyte is English and the rest CJK still shows."""
+    n = len(tokens)
+    if n < WIDE_MIN or np.dtype(tokens.dtype).itemsize != 2:
+        return None
+    if n <= WIDE_SAMPLE:
+        t = np.asarray(tokens)
+    else:
+        size = WIDE_SAMPLE // WIDE_BLOCKS
+        starts = np.linspace(0, n - size, WIDE_BLOCKS).astype(np.int64) // 2 * 2  # even: a uint32's low half first
+        t = np.concatenate([np.asarray(tokens[s : s + size]) for s in starts])
+    odd, even = float(np.mean(t[1::2] < HIGH_HALF)), float(np.mean(t[0::2] < HIGH_HALF))
+    return odd if odd >= 0.99 and even <= 0.5 else None
+
+
 
 def dtype_for_vocab(n_vocab: int) -> str:
     """The smallest dtype holding every id of a vocabulary of ``n_vocab`` ids (0..n_vocab-1)."""
@@ -35,6 +60,11 @@ def normalize_dtype(dtype: str) -> str:
         # a big-endian dtype is not these files' ('>u2' read as '<u2' would pass with wrong ids)
         raise InputError(f"unsupported token dtype {dtype!r}: use uint16 or uint32 (little-endian)")
     return "<u2" if d.itemsize == 2 else "<u4"
+
+
+def dtype_name(dtype: str) -> str:
+    """'<u2' → 'uint16', '<u4' → 'uint32': the name --dtype takes."""
+    return "uint16" if np.dtype(dtype).itemsize == 2 else "uint32"
 
 
 def dtype_max(dtype: str) -> int:

@@ -49,7 +49,7 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
     Reads tokens only for doc edges without a doc index, semantic edges or nothing else.
     """
     check_options(o)
-    src = open_source(bin_path, meta_path, o.encoding)
+    src = open_source(bin_path, meta_path, o.encoding, dtype=o.dtype)
     tokens = None
     enc = None
     semantic = o.boundaries in ("paragraph", "sentence")

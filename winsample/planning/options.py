@@ -83,6 +83,7 @@ class Options:
     format: str = "npy"
     decode: bool = False
     encoding: str | None = None
+    dtype: str | None = None  # --dtype: a bare token file's width (None: its meta.json's, else uint16)
     extra: dict = field(default_factory=dict)
 
     @classmethod

@@ -11,13 +11,18 @@ from .llmc import (
     LLMC_HEADER_BYTES,
     LLMC_HEADER_INTS,
     LLMC_MAGIC,
+    LLMC_V1,
+    LLMC_V7,
     LLMC_VERSION,
+    NEEDS_ENCODING,
+    LlmcFormat,
     LlmcGroup,
     LlmcOwner,
     LlmcShard,
     group_shards,
     is_llmc_shard,
     llmc_count,
+    llmc_format_for,
     llmc_groups,
     llmc_header,
     llmc_owner,
@@ -27,6 +32,7 @@ from .llmc import (
     llmc_stream_checksum,
     missing_shards,
     read_llmc_header,
+    read_llmc_stream,
     shard_entry_problems,
     stale_llmc,
     write_llmc_split,
@@ -49,6 +55,6 @@ from .megatron import (
     read_megatron_index,
     write_megatron_index,
 )
-from .nanogpt import NO_META, OpenSplit, find_meta, is_logical, open_folder, open_split
-from .open import foreign_source, open_source, plan_tokens
+from .nanogpt import NO_META, OpenSplit, find_meta, is_logical, open_folder, open_split, width
+from .open import foreign_source, open_planned, open_source, plan_tokens
 from .sharded import ConcatTokens, stream_of

@@ -8,7 +8,7 @@ from pathlib import Path
 from .. import formats
 from ..errors import ConfigError, WinsampleError
 from .layouts import LLMC, MEGATRON, parse_layouts
-from .llmc import LLMC_DTYPE, group_shards, is_llmc_shard, llmc_groups, llmc_owner, llmc_shard_files
+from .llmc import group_shards, is_llmc_shard, llmc_groups, llmc_owner, llmc_shard_files
 from .megatron import INT32_MAX, megatron_prefix
 
 
@@ -60,12 +60,7 @@ def check_layouts(value: str | Sequence[str], dtype: str, n_vocab: int, shard_to
     chosen = parse_layouts(value)
     if LLMC in chosen and eot is None:
         raise ConfigError("--layout llmc puts <|endoftext|> before each document, and this tokenizer has no end-of-text id")
-    if LLMC in chosen:
-        if formats.normalize_dtype(dtype) != LLMC_DTYPE:
-            raise ConfigError(
-                f"--layout llmc holds uint16 ids only (llm.c shard version 1, the only one its readers accept);"
-                f" this vocabulary has {n_vocab} ids and needs {dtype}: drop llmc or use a vocabulary of at most 65536 ids"
-            )
+    if LLMC in chosen:  # uint16 ids: version 1 shards; uint32: version 7 (llm.c's Llama 3 format)
         if not 1 <= shard_tokens <= INT32_MAX:
             raise ConfigError(f"--shard-tokens {shard_tokens} must be in [1, 2^31 - 1] (an llm.c header counts in int32)")
     if MEGATRON in chosen and n_vocab > INT32_MAX + 1:

@@ -12,20 +12,49 @@ from pathlib import Path
 import numpy as np
 
 from .. import disk, formats
-from ..errors import ConfigError, DataError, InputError, WinsampleError
+from ..errors import DataError, InputError, WinsampleError
 from .layouts import LLMC, layout_splits
 from .megatron import INDEX_STEP
 
 # --- llm.c / modded-nanogpt ---------------------------------------------------------------------
 
-LLMC_MAGIC = 20240520
-LLMC_VERSION = 1
+
+@dataclass(frozen=True)
+class LlmcFormat:
+    """One llm.c shard format (``dev/data/data_common.py`` ``HEADERS_INFO``): the header's magic
+    and version, the ids' dtype, and llm.c's name for it (``write_datafile``'s ``model_desc``)."""
+
+    magic: int
+    version: int
+    dtype: str
+    model: str
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.dtype).itemsize
+
+    @property
+    def ids(self) -> str:
+        return "uint16" if self.itemsize == 2 else "uint32"
+
+
+LLMC_V1 = LlmcFormat(20240520, 1, "<u2", "gpt-2")  # llm.c's C trainer, modded-nanogpt
+LLMC_V7 = LlmcFormat(20240801, 7, "<u4", "llama-3")  # llm.c's train_llama3.py
+LLMC_FORMATS = {f.magic: f for f in (LLMC_V1, LLMC_V7)}
+LLMC_MAGIC, LLMC_VERSION, LLMC_DTYPE = LLMC_V1.magic, LLMC_V1.version, LLMC_V1.dtype  # version 1: uint16 vocabularies
 LLMC_HEADER_INTS = 256
 LLMC_HEADER_BYTES = 4 * LLMC_HEADER_INTS
-LLMC_DTYPE = "<u2"
 LLMC_DIR = "llmc"
 DEFAULT_SHARD_TOKENS = 100_000_000  # llm.c's fineweb.py shard size
 _NAME_RE = re.compile(r"^(?P<stem>.*?)[_-]?(?P<num>\d+)\.bin$")
+# llm.c's version 7 is its Llama 3 format; winsample cannot guess that tokenizer (nor read it offline)
+NEEDS_ENCODING = ("llm.c version 7 shards hold uint32 ids (llm.c writes them for Llama 3) and no meta.json"
+                  " names their tokenizer: pass --encoding NAME")
+
+
+def llmc_format_for(dtype: str) -> LlmcFormat:
+    """The shard format that holds ids of ``dtype``: version 1 for uint16, version 7 for uint32."""
+    return LLMC_V1 if np.dtype(dtype).itemsize == 2 else LLMC_V7
 
 
 def llmc_shard_name(split: str, index: int) -> str:
@@ -33,17 +62,28 @@ def llmc_shard_name(split: str, index: int) -> str:
     return f"{LLMC_DIR}/{split}_{index:06d}.bin"
 
 
-def llmc_header(count: int) -> bytes:
+def llmc_header(count: int, fmt: LlmcFormat = LLMC_V1) -> bytes:
+    """The 1024-byte header ``write_datafile`` writes: int32 [magic, version, count, 0, …]."""
     h = np.zeros(LLMC_HEADER_INTS, "<i4")
-    h[0], h[1], h[2] = LLMC_MAGIC, LLMC_VERSION, count
+    h[0], h[1], h[2] = fmt.magic, fmt.version, count
     return h.tobytes()
 
 
-def read_llmc_header(path: str | Path) -> int:
-    """The token count of llm.c shard ``path`` after checking its header and size.
+@dataclass
+class LlmcShard:
+    """One shard's header, checked: its ``count`` ids of ``fmt``."""
 
-    DataError naming the file: shorter than the header, magic or version not llm.c's
-    uint16 format, a negative count, or a size other than 1024 + 2 × count bytes.
+    path: Path
+    count: int
+    fmt: LlmcFormat = LLMC_V1
+
+
+def read_llmc_header(path: str | Path) -> LlmcShard:
+    """The header of llm.c shard ``path`` after checking it and the file's size, as llm.c's
+    readers do (magic, the version that magic goes with, count = the ids after the header).
+
+    DataError naming the file: shorter than the header, a magic that is not llm.c's, a version
+    other than its magic's, a negative count, or a size other than 1024 + itemsize × count bytes.
     """
     path = Path(path)
     try:
@@ -57,29 +97,44 @@ def read_llmc_header(path: str | Path) -> int:
     if len(head) < LLMC_HEADER_BYTES:
         raise DataError(f"{path}: {size} bytes, shorter than an llm.c shard header ({LLMC_HEADER_BYTES} bytes)")
     magic, version, count = np.frombuffer(head, "<i4", 3).tolist()
-    if magic != LLMC_MAGIC:
-        raise DataError(f"{path}: not an llm.c shard: header magic {magic}, expected {LLMC_MAGIC}")
-    if version != LLMC_VERSION:
-        raise DataError(f"{path}: llm.c shard version {version}, expected {LLMC_VERSION} (uint16 ids)")
+    fmt = LLMC_FORMATS.get(magic)
+    if fmt is None:
+        known = " or ".join(f"{f.magic} (version {f.version}, {f.ids} ids)" for f in LLMC_FORMATS.values())
+        raise DataError(f"{path}: not an llm.c shard: header magic {magic}, expected {known}")
+    if version != fmt.version:
+        raise DataError(f"{path}: llm.c shard version {version} with magic {magic}, expected {fmt.version} ({fmt.ids} ids)")
     if count < 0:
         raise DataError(f"{path}: header token count {count} is negative")
-    want = LLMC_HEADER_BYTES + 2 * count
+    want = LLMC_HEADER_BYTES + fmt.itemsize * count
     if size != want:
         raise DataError(
-            f"{path}: {size} bytes, but its header counts {count} tokens: {want} bytes expected"
+            f"{path}: {size} bytes, but its version {version} header counts {count} {fmt.ids} ids: {want} bytes expected"
             f" ({'truncated' if size < want else 'trailing bytes'})"
         )
-    return count
+    return LlmcShard(path, count, fmt)
+
+
+def read_llmc_stream(files: list[Path]) -> tuple[list[int], LlmcFormat]:
+    """(each shard's count, their one format) of a shard stream; DataError naming the first shard
+    that fails ``read_llmc_header`` or whose format is not the first shard's (one stream, one dtype)."""
+    heads = [read_llmc_header(f) for f in files]
+    fmt = heads[0].fmt if heads else LLMC_V1
+    for h in heads:
+        if h.fmt != fmt:
+            raise DataError(f"{h.path}: an llm.c version {h.fmt.version} shard ({h.fmt.ids} ids) in a stream of version"
+                            f" {fmt.version} shards ({fmt.ids}, {heads[0].path.name}): one stream holds one format")
+    return [h.count for h in heads], fmt
 
 
 def is_llmc_shard(path: str | Path) -> bool:
-    """True when ``path`` is a file whose first bytes are llm.c's magic and version 1."""
+    """True when ``path`` is a file whose first four bytes are an llm.c magic (its version and size
+    are ``read_llmc_header``'s to check: a shard of a wrong version is refused, not read as ids)."""
     try:
         with disk.open_regular(path) as f:  # a FIFO is not a shard, and must not block
             head = f.read(8)
     except (OSError, WinsampleError):
         return False
-    return len(head) == 8 and np.frombuffer(head, "<i4").tolist() == [LLMC_MAGIC, LLMC_VERSION]
+    return len(head) == 8 and int(np.frombuffer(head, "<i4", 1)[0]) in LLMC_FORMATS
 
 
 def _doc_ends_in(doc_starts: np.ndarray, n: int, lo: int, hi: int) -> np.ndarray:
@@ -135,8 +190,8 @@ def llmc_stream(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_append
 class _ShardWriter:
     """Writes one split's llm.c ids into shards of at most ``shard_tokens``, header first."""
 
-    def __init__(self, folder: Path, split: str, total: int, shard_tokens: int):
-        self.folder, self.split, self.total = folder, split, total
+    def __init__(self, folder: Path, split: str, total: int, shard_tokens: int, fmt: LlmcFormat = LLMC_V1):
+        self.folder, self.split, self.total, self.fmt = folder, split, total, fmt
         # k = ceil(total / shard_tokens) shards of near-equal size (they differ by at most one id):
         # never a small remainder shard, which llm.c's loader would refuse (it asserts every
         # shard holds at least B*T*processes + 1 tokens).
@@ -154,11 +209,11 @@ class _ShardWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.f = open(path, "wb")
         self.hasher = disk.new_hasher()
-        head = llmc_header(count)
+        head = llmc_header(count, self.fmt)
         self.f.write(head)
         self.hasher.update(head)
         self.left = count
-        self.entries.append({"file": name, "tokens": count, "bytes": LLMC_HEADER_BYTES + 2 * count})
+        self.entries.append({"file": name, "tokens": count, "bytes": LLMC_HEADER_BYTES + self.fmt.itemsize * count})
 
     def _close(self) -> None:
         self.f.close()
@@ -166,7 +221,7 @@ class _ShardWriter:
         self.entries[-1]["checksum"] = disk.format_checksum(self.hasher)
 
     def write(self, ids: np.ndarray) -> None:
-        ids = np.ascontiguousarray(ids, dtype=LLMC_DTYPE)
+        ids = np.ascontiguousarray(ids, dtype=self.fmt.dtype)
         while ids.size:
             if self.f is None:
                 self._open()
@@ -191,22 +246,15 @@ def write_llmc_split(folder: str | Path, split: str, tokens: np.ndarray, doc_sta
     """Write ``folder/llmc/<split>_NNNNNN.bin`` from a split's .bin ids and document starts.
 
     One streaming pass over ``tokens`` (and a gather of the ids before each document end,
-    to count the shards' sizes before their headers are written). Returns the layout entry
+    to count the shards' sizes before their headers are written). uint16 ids are written as
+    version 1 shards, uint32 ids as version 7 (``llmc_format_for``). Returns the layout entry
     of the split: tokens, documents, shards [{file, tokens, bytes, checksum}].
     """
-    if tokens.dtype.itemsize != 2:
-        raise ConfigError("the llmc layout holds uint16 ids only (llm.c shard version 1)")
     total, _ = llmc_count(tokens, doc_starts, eot, eot_appended)
-    w = _ShardWriter(Path(folder), split, total, shard_tokens)
+    w = _ShardWriter(Path(folder), split, total, shard_tokens, llmc_format_for(tokens.dtype))
     for piece in llmc_stream(tokens, doc_starts, eot, eot_appended):
         w.write(piece)
     return {"tokens": total, "documents": len(doc_starts), "shards": w.finish()}
-
-
-@dataclass
-class LlmcShard:
-    path: Path
-    count: int
 
 
 def llmc_shard_files(spec: str | Path) -> list[Path]:

@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError, InputError, WinsampleError
+from ..errors import ConfigError, DataError, InputError, WinsampleError
 from ..formats.meta import Meta, SplitEntry, load_meta
 from ..formats.names import META_JSON, SPLITS, bin_name
 from ..formats.npy import read_doc_index
 from ..formats.schema import is_int
-from ..formats.tokens import DEFAULT_DTYPE, open_tokens, refuse_unlabelled
+from ..formats.tokens import DEFAULT_DTYPE, dtype_name, normalize_dtype, open_tokens, refuse_unlabelled
 from .sharded import stream_of
 
 # --- opening a split: the one rule ---------------------------------------------------------
@@ -52,6 +52,7 @@ class OpenSplit:
     layout: str | None = None  # "llmc" / "megatron": data another tool wrote, opened by layouts.py
     known_starts: np.ndarray | None = field(default=None, repr=False)  # document starts the layout gives
     files: list | None = None  # llm.c: the shard files of the stream
+    no_tokenizer: str | None = None  # why no default tokenizer fits (llm.c version 7 shards): --encoding is needed
     _tokens: Any = field(default=None, repr=False)
     _tokenizer: Any = field(default=None, repr=False)
 
@@ -103,6 +104,9 @@ class OpenSplit:
         if self._tokenizer is None:
             from .. import tokenizer
 
+            if self.no_tokenizer and not self.encoding:
+                raise ConfigError(self.no_tokenizer)
+
             self._tokenizer = tokenizer.resolve(self.encoding, self.tokenizer_entry, self.folder)
         return self._tokenizer
 
@@ -145,6 +149,20 @@ class OpenSplit:
 NO_META = "no meta"  # open_split(path, NO_META): a bare token file, whatever lies beside it
 
 
+def width(declared: str | None, recorded: str | None = None, where: str = "") -> str:
+    """The dtype a token file is read as, by the one rule: what its own record says (``recorded``:
+    meta.json's dtype, an llm.c header's, a Megatron index's; ``where`` names that record), else
+    ``declared`` (``--dtype``: a bare file's width), else nanoGPT's uint16. ConfigError when
+    ``declared`` contradicts ``recorded``."""
+    if recorded is not None:
+        recorded = normalize_dtype(recorded)
+        if declared is not None and normalize_dtype(declared) != recorded:
+            raise ConfigError(f"--dtype {dtype_name(normalize_dtype(declared))} contradicts {where}, which says"
+                              f" {dtype_name(recorded)}: drop --dtype (it is for a file nothing describes)")
+        return recorded
+    return normalize_dtype(declared) if declared is not None else DEFAULT_DTYPE
+
+
 def is_logical(path: str | Path, meta: str | Path | None = None) -> bool:
     """True when ``path`` names a split kept in shards (described by ``meta`` or the meta.json
     beside it), which opens by that name though no such file exists. A meta that does not read
@@ -176,14 +194,15 @@ def _meta_arg(meta, path: Path) -> tuple[Meta | None, Path | None, bool]:
 
 
 def open_split(path: str | Path, meta: str | Path | Meta | None = None, encoding: str | None = None,
-               *, meta_path: str | Path | None = None) -> OpenSplit:
+               *, meta_path: str | Path | None = None, dtype: str | None = None) -> OpenSplit:
     """Open the token stream ``path`` by the one rule every feature uses.
 
     ``meta``: a meta.json path (or a ``Meta``, with ``meta_path`` its file), else the meta.json
     beside ``path`` if there is one. A meta given explicitly must describe ``path`` (InputError
     otherwise); one found beside it that describes other files is ignored (a bare ``.bin``, read
     as ``DEFAULT_DTYPE``). A split kept in shards opens by its logical name (``data/train.bin``,
-    which need not exist). ``encoding``: an explicit tokenizer name for ``.tokenizer``.
+    which need not exist). ``encoding``: an explicit tokenizer name for ``.tokenizer``. ``dtype``:
+    the width of a bare file (``--dtype``); ConfigError when it contradicts the meta (``width``).
 
     InputError: no such file, a folder, or a non-``.bin`` no meta describes (``refuse_unlabelled``);
     DataError: a meta.json that breaks the schema.
@@ -199,7 +218,7 @@ def open_split(path: str | Path, meta: str | Path | Meta | None = None, encoding
     if found is None:
         m = mp = None
     name, entry = found if found else (None, None)
-    dtype = m.dtype if m is not None else DEFAULT_DTYPE
+    dtype = width(dtype, m.dtype if m is not None else None, f"{mp or 'meta.json'}")
     if entry is not None and entry.sharded:
         return OpenSplit(path, dtype, entry.tokens, entry.bytes, 0, m, mp, name, entry, encoding)
     if not path.exists():
@@ -216,20 +235,21 @@ def open_split(path: str | Path, meta: str | Path | Meta | None = None, encoding
 
 
 def open_folder(folder: str | Path, meta: str | Path | Meta | None = None, encoding: str | None = None,
-                *, meta_path: str | Path | None = None) -> list[OpenSplit]:
+                *, meta_path: str | Path | None = None, dtype: str | None = None) -> list[OpenSplit]:
     """The splits of a data folder: each split meta.json describes (sharded ones included), or,
-    without a meta, the ``train.bin`` / ``val.bin`` present. InputError if there are none."""
+    without a meta, the ``train.bin`` / ``val.bin`` present (``dtype``: their width, ``--dtype``).
+    InputError if there are none."""
     folder = Path(folder)
     if meta is None:
         meta = find_meta(folder)
     if meta is None:
-        out = [open_split(folder / bin_name(s), encoding=encoding) for s in SPLITS if (folder / bin_name(s)).exists()]
+        out = [open_split(folder / bin_name(s), encoding=encoding, dtype=dtype) for s in SPLITS if (folder / bin_name(s)).exists()]
         for o in out:
             o.name = o.path.stem
     else:
         m, mp, _ = _meta_arg(meta, folder / "x")
         mp = Path(meta_path) if meta_path is not None else mp
-        out = [open_split(folder / e.file, m, encoding, meta_path=mp) for e in m.splits.values()]
+        out = [open_split(folder / e.file, m, encoding, meta_path=mp, dtype=dtype) for e in m.splits.values()]
     if not out:
         raise InputError(f"{folder}: no train.bin / val.bin and no meta.json: not a data folder")
     return out

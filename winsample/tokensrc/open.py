@@ -15,13 +15,14 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError, InputError
+from ..formats.tokens import normalize_dtype
 from . import kinds, llmc, megatron
 from .layouts import MEGATRON
-from .nanogpt import NO_META, OpenSplit, open_split
+from .nanogpt import NO_META, OpenSplit, open_split, width
 from .sharded import ConcatTokens
 
 
-def open_source(path, meta=None, encoding=None, *, strict: bool = True, meta_path=None) -> OpenSplit:
+def open_source(path, meta=None, encoding=None, *, strict: bool = True, meta_path=None, dtype: str | None = None) -> OpenSplit:
     """The one rule that opens a token source: ``nanogpt.open_split`` of ``path`` (``meta``, a
     meta.json path or a ``Meta`` with ``meta_path`` its file, or the sibling meta.json), or the
     OpenSplit of a Megatron prefix or llm.c shards (sniffed by ``kinds.foreign_layout`` unless
@@ -29,12 +30,16 @@ def open_source(path, meta=None, encoding=None, *, strict: bool = True, meta_pat
 
     ``strict``: InputError / DataError when it cannot be planned (stray bytes, a file that changed
     since meta.json). ``strict=False`` opens it anyway, for the commands that report such a file
-    (verify, inspect, the plot) rather than refuse it."""
+    (verify, inspect, the plot) rather than refuse it. ``dtype``: the width of a bare file
+    (``--dtype``); ConfigError when it contradicts its meta.json, llm.c header or Megatron index."""
     sniff = meta is None or (isinstance(meta, (str, Path)) and str(meta) != NO_META)  # a Meta, NO_META: decided
     foreign = kinds.foreign_layout(path, meta) if sniff else None
     if foreign is not None:
-        return foreign_source(Path(path), *foreign, encoding, meta)
-    src = open_split(path, meta, encoding, meta_path=meta_path)
+        src = foreign_source(Path(path), *foreign, encoding, meta)
+        record = f"{src.files[0]}'s llm.c header" if src.files else f"{path}'s Megatron index"
+        width(dtype, src.dtype, record)
+        return src
+    src = open_split(path, meta, encoding, meta_path=meta_path, dtype=dtype)
     if not strict:
         return src
     if src.stray:
@@ -57,16 +62,17 @@ def foreign_source(path: Path, layout: str, what, encoding=None, meta_path=None)
     if len(what) != 1:
         raise InputError(f"{path}: holds {len(what)} groups of llm.c shards ({', '.join(what)}); plan one at a time, e.g. {path}/{next(iter(what))}_*.bin")
     files = next(iter(what.values()))
-    counts = [llmc.read_llmc_header(f) for f in files]
-    stream = ConcatTokens(files, counts, llmc.LLMC_DTYPE, header_bytes=llmc.LLMC_HEADER_BYTES)
+    counts, fmt = llmc.read_llmc_stream(files)
+    stream = ConcatTokens(files, counts, fmt.dtype, header_bytes=llmc.LLMC_HEADER_BYTES)
     owner = llmc.llmc_owner(what, meta_path) if encoding is None else None
     tok = None
     if owner is not None and owner.meta is not None:
         from .. import tokenizer
 
         tok = tokenizer.from_meta(owner.meta.tokenizer, owner.meta_file.parent)
-    return OpenSplit(path, llmc.LLMC_DTYPE, len(stream), stream.nbytes, encoding=encoding, layout=layout,
-                             files=files, _tokens=stream, _tokenizer=tok)
+    unknown = llmc.NEEDS_ENCODING if tok is None and encoding is None and fmt == llmc.LLMC_V7 else None
+    return OpenSplit(path, fmt.dtype, len(stream), stream.nbytes, encoding=encoding, layout=layout,
+                     files=files, no_tokenizer=unknown, _tokens=stream, _tokenizer=tok)
 
 
 def _megatron_source(prefix, encoding, layout: str) -> OpenSplit:
@@ -82,6 +88,17 @@ def _megatron_source(prefix, encoding, layout: str) -> OpenSplit:
     if n and (len(starts) == 0 or starts[0] != 0):  # ids before the first document: a piece of its own
         starts = np.concatenate([[0], starts]).astype(np.int64)
     return OpenSplit(bin_path, dtype, n, nbytes, encoding=encoding, layout=layout, known_starts=starts)
+
+
+def open_planned(path, source, *, strict: bool = True) -> OpenSplit:
+    """``open_source`` of a plan's token file: a bare one (no meta.json, no header or index of its
+    own) read at the width the plan was made for, its sidecar's ``source.dtype`` (``windows
+    --dtype uint32``); any other by its own record, as always (the plan checks compare the two)."""
+    src = open_source(path, strict=strict)
+    want = getattr(source, "dtype", None)
+    if want and src.entry is None and src.layout is None and normalize_dtype(want) != src.dtype:
+        src = open_source(path, NO_META, strict=strict, dtype=want)
+    return src
 
 
 def plan_tokens(plan_path, source) -> Path:

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import disk, formats
 from ..errors import ConfigError, DataError
-from ..tokensrc import open_source
+from ..tokensrc import open_planned
 from .samples import CROSS_DOC, POSITIONS, Batch, check_choice, gather
 
 MAX_BATCH = 1 << 24  # windows in one batch: beyond this a typo, not a batch (2**24 × T ids would not fit memory)
@@ -133,7 +133,7 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng, *, position
         raise ConfigError("plan was made with --no-targets: a window has no next token for y; re-plan with targets")
     src = None
     if isinstance(tokens, (str, Path)):
-        src = open_source(tokens)
+        src = open_planned(tokens, plan.sidecar.source)  # a bare file: the width the plan was made for
         tokens = src.tokens
         one_file = src.files is None and not src.sharded and src.path.is_file()
         check_sample(plan.path or "plan", plan.sidecar.source, src.path if one_file else None, {})

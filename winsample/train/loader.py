@@ -43,7 +43,7 @@ import numpy as np
 
 from .. import formats
 from ..errors import ConfigError, DataError
-from ..tokensrc import open_source, plan_tokens
+from ..tokensrc import open_planned, plan_tokens
 from .batch import Plan, check_batch_size, check_sample, plan_eot, read_plan
 from .mixed import Mixed
 from .samples import CROSS_DOC, POSITIONS, Batch, check_choice, gather, regular_layout
@@ -386,7 +386,7 @@ class Loader:
             from .. import planning
 
             if isinstance(self._tokens_arg, (str, Path)):
-                src = open_source(self._tokens_arg)
+                src = open_planned(self._tokens_arg, self._planned_source())
                 ds, _ = planning.documents(src, "doc", src.tokens)
             else:
                 ds = planning.boundaries.doc_starts_from_eot(np.asarray(self._tokens), self.eot)
@@ -415,9 +415,14 @@ class Loader:
             tokens_path = plan_tokens(self._base.path, self._base.sidecar.source)
         return tokens_path
 
+    def _planned_source(self):
+        """The sidecar ``source`` of the one plan given (a bare token file is read at its width), or None."""
+        return self._base.sidecar.source if self._base is not None else None
+
     def _open(self):
         if self._tokens is None:
-            src = open_source(self._tokens_arg)  # tokensrc.open_source, refused early when it cannot be planned
+            # tokensrc.open_source (a bare file at the width its plan records), refused early when it cannot be planned
+            src = open_planned(self._tokens_arg, self._planned_source())
             self._tokenizer = src.tokenizer_entry  # meta.json's tokenizer entry (None for a bare .bin)
             self._token_file = src.path if src.files is None and not src.sharded and src.path.is_file() else None
             self._tokens = src.tokens  # a memmap, or the logical stream of a sharded split
@@ -586,7 +591,9 @@ def replan_for_epoch(plan: Plan, tokens_path, epoch: int) -> Plan:
     p = plan.sidecar.params
     if p.boundaries in ("paragraph", "sentence"):
         raise ConfigError(f"{plan.path or 'plan'}: --random-offset with --boundaries {p.boundaries} is refused by windows; re-plan it")
-    (res,) = planning.build_plans(tokens_path, planning.Options.replan(p, epoch))
+    src = open_planned(tokens_path, plan.sidecar.source)  # a bare file: the width the plan was made for
+    bare = src.entry is None and src.layout is None
+    (res,) = planning.build_plans(tokens_path, replace(planning.Options.replan(p, epoch), dtype=src.dtype if bare else None))
     # the same source and tokenizer; this epoch's params and stats
     side = replace(plan.sidecar, params=formats.PlanParams(res["params"]), stats=formats.PlanStats(res["stats"]))
     return Plan(res["rows"], side, None)

@@ -34,10 +34,10 @@ Units: positions, starts and lengths are in tokens; ends are exclusive.
 
 from __future__ import annotations
 
+from ..formats import WIDE_MIN, WIDE_SAMPLE, wider_ids_share
 from . import checks, registry  # checks first: it imports the check modules in the order they are listed
 from .decode import NO_PLAN_WINDOW, SHOW_TOKENS
 from .figures import PLAN_BLOCK, PlanFigures, Prepared, coverage_stats, plan_figures, prepare_plan
-from .files import WIDE_MIN, WIDE_SAMPLE, wider_ids_share
 from .options import DEFAULT_MAX_LEAKAGE, DEFAULT_MIN_COVERAGE, DEFAULT_SHOW, VerifyOptions
 from .plan_windows import ALIGN_CELLS, ALIGN_SAMPLE, MATERIALIZED_CELLS, training_pair
 from .registry import CheckSpec, check

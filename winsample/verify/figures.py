@@ -48,7 +48,7 @@ class Prepared:
     replanned: tuple | None = None  # replan.replan's (status, rows or why), made on the plan thread
 
 
-def prepare_plan(plan_path: Path, path: Path, folder, sizes: dict) -> Prepared | DataError:
+def prepare_plan(plan_path: Path, path: Path, folder, sizes: dict, encoding: str | None = None) -> Prepared | DataError:
     try:
         rows, side = formats.load_plan(plan_path)
     except DataError as e:
@@ -65,7 +65,7 @@ def prepare_plan(plan_path: Path, path: Path, folder, sizes: dict) -> Prepared |
             bare = tokensrc.open_source(fp, strict=False).entry is None
         except WinsampleError:
             bare = True
-        prep.replanned = replan(side, fp, bare)
+        prep.replanned = replan(side, fp, bare, encoding)
     return prep
 
 

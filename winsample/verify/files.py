@@ -6,39 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..formats import HIGH_HALF, wider_ids_share
 from .registry import check
 from .report import Report, Status
 from .scan import FileScan, Target
-
-WIDE_SAMPLE = 1 << 20  # tokens looked at to tell uint32 ids read as uint16, in WIDE_BLOCKS blocks spread over the file
-WIDE_BLOCKS = 16
-WIDE_MIN = 64  # fewer tokens than this: too few to tell
-HIGH_HALF = 16  # a uint32 id below 2^20 (every vocabulary winsample knows) has a high half below this
-
-
-def wider_ids_share(tokens: np.ndarray) -> float | None:
-    """For a file read as uint16 without meta.json: the share of its odd uint16 halves below 16
-    when its even halves mostly are not (uint32 ids read as uint16 look like ``low, high, low,
-    high``, every high half 0 for an id under 65,536 and 1 or 2 for a Qwen or Llama-3 id above it).
-    None when it does not look so. Looks at up to ``WIDE_SAMPLE`` tokens in ``WIDE_BLOCKS`` blocks
-    spread over the whole file: text whose first megabyte is English and the rest CJK still shows."""
-    n = len(tokens)
-    if n < WIDE_MIN or np.dtype(tokens.dtype).itemsize != 2:
-        return None
-    if n <= WIDE_SAMPLE:
-        t = np.asarray(tokens)
-    else:
-        size = WIDE_SAMPLE // WIDE_BLOCKS
-        starts = np.linspace(0, n - size, WIDE_BLOCKS).astype(np.int64) // 2 * 2  # even: a uint32's low half first
-        t = np.concatenate([np.asarray(tokens[s : s + size]) for s in starts])
-    odd, even = float(np.mean(t[1::2] < HIGH_HALF)), float(np.mean(t[0::2] < HIGH_HALF))
-    return odd if odd >= 0.99 and even <= 0.5 else None
 
 
 @check("dtype_divisible", help="the size is whole tokens of the dtype (and no uint32 ids read as uint16)",
        reads="token files", stage="file")
 def dtype_divisible(report: Report, ctx, target: Target, scan: FileScan) -> None:
-    check_dtype(report, scan, guessed=ctx.meta is None)
+    check_dtype(report, scan, guessed=ctx.meta is None and ctx.opts.dtype is None)  # --dtype: declared, not guessed
 
 
 @check("min_length", help="N ≥ T + 1: at least one (x, y) pair of length T fits", reads="token files, plans' sidecars",
@@ -67,7 +44,7 @@ def check_dtype(report: Report, s: FileScan, guessed: bool = False) -> None:
         report.add(
             DTYPE_DIVISIBLE, s.label, Status.FAIL,
             f"read as {s.dtype} (no meta.json), but {share:.0%} of its odd uint16 halves are below {HIGH_HALF}: these look"
-            " like uint32 ids read as uint16; pass --meta with dtype uint32 (or re-encode, which writes meta.json)",
+            " like uint32 ids read as uint16; pass --dtype uint32 (or --meta with dtype uint32, or re-encode, which writes meta.json)",
             bytes=s.size, itemsize=item, stray_bytes=0, tokens=s.n, zero_high_halves=share,
         )
         return

@@ -45,18 +45,24 @@ def scan_llmc(files: list[Path], n_vocab: int, label: str, progress=None) -> tup
     """One pass over an llm.c shard stream: (its FileScan, whose tokens() is the stream; header problems).
 
     The scan's checksum combines the shard files' own (header included); None when a header fails."""
-    problems, counts = [], []
+    problems, heads = [], []
     for f in files:
         try:
-            counts.append(tokensrc.read_llmc_header(f))
+            heads.append(tokensrc.read_llmc_header(f))
+        except DataError as e:
+            problems.append(str(e))
+    if not problems:  # one stream, one format
+        try:
+            tokensrc.read_llmc_stream(files)
         except DataError as e:
             problems.append(str(e))
     if problems:
         return None, problems
+    fmt = heads[0].fmt if heads else tokensrc.LLMC_V1
     parts, total, bad, max_id, first_bad, first_bad_id = [], 0, 0, None, None, None
     shard_scans = []
     for f in files:
-        sc = scan_file(f, tokensrc.LLMC_DTYPE, n_vocab, label=f.name, progress=progress, offset=tokensrc.LLMC_HEADER_BYTES)
+        sc = scan_file(f, fmt.dtype, n_vocab, label=f.name, progress=progress, offset=tokensrc.LLMC_HEADER_BYTES)
         shard_scans.append(sc)
         parts.append((sc.size + tokensrc.LLMC_HEADER_BYTES, sc.checksum))
         if sc.bad_count and first_bad is None:
@@ -65,11 +71,12 @@ def scan_llmc(files: list[Path], n_vocab: int, label: str, progress=None) -> tup
         if sc.max_id is not None:
             max_id = sc.max_id if max_id is None else max(max_id, sc.max_id)
         total += sc.n
-    stream = tokensrc.ConcatTokens(files, counts, tokensrc.LLMC_DTYPE, header_bytes=tokensrc.LLMC_HEADER_BYTES)
-    scan = FileScan(Path(label), label, tokensrc.LLMC_DTYPE, total * 2, total, 0, disk.combine_checksums(parts),
+    stream = tokensrc.ConcatTokens(files, [h.count for h in heads], fmt.dtype, header_bytes=tokensrc.LLMC_HEADER_BYTES)
+    scan = FileScan(Path(label), label, fmt.dtype, total * fmt.itemsize, total, 0, disk.combine_checksums(parts),
                     max_id, bad, first_bad, first_bad_id)
     scan.tokens = lambda: stream
     scan.shard_scans = shard_scans
+    scan.llmc_format = fmt
     return scan, problems
 
 
@@ -90,8 +97,9 @@ def _eot_figures(tokens, eot: int) -> tuple[int, int | None]:
 
 
 def check_llmc(report: Report, label: str, scan: FileScan | None, problems: list[str], eot: int | None, entry: dict | None = None,
-                part: bool = False) -> None:
-    """llmc_shards (headers, sizes; with meta.json: names, counts, checksums) and llmc_documents.
+                part: bool = False, dtype: str | None = None) -> None:
+    """llmc_shards (headers, sizes; with meta.json: names, counts, checksums, and ``dtype``, its
+    ids' width, the one the shards' version holds) and llmc_documents.
     ``part``: the shards are a part of a split (``entry`` lists just them, with no document count)."""
     if scan is None:
         report.add(LLMC_SHARDS, label, Status.FAIL, f"{len(problems)} bad shard(s): " + "; ".join(problems), problems=problems)
@@ -112,12 +120,17 @@ def check_llmc(report: Report, label: str, scan: FileScan | None, problems: list
                 bad.append(f"{sh['file']}: hashes to {sc.checksum}, meta.json says {sh.get('checksum')}")
         if entry.get("tokens") != scan.n:
             bad.append(f"the shards hold {scan.n} tokens, meta.json says {entry.get('tokens')}")
+        if dtype is not None and k and formats.normalize_dtype(dtype) != scan.llmc_format.dtype:  # no shard, no version
+            fmt = scan.llmc_format
+            bad.append(f"version {fmt.version} shards hold {fmt.ids} ids, meta.json's dtype is {dtype}")
         if bad:
             report.add(LLMC_SHARDS, label, Status.FAIL, f"{len(bad)} disagreement(s) with meta.json: " + "; ".join(bad), problems=bad)
             return
+    fmt = scan.llmc_format
     report.add(
         LLMC_SHARDS, label, Status.PASS,
-        f"{k} shard(s), {scan.n} tokens: headers (magic {tokensrc.LLMC_MAGIC}, version {tokensrc.LLMC_VERSION}, count) and sizes (1024 + 2 × count) agree"
+        f"{k} shard(s), {scan.n} tokens: headers (magic {fmt.magic}, version {fmt.version}, count) and sizes"
+        f" (1024 + {fmt.itemsize} × count) agree"
         + (", checksums as meta.json records" if entry is not None else "; no meta.json: no checksums to compare"),
         shards=k, tokens=scan.n,
     )
@@ -160,7 +173,7 @@ def check_listed_llmc(report: Report, ds, T: int | None, progress=None) -> None:
             continue
         label = f"{tokensrc.LLMC_DIR}/{split}_*.bin"
         scan, problems = scan_llmc(files, ds.n_vocab, label, progress)
-        check_llmc(report, label, scan, problems, eot, entry)
+        check_llmc(report, label, scan, problems, eot, entry, dtype=ds.meta.dtype)
         if scan is not None:
             check_min_length(report, scan, T)
             check_vocab(report, scan, ds.n_vocab)
@@ -175,8 +188,14 @@ def verify_llmc(report: Report, path: Path, groups: dict, opts) -> Report:
     a winsample data folder wrote (its meta.json above their ``llmc/`` folder, or ``--meta``,
     lists them: ``layouts.llmc_owner``) are compared with what it records, read with its
     tokenizer: a folder or glob must hold all of a split's shards, one shard file is compared
-    alone. Others are read as uint16 with ``encoding`` (default gpt2). ``opts``: VerifyOptions."""
+    alone. Others are read as their headers say (version 1: uint16, version 7: uint32) with
+    ``encoding`` (default gpt2 for version 1; version 7 needs it: InputError). ``opts``: VerifyOptions."""
     owner = tokensrc.llmc_owner(groups, opts.meta_path)
+    fmt = _stream_format(groups)
+    if fmt is not None:  # the header says the width: a --dtype that contradicts it is refused
+        tokensrc.width(opts.dtype, fmt.dtype, f"{path}'s llm.c header")
+    if owner is None and opts.encoding is None and fmt == tokensrc.LLMC_V7:
+        raise InputError(f"{path}: {tokensrc.NEEDS_ENCODING}")
     if owner is not None and owner.problem is not None:
         report.add(META, str(owner.meta_file), Status.FAIL, f"{owner.problem}: the shards cannot be compared with what it records")
         if owner.meta is None or not owner.groups:
@@ -188,12 +207,23 @@ def verify_llmc(report: Report, path: Path, groups: dict, opts) -> Report:
     targets, scans = [], {}
     for name, files in groups.items():
         _check_group(report, path, groups, name, files, owner, n_vocab, eot, opts, targets, scans)
-    _report_owner(report, path, groups, owner, enc, n_vocab)
+    _report_owner(report, path, groups, owner, enc, n_vocab, fmt)
     ctx = Dataset(path, None, targets=targets, enc=enc, n_vocab=n_vocab, scans=scans,
                   opts=dataclasses.replace(opts, min_coverage=DEFAULT_MIN_COVERAGE))  # not --min-coverage (as before)
     check_plans(report, ctx)
     run_stage("final", report, ctx)
     return report
+
+
+def _stream_format(groups: dict) -> tokensrc.LlmcFormat | None:
+    """The format of the first shard whose header reads (the checks report the others)."""
+    for files in groups.values():
+        for f in files:
+            try:
+                return tokensrc.read_llmc_header(f).fmt
+            except WinsampleError:
+                continue
+    return None
 
 
 def _llmc_tokenizer(report: Report, owner, encoding: str | None):
@@ -224,7 +254,7 @@ def _check_group(report: Report, path: Path, groups: dict, name: str, files: lis
         return
     scan, problems = scan_llmc(files, n_vocab, label, opts.progress)
     check_llmc(report, label, scan, problems, eot, group.compared() if group is not None else None,
-               part=group is not None and group.partial)
+               part=group is not None and group.partial, dtype=owner.meta.dtype if group is not None else None)
     gone = tokensrc.missing_shards(files)
     if gone and group is None:  # no meta.json to say how many there were: a gap in the numbers is the only sign
         report.add(LLMC_SHARDS, label, Status.WARN, f"{len(gone)} shard number(s) missing between the first and the last:"
@@ -238,11 +268,11 @@ def _check_group(report: Report, path: Path, groups: dict, name: str, files: lis
         targets.append(Target(key, label))
 
 
-def _report_owner(report: Report, path: Path, groups: dict, owner, enc, n_vocab: int) -> None:
+def _report_owner(report: Report, path: Path, groups: dict, owner, enc, n_vocab: int, fmt=None) -> None:
     """The meta line of shards named on their own: no meta.json, or the one that lists them."""
     if owner is None:
         report.add(META, str(path), Status.SKIP,
-                   f"no meta.json: llm.c shards read as uint16, n_vocab {n_vocab} ({enc.name}): headers, sizes, vocabulary and EOT"
+                   f"no meta.json: llm.c shards read as {(fmt or tokensrc.LLMC_V1).ids}, n_vocab {n_vocab} ({enc.name}): headers, sizes, vocabulary and EOT"
                    " document starts checked; no checksums, document counts or split leakage to compare")
     elif owner.problem is None:
         unlisted = [n for n in groups if n not in owner.groups]

@@ -22,7 +22,8 @@ class VerifyOptions:
     ``encoding``: tokenizer for vocab_range and decode when no meta.json says otherwise (default
     gpt2). ``retokenize_sample``: documents the retokenize check re-encodes with the reference (0:
     skip it), at most ``retokenize_bytes`` of their text. ``writes``: files the caller will write
-    (--plot's PNG), refused when one is a file checked."""
+    (--plot's PNG), refused when one is a file checked. ``dtype``: the width of a bare token file
+    (``--dtype``), refused when a meta.json, llm.c header or Megatron index says otherwise."""
 
     plans: Sequence[str | Path] = ()
     T: int | None = None
@@ -31,6 +32,7 @@ class VerifyOptions:
     show: int = DEFAULT_SHOW
     meta_path: str | Path | None = None
     encoding: str | None = None
+    dtype: str | None = None
     max_shingles: int = MAX_SHINGLES
     progress: Progress | None = None
     writes: Sequence[str | Path] = ()

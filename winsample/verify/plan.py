@@ -178,7 +178,9 @@ def source_problems(plan: Plan, targets) -> list[str]:
                 f" {scan.label} has {scan.size} bytes, {scan.checksum}"
             )
     if src.dtype is not None and _same_dtype(src.dtype, scan.dtype) is False:
-        problems.append(f"sidecar dtype {src.dtype!r} but {scan.label} is read as {scan.dtype}")
+        bare = next((t.entry is None and t.src is not None and t.src.layout is None for t in targets if t.path == plan.path), False)
+        problems.append(f"sidecar dtype {src.dtype!r} but {scan.label} is read as {scan.dtype}"
+                        + (f" (no meta.json says its width: pass --dtype {formats.dtype_name(src.dtype)})" if bare else ""))
     # the tokenizer a plan records is what the Loader pads with (eot) and decodes by: it must be the data's
     described = next((t.src.tokenizer_entry for t in targets if t.path == plan.path and t.src is not None), None)
     mine, theirs = formats.tokenizer_identity(plan.side.tokenizer), formats.tokenizer_identity(described)

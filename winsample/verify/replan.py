@@ -22,7 +22,7 @@ def plan_params(report: Report, ctx, plan) -> None:
     got = plan.got.replanned if plan.got is not None and plan.got.replanned is not None else None
     if got is None:  # not re-planned on the helper thread during the scans: now
         bare = next((t.entry is None for t in ctx.targets if t.path == plan.path), True)
-        got = replan(side, plan.path, bare)
+        got = replan(side, plan.path, bare, ctx.opts.encoding)
     status, words = got
     if status != Status.PASS:
         report.add(PLAN_PARAMS, plan.label, status, words)
@@ -39,11 +39,12 @@ def plan_params(report: Report, ctx, plan) -> None:
                " (the parameters or the rows were edited, or the plan was made by other means)")
 
 
-def replan(side, token_path, bare: bool) -> tuple:
+def replan(side, token_path, bare: bool, encoding: str | None = None) -> tuple:
     """(Status.PASS, the rows ``windows`` makes from ``side``'s parameters over ``token_path``), or
-    (FAIL or SKIP, why not). Pure: verify runs it on its plan thread while the scans run."""
+    (FAIL or SKIP, why not). Pure: verify runs it on its plan thread while the scans run.
+    ``encoding``: verify's --encoding, for a bare file whose plan records no tokenizer."""
     try:
-        opts = options_of(side, bare)
+        opts = options_of(side, bare, encoding)
     except (WinsampleError, TypeError, ValueError) as e:
         return Status.FAIL, f"the sidecar's parameters are not ones windows takes: {e}"
     if opts is None:
@@ -68,9 +69,10 @@ def describe(p) -> str:
     return ", ".join(f"{k} {getattr(p, k)!r}" for k in keys if getattr(p, k) is not None)
 
 
-def options_of(side, bare: bool = False) -> planning.Options | None:
+def options_of(side, bare: bool = False, encoding: str | None = None) -> planning.Options | None:
     """The ``windows`` options that made a plan, from its sidecar (None: too old to say);
-    ``bare``: its token file has no meta.json, so the tokenizer is the one the plan records."""
+    ``bare``: its token file has no meta.json, so the tokenizer is the one the plan records (else
+    ``encoding``), and its width the one the plan was made for (``windows --dtype``)."""
     p = side.params
     if p.T is None or p.stride is None:
         return None
@@ -83,7 +85,8 @@ def options_of(side, bare: bool = False) -> planning.Options | None:
         random_offset=bool(p.random_offset), seed=p.seed, epoch=p.epoch if (p.random_offset or p.shuffle) else None,
         tail=None if best_fit or p.boundaries in ("paragraph", "sentence") else p.tail, short=p.short or "keep",
         boundaries="none" if best_fit and p.boundaries == "doc" else (p.boundaries or "none"),
-        pack=pack, long=p.long if best_fit else None, shuffle=bool(p.shuffle), encoding=_usable(enc) if bare else None)
+        pack=pack, long=p.long if best_fit else None, shuffle=bool(p.shuffle),
+        encoding=(_usable(enc) or encoding) if bare else None, dtype=side.source.dtype if bare else None)
 
 
 def _count(v, lo: int = 1) -> bool:

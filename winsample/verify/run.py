@@ -128,11 +128,24 @@ def verify_plans(path: str | Path | None, opts: VerifyOptions) -> Report:
         else:
             tokens, group = groups[job]
             first = plans[0] in group
+            dtype = opts.dtype or _planned_width(tokens, load_plan_once(group[0]))
             sub, _ = check_dataset(tokens, dataclasses.replace(opts, plans=tuple(group), show=opts.show if first else 0,
-                                                               meta_path=None, writes=()))
+                                                               meta_path=None, writes=(), dtype=dtype))
             report.checks += [c for c in sub.checks if first or c.name != DECODE.name]
             report.windows += sub.windows
     return report
+
+
+def _planned_width(tokens: Path, got) -> str | None:
+    """The width a plan's sidecar records for its token file when nothing else says one (a bare
+    file planned with ``--dtype``: ``tokensrc.open_planned``), else None."""
+    if isinstance(got, DataError):
+        return None
+    try:
+        src = tokensrc.open_planned(tokens, got.side.source, strict=False)
+    except WinsampleError:
+        return None  # the checks say why it does not open
+    return src.dtype if src.entry is None and src.layout is None else None
 
 
 def _check_inputs(path: Path | None, opts: VerifyOptions, foreign) -> None:
@@ -177,13 +190,14 @@ def _find_targets(ds: Dataset, meta_path) -> None:
     if folder is not None:
         if meta is not None:
             if tokensrc.NANOGPT in ds.written or tokensrc.MEGATRON in ds.written:  # else no .bin is kept
-                for src in tokensrc.open_folder(folder, meta, meta_path=ds.meta_file):
+                for src in tokensrc.open_folder(folder, meta, meta_path=ds.meta_file, dtype=ds.opts.dtype):
                     ds.targets.append(Target(src.path, src.entry.file, src.name, src.entry, src))
         else:
             for split in formats.SPLITS:
                 p = folder / formats.bin_name(split)
                 if p.exists():
-                    ds.targets.append(Target(p, p.name, split, None, tokensrc.open_source(p, tokensrc.NO_META, strict=False)))
+                    ds.targets.append(Target(p, p.name, split, None, tokensrc.open_source(p, tokensrc.NO_META, strict=False,
+                                                                                          dtype=ds.opts.dtype)))
         if not ds.targets and not (meta is not None and tokensrc.LLMC in ds.written):
             raise InputError(f"{folder}: no train.bin / val.bin and no meta.json: not a data folder")
     else:
@@ -195,11 +209,13 @@ def _find_targets(ds: Dataset, meta_path) -> None:
             else:
                 ds.meta_file = None  # a meta.json beside the file that is about other files: not ours
             ds.meta = meta = None
-        src = tokensrc.open_source(path, meta if meta is not None else tokensrc.NO_META, strict=False, meta_path=ds.meta_file)
+        src = tokensrc.open_source(path, meta if meta is not None else tokensrc.NO_META, strict=False, meta_path=ds.meta_file,
+                                   dtype=ds.opts.dtype if ds.megatron_idx is None else None)
         ds.targets.append(Target(path, path.name, src.name, src.entry, src))
-    ds.dtype = meta.dtype if meta is not None else formats.DEFAULT_DTYPE
     if meta is None and ds.megatron_idx is not None:
-        ds.dtype = tokensrc.megatron_token_dtype(ds.megatron_idx)
+        ds.dtype = tokensrc.width(ds.opts.dtype, tokensrc.megatron_token_dtype(ds.megatron_idx), str(ds.megatron_idx.path))
+    else:
+        ds.dtype = tokensrc.width(ds.opts.dtype, meta.dtype if meta is not None else None, str(ds.meta_file))
 
 
 def _load_tokenizer(ds: Dataset, encoding: str | None) -> None:
@@ -234,7 +250,8 @@ def _run_checks(report: Report, ds: Dataset, opts: VerifyOptions) -> None:
     ds.shingle_bits = sampling_bits(sum(ds.sizes.values()), opts.max_shingles) if leak else None
     # the plans' own work (read, coverage union) needs no token: a helper thread does it during the scans
     plan_pool = ThreadPoolExecutor(1)
-    ds.prepared = {Path(p): plan_pool.submit(prepare_plan, Path(p), ds.path, ds.folder, ds.sizes) for p in opts.plans}
+    ds.prepared = {Path(p): plan_pool.submit(prepare_plan, Path(p), ds.path, ds.folder, ds.sizes, opts.encoding)
+                   for p in opts.plans}
     plan_pool.shutdown(wait=False)
     _scan_targets(ds, ds.shingle_bits, opts.progress)
     for t in [t for t in ds.targets if t.path in ds.sizes]:  # not the llm.c streams the dataset stage adds

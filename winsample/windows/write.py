@@ -112,8 +112,18 @@ def written_paths(out: str, o: Options) -> list[Path]:
     return paths
 
 
+def wide_ids_hint(src: tokensrc.OpenSplit, declared: str | None) -> float | None:
+    """``formats.wider_ids_share`` of a bare file read as uint16 because nothing said otherwise
+    (no meta.json, no header, no ``--dtype``): its ids look like uint32 ones. None otherwise."""
+    if declared is not None or src.entry is not None or src.layout is not None or src.itemsize != 2:
+        return None
+    return formats.wider_ids_share(src.tokens)
+
+
 def _plan_and_write(bin_path, out: str, o: Options, meta_path, stream, progress, multi: bool) -> list[dict]:
     plans = build_plans(bin_path, o, meta_path, progress)
+    # still read as uint16 (nanoGPT's convention, the same plan as before), but said: the plan is of a wrong reading
+    share = wide_ids_hint(plans[0]["src"], o.dtype) if plans else None
     summaries: list[dict] = []
     # .npy plans: every file of this run is written into a staging folder beside the plan and
     # moved into place as one set (sidecars last), so a crash leaves the old set or the new one.
@@ -121,6 +131,9 @@ def _plan_and_write(bin_path, out: str, o: Options, meta_path, stream, progress,
     # once each leave a complete set, never the plan of one with the tokens of the other.
     with disk.locked_folder(Path(out).parent) if o.format == "npy" else nullcontext():
         _write_all(plans, out, o, multi, stream, summaries)
+    if share is not None:
+        for s in summaries:
+            s["looks_uint32"] = {"file": str(plans[0]["src"].path), "zero_high_halves": share}
     return summaries
 
 

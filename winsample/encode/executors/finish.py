@@ -117,8 +117,9 @@ def write_layouts(work: Path, out_dir: Path, meta: formats.Meta, chosen: tuple, 
                 entries[s] = tokensrc.write_llmc_split(work, s, tokens, _doc_starts(work, s), spec.eot_id, spec.config.eot, shard_tokens)
             del tokens
             names += [sh["file"] for sh in entries[s]["shards"]]
+        fmt = tokensrc.llmc_format_for(dtype)  # version 1 for uint16 ids, 7 for uint32
         desc[tokensrc.LLMC] = {
-            "magic": tokensrc.LLMC_MAGIC, "version": tokensrc.LLMC_VERSION, "shard_tokens": shard_tokens,
+            "magic": fmt.magic, "version": fmt.version, "shard_tokens": shard_tokens,
             "eot": spec.eot_id, "eot_before_each_document": True, "splits": entries,
         }
     meta.extra["layouts"] = desc  # tokensrc.py's own entry of meta.json
