@@ -142,3 +142,13 @@ def test_dtype_that_contradicts_meta_json_is_one_line_exit_2(tmp_path, command):
     assert r.exit_code == 2 and r.stdout == "" and not out.exists()
     assert r.stderr.count("\n") == 1 and "--dtype uint32" in r.stderr and "meta.json" in r.stderr and "uint16" in r.stderr
     assert run(*args, "--dtype", "uint16").exit_code == 0  # the same width: nothing to contradict
+
+
+def test_verify_plan_alone_of_a_uint16_plan_still_flags_uint32_ids(wide, tmp_path):
+    path, _ = wide
+    plan = tmp_path / "p.npy"
+    assert run("windows", path, "-T", "64", "-o", plan, "-q").exit_code == 0  # planned as uint16, despite the warning
+    r = run("verify", "--plan", plan, "--show", "0", "--json")
+    assert r.exit_code == 1
+    dtype = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "dtype_divisible")
+    assert dtype["status"] == "fail" and "--dtype uint32" in dtype["detail"]

@@ -31,18 +31,20 @@ winsample writes one sequence per document (the document's ids with its EOT, as 
 uint32 ``.bin`` gets code 4 (int32): every id below 2³¹ has the same four bytes in both, and
 winsample refuses a vocabulary of more than 2³¹ ids for this layout.
 
-llm.c shard (``dev/data/data_common.py`` ``write_datafile``; modded-nanogpt ``_load_data_shard``)::
+llm.c shard (``dev/data/data_common.py`` ``write_datafile``; modded-nanogpt ``_load_data_shard``,
+llm.c's ``train_llama3.py`` for version 7)::
 
-    byte 0      1024 bytes: 256 little-endian int32: [20240520, 1, count, 0, 0, …, 0]
-    byte 1024   count × uint16 token ids
+    byte 0      1024 bytes: 256 little-endian int32: [magic, version, count, 0, 0, …, 0]
+                version 1: [20240520, 1, …], uint16 ids; version 7: [20240801, 7, …], uint32 ids
+    byte 1024   count token ids
 
 Like llm.c's own ``fineweb.py``, every document is ``<|endoftext|>`` followed by its ids (the
 EOT *before* the document, where winsample's ``.bin`` has it after), so each document starts
 with an EOT: modded-nanogpt aligns its training sequences to those. A split of n ids gets
 k = ⌈n / shard_tokens⌉ shards (default 100M, llm.c's shard size) of near-equal size, so no
 shard is a small remainder (llm.c's loader asserts each holds at least B×T×processes + 1); a
-document may continue into the next shard. Only uint16 exists in version 1, the only version the released readers
-accept, so a vocabulary that needs uint32 is refused for this layout.
+document may continue into the next shard. uint16 ids are written as version 1 shards (llm.c's
+C trainer, modded-nanogpt), uint32 ids as version 7 (llm.c's Llama 3 format).
 """
 
 from __future__ import annotations

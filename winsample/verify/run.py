@@ -137,15 +137,17 @@ def verify_plans(path: str | Path | None, opts: VerifyOptions) -> Report:
 
 
 def _planned_width(tokens: Path, got) -> str | None:
-    """The width a plan's sidecar records for its token file when nothing else says one (a bare
-    file planned with ``--dtype``: ``tokensrc.open_planned``), else None."""
+    """The width a plan's sidecar records for its token file when nothing else says one and it is
+    not the default (a bare file planned with ``--dtype uint32``: ``tokensrc.open_planned``), else
+    None: a bare file planned as uint16 is still checked for uint32 ids read as uint16."""
     if isinstance(got, DataError):
         return None
     try:
         src = tokensrc.open_planned(tokens, got.side.source, strict=False)
     except WinsampleError:
         return None  # the checks say why it does not open
-    return src.dtype if src.entry is None and src.layout is None else None
+    bare = src.entry is None and src.layout is None
+    return src.dtype if bare and src.dtype != formats.DEFAULT_DTYPE else None
 
 
 def _check_inputs(path: Path | None, opts: VerifyOptions, foreign) -> None:
