@@ -152,3 +152,20 @@ def test_verify_plan_alone_of_a_uint16_plan_still_flags_uint32_ids(wide, tmp_pat
     assert r.exit_code == 1
     dtype = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "dtype_divisible")
     assert dtype["status"] == "fail" and "--dtype uint32" in dtype["detail"]
+
+
+@pytest.mark.parametrize("command", ["windows", "verify", "inspect"])
+def test_dtype_that_contradicts_an_llmc_header_or_a_megatron_index_is_one_line_exit_2(tmp_path, command):
+    folder = tmp_path / "data"
+    r = run("encode", CORPUS / "sonnets.txt", "-o", folder, "--split", "tail", "--layout", "megatron,llmc", "-q")
+    assert r.exit_code == 0, r.output
+    other = tmp_path / "mg"  # a Megatron prefix alone: its index is the only record
+    other.mkdir()
+    for name in ("train.bin", "train.idx"):
+        (other / name).write_bytes((folder / name).read_bytes())
+    out = tmp_path / "p.npy"
+    for target, record in ((folder / "llmc" / "train_000000.bin", "llm.c header"), (other / "train", "train.idx")):
+        args = [command, target] + (["-T", "8", "-o", out] if command == "windows" else [])
+        r = run(*args, "--dtype", "uint32")
+        assert r.exit_code == 2 and r.stdout == "" and not out.exists(), (target, r.output)
+        assert r.stderr.count("\n") == 1 and record in r.stderr and "says uint16" in r.stderr

@@ -106,7 +106,6 @@ class OpenSplit:
 
             if self.no_tokenizer and not self.encoding:
                 raise ConfigError(self.no_tokenizer)
-
             self._tokenizer = tokenizer.resolve(self.encoding, self.tokenizer_entry, self.folder)
         return self._tokenizer
 

@@ -36,7 +36,7 @@ def open_source(path, meta=None, encoding=None, *, strict: bool = True, meta_pat
     foreign = kinds.foreign_layout(path, meta) if sniff else None
     if foreign is not None:
         src = foreign_source(Path(path), *foreign, encoding, meta)
-        record = f"{src.files[0]}'s llm.c header" if src.files else f"{path}'s Megatron index"
+        record = f"{src.files[0]}'s llm.c header" if src.files else f"{foreign[1]}.idx"
         width(dtype, src.dtype, record)
         return src
     src = open_split(path, meta, encoding, meta_path=meta_path, dtype=dtype)
