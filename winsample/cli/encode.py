@@ -21,7 +21,8 @@ from .main import main
 @click.option("--text-field", default="text", show_default=True, help="JSONL field / Parquet column holding the text (a.b: field b of the object in field a, for JSONL).")
 @click.option("--id-field", default=None, metavar="FIELD", help="JSONL field / Parquet column with each record's id (string or integer), kept in the provenance files.")
 @click.option("--format", "fmt", type=click.Choice(["auto", "text", "jsonl"]), default="auto", show_default=True, help="Input format; auto: by file extension (stdin: text).")
-@click.option("--no-eot", is_flag=True, help="Do not append the end-of-document id (<|endoftext|>, the tokenizer's EOS) after each document.")
+@click.option("--no-eot", is_flag=True, help="Do not append the end-of-document id after each document.")
+@click.option("--eot-token", default=None, metavar="TEXT|ID", help="The end-of-document token appended after each document, by its text or id [default: <|endoftext|> where the vocabulary has it, else the tokenizer's EOS].")
 @click.option("--bos", is_flag=True, help="Put the beginning-of-document id (the tokenizer's BOS; <|endoftext|> for tiktoken) before each document.")
 @click.option("--dtype", type=click.Choice(["uint16", "uint32"]), default=None, help="Token dtype [default: uint16, uint32 if the vocabulary needs it].")
 @click.option("--errors", type=click.Choice(["strict", "replace"]), default="strict", show_default=True, help="Invalid UTF-8: fail, or replace with U+FFFD and count.")
@@ -39,7 +40,7 @@ from .main import main
                    " when it loads and passes a built-in self-check against the reference. Same ids either way.")
 @quiet_option
 @json_option
-def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, id_field, fmt, no_eot, bos, dtype, errors, engine, address, shard_size, merge, resume, layout, shard_tokens, backend, quiet, as_json):
+def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, id_field, fmt, no_eot, eot_token, bos, dtype, errors, engine, address, shard_size, merge, resume, layout, shard_tokens, backend, quiet, as_json):
     """Encode text files, folders or - (stdin) into OUT_DIR/train.bin, val.bin and meta.json.
 
     \b
@@ -82,7 +83,7 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
         config = encode_pkg.EncodeConfig(
             tuple(inputs), out_dir, encoding=encoding, tokenizer_file=tokenizer_file, pattern=pattern,
             val_fraction=val_fraction, split=split, seed=seed, workers=workers, text_field=text_field, id_field=id_field,
-            fmt=fmt, eot=not no_eot, bos=bos, dtype=dtype, errors=errors, backend=backend, engine=engine, resume=resume,
+            fmt=fmt, eot=not no_eot, eot_token=eot_token, bos=bos, dtype=dtype, errors=errors, backend=backend, engine=engine, resume=resume,
             layout=layout, shard_tokens=shard_tokens, address=address, merge=merge,
             **({"shard_size": shard_size} if shard_size else {}),
         )

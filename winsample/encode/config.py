@@ -73,6 +73,7 @@ class EncodeConfig:
     id_field: str | None = None
     fmt: str = "auto"
     eot: bool = True
+    eot_token: str | None = None  # the end-of-document token's text or id; None: the tokenizer's default
     bos: bool = False
     dtype: str | None = None
     errors: str = "strict"
@@ -91,6 +92,8 @@ class EncodeConfig:
         if self.engine not in ENGINES:
             raise ConfigError(f"unknown engine {self.engine!r}: choose local or ray")
         check_options(self.split, self.errors, self.val_fraction, self.workers)
+        if self.eot_token is not None and not self.eot:
+            raise ConfigError("--eot-token names the end-of-document token that --no-eot leaves out: give one of them")
         if self.engine == "ray":
             object.__setattr__(self, "shard_bytes", parse_size(self.shard_size))
 

@@ -141,13 +141,18 @@ def _check_tokenizer(tok: Any, where: str) -> dict:
 
 # the fields of a tokenizer entry that say which ids it gives (a file's path, a library's version
 # left out): two token files whose entries agree on these hold ids that mean the same tokens
-TOKENIZER_KEYS = ("name", "family", "ranks_sha256", "spec_sha256", "config_sha256", "model_sha256", "n_vocab", "eot")
+TOKENIZER_KEYS = ("name", "family", "ranks_sha256", "sha256", "spec_sha256", "config_sha256", "model_sha256", "n_vocab", "eot")
 
 
 def tokenizer_identity(entry: dict | None) -> dict:
     """The ``TOKENIZER_KEYS`` of a tokenizer entry (meta.json's, or a plan sidecar's copy of it)
-    that it has, in that order: what ``mix`` and ``verify`` compare across a mixture's sources."""
-    return {k: entry[k] for k in TOKENIZER_KEYS if isinstance(entry, dict) and k in entry}
+    that it has, in that order: what ``mix`` and ``verify`` compare across a mixture's sources.
+    A tokenizer file (``sha256``: tokenizer.json, SentencePiece) is its hashes, not its name: the
+    name recorded for the same files changed once (the model's name, not the folder's)."""
+    if not isinstance(entry, dict):
+        return {}
+    named = "sha256" not in entry
+    return {k: entry[k] for k in TOKENIZER_KEYS if k in entry and (named or k != "name")}
 
 
 def _check_split_rule(rule: Any, where: str) -> dict | None:

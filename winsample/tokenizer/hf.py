@@ -34,8 +34,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from . import chunking
-from .base import Tokenizer, dist_version, texts_in_context
-from .bpe import read_ranks_file
+from .base import Tokenizer, dist_version, model_name, reduce_keeping_eot, texts_in_context
+from .bpe import ENDOFTEXT, read_ranks_file
 
 SUPPORTED_MODELS = ("BPE", "Unigram")
 _MODEL_KEY = re.compile(r'"model"\s*:\s*\{')
@@ -176,7 +176,7 @@ class HFTokenizer(Tokenizer):
         tokenizers = import_tokenizers()
         self.path = Path(path)  # what the user named: the file, or the folder holding it
         self.json_path = Path(json_path)
-        self.name = self.path.stem if self.path.is_file() else self.path.name
+        self.name = model_name(self.path, config)
         self.spec_sha256 = hashlib.sha256(data.encode("utf-8")).hexdigest()
         self.config_sha256 = hashlib.sha256(config_data).hexdigest() if config_data is not None else None
         try:
@@ -217,6 +217,11 @@ class HFTokenizer(Tokenizer):
         if config is not None:
             self.eos_text, self.eot = self._config_token(config, "eos_token")
             self.bos_text, self.bos = self._config_token(config, "bos_token")
+        # documents end with <|endoftext|> where the vocabulary has it: a chat model's eos_token
+        # (Qwen's <|im_end|>) ends a turn, not a document (encode --eot-token chooses another)
+        doc_end = tok.token_to_id(ENDOFTEXT)
+        if doc_end is not None:
+            self.eot = doc_end
 
     def _config_token(self, config: dict, key: str) -> tuple[str | None, int | None]:
         text = _token_text(config.get(key))
@@ -319,8 +324,11 @@ class HFTokenizer(Tokenizer):
     def last_safe_cut_bytes(self, window: bytes, base: int = 0) -> int | None:
         return chunking.last_safe_cut_bytes(window, base) if self.cut_rule else None
 
+    def token_id(self, text: str) -> int | None:
+        return self._tok.token_to_id(text)
+
     def __reduce__(self):  # a worker reloads the files
-        return (reload, (str(self.path), str(self.json_path)))
+        return reduce_keeping_eot(self, reload, (str(self.path), str(self.json_path)))
 
 
 def _spec_of(tok) -> dict:
