@@ -98,10 +98,9 @@ def write_layouts(work: Path, out_dir: Path, meta: formats.Meta, chosen: tuple, 
             names += [formats.bin_name(s), formats.doc_index_name(s)]
     if tokensrc.NANOGPT in chosen:
         desc[tokensrc.NANOGPT] = {"splits": {s: {"file": formats.bin_name(s), "doc_index": formats.doc_index_name(s)} for s in formats.SPLITS}}
-        n_vocab = meta.tokenizer["n_vocab"]
-        if tokensrc.needs_meta_pkl(n_vocab):  # nanoGPT's train.py sizes its embedding from it
+        if tokensrc.needs_meta_pkl(meta.n_vocab):  # nanoGPT's train.py sizes its embedding from it
             with disk.naming(work / tokensrc.META_PKL):
-                tokensrc.write_meta_pkl(work / tokensrc.META_PKL, n_vocab)
+                tokensrc.write_meta_pkl(work / tokensrc.META_PKL, meta.n_vocab)
             desc[tokensrc.NANOGPT]["meta_pkl"] = tokensrc.META_PKL
             names.append(tokensrc.META_PKL)
     dtype = spec.dtype
