@@ -85,6 +85,8 @@ def windows(bin_path, T, stride, overlap, targets, offset, random_offset, seed, 
     )
     with progress(quiet, unit="tok", unit_scale=True, desc="scanning") as bar:
         summaries = windows_mod.run(bin_path, output, opts, meta_path, stream=sys.stdout, progress=bar.update)
+    for line in dict.fromkeys(w for s in summaries for w in s.get("warnings", ())):  # shown even with -q (as encode's)
+        click.echo(render.terminal_safe(f"warning: {line}"), err=True)
     if as_json:
         emit_json(summaries[0] if len(summaries) == 1 else {"plans": summaries}, wrote=output)
     for s in summaries:
