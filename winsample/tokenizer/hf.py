@@ -213,6 +213,7 @@ class HFTokenizer(Tokenizer):
         self._table: list[bytes] | None = None
         self._holes: set[int] = set()
         self.eos_text = self.bos_text = None
+        self._config, self._chat_tok = config, None
         self.eot = self.bos = None
         if config is not None:
             self.eos_text, self.eot = self._config_token(config, "eos_token")
@@ -222,6 +223,36 @@ class HFTokenizer(Tokenizer):
         doc_end = tok.token_to_id(ENDOFTEXT)
         if doc_end is not None:
             self.eot = doc_end
+
+    def special_tokens_map(self) -> dict[str, str]:
+        """The special tokens a chat template sees by name (``bos_token``, ``eos_token``, …), from tokenizer_config.json."""
+        config = self._config or {}
+        out = {}
+        for key in ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"):
+            text = _token_text(config.get(key))
+            if text is not None:
+                out[key] = text
+        return out
+
+    def chat_template(self) -> str | None:
+        """The model's chat template: ``chat_template.jinja`` beside tokenizer.json (transformers'
+        own file since v4.50), else tokenizer_config.json's ``chat_template`` (a string, or a list
+        of named ones: ``default``); None when there is none."""
+        beside = self.json_path.parent / "chat_template.jinja"
+        if beside.is_file():
+            return beside.read_text(encoding="utf-8")
+        t = (self._config or {}).get("chat_template")
+        if isinstance(t, list):
+            t = next((x.get("template") for x in t if isinstance(x, dict) and x.get("name") == "default"), None)
+        return t if isinstance(t, str) else None
+
+    def encode_with_specials(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """Ids of rendered chat text with special tokens parsed (``<|im_start|>`` is one id, as
+        ``apply_chat_template(tokenize=True)`` gives), and each token's ``[start, end)`` characters."""
+        if self._chat_tok is None:
+            self._chat_tok = import_tokenizers().Tokenizer.from_str(self._data)  # encode_special_tokens off
+        e = self._chat_tok.encode(text, add_special_tokens=False)
+        return np.array(e.ids, dtype=np.uint32), e.offsets
 
     def _config_token(self, config: dict, key: str) -> tuple[str | None, int | None]:
         text = _token_text(config.get(key))
