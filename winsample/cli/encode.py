@@ -21,7 +21,8 @@ from .main import main
 @click.option("--text-field", default="text", show_default=True, help="JSONL field / Parquet column holding the text (a.b: field b of the object in field a, for JSONL).")
 @click.option("--id-field", default=None, metavar="FIELD", help="JSONL field / Parquet column with each record's id (string or integer), kept in the provenance files.")
 @click.option("--format", "fmt", type=click.Choice(["auto", "text", "jsonl"]), default="auto", show_default=True, help="Input format; auto: by file extension (stdin: text).")
-@click.option("--no-eot", is_flag=True, help="Do not append the end-of-document id (<|endoftext|>, the tokenizer's EOS) after each document.")
+@click.option("--no-eot", is_flag=True, help="Do not append the end-of-document id after each document.")
+@click.option("--eot-token", default=None, metavar="TEXT|ID", help="The end-of-document token appended after each document, by its text or id [default: <|endoftext|> where the vocabulary has it, else the tokenizer's EOS].")
 @click.option("--bos", is_flag=True, help="Put the beginning-of-document id (the tokenizer's BOS; <|endoftext|> for tiktoken) before each document.")
 @click.option("--dtype", type=click.Choice(["uint16", "uint32"]), default=None, help="Token dtype [default: uint16, uint32 if the vocabulary needs it].")
 @click.option("--errors", type=click.Choice(["strict", "replace"]), default="strict", show_default=True, help="Invalid UTF-8: fail, or replace with U+FFFD and count.")
@@ -37,9 +38,15 @@ from .main import main
 @click.option("--backend", type=click.Choice(["auto", "fast", "reference"]), default="auto", show_default=True,
               help="Tokenizer engine: fast (gigatoken, pip install 'winsample[fast]'), reference (tiktoken), or auto: fast"
                    " when it loads and passes a built-in self-check against the reference. Same ids either way.")
+@click.option("--chat", is_flag=True, help="JSONL records with a conversation (--messages-field) rendered by the model's chat template as transformers' apply_chat_template does; a loss mask per token beside the tokens.")
+@click.option("--messages-field", default="messages", show_default=True, help="--chat: the field holding the list of {role, content} messages.")
+@click.option("--chat-template", default=None, metavar="FILE|chatml", help="--chat: a Jinja template file, or chatml [default: the tokenizer's own, from tokenizer_config.json or chat_template.jinja].")
+@click.option("--prompt-field", default=None, help="JSONL prompt/response pairs: the prompt's field (with --response-field): prompt + response + EOT, or a two-turn chat with --chat.")
+@click.option("--response-field", default=None, help="JSONL prompt/response pairs: the response's field.")
+@click.option("--loss", type=click.Choice(["assistant", "completion", "all"]), default=None, help="Which tokens train: assistant (chat default: assistant turns), completion (pairs default: response and EOT), all.")
 @quiet_option
 @json_option
-def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, id_field, fmt, no_eot, bos, dtype, errors, engine, address, shard_size, merge, resume, layout, shard_tokens, backend, quiet, as_json):
+def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, id_field, fmt, no_eot, eot_token, bos, dtype, errors, engine, address, shard_size, merge, resume, layout, shard_tokens, backend, chat, messages_field, chat_template, prompt_field, response_field, loss, quiet, as_json):
     """Encode text files, folders or - (stdin) into OUT_DIR/train.bin, val.bin and meta.json.
 
     \b
@@ -82,8 +89,9 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
         config = encode_pkg.EncodeConfig(
             tuple(inputs), out_dir, encoding=encoding, tokenizer_file=tokenizer_file, pattern=pattern,
             val_fraction=val_fraction, split=split, seed=seed, workers=workers, text_field=text_field, id_field=id_field,
-            fmt=fmt, eot=not no_eot, bos=bos, dtype=dtype, errors=errors, backend=backend, engine=engine, resume=resume,
-            layout=layout, shard_tokens=shard_tokens, address=address, merge=merge,
+            fmt=fmt, eot=not no_eot, eot_token=eot_token, bos=bos, dtype=dtype, errors=errors, backend=backend, engine=engine, resume=resume,
+            layout=layout, shard_tokens=shard_tokens, address=address, merge=merge, chat=chat, messages_field=messages_field,
+            chat_template=chat_template, prompt_field=prompt_field, response_field=response_field, loss=loss,
             **({"shard_size": shard_size} if shard_size else {}),
         )
         summary = encode_pkg.run(config, progress=on_progress, notice=lambda line: say(quiet, terminal_safe(f"note: {line}")))

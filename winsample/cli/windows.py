@@ -89,6 +89,8 @@ def windows(bin_path, T, stride, overlap, targets, offset, random_offset, seed, 
     hint = next((s["looks_uint32"] for s in summaries if "looks_uint32" in s), None)
     if hint is not None:  # a diagnostic: shown even with -q
         click.echo(render.wide_ids_warning(hint), err=True)
+    for line in dict.fromkeys(w for s in summaries for w in s.get("warnings", ())):  # shown even with -q (as encode's)
+        click.echo(render.terminal_safe(f"warning: {line}"), err=True)
     if as_json:
         emit_json(summaries[0] if len(summaries) == 1 else {"plans": summaries}, wrote=output)
     for s in summaries:

@@ -6,7 +6,8 @@
 - ``pipeline``: what both runners do with a document (split rule, ids, writers, meta.json);
 - ``resume``: the checkpoint journal of ``--resume``;
 - ``executors.local``: the local runner (encoder processes or threads);
-- ``executors.ray``: ``--engine ray``, the same bytes from Ray tasks (Ray imported only there).
+- ``executors.ray``: ``--engine ray``, the same bytes from Ray tasks (Ray imported only there);
+- ``sft``: ``--chat`` / ``--prompt-field``: records rendered whole, with a loss mask beside the tokens.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from .executors.local import encode_corpus, run_local
 
 def run(config: EncodeConfig, *, progress=None, notice=None) -> dict:
     """Run ``config`` on its engine (``local`` or ``ray``); return the summary (``--json`` prints it)."""
+    if config.records:
+        from .sft import run as run_records
+
+        return run_records(config, progress=progress, notice=notice)
     if config.engine == "ray":
         from .executors.ray import run_ray
 

@@ -73,6 +73,7 @@ class EncodeConfig:
     id_field: str | None = None
     fmt: str = "auto"
     eot: bool = True
+    eot_token: str | None = None  # the end-of-document token's text or id; None: the tokenizer's default
     bos: bool = False
     dtype: str | None = None
     errors: str = "strict"
@@ -84,6 +85,12 @@ class EncodeConfig:
     address: str | None = None
     shard_size: str | int = DEFAULT_SHARD_BYTES
     merge: bool = False
+    chat: bool = False  # records' conversations rendered with a chat template (encode/sft.py)
+    messages_field: str = "messages"
+    chat_template: str | None = None  # a file, a built-in name (chatml), None: the tokenizer's own
+    prompt_field: str | None = None  # with response_field: prompt/response pairs
+    response_field: str | None = None
+    loss: str | None = None  # assistant | completion | all; None: assistant for a chat, completion for pairs
     shard_bytes: int = field(init=False, default=0)  # shard_size in bytes (--engine ray)
 
     def __post_init__(self) -> None:
@@ -91,6 +98,14 @@ class EncodeConfig:
         if self.engine not in ENGINES:
             raise ConfigError(f"unknown engine {self.engine!r}: choose local or ray")
         check_options(self.split, self.errors, self.val_fraction, self.workers)
+        if (self.prompt_field is None) != (self.response_field is None):
+            raise ConfigError("--prompt-field and --response-field go together: give both")
+        if self.loss is not None and not self.records:
+            raise ConfigError("--loss applies to --chat or --prompt-field/--response-field records")
+        if self.chat_template is not None and not self.chat:
+            raise ConfigError("--chat-template applies with --chat")
+        if self.eot_token is not None and not self.eot:
+            raise ConfigError("--eot-token names the end-of-document token that --no-eot leaves out: give one of them")
         if self.engine == "ray":
             object.__setattr__(self, "shard_bytes", parse_size(self.shard_size))
 
@@ -102,6 +117,11 @@ class EncodeConfig:
         if unknown:
             raise TypeError(f"unexpected option(s): {', '.join(unknown)}")
         return cls(tuple(inputs), out_dir, resume=resume_partial or options.pop("resume", False), **options)
+
+    @property
+    def records(self) -> bool:
+        """True for a run of conversations or prompt/response pairs (each record one unit, with a loss mask)."""
+        return self.chat or self.prompt_field is not None
 
     @property
     def tail(self) -> bool:

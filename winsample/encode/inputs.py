@@ -399,6 +399,7 @@ def text_chunks(reader: Reader, errors: str) -> Iterator[str]:
 
 
 _MISSING = object()
+MISSING = _MISSING  # what field_value returns for a field the record does not have
 
 
 def field_value(obj: dict, field: str):
@@ -426,11 +427,12 @@ def scalar_id(where: str, obj: dict, id_field: str):
     return value
 
 
-def jsonl_docs(reader, errors: str, field: str, id_field: str | None = None,
+def jsonl_docs(reader, errors: str, field: str | None, id_field: str | None = None,
                 base: int = 0) -> Iterator[tuple[str, str, int, int, str | int | None]]:
     """(where, text, offset, line, id) for each line of a JSONL source; blank lines are skipped
     (but counted: ``line`` is the record's line in the file). ``offset`` is the line's first
-    byte, plus ``base``. When the source is read to its end, ``reader.lines`` is its line count."""
+    byte, plus ``base``. When the source is read to its end, ``reader.lines`` is its line count.
+    ``field`` None: the whole record (a dict) in place of the text (conversations)."""
     label = reader.src.label
     carry = b""
     lineno = 0
@@ -467,6 +469,9 @@ def jsonl_docs(reader, errors: str, field: str, id_field: str | None = None,
                 raise DataError(f"{where}: JSON value cannot be read: {str(e).split('; use sys.')[0]}") from None
             if not isinstance(obj, dict):
                 raise DataError(f"{where}: a JSONL line must be an object with a {field!r} field, got {type(obj).__name__}")
+            if field is None:
+                yield where, obj, base + start, lineno, scalar_id(where, obj, id_field) if id_field is not None else None
+                continue
             text = field_value(obj, field)
             if text is _MISSING:
                 keys = ", ".join(list(obj)[:5])

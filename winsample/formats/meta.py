@@ -58,6 +58,32 @@ class ShardEntry:
 
 
 @dataclass
+class LossMask:
+    """``splits.<name>.mask``: the split's loss mask file (``mask_name``): one uint8 per token of
+    the split, 1 where a label is trained on (its token is in an assistant turn or a completion),
+    else 0; ``trained`` counts the 1s; ``checksum`` is the file's (``disk.checksum_file``)."""
+
+    file: str
+    tokens: int
+    trained: int
+    checksum: str
+    loss: str  # what is trained on: assistant, completion or all
+
+    KEYS = ("file", "tokens", "trained", "checksum", "loss")
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str, path: str) -> LossMask:
+        if not isinstance(obj, dict):
+            schema_error(where, f"{path} is not an object")
+        return cls(file=get_name(obj, "file", where, path), tokens=get_int(obj, "tokens", where, path),
+                   trained=get_int(obj, "trained", where, path), checksum=get_str(obj, "checksum", where, path),
+                   loss=get_str(obj, "loss", where, path))
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "tokens": self.tokens, "trained": self.trained, "checksum": self.checksum, "loss": self.loss}
+
+
+@dataclass
 class SplitEntry:
     """``splits.<name>`` of meta.json: one split's token file (or logical stream of shards).
 
@@ -74,10 +100,11 @@ class SplitEntry:
     doc_index: str | None = None
     max_token: int | None = None
     shards: list[ShardEntry] | None = None  # a sharded split: its files, in stream order
+    mask: LossMask | None = None  # a chat or prompt/response dataset: which labels are trained on
     extra: dict = field(default_factory=dict)
     has_doc_index: bool = field(default=True, repr=False, compare=False)  # False: the key was absent
 
-    KEYS = _ENTRY_KEYS + ("shards",)
+    KEYS = _ENTRY_KEYS + ("shards", "mask")
 
     @property
     def sharded(self) -> bool:
@@ -106,6 +133,7 @@ class SplitEntry:
             doc_index=get_name(obj, "doc_index", where, path, required=False, nullable=True),
             max_token=get_int(obj, "max_token", where, path, required=False, nullable=True),
             shards=shards, extra=extra_keys(obj, cls.KEYS), has_doc_index="doc_index" in obj,
+            mask=LossMask.from_json(obj["mask"], where, f"{path}.mask") if obj.get("mask") is not None else None,
         )
 
     def to_json(self) -> dict:
@@ -116,6 +144,8 @@ class SplitEntry:
                    checksum=self.checksum)
         if self.shards is not None:
             out["shards"] = [e.to_json() for e in self.shards]
+        if self.mask is not None:
+            out["mask"] = self.mask.to_json()
         out.update(self.extra)
         return out
 
@@ -141,13 +171,18 @@ def _check_tokenizer(tok: Any, where: str) -> dict:
 
 # the fields of a tokenizer entry that say which ids it gives (a file's path, a library's version
 # left out): two token files whose entries agree on these hold ids that mean the same tokens
-TOKENIZER_KEYS = ("name", "family", "ranks_sha256", "spec_sha256", "config_sha256", "model_sha256", "n_vocab", "eot")
+TOKENIZER_KEYS = ("name", "family", "ranks_sha256", "sha256", "spec_sha256", "config_sha256", "model_sha256", "n_vocab", "eot")
 
 
 def tokenizer_identity(entry: dict | None) -> dict:
     """The ``TOKENIZER_KEYS`` of a tokenizer entry (meta.json's, or a plan sidecar's copy of it)
-    that it has, in that order: what ``mix`` and ``verify`` compare across a mixture's sources."""
-    return {k: entry[k] for k in TOKENIZER_KEYS if isinstance(entry, dict) and k in entry}
+    that it has, in that order: what ``mix`` and ``verify`` compare across a mixture's sources.
+    A tokenizer file (``sha256``: tokenizer.json, SentencePiece) is its hashes, not its name: the
+    name recorded for the same files changed once (the model's name, not the folder's)."""
+    if not isinstance(entry, dict):
+        return {}
+    named = "sha256" not in entry
+    return {k: entry[k] for k in TOKENIZER_KEYS if k in entry and (named or k != "name")}
 
 
 def _check_split_rule(rule: Any, where: str) -> dict | None:

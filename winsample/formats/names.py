@@ -19,6 +19,11 @@ def doc_index_name(split: str) -> str:
     return f"{split}.docs.npy"
 
 
+def mask_name(split: str) -> str:
+    """A split's loss mask: one byte per token, 1 where the model trains on that token (``encode --chat``)."""
+    return f"{split}.mask.bin"
+
+
 SHARDS_DIR = "shards"
 SHARD_LAYOUT = "winsample-shards"
 SHARD_FORMAT = "winsample-shard"

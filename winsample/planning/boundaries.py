@@ -169,6 +169,19 @@ def _tables_for(key, enc, full: bool = True) -> Tables:
                   para_rest, np.array(sent_core, np.int64), sent_core_mask, *crlf, sent_info)
 
 
+def edges_lost(enc, kind: str) -> str | None:
+    """Why ``enc`` cannot show ``kind``'s edges in its tokens, or None when it can: a tokenizer
+    whose normalizer turns newlines into spaces (many SentencePiece models) leaves no blank line
+    in the ids, so no paragraph edge is ever found and windows cut where the span ends."""
+    if kind != "paragraph":
+        return None  # sentence edges end at terminals too (. ! ? 。), which every tokenizer keeps
+    if b"\n\n" in enc.decode_bytes(enc.encode("one\n\ntwo")):
+        return None
+    return (f"tokenizer {enc.name!r} drops newlines (a blank line does not survive encoding): the tokens hold no"
+            " paragraph edge, so --boundaries paragraph cuts only where the span ends; --boundaries sentence"
+            " or doc keeps edges it can see")
+
+
 def token_tables(enc, kind: str = "sentence") -> Tables:
     """Lookup tables for ``enc`` (cached; ~50 ms for GPT-2's 50257 ids). ``kind="paragraph"``
     fills only the newline fields (the byte tables stay zero), in about half the time."""

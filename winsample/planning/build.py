@@ -44,7 +44,8 @@ def doc_edges(src: tokensrc.OpenSplit, tokens, eot: int | None, progress=None) -
 
 
 def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dict]:
-    """Compute one plan per T. Returns dicts with ``T``, ``rows``, ``params``, ``stats``, ``source``.
+    """Compute one plan per T. Returns dicts with ``T``, ``rows``, ``params``, ``stats``, ``source``,
+    ``warnings`` (lines for a person: what the plan cannot do that the options asked for).
 
     Reads tokens only for doc edges without a doc index, semantic edges or nothing else.
     """
@@ -53,8 +54,10 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
     tokens = None
     enc = None
     semantic = o.boundaries in ("paragraph", "sentence")
+    warnings = []
     if semantic:
         enc = load_tokenizer(src, f"--boundaries {o.boundaries}")
+        warnings += [w for w in [bnd.edges_lost(enc, o.boundaries)] if w]
     if o.boundaries != "none" or o.materialize or o.decode:
         tokens = src.tokens
     if is_best_fit(o):
@@ -82,7 +85,7 @@ def build_plans(bin_path, o: Options, meta_path=None, progress=None) -> list[dic
             rows = shuffle_rows(rows, o.seed, epoch)
         params = plan_params(o, T, span, stride, offset, epoch)
         results.append({"T": T, "rows": rows, "params": params, "stats": stats, "doc_starts": ds, "doc_ends": de})
-    return [dict(r, src=src, tokens=tokens, enc=enc, meta_path=meta_path) for r in results]
+    return [dict(r, src=src, tokens=tokens, enc=enc, meta_path=meta_path, warnings=warnings) for r in results]
 
 
 def _best_fit_plan(o: Options, T: int, src, ds, de) -> dict:

@@ -25,7 +25,7 @@ This module alone knows tokenizer families; it imports nothing of winsample but 
 """
 
 from .backend import BACKENDS, CHECKED, FastTokenizer, fast_checked, with_backend
-from .base import Tokenizer, dist_version, texts_in_context
+from .base import Tokenizer, choose_eot, dist_version, texts_in_context, with_eot
 from .bpe import (
     DEFAULT_ENCODING,
     ENDOFTEXT,

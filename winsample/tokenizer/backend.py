@@ -37,6 +37,9 @@ class FastTokenizer(Tokenizer):
     def file_label(self) -> str:
         return self._ref.file_label()
 
+    def token_id(self, text: str) -> int | None:
+        return self._ref.token_id(text)
+
     def encode(self, text: str) -> np.ndarray:
         try:
             return self._engine.encode(text)

@@ -54,6 +54,10 @@ class Tokenizer:
     bos: int | None = None
     can_cut: bool = True
 
+    def token_id(self, text: str) -> int | None:
+        """The id whose token is exactly ``text`` (a special token's text included), else None."""
+        raise NotImplementedError
+
     def file_label(self) -> str:
         """How messages name this tokenizer: its file, else its name."""
         return str(getattr(self, "path", None) or getattr(self, "_file", None) or self.name)
@@ -159,3 +163,79 @@ def dist_version(dist: str) -> str:
         return version(dist)
     except PackageNotFoundError:
         return "?"
+
+
+# --- the document end a dataset chose (encode --eot-token) --------------------------------------
+
+
+def with_eot(tok: Tokenizer, eot: int) -> Tokenizer:
+    """``tok`` with ``eot`` as its end-of-document id (``describe()`` records it), everything
+    else shared; ``tok`` itself when that is already its id. A copy, not a change: loaded
+    tokenizers are cached and shared. It pickles as ``tok``'s recipe plus the choice."""
+    if eot == tok.eot:
+        return tok
+    if not 0 <= eot < tok.n_vocab:
+        raise ConfigError(f"{tok.file_label()}: end-of-document id {eot} is not below its vocabulary size {tok.n_vocab}")
+    copy = object.__new__(type(tok))
+    copy.__dict__.update(tok.__dict__)
+    copy.eot = copy.eot_chosen = int(eot)
+    return copy
+
+
+def reduce_keeping_eot(tok: Tokenizer, fn, args: tuple):
+    """``__reduce__``'s value for a family whose plain recipe is ``fn(*args)``: the recipe, and
+    the chosen end-of-document id when ``with_eot`` gave one."""
+    chosen = tok.__dict__.get("eot_chosen")
+    return (fn, args) if chosen is None else (_rebuild_with_eot, (fn, args, chosen))
+
+
+def _rebuild_with_eot(fn, args: tuple, eot: int) -> Tokenizer:
+    return with_eot(fn(*args), eot)
+
+
+def choose_eot(tok: Tokenizer, spec: str | int | None) -> Tokenizer:
+    """``encode --eot-token``: ``spec`` is a token's text (one token of the vocabulary, e.g.
+    ``<|endoftext|>``) or its id; None keeps the family's default. ConfigError, saying why,
+    when ``spec`` names no single token."""
+    if spec is None:
+        return tok
+    text = str(spec).strip()
+    if text.isdigit():
+        tid = int(text)
+        try:
+            tok.token_bytes(tid)
+        except KeyError:
+            raise ConfigError(f"--eot-token {tid}: {tok.file_label()} has no token {tid} (its ids are 0..{tok.n_vocab - 1})") from None
+        return with_eot(tok, tid)
+    tid = tok.token_id(str(spec))
+    if tid is None:
+        raise ConfigError(f"--eot-token {str(spec)!r}: not one token of {tok.file_label()} (name a token's exact text, or its id)")
+    return with_eot(tok, tid)
+
+
+# --- the name meta.json records for a tokenizer file ---------------------------------------------
+
+GENERIC_FILE_NAMES = ("tokenizer.json", "tokenizer.model", "spiece.model", "sentencepiece.model")
+
+
+def model_name(path, config: dict | None = None) -> str:
+    """The name meta.json records for the tokenizer the user named by ``path`` (a file or its
+    folder): the model's name where the files carry one (``tokenizer_config.json``'s
+    ``name_or_path``, a hub id like ``Qwen/Qwen2-0.5B`` kept whole, a local path by its last
+    part), else the model's folder for a file of a generic name (``llama3/tokenizer.model`` is
+    ``llama3``), else the file's name without its suffixes."""
+    from pathlib import Path
+
+    given = (config or {}).get("name_or_path")
+    if isinstance(given, str) and given.strip():
+        given = given.strip().rstrip("/\\")
+        local = given.startswith((".", "/", "~")) or "\\" in given or given.count("/") > 1
+        name = given.replace("\\", "/").rsplit("/", 1)[-1] if local else given
+        if name:
+            return name
+    p = Path(path)
+    if p.is_dir():
+        return p.resolve().name or str(p)
+    if p.name in GENERIC_FILE_NAMES and p.resolve().parent.name:
+        return p.resolve().parent.name
+    return p.name.split(".")[0] or p.name

@@ -19,7 +19,7 @@ import tiktoken
 from tiktoken_ext import openai_public
 
 from ..errors import ConfigError, DataError, InputError
-from .base import Tokenizer, dist_version
+from .base import Tokenizer, dist_version, reduce_keeping_eot
 
 DEFAULT_ENCODING = "gpt2"
 FAMILIES = ("tiktoken", "hf", "sentencepiece")  # meta.json's tokenizer.family (absent: tiktoken)
@@ -288,10 +288,16 @@ class TiktokenTokenizer(Tokenizer):
     def special_texts(self) -> list[str]:
         return sorted(self.encoding._special_tokens)
 
+    def token_id(self, text: str) -> int | None:
+        try:
+            return self.encoding.encode_single_token(text)  # special tokens included
+        except KeyError:
+            return None
+
     def __reduce__(self):
         from .load import load  # load imports this module
 
-        return (load, self._options)
+        return reduce_keeping_eot(self, load, self._options)
 
 
 def check_byte_coverage(ranks: dict[bytes, int], where: str) -> None:

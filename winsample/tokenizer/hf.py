@@ -34,8 +34,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from . import chunking
-from .base import Tokenizer, dist_version, texts_in_context
-from .bpe import read_ranks_file
+from .base import Tokenizer, dist_version, model_name, reduce_keeping_eot, texts_in_context
+from .bpe import ENDOFTEXT, read_ranks_file
 
 SUPPORTED_MODELS = ("BPE", "Unigram")
 _MODEL_KEY = re.compile(r'"model"\s*:\s*\{')
@@ -176,7 +176,7 @@ class HFTokenizer(Tokenizer):
         tokenizers = import_tokenizers()
         self.path = Path(path)  # what the user named: the file, or the folder holding it
         self.json_path = Path(json_path)
-        self.name = self.path.stem if self.path.is_file() else self.path.name
+        self.name = model_name(self.path, config)
         self.spec_sha256 = hashlib.sha256(data.encode("utf-8")).hexdigest()
         self.config_sha256 = hashlib.sha256(config_data).hexdigest() if config_data is not None else None
         try:
@@ -213,10 +213,46 @@ class HFTokenizer(Tokenizer):
         self._table: list[bytes] | None = None
         self._holes: set[int] = set()
         self.eos_text = self.bos_text = None
+        self._config, self._chat_tok = config, None
         self.eot = self.bos = None
         if config is not None:
             self.eos_text, self.eot = self._config_token(config, "eos_token")
             self.bos_text, self.bos = self._config_token(config, "bos_token")
+        # documents end with <|endoftext|> where the vocabulary has it: a chat model's eos_token
+        # (Qwen's <|im_end|>) ends a turn, not a document (encode --eot-token chooses another)
+        doc_end = tok.token_to_id(ENDOFTEXT)
+        if doc_end is not None:
+            self.eot = doc_end
+
+    def special_tokens_map(self) -> dict[str, str]:
+        """The special tokens a chat template sees by name (``bos_token``, ``eos_token``, …), from tokenizer_config.json."""
+        config = self._config or {}
+        out = {}
+        for key in ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"):
+            text = _token_text(config.get(key))
+            if text is not None:
+                out[key] = text
+        return out
+
+    def chat_template(self) -> str | None:
+        """The model's chat template: ``chat_template.jinja`` beside tokenizer.json (transformers'
+        own file since v4.50), else tokenizer_config.json's ``chat_template`` (a string, or a list
+        of named ones: ``default``); None when there is none."""
+        beside = self.json_path.parent / "chat_template.jinja"
+        if beside.is_file():
+            return beside.read_text(encoding="utf-8")
+        t = (self._config or {}).get("chat_template")
+        if isinstance(t, list):
+            t = next((x.get("template") for x in t if isinstance(x, dict) and x.get("name") == "default"), None)
+        return t if isinstance(t, str) else None
+
+    def encode_with_specials(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """Ids of rendered chat text with special tokens parsed (``<|im_start|>`` is one id, as
+        ``apply_chat_template(tokenize=True)`` gives), and each token's ``[start, end)`` characters."""
+        if self._chat_tok is None:
+            self._chat_tok = import_tokenizers().Tokenizer.from_str(self._data)  # encode_special_tokens off
+        e = self._chat_tok.encode(text, add_special_tokens=False)
+        return np.array(e.ids, dtype=np.uint32), e.offsets
 
     def _config_token(self, config: dict, key: str) -> tuple[str | None, int | None]:
         text = _token_text(config.get(key))
@@ -319,8 +355,11 @@ class HFTokenizer(Tokenizer):
     def last_safe_cut_bytes(self, window: bytes, base: int = 0) -> int | None:
         return chunking.last_safe_cut_bytes(window, base) if self.cut_rule else None
 
+    def token_id(self, text: str) -> int | None:
+        return self._tok.token_to_id(text)
+
     def __reduce__(self):  # a worker reloads the files
-        return (reload, (str(self.path), str(self.json_path)))
+        return reduce_keeping_eot(self, reload, (str(self.path), str(self.json_path)))
 
 
 def _spec_of(tok) -> dict:

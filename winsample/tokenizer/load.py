@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import ConfigError, InputError, WinsampleError
-from .base import Tokenizer
+from .base import Tokenizer, with_eot
 from .bpe import DEFAULT_ENCODING, FAMILIES, TiktokenTokenizer, load_encoding, read_ranks_file
 
 
@@ -34,6 +34,12 @@ def from_meta(entry: Mapping, folder: str | Path | None = None) -> Tokenizer:
     """The tokenizer a meta.json ``tokenizer`` entry describes (``folder``: the data folder, for
     a relative ``file``). ConfigError / InputError / DataError when it cannot be loaded. The
     loaded tokenizer's identity is not compared with the entry's: ``matches`` does that."""
+    tok = _from_meta(entry, folder)
+    eot = entry.get("eot")  # the dataset's own document end (encode --eot-token, or the default it was made with)
+    return with_eot(tok, eot) if isinstance(eot, int) and 0 <= eot < tok.n_vocab else tok
+
+
+def _from_meta(entry: Mapping, folder: str | Path | None) -> Tokenizer:
     family = entry.get("family", "tiktoken")
     if family not in FAMILIES:
         raise ConfigError(f"tokenizer family {family!r} is not known to this winsample")

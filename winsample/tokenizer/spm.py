@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
-from .base import Tokenizer, dist_version, texts_in_context
-from .bpe import read_ranks_file
+from .base import Tokenizer, dist_version, model_name, reduce_keeping_eot, texts_in_context
+from .bpe import ENDOFTEXT, read_ranks_file
 
 MODEL_TYPES = {1: "Unigram", 2: "BPE", 3: "Word", 4: "Char"}
 SUPPORTED_MODELS = ("BPE", "Unigram")
@@ -160,7 +160,7 @@ class SentencePieceTokenizer(Tokenizer):
     def __init__(self, path: Path, data: bytes):
         spm = import_sentencepiece()
         self.path = Path(path)
-        self.name = self.path.name.split(".")[0] or self.path.name
+        self.name = model_name(self.path)
         self._sha256 = hashlib.sha256(data).hexdigest()
         try:
             info = model_info(data)
@@ -181,6 +181,8 @@ class SentencePieceTokenizer(Tokenizer):
         self._sp = sp
         self.n_vocab = sp.get_piece_size()
         self.eot = sp.eos_id() if sp.eos_id() >= 0 else None
+        if self.token_id(ENDOFTEXT) is not None:  # documents end with <|endoftext|> where the vocabulary has it (as hf)
+            self.eot = self.token_id(ENDOFTEXT)
         self.bos = sp.bos_id() if sp.bos_id() >= 0 else None
         self.cut_rule = None
         self.can_cut = False
@@ -266,8 +268,12 @@ class SentencePieceTokenizer(Tokenizer):
     def last_safe_cut_bytes(self, window: bytes, base: int = 0) -> int | None:
         return None
 
+    def token_id(self, text: str) -> int | None:
+        i = self._sp.piece_to_id(text)  # an unknown piece gives the unk id: only a round trip says
+        return i if 0 <= i < self.n_vocab and self._sp.id_to_piece(i) == text else None
+
     def __reduce__(self):  # a worker reloads the file
-        return (reload, (str(self.path),))
+        return reduce_keeping_eot(self, reload, (str(self.path),))
 
 
 # Where a SentencePiece engine may part from sentencepiece: the dummy prefix (texts that start

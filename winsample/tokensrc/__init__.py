@@ -55,6 +55,17 @@ from .megatron import (
     read_megatron_index,
     write_megatron_index,
 )
-from .nanogpt import NO_META, OpenSplit, find_meta, is_logical, open_folder, open_split, width
+from .nanogpt import (
+    META_PKL,
+    NO_META,
+    OpenSplit,
+    find_meta,
+    is_logical,
+    needs_meta_pkl,
+    open_folder,
+    open_split,
+    width,
+    write_meta_pkl,
+)
 from .open import foreign_source, open_planned, open_source, plan_tokens
 from .sharded import ConcatTokens, stream_of

@@ -252,3 +252,25 @@ def open_folder(folder: str | Path, meta: str | Path | Meta | None = None, encod
     if not out:
         raise InputError(f"{folder}: no train.bin / val.bin and no meta.json: not a data folder")
     return out
+
+
+# --- nanoGPT's meta.pkl: the vocabulary size its train.py reads -----------------------------
+
+META_PKL = "meta.pkl"
+NANOGPT_DEFAULT_VOCAB = 50304  # train.py's model vocab_size when data_dir has no meta.pkl (GPT-2's 50257, padded)
+
+
+def needs_meta_pkl(n_vocab: int) -> bool:
+    """True when nanoGPT's train.py needs ``meta.pkl`` to size its embedding: an id at or past its
+    default 50304 would index past it. Not written otherwise: nanoGPT's sample.py, finding a
+    meta.pkl, decodes by its ``stoi``/``itos`` character tables, which a BPE vocabulary has not."""
+    return n_vocab > NANOGPT_DEFAULT_VOCAB
+
+
+def write_meta_pkl(path: str | Path, n_vocab: int) -> None:
+    """``meta.pkl`` as nanoGPT's train.py reads it (``pickle.load(f)['vocab_size']``): a dict with
+    ``vocab_size`` only. Pickle protocol 4, no other objects: the same bytes on every machine."""
+    import pickle
+
+    with open(path, "wb") as f:
+        f.write(pickle.dumps({"vocab_size": int(n_vocab)}, protocol=4))

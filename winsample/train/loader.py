@@ -22,6 +22,9 @@
   ``cu_seqlens`` and ``max_seqlen``; ``cross_doc_labels="mask"`` makes every label that belongs to
   another document than its input ``ignore_index``. Documents are those of the plan's .bin (its
   document index, else EOT ids); a best-fit plan's windows are its segments side by side.
+- **A loss mask** (a data folder from ``encode --chat`` / ``--prompt-field``: ``<split>.mask.bin``):
+  y[j] is ``ignore_index`` where the label's token is not trained on (a prompt, a user turn), so
+  the model learns from the answers only; ``loss_mask=False`` serves every label.
 - **labels="fresh"**: y[j] is also ``ignore_index`` where an earlier window of the plan (by start)
   already has that token as a label: j < fresh − 1, from the plan's ``fresh`` column.
 - **plans per epoch**: ``plan`` is a Plan or a path; a sequence (epoch e uses item e mod its
@@ -124,7 +127,7 @@ class Loader:
     def __init__(self, plan, tokens_path=None, batch_size: int | None = None, seed: int | None = None, rank: int = 0,
                  world_size: int = 1,
                  short: str | None = None, ignore_index: int = -1, labels: str = "all", pad_id: int | None = None,
-                 positions: str = "window", cross_doc_labels: str = "keep"):
+                 positions: str = "window", cross_doc_labels: str = "keep", loss_mask: bool = True):
         check_batch_size("Loader", batch_size)
         for name, v in (("seed", seed), ("rank", rank), ("world_size", world_size), ("ignore_index", ignore_index)) + \
                 ((("pad_id", pad_id),) if pad_id is not None else ()):
@@ -155,6 +158,8 @@ class Loader:
         self._tokenizer = None  # meta.json's tokenizer entry of tokens_path
         self._doc_starts = None  # the .bin's document starts, read when a batch first needs them
         self._sampled: dict = {}  # token file → its sample checksum, computed once
+        self._mask = None  # the token file's loss mask (encode --chat / --prompt-field), read where a batch needs it
+        self.loss_mask = bool(loss_mask)
         if self._mixed is None:
             self._open()
         self._cache: OrderedDict[int, _Epoch] = OrderedDict()
@@ -377,8 +382,12 @@ class Loader:
 
     def _gather(self, plan: Plan, index: np.ndarray) -> Batch:
         fresh = plan.windows["fresh"][index] if self.labels == "fresh" else None
-        return gather(self._open(), plan, index, self.T, self.pad_id, self.ignore_index, self.positions,
-                      self.cross_doc_labels, self._docs, fresh)
+        batch = gather(self._open(), plan, index, self.T, self.pad_id, self.ignore_index, self.positions,
+                       self.cross_doc_labels, self._docs, fresh)
+        if self._mask is not None:  # a label whose token is not trained on (a prompt, a user turn) is ignored
+            trained = gather(self._mask, plan, index, self.T, 0, 0, "window", "keep", self._docs).y
+            batch.y[trained == 0] = self.ignore_index
+        return batch
 
     def _docs(self) -> np.ndarray:
         """int64 document starts of the tokens (document index, else EOT ids), read once."""
@@ -426,6 +435,9 @@ class Loader:
             self._tokenizer = src.tokenizer_entry  # meta.json's tokenizer entry (None for a bare .bin)
             self._token_file = src.path if src.files is None and not src.sharded and src.path.is_file() else None
             self._tokens = src.tokens  # a memmap, or the logical stream of a sharded split
+            mask = src.entry.mask if src.entry is not None else None
+            if mask is not None and mask.tokens and self.loss_mask:
+                self._mask = np.memmap(src.path.parent / mask.file, dtype=np.uint8, mode="r", shape=(mask.tokens,))
         return self._tokens
 
     def _resolve(self, epoch: int) -> Plan:

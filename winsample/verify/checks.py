@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 
 MODULES = ("files", "meta", "plan", "replan", "packed", "leakage", "plan_windows", "mixture", "decode", "recode", "megatron",
-           "llmc")
+           "llmc", "records")
 
 for _name in MODULES:
     importlib.import_module(f"{__package__}.{_name}")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from ..errors import WinsampleError
 from . import retokenize as engine
 from .registry import check
@@ -37,12 +39,35 @@ def start(ctx) -> None:
     if ctx.enc is None:
         ctx.retokenize = (Status.SKIP, f"the tokenizer does not load: {ctx.enc_error}")
         return
-    units = [u for t in ctx.targets if (u := _unit(ctx, t)) is not None]
-    if not units:
+    pairs = [(t, u) for t in ctx.targets if (u := _unit(ctx, t)) is not None]
+    if not pairs:
         return
     pool = ThreadPoolExecutor(1)
-    ctx.retokenize = pool.submit(engine.check, ctx.enc, units, ctx.opts.retokenize_sample, ctx.opts.retokenize_bytes)
+    kind = (ctx.meta.extra.get("records") or {}).get("kind") if ctx.meta is not None else None
+    if kind is None:
+        ctx.retokenize = pool.submit(engine.check, ctx.enc, [u for _, u in pairs], ctx.opts.retokenize_sample, ctx.opts.retokenize_bytes)
+    else:  # conversations and prompt/response pairs were encoded their own way: re-derived that way
+        ctx.retokenize = pool.submit(_records, ctx, pairs, kind)
     pool.shutdown(wait=False)
+
+
+def _records(ctx, pairs: list, kind: str) -> list[engine.Outcome]:
+    from . import records
+
+    out = []
+    docs = max(1, ctx.opts.retokenize_sample // len(pairs)) if ctx.opts.retokenize_sample > 0 else 0
+    for t, u in pairs:
+        entry = ctx.meta.splits.get(t.split)
+        if docs == 0 or entry is None or entry.mask is None:
+            out.append(engine.Outcome(u.label, "skip", "--retokenize-sample 0" if docs == 0 else "no loss mask recorded"))
+            continue
+        path = ctx.folder / entry.mask.file
+        if not path.is_file() or path.stat().st_size != len(u.tokens):
+            out.append(engine.Outcome(u.label, "skip", "its loss mask does not read (loss_mask says why)"))
+            continue
+        mask = np.memmap(path, dtype=np.uint8, mode="r")
+        out.append(records.sample(ctx.enc.reference(), u, mask, kind, u.eot_appended, docs))
+    return out
 
 
 def _unit(ctx, t: Target) -> engine.Unit | None:

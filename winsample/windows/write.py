@@ -172,6 +172,8 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
                    "overlap": params["overlap"], "offset": params["offset"], "tokens": src.n,
                    "covered_tokens": stats["covered_tokens"], "uncovered_tokens": stats["uncovered_tokens"],
                    "uncovered_head": stats["uncovered_head"], "files": []}
+        if plan.get("warnings"):
+            summary["warnings"] = list(plan["warnings"])
         if "fill" in stats:  # a best-fit plan: how full its windows are, what --long did
             summary.update({k: stats[k] for k in PACKING_FIGURES}, uncovered_dropped=stats["uncovered_dropped"],
                            long=params["long"])

@@ -98,6 +98,11 @@ def write_layouts(work: Path, out_dir: Path, meta: formats.Meta, chosen: tuple, 
             names += [formats.bin_name(s), formats.doc_index_name(s)]
     if tokensrc.NANOGPT in chosen:
         desc[tokensrc.NANOGPT] = {"splits": {s: {"file": formats.bin_name(s), "doc_index": formats.doc_index_name(s)} for s in formats.SPLITS}}
+        if tokensrc.needs_meta_pkl(meta.n_vocab):  # nanoGPT's train.py sizes its embedding from it
+            with disk.naming(work / tokensrc.META_PKL):
+                tokensrc.write_meta_pkl(work / tokensrc.META_PKL, meta.n_vocab)
+            desc[tokensrc.NANOGPT]["meta_pkl"] = tokensrc.META_PKL
+            names.append(tokensrc.META_PKL)
     dtype = spec.dtype
     shard_tokens = spec.config.shard_tokens
     if tokensrc.MEGATRON in chosen:
@@ -127,6 +132,8 @@ def write_layouts(work: Path, out_dir: Path, meta: formats.Meta, chosen: tuple, 
         for s in formats.SPLITS:  # the split's logical name stays; its files are not kept
             meta.splits[s].doc_index = None
     remove = [tokensrc.megatron_index_name(s) for s in formats.SPLITS if tokensrc.MEGATRON not in chosen]
+    if tokensrc.META_PKL not in names:  # an earlier run's, for another vocabulary
+        remove.append(tokensrc.META_PKL)
     if not keep_bin:
         remove += [n for s in formats.SPLITS for n in (formats.bin_name(s), formats.doc_index_name(s))]
     remove += tokensrc.stale_llmc(out_dir, set(names))

@@ -167,7 +167,7 @@ class _Setup:
 
 def _prepare(config: EncodeConfig, notice) -> _Setup:
     """Every check before anything is read, in the order they always ran."""
-    enc = tokenizer.load(config.encoding, config.tokenizer_file, config.pattern or "gpt2")
+    enc = tokenizer.choose_eot(tokenizer.load(config.encoding, config.tokenizer_file, config.pattern or "gpt2"), config.eot_token)
     pipeline.check_pattern(enc, config.tokenizer_file, config.pattern)
     dtype = pipeline.resolve_dtype(enc, config.dtype)
     chosen = tokensrc.check_layouts(config.layout, dtype, enc.n_vocab, config.shard_tokens, enc.eot)

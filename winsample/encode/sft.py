@@ -1,0 +1,263 @@
+"""``encode --chat`` and ``encode --prompt-field/--response-field``: records → tokens and a loss mask.
+
+A record is one document, never cut: a conversation is rendered with the model's chat template
+and tokenized as transformers' ``apply_chat_template(tokenize=True)`` does (``tokenizer.chat``;
+no EOT appended: the template closes each turn); a prompt/response pair is
+``encode(prompt) + encode(response) + [EOT]``, or, with ``--chat`` too, the two-turn
+conversation ``[user: prompt, assistant: response]``. Beside each split's ``.bin`` goes its loss
+mask (``formats.mask_name``: one byte per token, 1 where the label is trained on), described
+in meta.json's ``splits.<name>.mask``. ``loss``: ``assistant`` (chat's default), ``completion``
+(pairs' default: the response and its EOT), ``all``.
+
+A record's split is the run's ``--split doc`` rule over its rendered text (prompt and response
+for a pair): the same records give the same bytes whatever the worker count. Records are read
+in input order from JSONL; workers render and tokenize in order-preserving batches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from .. import disk, formats, tokenizer, tokensrc
+from ..errors import ConfigError, DataError
+from ..tokenizer import chat
+from . import inputs, pipeline
+from .config import EncodeConfig, RunSpec
+from .executors.finish import write_layouts
+from .pipeline import DocRule, SplitWriter, write_index
+
+BATCH = 64  # records per task sent to a worker
+
+
+class Recipe:
+    """How one record becomes (ids, mask): picklable, so each worker rebuilds the template."""
+
+    def __init__(self, tok, config: EncodeConfig, spec: RunSpec):
+        self.tok, self.dtype, self.eot = tok, spec.dtype, spec.eot_id
+        self.chat, self.loss = config.chat, config.loss or ("assistant" if config.chat else "completion")
+        self.template_choice = config.chat_template
+        self.fields = (config.messages_field, config.prompt_field, config.response_field)
+        self.rule = DocRule(config.split, config.val_fraction, config.seed, False, None, spec.dtype)  # the split rule only
+        self._template = None
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_template"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _template=None)
+
+    @property
+    def template(self) -> chat.ChatTemplate:
+        if self._template is None:
+            self._template = chat.template_for(self.tok, self.template_choice)
+        return self._template
+
+    def messages(self, where: str, record: dict):
+        messages_field, prompt_field, response_field = self.fields
+        if prompt_field is None:
+            value = inputs.field_value(record, messages_field)
+            if value is inputs.MISSING:
+                raise DataError(f"{where}: no field {messages_field!r} (fields: {', '.join(list(record)[:5]) or 'none'});"
+                                " name the conversation's field with --messages-field")
+            return value
+        prompt, response = (self.text(where, record, f) for f in (prompt_field, response_field))
+        return [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}]
+
+    @staticmethod
+    def text(where: str, record: dict, field: str) -> str:
+        value = inputs.field_value(record, field)
+        if value is inputs.MISSING:
+            raise DataError(f"{where}: no field {field!r} (fields: {', '.join(list(record)[:5]) or 'none'})")
+        if not isinstance(value, str):
+            raise DataError(f"{where}: field {field!r} is {'null' if value is None else type(value).__name__}, not a string")
+        return value
+
+    def encode(self, where: str, record: dict) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(ids cast to the run's dtype, mask, goes to val) of one record; DataError naming ``where``."""
+        if self.chat:
+            messages = self.messages(where, record)
+            try:
+                ids, mask = chat.encode_conversation(self.tok, self.template, messages, self.loss)
+            except chat.TemplateRefused as e:
+                raise chat.refused(where, e) from None
+            key = json.dumps(messages, ensure_ascii=False, sort_keys=True)
+        else:
+            prompt, response = (self.text(where, record, f) for f in self.fields[1:])
+            p, r = self.tok.encode(prompt), self.tok.encode(response)
+            tail = [] if self.eot is None else [self.eot]
+            ids = np.concatenate([p, r, np.array(tail, np.uint32)])
+            mask = np.ones(len(ids), np.uint8) if self.loss == "all" else np.r_[np.zeros(len(p), np.uint8), np.ones(len(ids) - len(p), np.uint8)]
+            key = prompt + "\0" + response
+        ids = formats.check_and_cast(ids, self.dtype, self.tok.n_vocab, where)
+        return ids, mask, self.rule.hashing and self.rule.val_of_text(key)
+
+    def batch(self, items: list[tuple[str, dict]]) -> list[tuple[np.ndarray, np.ndarray, bool]]:
+        return [self.encode(where, record) for where, record in items]
+
+
+def check(config: EncodeConfig) -> None:
+    """ConfigError for options a records run cannot use."""
+    if config.split != "doc":
+        raise ConfigError("--split tail would cut a record in two: records go whole to train or val (--split doc)")
+    if config.resume:
+        raise ConfigError("--resume does not apply to --chat / --prompt-field runs yet: run it again without --resume")
+    if config.engine != "local":
+        raise ConfigError("--chat / --prompt-field runs on --engine local")
+    if config.chat and config.loss not in (None, "assistant", "all"):
+        raise ConfigError(f"--loss {config.loss} applies to prompt/response pairs without --chat; a chat trains on assistant or all")
+    if not config.chat and config.loss not in (None, "completion", "all"):
+        raise ConfigError(f"--loss {config.loss} applies to --chat; prompt/response pairs train on completion or all")
+
+
+def run(config: EncodeConfig, progress=None, notice=None) -> dict:
+    """Encode the records of ``config.inputs`` (JSONL) into OUT_DIR with loss masks; the summary."""
+    t0 = time.perf_counter()
+    check(config)
+    tok = tokenizer.choose_eot(tokenizer.load(config.encoding, config.tokenizer_file, config.pattern or "gpt2"), config.eot_token)
+    dtype = pipeline.resolve_dtype(tok, config.dtype)
+    chosen = tokensrc.check_layouts(config.layout, dtype, tok.n_vocab, config.shard_tokens, tok.eot)
+    if tokensrc.LLMC in chosen:
+        raise ConfigError("--layout llmc: llm.c's shards have no loss-mask file yet; use nanogpt or megatron for --chat / --prompt-field")
+    if not config.chat:
+        pipeline.check_edges(tok, config.eot, False)
+    spec = RunSpec(config, dtype, tok.eot if config.eot and not config.chat else None, None)
+    recipe = Recipe(tok, config, spec)
+    if config.chat:
+        recipe.template  # noqa: B018 (a template that does not load fails here, before anything is read)
+    sources = inputs.resolve_inputs(list(config.inputs), "jsonl", notice)
+    out_dir = pipeline.check_out_dir(config.out_dir, sources, config.tokenizer_file)
+    with disk.locked(out_dir):
+        work = formats.partial_dir(out_dir)
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        try:
+            stage = formats.staging_dir(out_dir)
+            meta, stats = _write(recipe, config, spec, sources, work, stage, out_dir, chosen, progress)
+        except BaseException:
+            formats.recover(out_dir)
+            raise
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    extra = {"encoding": tok.name, "dtype": dtype, "layouts": list(chosen), "workers": config.workers or 1,
+             "loss": recipe.loss, "trained_tokens": {s: meta.splits[s].mask.trained for s in formats.SPLITS}}
+    return pipeline.summary(out_dir, meta, stats, sources, time.perf_counter() - t0, extra)
+
+
+class _MaskWriter:
+    def __init__(self, stage: Path, split: str):
+        self.path = stage / formats.mask_name(split)
+        self.f = open(self.path, "wb")
+        self.hasher = disk.new_hasher()
+        self.tokens = self.trained = 0
+
+    def write(self, mask: np.ndarray) -> None:
+        data = mask.astype(np.uint8).tobytes()
+        with disk.naming(self.path):
+            self.f.write(data)
+        self.hasher.update(data)
+        self.tokens += len(mask)
+        self.trained += int(mask.sum())
+
+    def close(self) -> None:
+        with disk.naming(self.path):
+            self.f.close()
+
+
+def _records(sources, progress) -> Iterator[tuple[str, dict, inputs.Origin]]:
+    for i, src in enumerate(sources):
+        if src.kind != "jsonl":
+            raise ConfigError(f"{src.label}: --chat / --prompt-field read JSONL records (one object per line)")
+        reader = inputs.Reader(src, progress)
+        try:
+            for where, record, offset, line, doc_id in inputs.jsonl_docs(reader, "strict", None, None):
+                yield where, record, inputs.Origin(i, offset, line, doc_id)
+        finally:
+            reader.close()
+
+
+def _encoded(recipe: Recipe, records, workers: int):
+    """(where, origin, (ids, mask, val)) in input order, encoded by ``workers`` processes."""
+    def batches():
+        batch = []
+        for item in records:
+            batch.append(item)
+            if len(batch) == BATCH:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    if workers <= 1:
+        for b in batches():
+            yield from zip(b, recipe.batch([(w, r) for w, r, _ in b]))
+        return
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("forkserver")
+    with ctx.Pool(workers) as pool:
+        pending = []
+        for b in batches():
+            pending.append((b, pool.apply_async(recipe.batch, ([(w, r) for w, r, _ in b],))))
+            while len(pending) > 2 * workers:
+                b0, fut = pending.pop(0)
+                yield from zip(b0, fut.get())
+        for b0, fut in pending:
+            yield from zip(b0, fut.get())
+
+
+def _write(recipe: Recipe, config: EncodeConfig, spec: RunSpec, sources, work: Path, stage: Path, out_dir: Path,
+           chosen, progress) -> tuple[formats.Meta, dict]:
+    writers = {s: SplitWriter(work, s, spec.dtype) for s in formats.SPLITS}
+    masks = {s: _MaskWriter(work, s) for s in formats.SPLITS}
+    stats = pipeline.new_stats()
+    read = (lambda n: progress(n, 0)) if progress else None
+    for (_where, _record, origin), (ids, mask, val) in _encoded(recipe, _records(sources, read), config.workers or 1):
+        stats["documents"] += 1
+        if not len(ids):
+            stats["documents_skipped_empty"] += 1
+            continue
+        s = "val" if val else "train"
+        w = writers[s]
+        w.start_doc()
+        w.add_origin(origin)
+        w.write(ids)
+        masks[s].write(mask)
+        if progress:
+            progress(0, len(ids))
+    prov = {}
+    for s in formats.SPLITS:
+        writers[s].close()
+        masks[s].close()
+        write_index(work, writers[s].starts_path, work / formats.doc_index_name(s), writers[s].documents)
+        p = writers[s].prov
+        with disk.naming(work / formats.prov_name(s)):
+            prov[s] = formats.write_provenance(work, s, [formats.prov_segment(p.rec_path, p.ids_path)], None)
+    pipeline.check_outcome(sources, stats, writers["train"].tokens, writers["val"].tokens, config.val_fraction, False)
+    splits = {s: pipeline.split_entry(s, writers[s]) for s in formats.SPLITS}
+    for s in formats.SPLITS:
+        m = masks[s]
+        splits[s].mask = formats.LossMask(file=formats.mask_name(s), tokens=m.tokens, trained=m.trained,
+                                          checksum=disk.format_checksum(m.hasher), loss=recipe.loss)
+    meta = pipeline.build_meta(sources, recipe.tok.describe(), spec, splits, stats, provenance=prov)
+    meta.eot_appended = spec.eot_id is not None  # a chat's turns end as its template ends them
+    meta.extra["records"] = {"kind": "chat" if config.chat else "pairs", "loss": recipe.loss,
+                             **({"template": recipe.template.name,
+                                 "template_sha256": hashlib.sha256(recipe.template.source.encode()).hexdigest()}
+                                if config.chat else {"prompt_field": config.prompt_field, "response_field": config.response_field})}
+    names, remove = write_layouts(work, out_dir, meta, chosen, spec)
+    names += [formats.mask_name(s) for s in formats.SPLITS] + [formats.prov_name(s) for s in formats.SPLITS]
+    for name in names:
+        (stage / name).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(work / name, stage / name)
+    with disk.naming(stage / formats.META_JSON):
+        formats.write_meta(stage / formats.META_JSON, meta)
+    disk.commit_staged(stage, out_dir, names + [formats.META_JSON], remove)
+    return meta, stats

@@ -1,0 +1,272 @@
+"""Chat templates: a conversation rendered and tokenized as transformers' ``apply_chat_template``
+does, with a loss mask per token.
+
+Rendering follows transformers' renderer (``transformers.utils.chat_template_utils``): Jinja2's
+``ImmutableSandboxedEnvironment`` with ``trim_blocks`` and ``lstrip_blocks``, the ``loopcontrols``
+extension, its ``tojson`` (no HTML escaping, ``ensure_ascii=False``), ``raise_exception``, a
+``namespace`` that refuses underscore names, ``dict``, and a ``{% generation %}`` block that records
+the characters it renders. The template sees ``messages``, ``tools=None``, ``documents=None``,
+``add_generation_prompt=False`` and the tokenizer's special tokens by name (``bos_token``,
+``eos_token``, …). A message whose value is None loses that key first, as transformers does.
+One difference, for the same bytes on every day: ``strftime_now`` is not defined, so a template
+that asks ``strftime_now is defined`` takes its own fixed fallback (Llama 3.2's "26 Jul 2024").
+
+The rendered text is tokenized with special tokens *parsed* (``add_special_tokens=False``, as
+``apply_chat_template(tokenize=True)``): the template's ``<|im_start|>`` is one id.
+
+The mask (``loss``): ``assistant`` trains on the tokens of assistant turns. Where the template
+marks ``{% generation %}``, those are exactly transformers' ``assistant_masks`` (a token is in
+when its characters overlap a generation block). Elsewhere an assistant turn is what rendering
+the conversation up to and including it adds to rendering the conversation before it with
+``add_generation_prompt=True``, from where the two first differ (its content and the
+template's end of turn, not its header; not a think block the generation prompt opens),
+so a template must render earlier turns the same whatever follows (``prefix-preserving``);
+one that does not is refused, naming the turn. ``all`` trains on every token.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError, DataError
+
+ROLES = ("system", "user", "assistant", "tool")
+LOSSES = ("assistant", "all")
+
+# ChatML as the Hugging Face docs give it, with the assistant's content and end of turn marked.
+CHATML = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' }}"
+    "{% if message['role'] == 'assistant' %}{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}"
+    "{% else %}{{ message['content'] + '<|im_end|>' }}{% endif %}"
+    "{{ '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+BUILTIN = {"chatml": CHATML}
+_GENERATION = re.compile(r"\{%-?\s*generation\s*-?%\}")
+
+
+class TemplateRefused(Exception):
+    """``raise_exception`` in a template, or a template that cannot render a conversation."""
+
+
+def _environment():
+    try:
+        import jinja2
+        import jinja2.ext
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+    except ImportError:
+        raise ConfigError("chat templates need Jinja2: pip install 'winsample[chat]'") from None
+
+    class Generation(jinja2.ext.Extension):
+        """``{% generation %}…{% endgeneration %}``: renders its body and records its span."""
+
+        tags = {"generation"}
+
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+            return jinja2.nodes.CallBlock(self.call_method("_track"), [], [], body).set_lineno(lineno)
+
+        def _track(self, caller):
+            text = caller()
+            blocks = self.environment.tracking
+            if blocks is not None:
+                start = sum(map(len, blocks["rendered"]))  # the text rendered so far (generate() yields it)
+                blocks["pending"].append((start, text))
+            return text
+
+    def raise_exception(message):
+        raise TemplateRefused(str(message))
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    class Namespace(jinja2.utils.Namespace):
+        def __init__(*args, **kwargs):
+            self, args = args[0], args[1:]
+            attrs = dict(*args, **kwargs)
+            for name in attrs:
+                Namespace._check(name)
+            jinja2.utils.Namespace.__init__(self, attrs)
+
+        def __setitem__(self, name, value):
+            Namespace._check(name)
+            jinja2.utils.Namespace.__setitem__(self, name, value)
+
+        @staticmethod
+        def _check(name):
+            if isinstance(name, str) and name.startswith("_"):
+                raise jinja2.exceptions.SecurityError(f"a namespace attribute may not start with '_': {name!r}")
+
+    class TemplateDict:  # dict(...) and dict.fromkeys(...) without the class itself (transformers' own)
+        def __call__(self, *args, **kwargs):
+            return dict(*args, **kwargs)
+
+        def fromkeys(self, *args, **kwargs):
+            return dict.fromkeys(*args, **kwargs)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, jinja2.ext.loopcontrols])
+    env.tracking = None
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["dict"] = TemplateDict()
+    env.globals["namespace"] = Namespace
+    return env
+
+
+@dataclass
+class Rendered:
+    text: str
+    spans: list[tuple[int, int]]  # [start, end) characters of assistant text, in order
+
+
+class ChatTemplate:
+    """A chat template (``source``: Jinja text) with the special tokens it sees by name."""
+
+    def __init__(self, source: str, special: dict[str, str], name: str = "template"):
+        import jinja2
+
+        self.source, self.special, self.name = source, dict(special), name
+        self.marked = bool(_GENERATION.search(source))
+        try:
+            self._env = _environment()
+            self._template = self._env.from_string(source)
+        except jinja2.TemplateSyntaxError as e:
+            raise ConfigError(f"{name}: not a Jinja template: {e.message} (line {e.lineno})") from None
+
+    def render(self, messages: list[dict], add_generation_prompt: bool = False) -> Rendered:
+        """The text, and the spans of ``{% generation %}`` blocks (empty without markers)."""
+        import jinja2
+
+        tracking = {"rendered": [], "pending": []}
+        self._env.tracking = tracking
+        try:
+            for block in self._template.generate(messages=messages, tools=None, documents=None,
+                                                 add_generation_prompt=add_generation_prompt, **self.special):
+                tracking["rendered"].append(block)
+        except TemplateRefused:
+            raise
+        except jinja2.TemplateError as e:
+            raise TemplateRefused(f"{type(e).__name__}: {e}") from None
+        finally:
+            self._env.tracking = None
+        text = "".join(tracking["rendered"])
+        spans = [(s, s + len(t)) for s, t in tracking["pending"]]
+        return Rendered(text, spans)
+
+    def assistant_spans(self, messages: list[dict]) -> Rendered:
+        """The conversation's text and its assistant spans (the module docstring's rule)."""
+        whole = self.render(messages)
+        if self.marked:
+            return whole
+        spans = []
+        for i, m in enumerate(messages):
+            if m.get("role") != "assistant":
+                continue
+            plain = self.render(messages[:i]).text if i else ""
+            prompt = self.render(messages[:i], add_generation_prompt=True).text if i else ""
+            upto = self.render(messages[: i + 1]).text
+            if not (upto.startswith(plain) and whole.text.startswith(upto)):
+                raise TemplateRefused(
+                    f"{self.name} renders message {i} differently once later turns follow (not prefix-preserving):"
+                    " give a template with {% generation %} markers (--chat-template FILE), or --loss all"
+                )
+            # the turn starts where its text leaves the generation prompt (a prompt that opens a
+            # think block, DeepSeek-R1's '<｜Assistant｜><think>\n', is the prompt's, not the turn's)
+            start = max(len(plain), len(os.path.commonprefix([prompt, upto])))
+            if len(upto) > start:
+                spans.append((start, len(upto)))
+        return Rendered(whole.text, spans)
+
+
+def check_messages(messages) -> list[dict]:
+    """The messages as the template sees them (keys whose value is None dropped, as transformers
+    does); TemplateRefused, saying what is wrong, for anything that is not a conversation."""
+    if not isinstance(messages, list):
+        raise TemplateRefused(f"messages is {type(messages).__name__}, not a list of {{role, content}} objects")
+    if not messages:
+        raise TemplateRefused("an empty conversation (no messages)")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise TemplateRefused(f"message {i} is {type(m).__name__}, not an object with role and content")
+        role = m.get("role")
+        if not isinstance(role, str):
+            raise TemplateRefused(f"message {i} has no role")
+        content = m.get("content")
+        if content is not None and not isinstance(content, str):
+            raise TemplateRefused(f"message {i} ({role}): content is {type(content).__name__}, not a string")
+        out.append({k: v for k, v in m.items() if v is not None})
+    return out
+
+
+def mask_of(offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) -> np.ndarray:
+    """1 for each token whose characters ``[start, end)`` overlap a span, else 0 (transformers'
+    rule for ``assistant_masks``: spans and tokens both in order, one pass)."""
+    mask = np.zeros(len(offsets), np.uint8)
+    k = 0
+    for t, (start, end) in enumerate(offsets):
+        while k < len(spans) and start >= spans[k][1]:
+            k += 1
+        if k == len(spans):
+            break
+        if end > spans[k][0]:
+            mask[t] = 1
+    return mask
+
+
+def check_loss(loss: str) -> None:
+    if loss not in LOSSES:
+        raise ConfigError(f"--loss {loss!r}: choose one of {', '.join(LOSSES)} for a chat")
+
+
+def refused(where: str, e: TemplateRefused) -> DataError:
+    return DataError(f"{where}: {e}")
+
+
+# --- a tokenizer's template, and a conversation's ids and mask ----------------------------------
+
+
+def template_for(tok, choice: str | None) -> ChatTemplate:
+    """The chat template ``--chat-template`` names: None, the tokenizer's own
+    (``chat_template.jinja`` beside its tokenizer.json, else tokenizer_config.json's
+    ``chat_template``); a built-in name (``chatml``); else a file of Jinja text. ConfigError when
+    there is none, or the tokenizer cannot parse the special tokens a template writes."""
+    if getattr(tok, "family", None) != "hf" or not hasattr(tok, "encode_with_specials"):
+        raise ConfigError(f"{tok.file_label()}: chat templates need a Hugging Face tokenizer.json (--tokenizer-file)")
+    special = tok.special_tokens_map()
+    if choice is None:
+        source = tok.chat_template()
+        if source is None:
+            raise ConfigError(f"{tok.file_label()}: no chat template (tokenizer_config.json has no chat_template):"
+                              f" pass --chat-template FILE or one of {', '.join(BUILTIN)}")
+        return ChatTemplate(source, special, f"{tok.file_label()}'s chat template")
+    if choice in BUILTIN:
+        return ChatTemplate(BUILTIN[choice], special, choice)
+    try:
+        with open(choice, encoding="utf-8") as f:
+            source = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"--chat-template {choice}: cannot read it ({e}); or name one of {', '.join(BUILTIN)}") from None
+    return ChatTemplate(source, special, choice)
+
+
+def encode_conversation(tok, template: ChatTemplate, messages, loss: str = "assistant") -> tuple[np.ndarray, np.ndarray]:
+    """(ids, mask) of one conversation: ids equal to transformers'
+    ``apply_chat_template(messages, tokenize=True)``; mask 1 on the tokens ``loss`` trains on.
+    TemplateRefused (the caller names the record) for a conversation the template refuses."""
+    messages = check_messages(messages)
+    if loss == "all":
+        r = template.render(messages)
+    else:
+        r = template.assistant_spans(messages)
+    ids, offsets = tok.encode_with_specials(r.text)
+    mask = np.ones(len(ids), np.uint8) if loss == "all" else mask_of(offsets, r.spans)
+    return ids, mask
