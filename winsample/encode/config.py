@@ -18,6 +18,7 @@ from ..errors import ConfigError
 SPLIT_METHODS = formats.SPLIT_METHODS  # meta.json's split.method: one home
 ERROR_MODES = ("strict", "replace")
 ENGINES = ("local", "ray")
+DEDUP_MODES = ("exact",)  # encode --dedup (dedup.py)
 MAX_WORKERS = 1024  # --workers: processes started at once
 DEFAULT_SHARD_BYTES = 256 << 20  # --engine ray: 256 MiB of input per task (~20 s of tiktoken per core)
 
@@ -84,6 +85,7 @@ class EncodeConfig:
     address: str | None = None
     shard_size: str | int = DEFAULT_SHARD_BYTES
     merge: bool = False
+    dedup: str | None = None  # "exact": a document whose text an earlier kept one had is dropped
     shard_bytes: int = field(init=False, default=0)  # shard_size in bytes (--engine ray)
 
     def __post_init__(self) -> None:
@@ -91,6 +93,10 @@ class EncodeConfig:
         if self.engine not in ENGINES:
             raise ConfigError(f"unknown engine {self.engine!r}: choose local or ray")
         check_options(self.split, self.errors, self.val_fraction, self.workers)
+        if self.dedup is not None and self.dedup not in DEDUP_MODES:
+            raise ConfigError(f"unknown --dedup {self.dedup!r}: choose {', '.join(DEDUP_MODES)}")
+        if self.dedup is not None and self.engine == "ray":
+            raise ConfigError("--dedup exact judges documents in input order on one machine: drop --engine ray or --dedup")
         if self.engine == "ray":
             object.__setattr__(self, "shard_bytes", parse_size(self.shard_size))
 
@@ -125,6 +131,8 @@ class RunSpec:
                     text_field=c.text_field, eot_id=self.eot_id, id_field=c.id_field)
         if c.bos:  # only when asked: a checkpoint made before --bos existed stays comparable
             opts.update(bos=True, bos_id=self.bos_id)
+        if c.dedup:  # likewise: a checkpoint with and one without --dedup differ here
+            opts.update(dedup=c.dedup)
         return opts
 
 
