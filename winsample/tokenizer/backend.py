@@ -37,6 +37,12 @@ class FastTokenizer(Tokenizer):
     def file_label(self) -> str:
         return self._ref.file_label()
 
+    def reencodable(self) -> tuple[bool, str]:
+        return self._ref.reencodable()
+
+    def text_of_ids(self, ids):
+        return self._ref.text_of_ids(ids)
+
     def encode(self, text: str) -> np.ndarray:
         try:
             return self._engine.encode(text)
