@@ -26,6 +26,10 @@ from .main import main
 @click.option("--bos", is_flag=True, help="Put the beginning-of-document id (the tokenizer's BOS; <|endoftext|> for tiktoken) before each document.")
 @click.option("--dtype", type=click.Choice(["uint16", "uint32"]), default=None, help="Token dtype [default: uint16, uint32 if the vocabulary needs it].")
 @click.option("--errors", type=click.Choice(["strict", "replace"]), default="strict", show_default=True, help="Invalid UTF-8: fail, or replace with U+FFFD and count.")
+@click.option("--dedup", type=click.Choice(["exact"]), default=None,
+              help="exact: drop a document whose text (xxh3-128 of its UTF-8) an earlier kept one had, in input order, in"
+                   " train or val; the first stays, the count is in the summary and meta.json (duplicates_dropped)."
+                   " Memory: 16 bytes per kept document. Not with --engine ray.")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="local: worker processes here; ray: tasks on a Ray cluster (pip install 'winsample[ray]').")
 @click.option("--address", default=None, help="--engine ray: cluster to join (auto, ray://host:10001) [default: start a local one].")
 @click.option("--shard-size", default=None, help="--engine ray: input bytes per task, e.g. 256MB, 64KB [default: 256MB].")
@@ -46,7 +50,7 @@ from .main import main
 @click.option("--loss", type=click.Choice(["assistant", "completion", "all"]), default=None, help="Which tokens train: assistant (chat default: assistant turns), completion (pairs default: response and EOT), all.")
 @quiet_option
 @json_option
-def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, id_field, fmt, no_eot, eot_token, bos, dtype, errors, engine, address, shard_size, merge, resume, layout, shard_tokens, backend, chat, messages_field, chat_template, prompt_field, response_field, loss, quiet, as_json):
+def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, id_field, fmt, no_eot, eot_token, bos, dtype, errors, dedup, engine, address, shard_size, merge, resume, layout, shard_tokens, backend, chat, messages_field, chat_template, prompt_field, response_field, loss, quiet, as_json):
     """Encode text files, folders or - (stdin) into OUT_DIR/train.bin, val.bin and meta.json.
 
     \b
@@ -91,7 +95,7 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
             val_fraction=val_fraction, split=split, seed=seed, workers=workers, text_field=text_field, id_field=id_field,
             fmt=fmt, eot=not no_eot, eot_token=eot_token, bos=bos, dtype=dtype, errors=errors, backend=backend, engine=engine, resume=resume,
             layout=layout, shard_tokens=shard_tokens, address=address, merge=merge, chat=chat, messages_field=messages_field,
-            chat_template=chat_template, prompt_field=prompt_field, response_field=response_field, loss=loss,
+            chat_template=chat_template, prompt_field=prompt_field, response_field=response_field, loss=loss, dedup=dedup,
             **({"shard_size": shard_size} if shard_size else {}),
         )
         summary = encode_pkg.run(config, progress=on_progress, notice=lambda line: say(quiet, terminal_safe(f"note: {line}")))

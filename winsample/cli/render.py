@@ -19,6 +19,9 @@ def encode_summary(summary: dict, out_dir) -> str:
     extra = ""
     if summary["skipped_empty"]:  # read but not written: "encoded" counts what is in train and val
         extra += f" ({summary['skipped_empty']} more read: empty, skipped)"
+    dropped = summary.get("duplicates_dropped")  # encode --dedup exact
+    if dropped is not None:
+        extra += f", {plural(dropped, 'exact duplicate')} dropped"
     if summary["replaced_characters"]:
         extra += f", {summary['replaced_characters']} invalid UTF-8 sequences replaced"
     resumed = summary.get("resumed")
@@ -33,7 +36,7 @@ def encode_summary(summary: dict, out_dir) -> str:
         extra += (f", {plural(summary['whole_documents'], 'long document')} encoded whole"
                   " (the tokenizer has no safe-cut rule: one worker each)")
     return (
-        f"encoded {plural(summary['documents'] - summary['skipped_empty'], 'document')}{extra}:"
+        f"encoded {plural(summary['documents'] - summary['skipped_empty'] - (dropped or 0), 'document')}{extra}:"
         f" train {plural(summary['train']['tokens'], 'token')} ({plural(summary['train']['documents'], 'doc')}),"
         f" val {plural(summary['val']['tokens'], 'token')} ({plural(summary['val']['documents'], 'doc')}),"
         f" {summary['mb_per_s']} MB/s → {out_dir}"
@@ -146,6 +149,27 @@ def _position(w) -> str:
     return "" if w.position is None else f"position {w.position}: "
 
 
+def _worst_documents(figures: dict) -> list[str]:
+    """split_leakage's failing documents, one indented line each, and what to do."""
+    worst = figures.get("worst_documents")
+    if not worst:
+        return []
+    from ..provenance import source_text
+    from ..verify import percent
+
+    def where(w: dict, split: str) -> str:
+        src = f" ({terminal_safe(source_text(w['source']), keep='')})" if w.get("source") else ""
+        return f"{split} document {w['doc']}{src}"
+
+    lines = []
+    for w in worst:
+        copy = f", an exact copy of {where(w['copy_of'], 'train')}" if w.get("copy_of") else ""
+        lines.append(f"    {where(w, 'val')}: {percent(w['share'])} of its {plural(w['shingles'], 'shingle')}"
+                     f" also in train{copy}")
+    lines.append(f"    → {figures['suggestion']}")
+    return lines
+
+
 def verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
     """The human report: one line per check, then the decoded windows, then a verdict.
 
@@ -160,6 +184,7 @@ def verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
             continue
         mark = paint(_MARK[c.status], fg=_COLOUR[c.status], bold=True) if _COLOUR[c.status] else _MARK[c.status]
         lines.append(f"{mark} {c.name:<15} {safe(c.file):<{width}}  {safe(c.detail, keep='')}")
+        lines += _worst_documents(c.figures)
     if report.windows and not quiet:
         lines.append("")
         for w in report.windows:

@@ -18,6 +18,7 @@ from ..errors import ConfigError
 SPLIT_METHODS = formats.SPLIT_METHODS  # meta.json's split.method: one home
 ERROR_MODES = ("strict", "replace")
 ENGINES = ("local", "ray")
+DEDUP_MODES = ("exact",)  # encode --dedup (dedup.py)
 MAX_WORKERS = 1024  # --workers: processes started at once
 DEFAULT_SHARD_BYTES = 256 << 20  # --engine ray: 256 MiB of input per task (~20 s of tiktoken per core)
 
@@ -91,6 +92,7 @@ class EncodeConfig:
     prompt_field: str | None = None  # with response_field: prompt/response pairs
     response_field: str | None = None
     loss: str | None = None  # assistant | completion | all; None: assistant for a chat, completion for pairs
+    dedup: str | None = None  # "exact": a document whose text an earlier kept one had is dropped
     shard_bytes: int = field(init=False, default=0)  # shard_size in bytes (--engine ray)
 
     def __post_init__(self) -> None:
@@ -106,6 +108,10 @@ class EncodeConfig:
             raise ConfigError("--chat-template applies with --chat")
         if self.eot_token is not None and not self.eot:
             raise ConfigError("--eot-token names the end-of-document token that --no-eot leaves out: give one of them")
+        if self.dedup is not None and self.dedup not in DEDUP_MODES:
+            raise ConfigError(f"unknown --dedup {self.dedup!r}: choose {', '.join(DEDUP_MODES)}")
+        if self.dedup is not None and self.engine == "ray":
+            raise ConfigError("--dedup exact judges documents in input order on one machine: drop --engine ray or --dedup")
         if self.engine == "ray":
             object.__setattr__(self, "shard_bytes", parse_size(self.shard_size))
 
@@ -145,6 +151,8 @@ class RunSpec:
                     text_field=c.text_field, eot_id=self.eot_id, id_field=c.id_field)
         if c.bos:  # only when asked: a checkpoint made before --bos existed stays comparable
             opts.update(bos=True, bos_id=self.bos_id)
+        if c.dedup:  # likewise: a checkpoint with and one without --dedup differ here
+            opts.update(dedup=c.dedup)
         return opts
 
 

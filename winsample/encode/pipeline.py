@@ -15,7 +15,8 @@ Split rules (``DocRule``):
 - ``tail``: one stream ("all"), cut by the runner at ``N - floor(N × fraction)`` tokens.
 
 A document with no non-whitespace text is skipped (counted in ``documents_skipped_empty``);
-every other one ends with the EOT id unless ``eot`` is off.
+every other one ends with the EOT id unless ``eot`` is off. With ``--dedup exact`` a document
+whose text an earlier kept one had is dropped too (``duplicates_dropped``, ``dedup.py``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import xxhash
 
 from .. import __version__, disk, formats, tokenizer, tokensrc
 from ..errors import ConfigError, DataError, InputError
-from . import resume
+from . import dedup, resume
 from .config import ERROR_MODES, SPLIT_METHODS, EncodeConfig, RunSpec, check_options  # noqa: F401 (re-exported)
 from .inputs import Origin, read_text_range
 from .textfile import LONG_RUN_CHARS as LONG_RUN
@@ -42,6 +43,7 @@ LONG_RUN_CHARS = LONG_RUN  # a stretch this long without a safe cut is cut by fo
 WRITE_BYTES = 1 << 20  # ids gathered per write+hash call
 SNAPSHOT_BYTES = 64 << 20  # --split tail: hash snapshots this far apart bound the re-read
 STATS = ("documents", "documents_skipped_empty", "forced_cuts", "replaced_characters", "whole_documents")
+DEDUP_STAT = "duplicates_dropped"  # a stat only a --dedup run keeps (other runs' meta.json stays as it was)
 
 
 # --- where a document goes ------------------------------------------------------------------
@@ -52,7 +54,7 @@ class DocRule:
     ``eot``, ``eot_id``, ``dtype`` as encode's options)."""
 
     def __init__(self, split: str, fraction: float, seed: int, eot: bool, eot_id: int | None, dtype: str,
-                 bos_id: int | None = None):
+                 bos_id: int | None = None, dedup: str | None = None):
         self.tail = split == "tail"
         self.threshold = int(fraction * 2**64)  # doc split: hash < threshold → val
         self.prefix = f"{seed}\0".encode()
@@ -61,13 +63,14 @@ class DocRule:
         self.eot_id = eot_id
         self.bos_ids = np.array([bos_id], dtype=dtype) if bos_id is not None else None  # encode --bos
         self.bos_id = bos_id
+        self.dedup = dedup is not None  # --dedup exact: each document's text hashed, a repeat dropped
         # the writer a document goes to when that is known before its end (None: wait for its hash)
-        self.early = "all" if self.tail else ("train" if self.threshold == 0 else None)
+        self.early = None if self.dedup else "all" if self.tail else ("train" if self.threshold == 0 else None)
 
     @classmethod
     def of(cls, spec: RunSpec) -> DocRule:
         c = spec.config
-        return cls(c.split, c.val_fraction, c.seed, c.eot, spec.eot_id, spec.dtype, spec.bos_id if c.bos else None)
+        return cls(c.split, c.val_fraction, c.seed, c.eot, spec.eot_id, spec.dtype, spec.bos_id if c.bos else None, c.dedup)
 
     def piece(self, has_text: bool = True) -> Piece:
         """The event of a text piece of a document: its writer when known before the document's end."""
@@ -79,19 +82,31 @@ class DocRule:
         return ["all"] if self.tail else list(formats.SPLITS)
 
     def hasher(self):
-        """A streaming hasher of a document's text for the doc rule (None when no hash is needed)."""
-        return xxhash.xxh3_64(self.prefix) if self.hashing else None
+        """A streaming hasher of a document's text for the doc rule and ``--dedup`` (None when
+        no hash is needed); it takes the text's UTF-8 bytes, in order (``update``)."""
+        split = xxhash.xxh3_64(self.prefix) if self.hashing else None
+        return DocHasher(split) if self.dedup else split
 
     def feed(self, h, text: str) -> None:
         if h is not None:
             h.update(text.encode("utf-8", "surrogatepass"))
 
     def val_of_hash(self, h) -> bool:
+        if isinstance(h, DocHasher):
+            h = h.split
         return h is not None and h.intdigest() < self.threshold
 
     def val_of_text(self, text: str) -> bool:
         """The doc rule for a whole document held as one str."""
         return self.hashing and xxhash.xxh3_64_intdigest(self.prefix + text.encode("utf-8", "surrogatepass")) < self.threshold
+
+    def judge_hash(self, h) -> tuple[bool, int | None]:
+        """(val, the document's --dedup hash or None) once ``h`` saw its whole text."""
+        return self.val_of_hash(h), h.digest.intdigest() if isinstance(h, DocHasher) else None
+
+    def judge_text(self, text: str) -> tuple[bool, int | None]:
+        """``judge_hash`` for a whole document held as one str."""
+        return self.val_of_text(text), dedup.digest_of_text(text) if self.dedup else None
 
     @staticmethod
     def has_text(text: str) -> bool:
@@ -102,6 +117,20 @@ class DocRule:
         if not has_text:
             return "skip"
         return "all" if self.tail else ("val" if val else "train")
+
+
+class DocHasher:
+    """The split hasher (or None) and the ``--dedup`` hasher of one document, fed together."""
+
+    __slots__ = ("split", "digest")
+
+    def __init__(self, split):
+        self.split, self.digest = split, dedup.new_hasher()
+
+    def update(self, data) -> None:
+        if self.split is not None:
+            self.split.update(data)
+        self.digest.update(data)
 
 
 # --- the events of a batch, in document order (a runner's reader → its writer) ---------------
@@ -134,8 +163,8 @@ class InputDone:
     stats: dict
 
 
-def new_stats() -> dict:
-    return dict.fromkeys(STATS, 0)
+def new_stats(dedup: bool = False) -> dict:
+    return dict.fromkeys(STATS + ((DEDUP_STAT,) if dedup else ()), 0)
 
 
 # --- ids ------------------------------------------------------------------------------------
@@ -514,7 +543,7 @@ def build_meta(sources, tokenizer_entry: dict, spec: RunSpec, splits: dict[str, 
         winsample_version=__version__, eot_appended=c.eot,
         split={"method": c.split, "fraction": c.val_fraction, "seed": c.seed},
         inputs=[s.meta() for s in sources], stats=stats, sharded=sharded,
-        extra={"bos_prepended": bool(c.bos),
+        extra={"bos_prepended": bool(c.bos), **({"dedup": c.dedup} if c.dedup else {}),
                **({} if provenance is None else {"provenance": formats.prov_meta(c.id_field, provenance)})},
     )
 
@@ -549,6 +578,7 @@ def summary(out_dir, meta: formats.Meta, stats: dict, sources, seconds: float, e
         "replaced_characters": stats["replaced_characters"],
         "forced_cuts": stats["forced_cuts"],
         "whole_documents": stats.get("whole_documents", 0),
+        **({DEDUP_STAT: stats[DEDUP_STAT]} if DEDUP_STAT in stats else {}),
         **({"not_read": dict(sorted(sources.not_read.items()))} if getattr(sources, "not_read", None) else {}),  # unread
         **extra,
         "input_bytes": in_bytes,

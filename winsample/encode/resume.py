@@ -109,7 +109,9 @@ def malformed(j: dict) -> str | None:
         if mt is not None and not (isinstance(mt, int) and not isinstance(mt, bool) and mt >= -1):  # -1: no id yet
             return f"writers.{name}.max_token is {st['max_token']!r}"
     stats = j.get("stats")
-    if not isinstance(stats, dict) or (set(stats) | {"whole_documents"}) != set(STAT_KEYS) or not all(_count(v) for v in stats.values()):
+    optional = {"whole_documents", "duplicates_dropped"}  # duplicates_dropped: --dedup runs only
+    if not isinstance(stats, dict) or not set(STAT_KEYS) - optional <= set(stats) <= set(STAT_KEYS) | optional \
+            or not all(_count(v) for v in stats.values()):
         return "stats are not the counts a run keeps"
     inputs = j.get("inputs")
     if not isinstance(inputs, list) or not all(isinstance(r, dict) for r in inputs):

@@ -40,6 +40,12 @@ class FastTokenizer(Tokenizer):
     def token_id(self, text: str) -> int | None:
         return self._ref.token_id(text)
 
+    def reencodable(self) -> tuple[bool, str]:
+        return self._ref.reencodable()
+
+    def text_of_ids(self, ids):
+        return self._ref.text_of_ids(ids)
+
     def encode(self, text: str) -> np.ndarray:
         try:
             return self._engine.encode(text)

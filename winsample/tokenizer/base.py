@@ -35,6 +35,8 @@ class Tokenizer:
       ``decode_bytes(ids) -> bytes`` and ``decode`` derive from it (override for speed).
     - ``sha256`` (str): the identity recorded in meta.json (``ranks_sha256`` for tiktoken): the
       sha256 of the vocabulary file as a file, so two tokenizers with equal ids have equal hashes.
+    - ``reencodable()``, ``text_of_ids(ids)``: whether verify's retokenize can re-derive a
+      document's ids from the text they spell (and why), and that text (defaults: ``exact_decode``).
     - ``describe() -> dict``: the meta.json ``tokenizer`` entry; ``from_meta`` of it (with the
       files it names still readable) loads an equal tokenizer.
     - ``last_safe_cut(text, lo, hi)``, ``iter_safe_cuts(text, pos)`` and
@@ -133,6 +135,23 @@ class Tokenizer:
         tokens' texts (each must encode as ordinary text), and whatever else the family's
         engine could get wrong (added tokens, the family's own markers), alone and in context."""
         return []
+
+    # --- re-deriving ids from their own text (verify's ``retokenize``) ---------------------------
+
+    def reencodable(self) -> tuple[bool, str]:
+        """(True, why) when ``encode(text_of_ids(ids)) == ids`` holds for every document's correct
+        ids ``ids = encode(t)``, so that verify's retokenize can re-derive ids from their own text
+        without ever failing correct data; (False, why not) otherwise. Default: true exactly when
+        the tokens spell the text byte for byte (``exact_decode``)."""
+        if self.exact_decode:
+            return True, "its tokens spell the text byte for byte"
+        return False, "it does not decode exactly (a normalizer changes the text), so its ids cannot be re-derived from their text"
+
+    def text_of_ids(self, ids: Sequence[int]) -> bytes | None:
+        """The text (UTF-8 bytes) that ``encode`` must turn back into ``ids``, a whole document's
+        ids (when ``reencodable``); None when the ids cannot tell it (an unknown-piece id: its
+        text is lost). Default: ``decode_bytes``."""
+        return self.decode_bytes(ids)
 
     def reference(self) -> Tokenizer:
         """The tokenizer whose ids are the truth (itself, unless a fast backend wraps it)."""

@@ -158,6 +158,29 @@ def _cut_rule(spec: dict, model_type: str) -> str | None:
     return _proven_split(spec)
 
 
+# Unicode normal forms: NFx of NFx-normalized text is that text (Unicode's stability guarantee)
+IDEMPOTENT_NORMALIZERS = ("NFC", "NFD", "NFKC", "NFKD")
+
+
+def _reencode_rule(spec: dict, style: str) -> tuple[bool, str]:
+    """``Tokenizer.reencodable`` for this file: byte-level tokens spell the *normalized* text, so
+    its ids encode back from their decoded text when normalizing is idempotent (none, or one
+    Unicode normal form: Qwen2's NFC). A ▁-style file stays unchecked: whether the ▁ before its
+    first word is the dummy prefix or the text's own space hangs on Prepend / Metaspace options."""
+    if style != "bytelevel":
+        return False, ("its pieces mark spaces with \u2581 (SentencePiece-style): whether a document's first \u2581 is"
+                       " the tokenizer's prefix or the text's own space depends on normalizer and pre-tokenizer"
+                       " options winsample does not model")
+    kinds = [str(n.get("type")) for n in _types(spec.get("normalizer"))]
+    if not kinds:
+        return True, "its byte-level tokens spell the text byte for byte"
+    if len(kinds) == 1 and kinds[0] in IDEMPOTENT_NORMALIZERS:
+        return True, (f"its byte-level tokens spell the {kinds[0]}-normalized text, and {kinds[0]} leaves"
+                      f" normalized text as it is")
+    return False, (f"its normalizer ({' + '.join(kinds)}) is not one known to leave its own output unchanged"
+                   f" (a single {', '.join(IDEMPOTENT_NORMALIZERS)} is)")
+
+
 def _token_text(entry) -> str | None:
     """A tokenizer_config.json token entry: a string, or an AddedToken object with ``content``."""
     if isinstance(entry, str):
@@ -204,6 +227,7 @@ class HFTokenizer(Tokenizer):
         # token bytes rebuild the text exactly only for byte-level files that do not normalise
         self._style = _token_style(spec)
         self.exact_decode = self._style == "bytelevel" and not _types(spec.get("normalizer"))
+        self._reencode = _reencode_rule(spec, self._style)
         self._byte_fallback = bool((spec.get("model") or {}).get("byte_fallback"))
         self._added = {
             a["id"]: a["content"] for a in spec.get("added_tokens") or []
@@ -304,6 +328,9 @@ class HFTokenizer(Tokenizer):
         if not 0 <= token < len(table) or token in self._holes:
             raise KeyError(token)
         return table[token]
+
+    def reencodable(self) -> tuple[bool, str]:
+        return self._reencode
 
     # --- the fast backend (``tokenizer.with_backend``) -------------------------------------------
 

@@ -126,6 +126,42 @@ def model_info(data: bytes) -> dict:
     return {"model": MODEL_TYPES.get(model_type, f"type {model_type}"), "pieces": pieces}
 
 
+def normalizer_info(data: bytes) -> dict:
+    """The ModelProto's NormalizerSpec (field 3) as ``{"name", "add_dummy_prefix",
+    "remove_extra_whitespaces", "escape_whitespaces"}`` (proto defaults where a field is absent)
+    and its TrainerSpec's ``treat_whitespace_as_suffix``; ValueError when malformed."""
+    info = {"name": "", "add_dummy_prefix": True, "remove_extra_whitespaces": True, "escape_whitespaces": True,
+            "treat_whitespace_as_suffix": False}
+    flags = {3: "add_dummy_prefix", 4: "remove_extra_whitespaces", 5: "escape_whitespaces"}
+    for field, wire, value in _fields(data):
+        if field == 3 and wire == 2:
+            for f, w, v in _fields(value):
+                if f == 1 and w == 2:
+                    info["name"] = v.decode("utf-8", "replace")
+                elif f in flags and w == 0:
+                    info[flags[f]] = bool(v)
+        elif field == 2 and wire == 2:
+            for f, w, v in _fields(value):
+                if f == 24 and w == 0:
+                    info["treat_whitespace_as_suffix"] = bool(v)
+    return info
+
+
+def reencode_rule(info: dict) -> tuple[bool, str]:
+    """``Tokenizer.reencodable`` for a model of ``normalizer_info`` ``info``. Its pieces spell the
+    normalized text, a space as ``▁``, and the model's ids are a function of that text alone: the
+    text rebuilt from correct ids (``▁`` kept as it is, since a space written back would be
+    collapsed by remove_extra_whitespaces where a literal ▁ was not; the dummy-prefix ``▁``
+    dropped) encodes back to them whenever it normalizes to itself. Where it does not (nmt_nfkc
+    leaves ``ﬁ`` + U+0301 as ``fi`` + U+0301, which NFKC composes), the re-encoded ids spell
+    another text, and verify skips that document instead of judging it."""
+    if info["treat_whitespace_as_suffix"] or not info["escape_whitespaces"]:
+        return False, "its whitespace options (treat_whitespace_as_suffix, or escape_whitespaces off) are not modelled"
+    name = info["name"] or "unnamed"
+    return True, (f"its pieces spell the {name}-normalized text, which encodes back to the same ids where it"
+                  f" normalizes to itself (rebuilt with \u2581 kept and the dummy prefix dropped)")
+
+
 PIECE_NORMAL, PIECE_UNKNOWN, PIECE_CONTROL, PIECE_USER_DEFINED, PIECE_UNUSED, PIECE_BYTE = 1, 2, 3, 4, 5, 6
 
 
@@ -187,7 +223,12 @@ class SentencePieceTokenizer(Tokenizer):
         self.cut_rule = None
         self.can_cut = False
         self.exact_decode = False  # the dummy prefix ▁ reads back as a space, a literal ▁ too
+        try:
+            self._normalizer = normalizer_info(data)
+        except ValueError as e:
+            raise ConfigError(f"{path}: a truncated or malformed SentencePiece model ({e})") from None
         self._table: list[bytes] | None = None
+        self._pieces: list[bytes | None] | None = None  # text_of_ids: each piece as the normalized text holds it
         self._args = (str(path),)
 
     def encode(self, text: str) -> np.ndarray:
@@ -216,6 +257,29 @@ class SentencePieceTokenizer(Tokenizer):
         if not 0 <= token < self.n_vocab:
             raise KeyError(token)
         return self.vocab_bytes()[token]
+
+    # --- verify's retokenize ------------------------------------------------------------------
+
+    def reencodable(self) -> tuple[bool, str]:
+        return reencode_rule(self._normalizer)
+
+    def text_of_ids(self, ids) -> bytes | None:
+        """The normalized text the ids spell, ``▁`` kept (not a space) and the dummy-prefix ``▁``
+        dropped: what ``encode`` turns back into the same ids. None when an id is the unknown
+        piece (the text it stood for is lost) or outside the vocabulary."""
+        if self._pieces is None:
+            sp = self._sp
+            self._pieces = [None if sp.is_unknown(i) else bytes([int(sp.id_to_piece(i)[3:5], 16)]) if sp.is_byte(i)
+                            else sp.id_to_piece(i).encode("utf-8") for i in range(self.n_vocab)]
+        table, n = self._pieces, self.n_vocab
+        parts = [table[i] if 0 <= i < n else None for i in map(int, ids)]
+        if any(p is None for p in parts):
+            return None
+        text = b"".join(parts)
+        prefix = "\u2581".encode("utf-8")
+        if self._normalizer["add_dummy_prefix"] and text.startswith(prefix):
+            text = text[len(prefix):]
+        return text
 
     # --- the fast backend (``tokenizer.with_backend``) -------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import leakers
 from .registry import check
 from .report import Report, Status
 from .scan import FileScan
@@ -17,14 +18,18 @@ def split_leakage(report: Report, ctx) -> None:
     """A data folder's train against its val (``ctx.shingle_bits`` is set when both are there)."""
     if ctx.shingle_bits is None:
         return
-    by_split = {t.split: ctx.scans[t.path] for t in ctx.targets}
-    check_leakage(report, by_split["train"], by_split["val"], ctx.shingle_bits, ctx.opts.max_leakage)
+    by_split = {t.split: t for t in ctx.targets}
+    check_leakage(report, ctx.scans[by_split["train"].path], ctx.scans[by_split["val"].path], ctx.shingle_bits,
+                  ctx.opts.max_leakage, targets=(by_split["train"], by_split["val"]))
 
 
 SPLIT_LEAKAGE = split_leakage.spec
 
 
-def check_leakage(report: Report, train: FileScan, val: FileScan, bits: int, max_leakage: float) -> None:
+def check_leakage(report: Report, train: FileScan, val: FileScan, bits: int, max_leakage: float, targets=None) -> None:
+    """Share of ``val``'s shingles found in ``train``'s. On a failure with ``targets`` (the train
+    and val ``scan.Target``): the worst val documents (``leakers.py``: provenance, their share,
+    an exact copy in train) as the ``worst_documents`` figure, and a ``suggestion``."""
     label = f"{val.label} vs {train.label}"
     rate = 2.0**-bits
     if train.checksum == val.checksum:
@@ -51,10 +56,15 @@ def check_leakage(report: Report, train: FileScan, val: FileScan, bits: int, max
     how = "exact" if bits == 0 else f"sampled 1/{2**bits}"
     status = Status.PASS if share <= max_leakage else Status.FAIL
     rel = "≤" if status == Status.PASS else ">"
+    more = {}
+    if status == Status.FAIL and targets is not None:  # which documents, and what to do: only when it fails
+        worst = leakers.worst_documents(*targets, train.tokens(), val.tokens(), train_set, bits)
+        if worst:
+            more = {"worst_documents": worst, "suggestion": leakers.suggestion(worst)}
     report.add(
         SPLIT_LEAKAGE, label, status,
         f"{share:.2%} of {val.label}'s {SHINGLE_K}-token shingles are also in {train.label} ({rel} {max_leakage:.2%}; {how},"
         f" {len(val.shingles)} val / {n_train} train hashes)",
         share=share, max_leakage=max_leakage, k=SHINGLE_K, sample_rate=rate,
-        val_shingles=len(val.shingles), train_shingles=n_train,
+        val_shingles=len(val.shingles), train_shingles=n_train, **more,
     )

@@ -143,3 +143,19 @@ def sampling_bits(total_tokens: int, budget: int = MAX_SHINGLES) -> int:
     if total_tokens <= budget:
         return 0
     return min(31, math.ceil(math.log2(total_tokens / budget)))
+
+
+def shingles_at(tokens, k: int, bits: int, step: int = HASH_STEP):
+    """(hashes, start positions) of the shingles a ``Shingler`` of ``bits`` keeps for ``tokens``
+    (the same values: hashing and sampling depend on content alone), a piece at a time: a
+    second pass that says where each kept shingle lies."""
+    n = len(tokens)
+    for lo in range(0, max(n - k + 1, 0), step):
+        t = np.asarray(tokens[lo : min(n, lo + step + k - 1)])
+        if bits == 0:
+            h = shingle_hashes(t, k)
+            yield h, lo + np.arange(len(h), dtype=np.int64)
+        else:
+            starts = anchor_starts(t[: len(t) - k + 2], bits)
+            if len(starts):
+                yield hash_at(t, starts, k), lo + starts.astype(np.int64)

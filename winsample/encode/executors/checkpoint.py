@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ... import disk
-from .. import pipeline, resume
+from .. import dedup, pipeline, resume
 from ..config import RunSpec
 from ..pipeline import DocRule, SplitWriter
 
@@ -39,11 +39,13 @@ def new_writers(stage: Path, spec: RunSpec) -> dict:
     return {s: SplitWriter(stage, s, spec.dtype, tail_fraction=tail) for s in DocRule.of(spec).writers}
 
 
-def resume_writers(stage: Path, spec: RunSpec, start: dict) -> tuple[dict, dict, dict]:
-    """(writers, stats, summary of what was reused): continued from ``start``'s checkpoint when
-    its files hold exactly the checkpointed bytes, else new and empty (the folder cleared)."""
-    stats = pipeline.new_stats()
-    writers = new_writers(stage, spec)
+def resume_writers(stage: Path, spec: RunSpec, start: dict) -> tuple[dict, dict, dict, dedup.Seen | None]:
+    """(writers, stats, summary of what was reused, the ``--dedup`` hashes or None): continued
+    from ``start``'s checkpoint when its files hold exactly the checkpointed bytes, else new and
+    empty (the folder cleared)."""
+    on = spec.config.dedup is not None
+    stats = pipeline.new_stats(on)
+    writers, seen = new_writers(stage, spec), (dedup.Seen(stage) if on else None)
     j, note = start["journal"], start["note"]
     if j is not None:
         try:
@@ -51,19 +53,24 @@ def resume_writers(stage: Path, spec: RunSpec, start: dict) -> tuple[dict, dict,
                 raise resume.Stale("the checkpoint's files do not match the split method")
             for name, w in writers.items():
                 w.reopen(j["writers"][name])
+            got = dict(stats, **j["stats"])
+            if seen is not None:  # the hashes of the documents the checkpoint kept
+                seen.reopen(got["documents"] - got["documents_skipped_empty"] - got[pipeline.DEDUP_STAT])
             done = len(j["inputs"])
-            return writers, dict(stats, **j["stats"]), {
+            return writers, got, {
                 "inputs": done, "input_bytes": sum(r["bytes"] for r in j["inputs"]),
                 "tokens": sum(w.tokens for w in writers.values()),
-            }
+            }, seen
         except (resume.Stale, KeyError, TypeError) as e:
             note = str(e) if isinstance(e, resume.Stale) else f"malformed checkpoint ({e})"
             for w in writers.values():
                 w.abandon()  # not close(): reopen may have left them closed, and nothing of them is kept
+            if seen is not None:
+                seen.f.close()
             shutil.rmtree(stage, ignore_errors=True)
             stage.mkdir()
-            writers = new_writers(stage, spec)
-    return writers, stats, ({"inputs": 0, "discarded": note} if note else None)
+            writers, seen = new_writers(stage, spec), (dedup.Seen(stage) if on else None)
+    return writers, stats, ({"inputs": 0, "discarded": note} if note else None), seen
 
 
 class Checkpointer:

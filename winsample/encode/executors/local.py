@@ -299,7 +299,7 @@ class _LocalRun:
     def __init__(self, setup: _Setup, stage: Path, pool, progress, start: dict):
         self.setup, self.stage, self.pool, self.progress = setup, stage, pool, progress
         self.sources, self.enc, self.spec = setup.sources, setup.enc, setup.spec
-        self.writers, self.stats, self.resumed = checkpoint.resume_writers(stage, self.spec, start)
+        self.writers, self.stats, self.resumed, self.seen = checkpoint.resume_writers(stage, self.spec, start)
         self.holder = _Holder(stage, self.spec.dtype)
         self.rule = DocRule.of(self.spec)
         self.checkpoints = resume.resumable(self.sources)
@@ -322,6 +322,8 @@ class _LocalRun:
             return
         to_sync: list = []
         states = {name: w.checkpoint(to_sync) for name, w in self.writers.items()}
+        if self.seen is not None:
+            self.seen.checkpoint(to_sync)
         record = None
         if done is not None:
             stage, params, sources = self.stage, self.setup.params, self.sources
@@ -397,11 +399,13 @@ class _LocalRun:
                 progress(self.resumed["input_bytes"], self.resumed["tokens"])
         read_cb = (lambda n: progress(n, 0)) if progress else None
         try:
-            self._encode_all(_Batches(self.sources, self.spec, self.stats, read_cb, self.enc).batches(first))
+            self._encode_all(_Batches(self.sources, self.spec, self.stats, read_cb, self.enc, self.seen).batches(first))
             self.syncer.wait()
         finally:
             self.syncer.wait(raising=False)  # before the files close: their descriptors are being synced
             self.holder.close()
+            if self.seen is not None:
+                self.seen.close()
             for w in self.writers.values():
                 w.close()
         return self._finish()
@@ -461,11 +465,13 @@ class _Batches:
     ``items`` describes the batch in order (``pipeline`` events): a ``Piece`` for each text
     (its writer when the document's split is already known), a ``DocEnd`` at each document's
     end, an ``InputDone`` (with the stats so far) when an input is read to its end. ``stats``
-    counts on from what it holds. Documents are cut where ``tok`` says cutting is safe.
+    counts on from what it holds. Documents are cut where ``tok`` says cutting is safe. ``seen``
+    (``--dedup exact``): the hashes of the documents kept so far; a repeat's ``DocEnd`` is a skip.
     """
 
-    def __init__(self, sources, spec: RunSpec, stats: dict, read_cb, tok: tokenizer.Tokenizer):
+    def __init__(self, sources, spec: RunSpec, stats: dict, read_cb, tok: tokenizer.Tokenizer, seen=None):
         self.sources, self.config, self.stats, self.read_cb, self.tok = sources, spec.config, stats, read_cb, tok
+        self.seen = seen
         self.rule = DocRule.of(spec)
         # A tokenizer with no safe-cut rule (SentencePiece, an unproven tokenizer.json): every
         # document goes to one worker whole, and those longer than one piece are counted.
@@ -501,13 +507,16 @@ class _Batches:
                 if self.where0 is None:
                     self.where0 = where
                 if isinstance(doc, TextFile):  # a plain-text file: byte ranges, read and decoded by workers
-                    has_text, val = yield from self._text_file(doc, where)
+                    has_text, (val, digest) = yield from self._text_file(doc, where)
                 elif isinstance(doc, str) and (len(doc) <= PIECE_CHARS or self.whole):  # small, or uncuttable: no chunker
-                    has_text, val = self._small(doc)
+                    has_text, (val, digest) = self._small(doc)
                 else:
-                    has_text, val = yield from self._big(doc, where)
+                    has_text, (val, digest) = yield from self._big(doc, where)
                 dest = self.rule.dest(has_text, val)
                 stats["documents_skipped_empty"] += dest == "skip"
+                if dest != "skip" and self.seen is not None and not self.seen.add(digest):
+                    dest = "skip"  # the same text as a document kept before it: the first stays
+                    stats[pipeline.DEDUP_STAT] += 1
                 self.items.append(DocEnd(dest, origin))
                 if self.size >= TASK_CHARS:
                     yield self._take(None)
@@ -533,15 +542,15 @@ class _Batches:
             if self.size >= TASK_CHARS:
                 yield self._take(where)
         self.stats["forced_cuts"] += doc.forced_cuts  # at the characters the decoded path cuts at (TextFile._next_cut)
-        return True, rule.val_of_hash(h)
+        return True, rule.judge_hash(h)
 
-    def _small(self, doc: str) -> tuple[bool, bool]:
+    def _small(self, doc: str) -> tuple[bool, tuple[bool, int | None]]:
         if len(doc) > PIECE_CHARS:
             self.stats["whole_documents"] += 1
         has_text = self.rule.has_text(doc)
         if has_text:
             self._add(self.rule.piece(), doc)
-        return has_text, self.rule.val_of_text(doc)
+        return has_text, self.rule.judge_text(doc)
 
     def _joined(self, doc, h) -> bool:
         """The decoded pieces of a text file, joined: one document, one task (no safe-cut rule)."""
@@ -581,7 +590,7 @@ class _Batches:
         for piece in chunker.finish():
             self._add(rule.piece(has_text), piece)
         self.stats["forced_cuts"] += chunker.forced_cuts
-        return has_text, rule.val_of_hash(h)
+        return has_text, rule.judge_hash(h)
 
     def _documents(self, first: int):
         """(where, document, origin) of ``iter_documents`` over ``sources[first:]``, with
