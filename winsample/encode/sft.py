@@ -109,6 +109,8 @@ def check(config: EncodeConfig) -> None:
         raise ConfigError("--split tail would cut a record in two: records go whole to train or val (--split doc)")
     if config.resume:
         raise ConfigError("--resume does not apply to --chat / --prompt-field runs yet: run it again without --resume")
+    if config.dedup is not None:
+        raise ConfigError("--dedup does not apply to --chat / --prompt-field records yet: drop it")
     if config.engine != "local":
         raise ConfigError("--chat / --prompt-field runs on --engine local")
     if config.chat and config.loss not in (None, "assistant", "all"):
