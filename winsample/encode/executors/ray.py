@@ -10,7 +10,7 @@ Plan (driver, deterministic): inputs in order are packed into shards of about
 ``shard_bytes`` input bytes. A shard is a list of pieces ``(file, start, end)`` (bytes); small
 files share a shard, and an uncompressed text or JSONL file that does not fit is cut — text
 at the first safe cut (the tokenizer's ``iter_safe_cuts``) at or after the target byte (so its ids equal those of the
-whole document), JSONL after a line end. ``.gz`` and Parquet files are never cut.
+whole document), JSONL after a line end. ``.gz``, ``.zst``, Parquet and Arrow files are never cut.
 
 Tasks (one per shard, ``max_retries`` on a dead worker): each writes
 ``shards/{train,val}-NNNNN.bin`` (``all-NNNNN`` with ``--split tail``), their document
@@ -133,7 +133,7 @@ def _encoding(job: ShardJob):
 
 
 def _source(p: dict) -> inputs.Source:
-    return inputs.Source(p["label"], Path(p["path"]), p["kind"], p["gz"], p["size"])
+    return inputs.Source(p["label"], Path(p["path"]), p["kind"], p["gz"], p["size"], zst=p["zst"])
 
 
 def _check_unchanged(p: dict) -> None:
@@ -476,7 +476,7 @@ def _run_tasks(ray, job: ShardJob, sources, plan, progress) -> list[dict]:
     info = []
     for s in sources:
         st = os.stat(s.path)
-        info.append({"label": s.label, "path": str(s.path.resolve()), "kind": s.kind, "gz": s.gz,
+        info.append({"label": s.label, "path": str(s.path.resolve()), "kind": s.kind, "gz": s.gz, "zst": s.zst,
                      "size": st.st_size, "mtime_ns": st.st_mtime_ns, "index": len(info)})
     cut_files = {i for shard in plan for i, a, b in shard if sources[i].kind == "text" and not (a == 0 and b == info[i]["size"])}
     decision_refs = {i: decide.remote(info[i], job) for i in sorted(cut_files)}
