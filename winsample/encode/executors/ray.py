@@ -172,8 +172,11 @@ def _documents(p: dict, start: int, end: int, job: ShardJob, replaced: inputs.Re
     (``inputs.iter_documents`` for a whole file, else ``inputs.range_documents``)."""
     _check_unchanged(p)
     if start == 0 and end == p["size"]:
-        yield from inputs.iter_documents([_source(p)], text_field=job.text_field, errors=job.errors, id_field=job.id_field,
+        src = _source(p)
+        yield from inputs.iter_documents([src], text_field=job.text_field, errors=job.errors, id_field=job.id_field,
                                          origins=True, index=p["index"], replaced=replaced)
+        if lines is not None and src.decompressed is not None:  # a .gz / .zst read whole: meta.json records its size
+            lines["decompressed"] = src.decompressed
         return
     yield from inputs.range_documents(p["label"], p["path"], p["kind"], p["index"], start, end, text_field=job.text_field,
                                       errors=job.errors, id_field=job.id_field, replaced=replaced, counted=lines)
@@ -207,7 +210,8 @@ class _ShardEncoder:
         self.continues = dict.fromkeys(self.writers, False)
         self.stats = pipeline.new_stats()
         self.replaced = inputs.Replaced()
-        self.piece_lines: dict[int, dict] = {}  # piece number -> {"lines": n} for a JSONL piece read as a range
+        self.piece_lines: dict[int, dict] = {}  # piece number -> {"lines": n} for a JSONL piece read as a range,
+        # {"decompressed": n} for a .gz / .zst read whole
 
     def write_text(self, w: SplitWriter, texts, where) -> None:
         chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS, self.enc.last_safe_cut)
@@ -335,8 +339,9 @@ def shard_task(job: ShardJob, shard: dict, *decisions) -> formats.ShardMeta:
     inputs_ = []
     for k, (p, s, e, _) in enumerate(shard["pieces"]):
         inputs_.append({"path": p["label"], "start": s, "end": e})
-        if "lines" in encoder.piece_lines.get(k, {}):
-            inputs_[-1]["lines"] = encoder.piece_lines[k]["lines"]
+        for key in ("lines", "decompressed"):
+            if key in encoder.piece_lines.get(k, {}):
+                inputs_[-1][key] = encoder.piece_lines[k][key]
     meta = formats.ShardMeta(index=idx, key=shard["key"], inputs=inputs_, stats=encoder.stats, splits=entries,
                              input_bytes=sum(e - s for _, s, e, _ in shard["pieces"]))
     formats.write_shard_meta(meta_path, meta)
@@ -405,6 +410,10 @@ def run_ray(config: EncodeConfig, *, progress=None, notice=None) -> dict:
         plan = plan_shards(sources, config.shard_bytes, enc)
         metas = _on_cluster(ray, config, lambda: _run_tasks(ray, job, sources, plan, progress))
         splits, stats = _finish(out_dir, metas, config, sources, setup.spec.dtype)
+        for shard, m in zip(plan, metas):  # a compressed input's decompressed size, as its task read it
+            for (i, _a, _b), rec in zip(shard, m.inputs):
+                if isinstance(rec.get("decompressed"), int):
+                    sources[i].decompressed = rec["decompressed"]
         prov_segs = _prov_segments(out_dir, plan, metas, splits, sources, tail=config.tail)
         meta = pipeline.build_meta(sources, describe, setup.spec, splits, stats)
         meta.extra["backend"] = setup.backend_entry
