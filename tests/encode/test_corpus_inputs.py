@@ -165,6 +165,23 @@ def test_a_broken_zst_is_one_line_naming_the_file_exit_1_and_nothing_written(tmp
     assert len(zstd.compress(text[: len(text) // 4])) // 2 < near <= len(packed)
 
 
+def test_dolma_style_json_gz_and_json_zst_are_jsonl_and_a_folder_takes_them_but_not_plain_json(tmp_path, ref_gpt2):
+    import gzip
+
+    docs = tmp_path / "dolma" / "documents"
+    docs.mkdir(parents=True)
+    recs = [{"id": f"d{i}", "text": t, "source": "web", "metadata": {"url": f"https://x/{i}"}} for i, t in enumerate(TEXTS[:8])]
+    jsonl = [(json.dumps(r) + "\n").encode() for r in recs]
+    (docs / "part-0000.json.gz").write_bytes(gzip.compress(b"".join(jsonl[:5])))
+    (docs / "part-0001.json.zst").write_bytes(zstd.compress(b"".join(jsonl[5:])))
+    (tmp_path / "dolma" / "manifest.json").write_text(json.dumps({"text": "not a corpus file"}))
+    r = cli(tmp_path / "dolma", "-o", tmp_path / "out", "--id-field", "id", "--val-fraction", "0", "--workers", "1", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert ids_of(tmp_path / "out") == ref_stream(ref_gpt2, TEXTS[:8])
+    assert [s[3] for s in sources(tmp_path / "out")] == [r["id"] for r in recs]
+    assert json.loads(r.stdout)["not_read"] == {".json": 1}
+
+
 # --- datasets' save_to_disk folders and Arrow files --------------------------------------------
 
 
@@ -287,3 +304,26 @@ def test_an_arrow_input_without_pyarrow_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     r = cli(tmp_path / "t.arrow", "-o", tmp_path / "out", "--workers", "1")
     assert r.exit_code == 2 and r.stderr == f"error: {tmp_path / 't.arrow'}: reading Arrow files needs pyarrow: pip install 'winsample[arrow]'\n"
+
+
+def test_a_zst_of_512_mib_is_read_in_bounded_memory(tmp_path):
+    """Streamed: the reader holds a piece at a time, never the file (512 MiB of text, 16 frames)."""
+    import subprocess
+
+    src = tmp_path / "big.txt.zst"
+    line = b"the same line of plain text, again and again\n"
+    block = line * ((32 << 20) // len(line))
+    with open(src, "wb") as f:
+        for _ in range(16):
+            f.write(zstd.compress(block))
+    run = ("import sys\n"
+           "from winsample.encode import inputs\n"
+           "src = inputs.resolve_inputs([sys.argv[1]])\n"
+           "n = sum(len(t) for _, doc in inputs.iter_documents(src) for t in doc)\n"
+           "peak = next(x for x in open('/proc/self/status') if x.startswith('VmHWM'))\n"
+           "print(n, src[0].decompressed, peak.split()[1])\n")
+    r = subprocess.run([sys.executable, "-c", run, str(src)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    chars, decompressed, peak_kb = map(int, r.stdout.split())
+    assert chars == decompressed == 16 * len(block)  # ASCII: one character per byte, every frame
+    assert peak_kb < 150_000, f"peak RSS {peak_kb} kB for {decompressed >> 20} MiB of text"

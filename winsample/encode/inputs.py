@@ -1,20 +1,21 @@
 """Inputs of ``winsample encode``: find the files, read documents as streams of text.
 
-- a file is read by its name: ``*.jsonl`` (``.jsonl.gz``, ``.jsonl.zst``) is JSONL (one document
-  per line, the string field ``text_field``), ``*.parquet`` is Parquet and ``*.arrow`` an Arrow
-  IPC file (one document per row of column ``text_field``, needs pyarrow: ``parquet``,
-  ``arrow``), anything else is plain UTF-8 text, one document per file (``.gz`` and ``.zst``
-  are decompressed as they are read: ``zst``);
+- a file is read by its name: ``*.jsonl`` (``.jsonl.gz``, ``.jsonl.zst``, and ``.json.gz`` /
+  ``.json.zst``: Dolma's names) is JSONL (one document per line, the string field
+  ``text_field``), ``*.parquet`` is Parquet and ``*.arrow`` an Arrow IPC file (one document per
+  row of column ``text_field``, needs pyarrow: ``parquet``, ``arrow``), anything else is plain
+  UTF-8 text, one document per file (``.gz`` and ``.zst`` are decompressed as they are read:
+  ``zst``);
 - a folder is searched recursively for ``.txt .md .text .jsonl`` and their ``.gz`` / ``.zst``
-  forms, in sorted path order; names starting with ``.`` (``.git``, editor files) are skipped;
-  a folder written by Hugging Face ``datasets``' ``save_to_disk`` is read as its ``.arrow``
-  files instead, in its own order (``savedset``);
+  forms (and ``.json.gz`` / ``.json.zst``), in sorted path order; names starting with ``.``
+  (``.git``, editor files) are skipped; a folder written by Hugging Face ``datasets``'
+  ``save_to_disk`` is read as its ``.arrow`` files instead, in its own order (``savedset``);
 - ``-`` is stdin: one text document, or JSONL with ``fmt="jsonl"``.
 
 Each document can come with its ``Origin``: the input's index, the byte offset where the
 document starts in it (a JSONL record's line; 0 for a text file; in the decompressed stream of
-a ``.gz`` / ``.zst``), its 1-based line (a text file: 1; Parquet, Arrow: the 1-based row) and the value of
-``id_field`` (a string or integer field / column; missing or any other type is bad input).
+a ``.gz`` / ``.zst``), its 1-based line (a text file: 1; Parquet, Arrow: the 1-based row) and
+the value of ``id_field`` (a string or integer field / column; missing or any other type is bad input).
 
 Text is read in ``READ_BYTES`` pieces through an incremental UTF-8 decoder, so a document never
 has to fit in memory and an invalid byte is reported with its offset and line. A JSONL line is
@@ -40,6 +41,9 @@ from ..errors import ConfigError, DataError, InputError, json_place
 from .savedset import saved_dataset
 
 FOLDER_SUFFIXES = (".txt", ".md", ".text", ".jsonl")
+# A compressed .json is JSON Lines: Dolma and RedPajama-v2 ship their records as *.json.gz (a
+# folder takes these too); a plain .json stays text, and a folder leaves it (configs, metadata).
+PACKED_JSONL = ".json"
 COMPRESSED = {".gz": "gzip", ".zst": "zstd"}  # suffix -> what it is decompressed as; such a file is one stream, never cut
 TABLES = ("parquet", "arrow")  # kinds read as rows of a column (pyarrow)
 FORMATS = ("auto", "text", "jsonl")
@@ -143,7 +147,7 @@ def _kind_of(name: str, fmt: str) -> tuple[str, str]:
     base, codec = _compression(name.lower())  # B.TXT, c.JSONL, d.Jsonl.GZ: suffixes in any case
     if fmt != "auto":
         return fmt, codec
-    if base.endswith(".jsonl"):
+    if base.endswith(".jsonl") or (codec and base.endswith(PACKED_JSONL)):
         return "jsonl", codec
     if not codec and base.endswith(".parquet"):
         return "parquet", ""
@@ -153,7 +157,8 @@ def _kind_of(name: str, fmt: str) -> tuple[str, str]:
 
 
 def _folder_matches(name: str) -> bool:
-    return _compression(name.lower())[0].endswith(FOLDER_SUFFIXES)
+    base, codec = _compression(name.lower())
+    return base.endswith(FOLDER_SUFFIXES) or bool(codec and base.endswith(PACKED_JSONL))
 
 
 HIDDEN = "hidden (a name starting with .)"
@@ -237,7 +242,7 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
             passed: Counter = Counter()
             found = _walk(p, passed)
             if not found:
-                raise InputError(f"{arg}: folder has no {'/'.join(FOLDER_SUFFIXES)} files (or .gz/.zst forms) to encode"
+                raise InputError(f"{arg}: folder has no {'/'.join(FOLDER_SUFFIXES)} files (or .gz/.zst forms, or .json.gz/.json.zst) to encode"
                                  + _tables_hint(arg, passed))
             for kind, n in passed.items():
                 out.not_read[kind] = out.not_read.get(kind, 0) + n
