@@ -144,6 +144,12 @@ def test_a_zst_input_without_a_decompressor_names_the_extra_and_writes_nothing(t
     assert r.exit_code == 2
     assert r.stderr == f"error: {tmp_path / 'a.txt.zst'}: reading .zst needs a zstd decompressor: pip install 'winsample[zstd]'\n"
     assert r.stdout == "" and not (tmp_path / "out").exists()
+    # said before any input is read: a.txt's bad byte (read first otherwise, exit 1) is not reached
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_bytes(b"bad \xff byte")
+    (tmp_path / "in" / "b.txt.zst").write_bytes(zstd.compress(b"some text"))
+    r = cli(tmp_path / "in", "-o", tmp_path / "out", "--val-fraction", "0", "--workers", "1")
+    assert r.exit_code == 2 and "pip install 'winsample[zstd]'" in r.stderr and "UTF-8" not in r.stderr
 
 
 @pytest.mark.parametrize("damage", ["truncated", "flipped"])

@@ -219,7 +219,8 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
     folder; ConfigError for a file reached twice by the arguments (named twice, or inside a
     folder also named): its documents would be encoded twice. Inside one folder, a file
     reached again through a link is read once (``_once_each``). ``notice(line)`` hears of
-    files a folder holds that are not read (other suffixes, links to files it gave)."""
+    files a folder holds that are not read (other suffixes, links to files it gave). ConfigError,
+    naming the extra, for an input whose decompressor or pyarrow is not installed."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown input format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if not args:
@@ -260,7 +261,21 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
                 raise ConfigError(f"{src.label}: given twice{via}: its documents would be encoded twice; name each input once")
             seen[key] = src.label
         out += sources
+    _check_readers(out)
     return out
+
+
+def _check_readers(sources: list[Source]) -> None:
+    """ConfigError naming the extra, before anything is read, when an input needs a library
+    that is not installed (else a run would stop there, after the inputs before it)."""
+    from . import tables, zst
+
+    first = next((s for s in sources if s.zst), None)
+    if first is not None:
+        zst.module(first.label)
+    first = next((s for s in sources if s.kind in TABLES), None)
+    if first is not None:
+        tables.pyarrow(first.label, "Parquet" if first.kind == "parquet" else "Arrow files", first.kind)
 
 
 def _tables_hint(arg: str, passed: Counter) -> str:

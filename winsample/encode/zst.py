@@ -13,7 +13,8 @@ from ..errors import ConfigError
 WINDOW_LOG_MAX = 31  # accept frames made with `zstd --long=31` (2 GiB window); the default stops at 2^27
 
 
-def _module(label: str):
+def module(label: str):
+    """The zstd module (``compression.zstd`` or its backport); ConfigError naming the extra without one."""
     try:
         from compression import zstd  # Python >= 3.14
     except ImportError:
@@ -27,6 +28,6 @@ def _module(label: str):
 def open_zst(raw, label: str):
     """A readable binary stream of the decompressed bytes of the open file ``raw``, and the
     exceptions (besides ``OSError``, ``EOFError``) its reads raise on bad data."""
-    zstd = _module(label)
+    zstd = module(label)
     options = {zstd.DecompressionParameter.window_log_max: WINDOW_LOG_MAX}
     return zstd.ZstdFile(raw, "rb", options=options), (zstd.ZstdError,)
