@@ -243,8 +243,8 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
             passed: Counter = Counter()
             found = _walk(p, passed)
             if not found:
-                raise InputError(f"{arg}: folder has no {'/'.join(FOLDER_SUFFIXES)} files (or .gz/.zst forms, or .json.gz/.json.zst) to encode"
-                                 + _tables_hint(arg, passed))
+                raise InputError(f"{arg}: folder has no {'/'.join(FOLDER_SUFFIXES)} files (or .gz/.zst forms,"
+                                 f" or .json.gz/.json.zst) to encode{_tables_hint(arg, passed)}")
             for kind, n in passed.items():
                 out.not_read[kind] = out.not_read.get(kind, 0) + n
             sources = _once_each([_source(str(f), f, *_kind_of(f.name, fmt)) for f in sorted(found)], arg, notice)
@@ -390,7 +390,7 @@ class Reader:
         where = f"near compressed byte {raw_at:,}" if raw_at is not None else "in its data"
         hint = ("; bytes follow the last gzip member (trailing garbage): cut them off, or decompress what is valid"
                 if "Not a gzipped file" in str(e) and raw_at else "")
-        codec = "gzip" if self.src.gz else "zstd"
+        codec = COMPRESSED[".gz" if self.src.gz else ".zst"]
         return DataError(f"{self.src.label}: broken {codec} data {where} ({at:,} bytes decompressed before it): {e}{hint}")
 
     def where(self, offset: int) -> str:
