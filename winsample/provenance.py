@@ -155,15 +155,15 @@ ID_SAMPLE = 1024  # ids parsed per split (evenly spread); the checksum covers ev
 
 
 def _offset_bounds(inputs: list) -> np.ndarray:
-    """Per input, the bound its offsets lie below: decompressed bytes for a .gz when recorded,
-    else its bytes; -1 (no bound) for a .gz whose decompressed size was not recorded."""
+    """Per input, the bound its offsets lie below: decompressed bytes for a .gz / .zst when
+    recorded, else its bytes; -1 (no bound) for a .gz / .zst whose decompressed size was not recorded."""
     out = np.full(len(inputs), -1, np.int64)
     for i, e in enumerate(inputs):
         if not isinstance(e, dict):
             continue
         if isinstance(e.get("decompressed_bytes"), int):
             out[i] = e["decompressed_bytes"]
-        elif isinstance(e.get("bytes"), int) and not str(e.get("path", "")).endswith(".gz"):
+        elif isinstance(e.get("bytes"), int) and not str(e.get("path", "")).endswith((".gz", ".zst")):
             out[i] = e["bytes"]
     return out
 

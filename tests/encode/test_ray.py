@@ -328,3 +328,27 @@ def test_bos_with_a_tokenizer_json_on_ray_equals_the_local_engine(cluster, tmp_p
         starts = np.load(tmp_path / "ray" / formats.doc_index_name(split))
         if len(starts):
             assert (ids[starts] == bos).all() and (ids[np.append(starts[1:], len(ids)) - 1] == eos).all()
+
+
+def test_zst_jsonl_gz_text_and_a_saved_dataset_on_ray_equal_the_local_engine(cluster, tmp_path):
+    import gzip
+
+    import datasets
+
+    if sys.version_info >= (3, 14):
+        from compression import zstd
+    else:
+        from backports import zstd
+    rows = [{"id": f"r{i}", "text": f"Record {i}: " + "tokens in a row " * (i % 9)} for i in range(300)]
+    (tmp_path / "in").mkdir()
+    raw = b"".join(json.dumps(r).encode() + b"\n" for r in rows)
+    (tmp_path / "in" / "a.jsonl.zst").write_bytes(zstd.compress(raw[:5000]) + zstd.compress(raw[5000:]))  # two frames
+    (tmp_path / "in" / "b.txt.gz").write_bytes(gzip.compress(CORPUS.joinpath("tempest.txt").read_bytes()))
+    datasets.disable_progress_bars()
+    datasets.Dataset.from_dict({"id": [r["id"] for r in rows], "text": [r["text"][::-1] for r in rows]}).save_to_disk(
+        str(tmp_path / "ds"), num_shards=2)
+    inputs = [tmp_path / "in", tmp_path / "ds"]
+    ray_encode(inputs, tmp_path / "ray", merge=True, id_field="id", val_fraction=0.2)
+    loc = local_encode(inputs, tmp_path / "local", id_field="id", val_fraction=0.2)
+    same_dataset(tmp_path / "ray", tmp_path / "local")
+    assert loc["documents"] == 300 + 1 + 300

@@ -21,8 +21,8 @@ from .render import chunk_line
 @click.option("--boundaries", type=click.Choice(["none", "paragraph", "sentence"]), default="none", show_default=True,
               help="End chunks on paragraph or sentence edges where one is in reach (the planner of windows --boundaries).")
 @tokenizer_options
-@click.option("--text-field", default="text", show_default=True, help="JSONL field / Parquet column holding the text (a.b: field b of the object in field a, for JSONL).")
-@click.option("--id-field", default=None, metavar="FIELD", help="JSONL field / Parquet column with each record's id: chunk ids become ID#K.")
+@click.option("--text-field", default="text", show_default=True, help="JSONL field / Parquet or Arrow column holding the text (a.b: field b of the object, or struct column, in a).")
+@click.option("--id-field", default=None, metavar="FIELD", help="JSONL field / Parquet or Arrow column with each record's id: chunk ids become ID#K.")
 @click.option("--format", "fmt", type=click.Choice(["auto", "text", "jsonl"]), default="auto", show_default=True,
               help="Input format; auto: by file extension (stdin: text).")
 @click.option("--errors", type=click.Choice(["strict", "replace"]), default="strict", show_default=True,

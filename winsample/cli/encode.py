@@ -18,8 +18,8 @@ from .main import main
 @click.option("--split", type=click.Choice(["doc", "tail"]), default="doc", show_default=True, help="doc: by a seeded hash of each document's text (a lone text file is refused: one split would be empty); tail: the last tokens.")
 @click.option("--seed", type=int, default=1337, show_default=True, help="Seed of the document hash (--split doc).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Encoders [default: CPU count]: processes for the reference backend, threads for the fast engine (only as many as the input repays their builds); 1 runs in-process.")
-@click.option("--text-field", default="text", show_default=True, help="JSONL field / Parquet column holding the text (a.b: field b of the object in field a, for JSONL).")
-@click.option("--id-field", default=None, metavar="FIELD", help="JSONL field / Parquet column with each record's id (string or integer), kept in the provenance files.")
+@click.option("--text-field", default="text", show_default=True, help="JSONL field / Parquet or Arrow column holding the text (a.b: field b of the object, or struct column, in a).")
+@click.option("--id-field", default=None, metavar="FIELD", help="JSONL field / Parquet or Arrow column with each record's id (string or integer), kept in the provenance files.")
 @click.option("--format", "fmt", type=click.Choice(["auto", "text", "jsonl"]), default="auto", show_default=True, help="Input format; auto: by file extension (stdin: text).")
 @click.option("--no-eot", is_flag=True, help="Do not append the end-of-document id after each document.")
 @click.option("--eot-token", default=None, metavar="TEXT|ID", help="The end-of-document token appended after each document, by its text or id [default: <|endoftext|> where the vocabulary has it, else the tokenizer's EOS].")
@@ -58,6 +58,8 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
       winsample encode docs.jsonl --text-field body --split tail -o data/ --json
       winsample encode corpus/ -o data/ --tokenizer-file llama3/ --bos
       winsample encode sft.jsonl --id-field id -o data/    # windows trace back to record ids
+      winsample encode pile/ -o data/                     # .jsonl.zst shards (pip install 'winsample[zstd]')
+      winsample encode my_dataset/ -o data/               # a datasets save_to_disk folder (its train split)
 
     Each document's source (input, byte offset, line, --id-field value) is kept in
     OUT_DIR/*.prov.npy: `inspect PLAN --at K` and `windows --format jsonl` show it.

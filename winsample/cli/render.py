@@ -51,7 +51,7 @@ def not_read_warning(not_read: dict) -> str:
     kinds = sorted(not_read.items(), key=lambda kv: (-kv[1], kv[0]))
     shown = ", ".join(f"{n} {kind}" for kind, n in kinds[:4])
     return terminal_safe(f"warning: {sum(not_read.values())} file(s) not read ({shown}{', …' if len(kinds) > 4 else ''}):"
-            f" a folder gives only {'/'.join(FOLDER_SUFFIXES)} files (and .gz forms), not hidden ones, and does"
+            f" a folder gives only {'/'.join(FOLDER_SUFFIXES)} files (and .gz/.zst forms, and .json.gz/.json.zst), not hidden ones, and does"
             " not follow symlinked folders; name others to encode them")
 
 

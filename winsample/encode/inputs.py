@@ -1,16 +1,21 @@
 """Inputs of ``winsample encode``: find the files, read documents as streams of text.
 
-- a file is read by its name: ``*.jsonl`` / ``*.jsonl.gz`` are JSONL (one document per line,
-  the string field ``text_field``), ``*.parquet`` is Parquet (column ``text_field``, needs
-  pyarrow), anything else is plain UTF-8 text, one document per file (``.gz`` is decompressed);
-- a folder is searched recursively for ``.txt .md .text .jsonl`` and their ``.gz`` forms, in
-  sorted path order; names starting with ``.`` (``.git``, editor files) are skipped;
+- a file is read by its name: ``*.jsonl`` (``.jsonl.gz``, ``.jsonl.zst``, and ``.json.gz`` /
+  ``.json.zst``: Dolma's names) is JSONL (one document per line, the string field
+  ``text_field``), ``*.parquet`` is Parquet and ``*.arrow`` an Arrow IPC file (one document per
+  row of column ``text_field``, needs pyarrow: ``parquet``, ``arrow``), anything else is plain
+  UTF-8 text, one document per file (``.gz`` and ``.zst`` are decompressed as they are read:
+  ``zst``);
+- a folder is searched recursively for ``.txt .md .text .jsonl`` and their ``.gz`` / ``.zst``
+  forms (and ``.json.gz`` / ``.json.zst``), in sorted path order; names starting with ``.``
+  (``.git``, editor files) are skipped; a folder written by Hugging Face ``datasets``'
+  ``save_to_disk`` is read as its ``.arrow`` files instead, in its own order (``savedset``);
 - ``-`` is stdin: one text document, or JSONL with ``fmt="jsonl"``.
 
 Each document can come with its ``Origin``: the input's index, the byte offset where the
 document starts in it (a JSONL record's line; 0 for a text file; in the decompressed stream of
-a ``.gz``), its 1-based line (a text file: 1; Parquet: the 1-based row) and the value of
-``id_field`` (a string or integer field / column; missing or any other type is bad input).
+a ``.gz`` / ``.zst``), its 1-based line (a text file: 1; Parquet, Arrow: the 1-based row) and
+the value of ``id_field`` (a string or integer field / column; missing or any other type is bad input).
 
 Text is read in ``READ_BYTES`` pieces through an incremental UTF-8 decoder, so a document never
 has to fit in memory and an invalid byte is reported with its offset and line. A JSONL line is
@@ -33,8 +38,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError, DataError, InputError, json_place
+from .savedset import saved_dataset
 
 FOLDER_SUFFIXES = (".txt", ".md", ".text", ".jsonl")
+# A compressed .json is JSON Lines: Dolma and RedPajama-v2 ship their records as *.json.gz (a
+# folder takes these too); a plain .json stays text, and a folder leaves it (configs, metadata).
+PACKED_JSONL = ".json"
+COMPRESSED = {".gz": "gzip", ".zst": "zstd"}  # suffix -> what it is decompressed as; such a file is one stream, never cut
+TABLES = ("parquet", "arrow")  # kinds read as rows of a column (pyarrow)
 FORMATS = ("auto", "text", "jsonl")
 READ_BYTES = 1 << 20  # per read: big enough for disk speed, small enough to keep memory flat
 GZ_STEP = 64 << 10  # decompressed bytes per gzip read: how close a broken stream's error position is
@@ -87,7 +98,7 @@ def _decoder(errors: str, replaced: Replaced):
 
 class Origin(NamedTuple):
     """Where a document starts: ``input`` (index into the inputs), ``offset`` (bytes, in the
-    decompressed stream for .gz), ``line`` (1-based) and ``id`` (str, int or None)."""
+    decompressed stream for .gz / .zst), ``line`` (1-based) and ``id`` (str, int or None)."""
 
     input: int
     offset: int
@@ -101,41 +112,53 @@ class Source:
 
     label: str
     path: Path | None  # None for stdin
-    kind: str  # "text" | "jsonl" | "parquet"
+    kind: str  # "text" | "jsonl" | "parquet" | "arrow"
     gz: bool
     size: int | None  # bytes on disk; None for stdin until read
     mtime_ns: int | None = None  # modification time when found (then when opened); None for stdin
 
-    decompressed: int | None = None  # .gz: bytes of the decompressed stream, once read whole
+    decompressed: int | None = None  # .gz / .zst: bytes of the decompressed stream, once read whole
     dev: int | None = None  # st_dev and st_ino when found: the same file named twice is told apart from two
     ino: int | None = None
+    zst: bool = False  # zstd-compressed (``gz`` is gzip)
+
+    @property
+    def compressed(self) -> bool:
+        """Read through a decompressor: one stream, never cut in byte ranges; offsets count decompressed bytes."""
+        return self.gz or self.zst
 
     def meta(self) -> dict:
         # A name that is not UTF-8 (surrogate-escaped by Python) shows its bytes as \xNN.
         label = self.label.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         out = {"path": label, "bytes": self.size or 0}
-        if self.gz and self.decompressed is not None:  # the bound of a provenance offset in it
+        if self.compressed and self.decompressed is not None:  # the bound of a provenance offset in it
             out["decompressed_bytes"] = self.decompressed
         return out
 
 
-def _kind_of(name: str, fmt: str) -> tuple[str, bool]:
-    name = name.lower()  # B.TXT, c.JSONL, d.Jsonl.GZ: suffixes in any case
-    gz = name.endswith(".gz")
-    base = name[:-3] if gz else name
+def _compression(name: str) -> tuple[str, str]:
+    """(the name without its compression suffix, the suffix: ``.gz``, ``.zst`` or "")."""
+    suffix = os.path.splitext(name)[1]
+    return (name[: -len(suffix)], suffix) if suffix in COMPRESSED else (name, "")
+
+
+def _kind_of(name: str, fmt: str) -> tuple[str, str]:
+    """(kind, compression suffix) of a file by its name."""
+    base, codec = _compression(name.lower())  # B.TXT, c.JSONL, d.Jsonl.GZ: suffixes in any case
     if fmt != "auto":
-        return fmt, gz
-    if base.endswith(".jsonl"):
-        return "jsonl", gz
-    if base.endswith(".parquet") and not gz:
-        return "parquet", False
-    return "text", gz
+        return fmt, codec
+    if base.endswith(".jsonl") or (codec and base.endswith(PACKED_JSONL)):
+        return "jsonl", codec
+    if not codec and base.endswith(".parquet"):
+        return "parquet", ""
+    if not codec and base.endswith(".arrow"):
+        return "arrow", ""
+    return "text", codec
 
 
 def _folder_matches(name: str) -> bool:
-    name = name.lower()
-    base = name[:-3] if name.endswith(".gz") else name
-    return base.endswith(FOLDER_SUFFIXES)
+    base, codec = _compression(name.lower())
+    return base.endswith(FOLDER_SUFFIXES) or bool(codec and base.endswith(PACKED_JSONL))
 
 
 HIDDEN = "hidden (a name starting with .)"
@@ -196,7 +219,8 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
     folder; ConfigError for a file reached twice by the arguments (named twice, or inside a
     folder also named): its documents would be encoded twice. Inside one folder, a file
     reached again through a link is read once (``_once_each``). ``notice(line)`` hears of
-    files a folder holds that are not read (other suffixes, links to files it gave)."""
+    files a folder holds that are not read (other suffixes, links to files it gave). ConfigError,
+    naming the extra, for an input whose decompressor or pyarrow is not installed."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown input format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if not args:
@@ -212,13 +236,15 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
             out.append(Source("-", None, "jsonl" if fmt == "jsonl" else "text", False, None))
             continue
         p = Path(arg)
-        if p.is_dir():
+        saved = saved_dataset(p, arg, notice) if p.is_dir() else None
+        if saved is not None:  # a datasets folder: its .arrow files in its own order
+            sources = [_source(str(f), f, "arrow", "") for f in saved]
+        elif p.is_dir():
             passed: Counter = Counter()
             found = _walk(p, passed)
             if not found:
-                raise InputError(
-                    f"{arg}: folder has no {'/'.join(FOLDER_SUFFIXES)} files (or .gz forms) to encode"
-                )
+                raise InputError(f"{arg}: folder has no {'/'.join(FOLDER_SUFFIXES)} files (or .gz/.zst forms,"
+                                 f" or .json.gz/.json.zst) to encode{_tables_hint(arg, passed)}")
             for kind, n in passed.items():
                 out.not_read[kind] = out.not_read.get(kind, 0) + n
             sources = _once_each([_source(str(f), f, *_kind_of(f.name, fmt)) for f in sorted(found)], arg, notice)
@@ -235,7 +261,30 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
                 raise ConfigError(f"{src.label}: given twice{via}: its documents would be encoded twice; name each input once")
             seen[key] = src.label
         out += sources
+    _check_readers(out)
     return out
+
+
+def _check_readers(sources: list[Source]) -> None:
+    """ConfigError naming the extra, before anything is read, when an input needs a library
+    that is not installed (else a run would stop there, after the inputs before it)."""
+    from . import tables, zst
+
+    first = next((s for s in sources if s.zst), None)
+    if first is not None:
+        zst.module(first.label)
+    first = next((s for s in sources if s.kind in TABLES), None)
+    if first is not None:
+        tables.pyarrow(first.label, "Parquet" if first.kind == "parquet" else "Arrow files", first.kind)
+
+
+def _tables_hint(arg: str, passed: Counter) -> str:
+    """For a folder of only .arrow / .parquet files (a datasets cache): how to encode them."""
+    tables = [s for s in (".arrow", ".parquet") if passed[s]]
+    if not tables:
+        return ""
+    return (f"; it holds {' and '.join(tables)} files, which a folder walk leaves (a cache mixes splits):"
+            f" name the ones to encode, e.g. {Path(arg) / ('*train*' + tables[0])}")
 
 
 def _file_key(src: Source):
@@ -264,14 +313,15 @@ def _once_each(sources: list[Source], arg: str, notice: Callable[[str], None] | 
     return kept
 
 
-def _source(label: str, path: Path, kind: str, gz: bool) -> Source:
+def _source(label: str, path: Path, kind: str, codec: str) -> Source:
     try:
         st = path.stat()
     except OSError as e:  # a dangling symlink or symlink loop found in a folder, a file removed meanwhile
         raise InputError(f"{label}: cannot read: {e.strerror}") from None
     if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end: refused, not read
         raise InputError(f"{label}: not a regular file (a FIFO, socket or device); encode a regular file or pipe it to -")
-    return Source(label, path, kind, gz, st.st_size, st.st_mtime_ns, dev=st.st_dev, ino=st.st_ino)
+    return Source(label, path, kind, codec == ".gz", st.st_size, st.st_mtime_ns, dev=st.st_dev, ino=st.st_ino,
+                  zst=codec == ".zst")
 
 
 class Reader:
@@ -294,12 +344,23 @@ class Reader:
         self.stat = None if src.path is None else os.fstat(self.raw.fileno())
         if self.stat is not None:
             src.mtime_ns = self.stat.st_mtime_ns
-        self.stream = gzip.GzipFile(fileobj=self.raw, mode="rb") if src.gz else self.raw
+        self.bad_data: tuple = (zlib.error,)  # what the decompressor raises on broken data (and OSError, EOFError)
+        self.stream = self.raw
+        try:
+            if src.gz:
+                self.stream = gzip.GzipFile(fileobj=self.raw, mode="rb")
+            elif src.zst:
+                from .zst import open_zst  # the optional decompressor, only for a .zst input
+
+                self.stream, self.bad_data = open_zst(self.raw, src.label)
+        except BaseException:
+            self.abort()
+            raise
 
     def read(self, n: int = READ_BYTES) -> bytes:
         got: list[bytes] = []
         try:
-            if self.src.gz:
+            if self.src.compressed:
                 # in GZ_STEP pieces: a read that fails drops what it decompressed, so the error's
                 # position is this close (a truncated file fails at its end, not at the read's start)
                 size = 0
@@ -309,27 +370,31 @@ class Reader:
                 data = b"".join(got)
             else:
                 data = self.stream.read(n)
-        except (OSError, EOFError, zlib.error) as e:
-            if self.src.gz:
-                at = self.offset + sum(map(len, got))
-                try:
-                    raw_at = self.raw.tell()  # where in the compressed file the reader stopped
-                except (OSError, ValueError):
-                    raw_at = None
-                where = f"near compressed byte {raw_at:,}" if raw_at is not None else "in its data"
-                hint = ("; bytes follow the last gzip member (trailing garbage): cut them off, or decompress what is valid"
-                        if "Not a gzipped file" in str(e) and raw_at else "")
-                raise DataError(f"{self.src.label}: broken gzip data {where} ({at:,} bytes decompressed before it): {e}{hint}") from None
+        except (OSError, EOFError, *self.bad_data) as e:
+            if self.src.compressed:
+                raise self._broken(e, self.offset + sum(map(len, got))) from None
             raise InputError(f"{self.src.label}: cannot read: {e}") from None
         self.offset += len(data)
         if self.progress:
-            pos = self.raw.tell() if (self.src.gz and self.src.path is not None) else self.offset
+            pos = self.raw.tell() if (self.src.compressed and self.src.path is not None) else self.offset
             self.progress(pos - self._disk_pos)
             self._disk_pos = pos
         return data
 
+    def _broken(self, e: BaseException, at: int) -> DataError:
+        """The one line for compressed data that fails to decompress, ``at`` bytes into its stream."""
+        try:
+            raw_at = self.raw.tell()  # where in the compressed file the reader stopped
+        except (OSError, ValueError):
+            raw_at = None
+        where = f"near compressed byte {raw_at:,}" if raw_at is not None else "in its data"
+        hint = ("; bytes follow the last gzip member (trailing garbage): cut them off, or decompress what is valid"
+                if "Not a gzipped file" in str(e) and raw_at else "")
+        codec = COMPRESSED[".gz" if self.src.gz else ".zst"]
+        return DataError(f"{self.src.label}: broken {codec} data {where} ({at:,} bytes decompressed before it): {e}{hint}")
+
     def where(self, offset: int) -> str:
-        return f"byte {offset}{' of the decompressed data' if self.src.gz else ''}"
+        return f"byte {offset}{' of the decompressed data' if self.src.compressed else ''}"
 
     def close(self) -> None:
         """Close, and DataError if the file changed (size or mtime) while it was read."""
@@ -338,14 +403,14 @@ class Reader:
             return
         after = os.fstat(self.raw.fileno())
         self.raw.close()
-        if not self.src.gz and self.stat.st_size == 0 and after.st_size == 0 and self.offset > 0:
+        if not self.src.compressed and self.stat.st_size == 0 and after.st_size == 0 and self.offset > 0:
             raise DataError(f"{self.src.label}: the system reports its size as 0 bytes, but it reads as {self.offset:,}"
                             " (a /proc or /sys file, made as it is read): encode a copy of it (cp it to a file first)")
         now = self.src.path.stat() if self.src.path.exists() else after
         changed = (
             (after.st_size, after.st_mtime_ns) != (self.stat.st_size, self.stat.st_mtime_ns)
             or (now.st_size, now.st_mtime_ns) != (self.stat.st_size, self.stat.st_mtime_ns)
-            or (not self.src.gz and self.offset != self.stat.st_size)
+            or (not self.src.compressed and self.offset != self.stat.st_size)
         )
         if changed:
             raise DataError(
@@ -353,7 +418,7 @@ class Reader:
                 f" ({self.stat.st_size} bytes before, {now.st_size} after); encode a stable copy"
             )
         self.src.size = self.stat.st_size
-        if self.src.gz:
+        if self.src.compressed:
             self.src.decompressed = self.offset
 
     def abort(self) -> None:
@@ -502,15 +567,17 @@ def iter_documents(
     an iterator of its text pieces (a text file), which the caller must consume before asking
     for the next document. With ``origins``: (where, document, Origin), the input index
     counted from ``index`` for ``sources[0]``; ``id_field`` is read (and checked) per record.
-    ``progress(nbytes)`` is called with bytes read from disk (compressed bytes for .gz);
+    ``progress(nbytes)`` is called with bytes read from disk (compressed bytes for .gz / .zst);
     ``replaced`` counts what ``errors="replace"`` replaces.
     """
     for k, src in enumerate(sources):
         i = index + k
-        if src.kind == "parquet":
-            from .parquet import parquet_docs  # pyarrow, and this reader, only for a Parquet input
-
-            for where, text, row, doc_id in parquet_docs(src, text_field, progress, id_field):
+        if src.kind in TABLES:  # pyarrow, and these readers, only for a Parquet or Arrow input
+            if src.kind == "parquet":
+                from .parquet import parquet_docs as table_docs
+            else:
+                from .arrow import arrow_docs as table_docs
+            for where, text, row, doc_id in table_docs(src, text_field, progress, id_field):
                 yield (where, text, Origin(i, 0, row, doc_id)) if origins else (where, text)
             continue
         reader = Reader(src, progress, replaced)

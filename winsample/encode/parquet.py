@@ -4,69 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..errors import ConfigError, DataError
+from ..errors import DataError
+from . import tables
 from .inputs import Source
 
 
 def parquet_docs(src: Source, field: str, progress, id_field: str | None = None) -> Iterator[tuple[str, str, int, object]]:
-    """(where, text, 1-based row, id) for each row of a Parquet source."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise ConfigError(
-            f"{src.label}: reading Parquet needs pyarrow: pip install 'winsample[parquet]'"
-        ) from None
+    """(where, text, 1-based row, id) for each row of a Parquet source (``tables.rows``)."""
+    pa = tables.pyarrow(src.label, "Parquet", "parquet")
+    import pyarrow.parquet as pq
+
     try:
         pf = pq.ParquetFile(src.path)
     except (OSError, pa.ArrowException) as e:
         raise DataError(f"{src.label}: not a readable Parquet file: {e}") from None
-    names = pf.schema_arrow.names
-    if field not in names:
-        raise DataError(f"{src.label}: no column {field!r} (columns: {', '.join(names[:8])}); pick one with --text-field")
-    typ = pf.schema_arrow.field(field).type
-    if not (pa.types.is_string(typ) or pa.types.is_large_string(typ)):
-        raise DataError(f"{src.label}: column {field!r} has type {typ}, not string")
-    columns = [field]
-    if id_field is not None:
-        if id_field not in names:
-            raise DataError(f"{src.label}: no column {id_field!r} for --id-field (columns: {', '.join(names[:8])})")
-        ityp = pf.schema_arrow.field(id_field).type
-        if not (pa.types.is_string(ityp) or pa.types.is_large_string(ityp) or pa.types.is_integer(ityp)):
-            raise DataError(f"{src.label}: --id-field column {id_field!r} has type {ityp}, not a string or integer")
-        if id_field != field:
-            columns.append(id_field)
-    row = 0
-    batches = pf.iter_batches(columns=columns, batch_size=1024)
-    while True:
-        batch = None
-        try:  # a corrupt page, or a string column holding bytes that are not UTF-8
-            batch = next(batches, None)
-            texts = None if batch is None else batch.column(0).to_pylist()
-            ids = None if batch is None or id_field is None else batch.column(len(columns) - 1).to_pylist()
-        except (OSError, pa.ArrowException, UnicodeDecodeError, ValueError) as e:
-            where = f"row {row} or after"
-            if isinstance(e, UnicodeDecodeError) and batch is not None:
-                for c in range(len(columns)):
-                    col = batch.column(c)
-                    for i in range(len(col)):
-                        try:
-                            col[i].as_py()
-                        except UnicodeDecodeError:
-                            where = f"row {row + i}: column {columns[c]!r} is not UTF-8"
-                            break
-                    else:
-                        continue
-                    break
-            raise DataError(f"{src.label}: {where}: unreadable Parquet data: {e}") from None
-        if texts is None:
-            break
-        for text, doc_id in zip(texts, ids if ids is not None else [None] * len(texts)):
-            if text is None:
-                raise DataError(f"{src.label}: row {row}: {field!r} is null")
-            if id_field is not None and doc_id is None:
-                raise DataError(f"{src.label}: row {row}: --id-field {id_field!r} is null, not a string or integer")
-            yield f"{src.label}:row {row}", text, row + 1, doc_id
-            row += 1
+    cols = tables.columns(pa, src.label, pf.schema_arrow, field, id_field)
+    batches = pf.iter_batches(columns=cols.top(), batch_size=tables.ROWS)
+    yield from tables.rows(pa, src.label, "Parquet", batches, cols, field, id_field)
     if progress:
         progress(src.size or 0)

@@ -473,8 +473,8 @@ def _no_token_reason(tok: tokenizer.Tokenizer, which: str) -> str:
 
 
 def known_text_bytes(sources) -> int | None:
-    """The inputs' bytes of text, when the sizes say it (None: stdin, gzip or Parquet)."""
-    if any(s.size is None or s.gz or s.kind == "parquet" for s in sources):
+    """The inputs' bytes of text, when the sizes say it (None: stdin, gzip, zstd, Parquet or Arrow)."""
+    if any(s.size is None or s.compressed or s.kind in ("parquet", "arrow") for s in sources):
         return None
     return sum(s.size for s in sources)
 

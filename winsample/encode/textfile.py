@@ -36,7 +36,7 @@ class TextFile:
     def open(cls, src: Source, index: int, errors: str, min_bytes: int, cut_bytes=None,
              long_run: int = LONG_RUN_CHARS) -> TextFile | None:
         """``cut_bytes(window, base)``: the tokenizer's ``last_safe_cut_bytes`` (default: chunking's rule)."""
-        if src.kind != "text" or src.gz or src.path is None or errors != "strict":
+        if src.kind != "text" or src.compressed or src.path is None or errors != "strict":
             return None
         if src.size is None or src.size < min_bytes:
             return None

@@ -28,10 +28,11 @@ from .npy import load_npy_mmap
 #   input   uint32  index into meta.json's "inputs"
 #   offset  int64   byte offset in that input where the document starts: a JSONL record's line,
 #                   0 for a text file (a document is the whole file, however encode cut it into
-#                   ranges); in the *decompressed* stream for .gz inputs (the offset a reader of
-#                   `zcat FILE` sees; a gzip stream has no random access); 0 for a Parquet row
+#                   ranges); in the *decompressed* stream for .gz / .zst inputs (the offset a
+#                   reader of `zcat FILE` / `zstdcat FILE` sees; a compressed stream has no random
+#                   access); 0 for a Parquet or Arrow row
 #   line    int64   1-based line of the record (JSONL: its line, counting blank lines too; a
-#                   text file: 1; Parquet: the 1-based row)
+#                   text file: 1; Parquet, Arrow: the 1-based row)
 #   id_end  int64   end of the document's id in the ids file: its id is bytes
 #                   [id_end[d-1], id_end[d]) (from 0 for d = 0), the id's JSON text (a string
 #                   "…" or an integer); an empty range means no id (a text file, or no --id-field)
@@ -41,7 +42,7 @@ from .npy import load_npy_mmap
 #                  "splits": {"train": {"file": "train.prov.npy", "ids": "train.prov.ids.npy" | null,
 #                                       "documents": D, "checksum": "xxh3_128:…",
 #                                       "ids_checksum": "xxh3_128:…" | null}, "val": {…}}}
-# and each .gz input entry gains "decompressed_bytes" (the bound a .gz offset lies below).
+# and each .gz / .zst input entry gains "decompressed_bytes" (the bound its offsets lie below).
 # The records are written in the same streaming pass as the tokens (28 bytes per document plus
 # its id), in input order per split, so they are the same bytes for any worker count or engine.
 

@@ -10,7 +10,7 @@ Plan (driver, deterministic): inputs in order are packed into shards of about
 ``shard_bytes`` input bytes. A shard is a list of pieces ``(file, start, end)`` (bytes); small
 files share a shard, and an uncompressed text or JSONL file that does not fit is cut — text
 at the first safe cut (the tokenizer's ``iter_safe_cuts``) at or after the target byte (so its ids equal those of the
-whole document), JSONL after a line end. ``.gz`` and Parquet files are never cut.
+whole document), JSONL after a line end. ``.gz``, ``.zst``, Parquet and Arrow files are never cut.
 
 Tasks (one per shard, ``max_retries`` on a dead worker): each writes
 ``shards/{train,val}-NNNNN.bin`` (``all-NNNNN`` with ``--split tail``), their document
@@ -133,7 +133,7 @@ def _encoding(job: ShardJob):
 
 
 def _source(p: dict) -> inputs.Source:
-    return inputs.Source(p["label"], Path(p["path"]), p["kind"], p["gz"], p["size"])
+    return inputs.Source(p["label"], Path(p["path"]), p["kind"], p["gz"], p["size"], zst=p["zst"])
 
 
 def _check_unchanged(p: dict) -> None:
@@ -172,8 +172,11 @@ def _documents(p: dict, start: int, end: int, job: ShardJob, replaced: inputs.Re
     (``inputs.iter_documents`` for a whole file, else ``inputs.range_documents``)."""
     _check_unchanged(p)
     if start == 0 and end == p["size"]:
-        yield from inputs.iter_documents([_source(p)], text_field=job.text_field, errors=job.errors, id_field=job.id_field,
+        src = _source(p)
+        yield from inputs.iter_documents([src], text_field=job.text_field, errors=job.errors, id_field=job.id_field,
                                          origins=True, index=p["index"], replaced=replaced)
+        if lines is not None and src.decompressed is not None:  # a .gz / .zst read whole: meta.json records its size
+            lines["decompressed"] = src.decompressed
         return
     yield from inputs.range_documents(p["label"], p["path"], p["kind"], p["index"], start, end, text_field=job.text_field,
                                       errors=job.errors, id_field=job.id_field, replaced=replaced, counted=lines)
@@ -207,7 +210,8 @@ class _ShardEncoder:
         self.continues = dict.fromkeys(self.writers, False)
         self.stats = pipeline.new_stats()
         self.replaced = inputs.Replaced()
-        self.piece_lines: dict[int, dict] = {}  # piece number -> {"lines": n} for a JSONL piece read as a range
+        self.piece_lines: dict[int, dict] = {}  # piece number -> {"lines": n} for a JSONL piece read as a range,
+        # {"decompressed": n} for a .gz / .zst read whole
 
     def write_text(self, w: SplitWriter, texts, where) -> None:
         chunker = TextChunker(PIECE_CHARS, LONG_RUN_CHARS, self.enc.last_safe_cut)
@@ -335,8 +339,9 @@ def shard_task(job: ShardJob, shard: dict, *decisions) -> formats.ShardMeta:
     inputs_ = []
     for k, (p, s, e, _) in enumerate(shard["pieces"]):
         inputs_.append({"path": p["label"], "start": s, "end": e})
-        if "lines" in encoder.piece_lines.get(k, {}):
-            inputs_[-1]["lines"] = encoder.piece_lines[k]["lines"]
+        for key in ("lines", "decompressed"):
+            if key in encoder.piece_lines.get(k, {}):
+                inputs_[-1][key] = encoder.piece_lines[k][key]
     meta = formats.ShardMeta(index=idx, key=shard["key"], inputs=inputs_, stats=encoder.stats, splits=entries,
                              input_bytes=sum(e - s for _, s, e, _ in shard["pieces"]))
     formats.write_shard_meta(meta_path, meta)
@@ -405,6 +410,10 @@ def run_ray(config: EncodeConfig, *, progress=None, notice=None) -> dict:
         plan = plan_shards(sources, config.shard_bytes, enc)
         metas = _on_cluster(ray, config, lambda: _run_tasks(ray, job, sources, plan, progress))
         splits, stats = _finish(out_dir, metas, config, sources, setup.spec.dtype)
+        for shard, m in zip(plan, metas):  # a compressed input's decompressed size, as its task read it
+            for (i, _a, _b), rec in zip(shard, m.inputs):
+                if isinstance(rec.get("decompressed"), int):
+                    sources[i].decompressed = rec["decompressed"]
         prov_segs = _prov_segments(out_dir, plan, metas, splits, sources, tail=config.tail)
         meta = pipeline.build_meta(sources, describe, setup.spec, splits, stats)
         meta.extra["backend"] = setup.backend_entry
@@ -476,7 +485,7 @@ def _run_tasks(ray, job: ShardJob, sources, plan, progress) -> list[dict]:
     info = []
     for s in sources:
         st = os.stat(s.path)
-        info.append({"label": s.label, "path": str(s.path.resolve()), "kind": s.kind, "gz": s.gz,
+        info.append({"label": s.label, "path": str(s.path.resolve()), "kind": s.kind, "gz": s.gz, "zst": s.zst,
                      "size": st.st_size, "mtime_ns": st.st_mtime_ns, "index": len(info)})
     cut_files = {i for shard in plan for i, a, b in shard if sources[i].kind == "text" and not (a == 0 and b == info[i]["size"])}
     decision_refs = {i: decide.remote(info[i], job) for i in sorted(cut_files)}

@@ -2,8 +2,8 @@
 
 A shard is a list of pieces ``(input index, start byte, end byte)``; small files share a shard,
 and an uncompressed text or JSONL file that does not fit is cut: text at the first safe cut (the
-tokenizer's ``iter_safe_cuts``) at or after the target byte, JSONL after a line end. ``.gz``
-and Parquet files are never cut.
+tokenizer's ``iter_safe_cuts``) at or after the target byte, JSONL after a line end. ``.gz``,
+``.zst``, Parquet and Arrow files are never cut.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ SEARCH_BYTES = 1 << 20  # bytes read per step when looking for a cut point
 
 
 def _splittable(src) -> bool:
-    return src.path is not None and not src.gz and src.kind in ("text", "jsonl")
+    return src.path is not None and not src.compressed and src.kind in ("text", "jsonl")
 
 
 def _jsonl_cut(path: Path, at: int, size: int) -> int | None:
