@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .. import formats, tokensrc
 from ..errors import ConfigError
+from .decoding import BAD_MODES, codec_of
 
 SPLIT_METHODS = formats.SPLIT_METHODS  # meta.json's split.method: one home
 ERROR_MODES = ("strict", "replace")
@@ -76,6 +77,8 @@ class EncodeConfig:
     bos: bool = False
     dtype: str | None = None
     errors: str = "strict"
+    input_encoding: str | None = None  # --input-encoding: the codec of text without a BOM (None: UTF-8)
+    on_bad_input: str = "fail"  # fail (list every bad input, write nothing) or skip (leave them out, count and list them)
     backend: str = "auto"
     engine: str = "local"
     resume: bool = False
@@ -91,6 +94,11 @@ class EncodeConfig:
         if self.engine not in ENGINES:
             raise ConfigError(f"unknown engine {self.engine!r}: choose local or ray")
         check_options(self.split, self.errors, self.val_fraction, self.workers)
+        object.__setattr__(self, "input_encoding", codec_of(self.input_encoding))  # a codec's one name; UTF-8: None
+        if self.on_bad_input not in BAD_MODES:
+            raise ConfigError(f"unknown --on-bad-input {self.on_bad_input!r}: choose fail or skip")
+        if self.engine == "ray" and (self.input_encoding or self.on_bad_input != "fail"):
+            raise ConfigError("--input-encoding and --on-bad-input skip apply to --engine local: drop them, or use --engine local")
         if self.engine == "ray":
             object.__setattr__(self, "shard_bytes", parse_size(self.shard_size))
 
@@ -125,6 +133,10 @@ class RunSpec:
                     text_field=c.text_field, eot_id=self.eot_id, id_field=c.id_field)
         if c.bos:  # only when asked: a checkpoint made before --bos existed stays comparable
             opts.update(bos=True, bos_id=self.bos_id)
+        if c.input_encoding:  # likewise
+            opts.update(input_encoding=c.input_encoding)
+        if c.on_bad_input != "fail":
+            opts.update(on_bad_input=c.on_bad_input)
         return opts
 
 

@@ -42,6 +42,7 @@ LONG_RUN_CHARS = LONG_RUN  # a stretch this long without a safe cut is cut by fo
 WRITE_BYTES = 1 << 20  # ids gathered per write+hash call
 SNAPSHOT_BYTES = 64 << 20  # --split tail: hash snapshots this far apart bound the re-read
 STATS = ("documents", "documents_skipped_empty", "forced_cuts", "replaced_characters", "whole_documents")
+READING_STATS = ("boms_stripped", "skipped_inputs", "skipped_records", "bad_inputs")  # in stats only when not 0 / empty
 
 
 # --- where a document goes ------------------------------------------------------------------
@@ -549,6 +550,8 @@ def summary(out_dir, meta: formats.Meta, stats: dict, sources, seconds: float, e
         "replaced_characters": stats["replaced_characters"],
         "forced_cuts": stats["forced_cuts"],
         "whole_documents": stats.get("whole_documents", 0),
+        # only when there is something to say (--input-encoding, --on-bad-input skip, a file with a BOM)
+        **{k: stats[k] for k in READING_STATS if stats.get(k)},
         **({"not_read": dict(sorted(sources.not_read.items()))} if getattr(sources, "not_read", None) else {}),  # unread
         **extra,
         "input_bytes": in_bytes,
