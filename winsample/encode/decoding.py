@@ -86,6 +86,9 @@ class BadInput(DataError):
         super().__init__(message)
         self.src, self.byte, self.line, self.record = src, byte, line, record
 
+    def __reduce__(self):  # pickled (a Ray task's error): the arguments this __init__ takes
+        return self.__class__, (str(self), self.src, self.byte, self.line, self.record), self.__dict__
+
     def entry(self) -> dict:
         """The bad input as meta.json's ``stats.bad_inputs`` and ``--json`` list it."""
         label = self.src.label.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
