@@ -481,16 +481,17 @@ def scalar_id(where: str, obj: dict, id_field: str):
     return value
 
 
-def _jsonl_lines(reader, reading: Reading) -> Iterator[tuple[int, int, bytes | str]]:
-    """(line number, offset of its first byte, the line) for each line of a JSONL source: bytes
-    in a codec where a b"\\n" byte ends a line, else decoded text. Sets ``reader.lines`` at its end."""
+def _jsonl_lines(reader, reading: Reading) -> Iterator[tuple[int | list[int], list]]:
+    """(starts, lines) for each piece read of a JSONL source: its whole lines and where they
+    start: bytes, in a codec where a b"\\n" byte ends a line, and the offset of the first (the
+    others follow, each after the one before and its b"\\n"); else decoded text, and the
+    offset of each. Sets ``reader.lines`` (lines so far) and ``reader.codec``."""
     data, codec = _first(reader, reading)
-    reader.codec = codec
+    reader.codec, reader.lines = codec, 0
     if not splits_lines(codec):
         yield from _decoded_lines(reader, data, codec, reading)
         return
     carry = b""
-    lineno = 0
     offset = reader.offset - len(data)  # byte offset of the start of the current line (after a BOM)
     while True:
         buf = carry + data if carry else data
@@ -498,21 +499,19 @@ def _jsonl_lines(reader, reading: Reading) -> Iterator[tuple[int, int, bytes | s
         carry = lines.pop() if data else b""
         if not data:
             lines = [buf] if buf else []
-        for raw in lines:
-            lineno += 1
-            yield lineno, offset, raw
-            offset += len(raw) + 1
-        reader.lines = lineno
+        reader.lines += len(lines)
+        yield offset, lines
+        offset += len(buf) - len(carry)  # the lines and their b"\n" each
         if not data:
             return
         data = reader.read()
 
 
-def _decoded_lines(reader, data: bytes, codec: str, reading: Reading) -> Iterator[tuple[int, int, str]]:
+def _decoded_lines(reader, data: bytes, codec: str, reading: Reading) -> Iterator[tuple[list[int], list[str]]]:
     """``_jsonl_lines`` of UTF-16 or UTF-32 text: lines split in the decoded text, each line's
     offset its bytes in ``codec`` after those before it. Undecodable bytes end the file (BadInput)."""
     dec = codecs.getincrementaldecoder(codec)(reading.handler())
-    carry, lineno, offset, unit = "", 0, reader.offset - len(data), encoded_len("\n", codec)
+    carry, offset, unit = "", reader.offset - len(data), encoded_len("\n", codec)
     while True:
         final = not data
         start = reader.offset - len(data)
@@ -525,45 +524,34 @@ def _decoded_lines(reader, data: bytes, codec: str, reading: Reading) -> Iterato
         carry = "" if final else lines.pop()
         if final and lines == [""]:
             lines = []
+        starts = [offset]
         for line in lines:
-            lineno += 1
-            yield lineno, offset, line
             offset += encoded_len(line, codec) + unit
-        reader.lines = lineno
+            starts.append(offset)
+        reader.lines += len(lines)
+        yield starts, lines
         if final:
             return
         data = reader.read()
 
 
-def _record(reader, raw: bytes | str, start: int, lineno: int, field: str, id_field: str | None,
-            reading: Reading) -> tuple[str, str | int | None] | None:
-    """(text, id) of one JSONL line; None for a blank line; BadInput (a record) for a bad one."""
-    where = f"{reader.src.label}:{lineno}"
-    if isinstance(raw, bytes):
-        if not raw.strip():
-            return None
-        if b"\0" in raw:
-            raise _nul_error(reader, start + raw.index(b"\0"), line=lineno, record=True)
-        codec = getattr(reader, "codec", "utf-8")
-        try:
-            if codec != "utf-8":
-                s = raw.decode(codec, reading.handler())
-            else:
-                s = raw.decode("utf-8") if reading.errors == "strict" else _decoder(reading.errors, reading.replaced).decode(raw, True)
-        except UnicodeDecodeError as e:
-            if codec != "utf-8":
-                raise _decode_error(reader, start + e.start, lineno, e, codec, record=True) from None
-            raise _utf8_error(reader, start + e.start, lineno, e, reading, record=True) from None
-    else:
-        if not raw.strip():
-            return None
+def _text_of(reader, raw: bytes | str, start: int, lineno: int, reading: Reading) -> str:
+    """The text of JSONL line ``raw`` (not blank); BadInput (a record) for a NUL or undecodable bytes."""
+    if isinstance(raw, str):
         if "\0" in raw:
             raise _nul_error(reader, start, line=lineno, record=True)
-        s = raw
+        return raw
+    if b"\0" in raw:
+        raise _nul_error(reader, start + raw.index(b"\0"), line=lineno, record=True)
+    codec = reader.codec
     try:
-        return _parse(where, s, field, id_field)
-    except DataError as e:
-        raise BadInput(str(e), reader.src, start, lineno, record=True) from None
+        if codec != "utf-8":
+            return raw.decode(codec, reading.handler())
+        return raw.decode("utf-8") if reading.errors == "strict" else _decoder(reading.errors, reading.replaced).decode(raw, True)
+    except UnicodeDecodeError as e:
+        if codec != "utf-8":
+            raise _decode_error(reader, start + e.start, lineno, e, codec, record=True) from None
+        raise _utf8_error(reader, start + e.start, lineno, e, reading, record=True) from None
 
 
 def _parse(where: str, s: str, field: str, id_field: str | None) -> tuple[str, str | int | None]:
@@ -599,10 +587,12 @@ def jsonl_docs(reader, errors: str, field: str, id_field: str | None = None, bas
     bad data that ends the file, such as broken gzip, leaves out the rest of the file)."""
     reading = _reading(reader, errors, reading)
     label = reader.src.label
-    lines = _jsonl_lines(reader, reading)
+    pieces = _jsonl_lines(reader, reading)
+    plain = reading.errors == "strict" and reading.encoding is None  # the common case, decoded inline
     while True:
+        lineno = getattr(reader, "lines", 0)
         try:
-            lineno, start, raw = next(lines)
+            starts, lines = next(pieces)
         except StopIteration:
             return
         except BadInput as e:
@@ -610,15 +600,35 @@ def jsonl_docs(reader, errors: str, field: str, id_field: str | None = None, bas
                 raise
             reading.left_out(e)
             return
-        try:
-            record = _record(reader, raw, start, lineno, field, id_field, reading)
-        except BadInput as e:
-            if not reading.skip:
-                raise
-            reading.left_out(e)
-            continue
-        if record is not None:
-            yield f"{label}:{lineno}", record[0], base + start, lineno, record[1]
+        utf8 = plain and reader.codec == "utf-8"
+        offset = starts if isinstance(starts, int) else None
+        for k, raw in enumerate(lines):
+            lineno += 1
+            if offset is None:
+                start = starts[k]
+            else:
+                start, offset = offset, offset + len(raw) + 1
+            if not raw.strip():
+                continue
+            where = f"{label}:{lineno}"
+            try:
+                if utf8 and b"\0" not in raw:
+                    try:
+                        s = raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        s = _text_of(reader, raw, start, lineno, reading)
+                else:
+                    s = _text_of(reader, raw, start, lineno, reading)
+                try:
+                    text, doc_id = _parse(where, s, field, id_field)
+                except DataError as e:
+                    raise BadInput(str(e), reader.src, start, lineno, record=True) from None
+            except BadInput as e:
+                if not reading.skip:
+                    raise
+                reading.left_out(e)
+                continue
+            yield where, text, base + start, lineno, doc_id
 
 
 def iter_documents(
