@@ -234,6 +234,15 @@ def test_skip_with_every_input_bad_says_there_is_nothing_to_encode(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_skip_cannot_leave_out_bad_text_on_stdin_and_says_so(tmp_path):
+    (tmp_path / "a.txt").write_text("a good file\n")
+    r = cli(["-", tmp_path / "a.txt", "-o", tmp_path / "out", "--on-bad-input", "skip", "--val-fraction", "0"],
+            input=b"bad \xff text")
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1
+    assert r.stderr.startswith("error: -: invalid UTF-8 at byte 4") and "cannot leave it out: save it to a file" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
 # --- same bytes: workers, --resume -------------------------------------------------------------
 
 

@@ -27,6 +27,9 @@ def every_bad(sources: list[Source], first: BadInput, reading: Reading, text_fie
               id_field: str | None = None) -> DataError:
     """The error of a run that met ``first``: the inputs from ``first``'s on are read through
     (text and JSONL; stdin once only) and every bad one found goes into it (``decoding.many_bad``)."""
+    if reading.skip:  # what skip could not leave out: text on stdin, already being encoded when found bad
+        why = "standard input is read once, so --on-bad-input skip cannot leave it out: save it to a file and encode that"
+        return BadInput(f"{first}; {why}", first.src, first.byte, first.line)
     at = next((k for k, s in enumerate(sources) if s is first.src), None)
     if at is None:
         return first
