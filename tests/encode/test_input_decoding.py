@@ -212,6 +212,21 @@ def test_skip_leaves_malformed_jsonl_lines_out_and_encodes_the_others(tmp_path, 
     assert [prov.source(d)["line"] for d in range(3)] == [1, 4, 6]  # the records kept keep their own lines
 
 
+def test_skip_leaves_null_parquet_rows_out_and_fail_lists_them(tmp_path, ref_gpt2):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": ["one", None, "three", None, "five"]}), tmp_path / "d.parquet")
+    r = cli([tmp_path / "d.parquet", "-o", tmp_path / "bad", "--val-fraction", "0"])
+    assert r.exit_code == 1 and r.stderr.splitlines()[:2] == [
+        f"bad input: {tmp_path / 'd.parquet'}: row 1: 'text' is null", f"bad input: {tmp_path / 'd.parquet'}: row 3: 'text' is null"]
+    out = tmp_path / "out"
+    s = encode_corpus([str(tmp_path / "d.parquet")], out, val_fraction=0, workers=1, on_bad_input="skip")
+    assert ids_of(out) == ref_ids(ref_gpt2, ["one", "three", "five"]) and s["skipped_records"] == 2
+    prov = formats.read_provenance(out, formats.read_meta(out / "meta.json"), "train")
+    assert [prov.source(d)["line"] for d in range(3)] == [1, 3, 5]  # 1-based rows, as before
+
+
 def test_more_than_twenty_bad_lines_lists_the_first_twenty_and_counts_all(tmp_path):
     (tmp_path / "d.jsonl").write_bytes(b'{"text": "ok"}\n' + b"not json\n" * 25)
     r = cli([tmp_path / "d.jsonl", "-o", tmp_path / "out", "--val-fraction", "0"])

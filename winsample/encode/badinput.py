@@ -43,6 +43,11 @@ def every_bad(sources: list[Source], first: BadInput, reading: Reading, text_fie
                 bad = first_problem(src, probe)
                 if bad is not None:
                     probe.left_out(bad)
+            elif src.kind == "parquet":
+                from .parquet import parquet_docs  # pyarrow only for a Parquet input
+
+                for _ in parquet_docs(src, text_field, None, id_field, probe):
+                    pass
             elif src.kind == "jsonl":
                 reader = Reader(src, None, probe.replaced)
                 try:

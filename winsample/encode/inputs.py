@@ -658,7 +658,7 @@ def iter_documents(
         if src.kind == "parquet":
             from .parquet import parquet_docs  # pyarrow, and this reader, only for a Parquet input
 
-            for where, text, row, doc_id in parquet_docs(src, text_field, progress, id_field):
+            for where, text, row, doc_id in parquet_docs(src, text_field, progress, id_field, reading):
                 yield (where, text, Origin(i, 0, row, doc_id)) if origins else (where, text)
             continue
         reader = Reader(src, progress, reading.replaced)

@@ -4,12 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError
+from .decoding import BadInput, Reading
 from .inputs import Source
 
 
-def parquet_docs(src: Source, field: str, progress, id_field: str | None = None) -> Iterator[tuple[str, str, int, object]]:
-    """(where, text, 1-based row, id) for each row of a Parquet source."""
+def parquet_docs(src: Source, field: str, progress, id_field: str | None = None,
+                 reading: Reading | None = None) -> Iterator[tuple[str, str, int, object]]:
+    """(where, text, 1-based row, id) for each row of a Parquet source. Bad input (an unreadable
+    file or page, a missing column, a null row) is a BadInput; with ``reading.skip`` a null row
+    is left out and counted, and anything else leaves out the rest of the file."""
+    skip = reading if reading is not None and reading.skip else None
+    try:
+        yield from _rows(src, field, progress, id_field, skip)
+    except BadInput as e:
+        if skip is None:
+            raise
+        skip.left_out(e)
+
+
+def _rows(src: Source, field: str, progress, id_field: str | None, skip: Reading | None) -> Iterator[tuple[str, str, int, object]]:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -20,20 +34,20 @@ def parquet_docs(src: Source, field: str, progress, id_field: str | None = None)
     try:
         pf = pq.ParquetFile(src.path)
     except (OSError, pa.ArrowException) as e:
-        raise DataError(f"{src.label}: not a readable Parquet file: {e}") from None
+        raise BadInput(f"{src.label}: not a readable Parquet file: {e}", src) from None
     names = pf.schema_arrow.names
     if field not in names:
-        raise DataError(f"{src.label}: no column {field!r} (columns: {', '.join(names[:8])}); pick one with --text-field")
+        raise BadInput(f"{src.label}: no column {field!r} (columns: {', '.join(names[:8])}); pick one with --text-field", src)
     typ = pf.schema_arrow.field(field).type
     if not (pa.types.is_string(typ) or pa.types.is_large_string(typ)):
-        raise DataError(f"{src.label}: column {field!r} has type {typ}, not string")
+        raise BadInput(f"{src.label}: column {field!r} has type {typ}, not string", src)
     columns = [field]
     if id_field is not None:
         if id_field not in names:
-            raise DataError(f"{src.label}: no column {id_field!r} for --id-field (columns: {', '.join(names[:8])})")
+            raise BadInput(f"{src.label}: no column {id_field!r} for --id-field (columns: {', '.join(names[:8])})", src)
         ityp = pf.schema_arrow.field(id_field).type
         if not (pa.types.is_string(ityp) or pa.types.is_large_string(ityp) or pa.types.is_integer(ityp)):
-            raise DataError(f"{src.label}: --id-field column {id_field!r} has type {ityp}, not a string or integer")
+            raise BadInput(f"{src.label}: --id-field column {id_field!r} has type {ityp}, not a string or integer", src)
         if id_field != field:
             columns.append(id_field)
     row = 0
@@ -58,15 +72,20 @@ def parquet_docs(src: Source, field: str, progress, id_field: str | None = None)
                     else:
                         continue
                     break
-            raise DataError(f"{src.label}: {where}: unreadable Parquet data: {e}") from None
+            raise BadInput(f"{src.label}: {where}: unreadable Parquet data: {e}", src) from None
         if texts is None:
             break
         for text, doc_id in zip(texts, ids if ids is not None else [None] * len(texts)):
-            if text is None:
-                raise DataError(f"{src.label}: row {row}: {field!r} is null")
-            if id_field is not None and doc_id is None:
-                raise DataError(f"{src.label}: row {row}: --id-field {id_field!r} is null, not a string or integer")
-            yield f"{src.label}:row {row}", text, row + 1, doc_id
-            row += 1
+            row += 1  # 1-based from here: the row's line in provenance
+            null = (f"{src.label}: row {row - 1}: {field!r} is null" if text is None else
+                    f"{src.label}: row {row - 1}: --id-field {id_field!r} is null, not a string or integer"
+                    if id_field is not None and doc_id is None else None)
+            if null is not None:
+                bad = BadInput(null, src, None, row, record=True)
+                if skip is None:
+                    raise bad
+                skip.left_out(bad)
+                continue
+            yield f"{src.label}:row {row - 1}", text, row, doc_id
     if progress:
         progress(src.size or 0)
