@@ -67,6 +67,17 @@ def test_utf16_and_utf32_files_with_a_bom_give_the_ids_of_their_text(tmp_path, r
     assert s["boms_stripped"] == 1
 
 
+def test_errors_replace_in_a_utf16_file_replaces_and_counts_like_python(tmp_path, ref_gpt2):
+    raw = "x ".encode("utf-16-le") + b"\x00\xd8" + " after a lone surrogate".encode("utf-16-le")
+    (tmp_path / "a.txt").write_bytes(b"\xff\xfe" + raw)
+    out = tmp_path / "out"
+    s = encode_corpus([str(tmp_path / "a.txt")], out, split="tail", val_fraction=0, workers=1, errors="replace")
+    want = raw.decode("utf-16-le", "replace")  # Python's own replace handler
+    assert ids_of(out) == ref_ids(ref_gpt2, [want]) and s["replaced_characters"] == want.count("\ufffd") == 1
+    r = cli([tmp_path / "a.txt", "-o", tmp_path / "strict", "--split", "tail"])
+    assert r.exit_code == 1 and f"{tmp_path / 'a.txt'}: invalid UTF-16-LE at byte 6 (line 1)" in r.stderr
+
+
 def test_a_utf16_jsonl_with_a_bom_gives_its_records_and_their_byte_offsets(tmp_path, ref_gpt2):
     lines = [json.dumps({"text": t}, ensure_ascii=False) for t in ("first 🎉", "second, café", "third")]
     raw = b"\xff\xfe" + "\n".join(lines).encode("utf-16-le") + "\n".encode("utf-16-le")
@@ -225,6 +236,29 @@ def test_skip_leaves_null_parquet_rows_out_and_fail_lists_them(tmp_path, ref_gpt
     assert ids_of(out) == ref_ids(ref_gpt2, ["one", "three", "five"]) and s["skipped_records"] == 2
     prov = formats.read_provenance(out, formats.read_meta(out / "meta.json"), "train")
     assert [prov.source(d)["line"] for d in range(3)] == [1, 3, 5]  # 1-based rows, as before
+
+
+def test_skip_keeps_the_records_before_broken_gzip_data_and_leaves_out_the_rest(tmp_path, ref_gpt2):
+    import gzip
+
+    texts = [f"record {i} with some words in it" for i in range(100000)]  # MiBs: reads before the break succeed
+    packed = gzip.compress("".join(json.dumps({"text": t}) + "\n" for t in texts).encode())
+    (tmp_path / "d.jsonl.gz").write_bytes(packed[: len(packed) // 2])  # cut in the middle
+    out = tmp_path / "out"
+    s = encode_corpus([str(tmp_path / "d.jsonl.gz")], out, val_fraction=0, workers=1, on_bad_input="skip")
+    kept = s["documents"]
+    assert s["skipped_inputs"] == 1 and 0 < kept < len(texts)
+    assert "broken gzip data" in s["bad_inputs"][0]["error"]
+    assert ids_of(out) == ref_ids(ref_gpt2, texts[:kept])  # the records before the break, in order
+
+
+def test_the_ray_engine_refuses_the_local_decoding_options(tmp_path):
+    from winsample.encode.config import EncodeConfig
+    from winsample.errors import ConfigError
+
+    for opts in ({"on_bad_input": "skip"}, {"input_encoding": "latin-1"}):
+        with pytest.raises(ConfigError, match="apply to --engine local"):
+            EncodeConfig(("a",), tmp_path, engine="ray", **opts)
 
 
 def test_more_than_twenty_bad_lines_lists_the_first_twenty_and_counts_all(tmp_path):
