@@ -328,3 +328,20 @@ def test_bos_with_a_tokenizer_json_on_ray_equals_the_local_engine(cluster, tmp_p
         starts = np.load(tmp_path / "ray" / formats.doc_index_name(split))
         if len(starts):
             assert (ids[starts] == bos).all() and (ids[np.append(starts[1:], len(ids)) - 1] == eos).all()
+
+
+def test_utf16_and_utf8_bom_files_give_the_local_engines_bytes(cluster, tmp_path):
+    """A UTF-16 file (its BOM says so) stays one piece (a JSONL cut after a b"\\n" byte would split a
+    character); a UTF-8 BOM is dropped by the piece at byte 0."""
+    text = CORPUS.joinpath("tempest.txt").read_text(encoding="utf-8")  # ~100 KB: more than a SMALL shard
+    lines = [json.dumps({"text": t}) for t in text.split("\n\n") if t.strip()]
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a_wide.txt").write_bytes(b"\xff\xfe" + text.encode("utf-16-le"))
+    (src / "b_bom.txt").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    (src / "c_wide.jsonl").write_bytes(b"\xff\xfe" + "\n".join(lines).encode("utf-16-le"))
+    (src / "d.jsonl").write_text("\n".join(lines), encoding="utf-8")
+    ray_encode([src], tmp_path / "ray", merge=True)
+    local_encode([src], tmp_path / "local")
+    same_dataset(tmp_path / "ray", tmp_path / "local")
+    assert formats.read_meta(tmp_path / "local" / "meta.json")["splits"]["train"]["documents"] > 2 * len(lines) * 0.8
