@@ -174,7 +174,7 @@ KINDS = [
     Kind("overlong-encoding", enc(file("a.txt", b"slash \xc0\xaf here")), 1, ("a.txt: invalid UTF-8 at byte 6", "c0 af")),
     Kind("invalid-utf8-replaced", enc(file("a.txt", b"x \xc0\xaf y"), more=["--errors", "replace"]), 0,
          texts=lambda t: ["x \ufffd\ufffd y"]),
-    Kind("bom-kept-as-text", enc(file("a.txt", b"\xef\xbb\xbfHello")), 0, texts=lambda t: ["\ufeffHello"]),
+    Kind("bom-dropped", enc(file("a.txt", b"\xef\xbb\xbfHello")), 0, texts=lambda t: ["Hello"]),  # #33: a BOM is no text
     Kind("crlf-and-lone-cr", enc(file("a.txt", b"one\r\ntwo\rthree\n")), 0, texts=lambda t: ["one\r\ntwo\rthree\n"]),
     Kind("nul-byte", enc(file("a.txt", b"text\x00more")), 1, ("a.txt: binary file (NUL byte at byte 4)",)),
     Kind("long-line", enc(file("a.txt", LONG_LINE)), 0, texts=lambda t: [LONG_LINE]),

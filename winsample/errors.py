@@ -13,9 +13,11 @@ from __future__ import annotations
 
 
 class WinsampleError(Exception):
-    """Base class. ``exit_code`` is what the CLI exits with."""
+    """Base class. ``exit_code`` is what the CLI exits with; ``details``: lines the CLI prints
+    before the error's own (each one line), e.g. every bad input a run found."""
 
     exit_code = 2
+    details: tuple[str, ...] = ()
 
 
 class DataError(WinsampleError):

@@ -927,7 +927,10 @@ def test_a_bad_jsonl_line_is_named_with_its_column_in_a_whole_sentence(tmp_path)
     (tmp_path / "a.jsonl").write_text('{"text": "ok"}\n{"text": "no end\n{"text": oops}\n', encoding="utf-8")
     r = cli([tmp_path / "a.jsonl", "-o", tmp_path / "out", "--val-fraction", "0"])
     assert r.exit_code == 1 and r.stdout == ""
-    assert r.stderr == f"error: {tmp_path / 'a.jsonl'}:2: not valid JSON: Unterminated string starting at column 10\n"
+    # both bad lines are listed (--on-bad-input fail reads on), each in its own whole sentence
+    assert r.stderr == (f"bad input: {tmp_path / 'a.jsonl'}:2: not valid JSON: Unterminated string starting at column 10\n"
+                        f"bad input: {tmp_path / 'a.jsonl'}:3: not valid JSON: Expecting value at column 10\n"
+                        "error: 2 bad inputs (listed above): fix them, or pass --on-bad-input skip to leave them out and list them\n")
 
 
 def test_a_planted_lock_symlink_is_refused_and_its_target_untouched(tmp_path):

@@ -181,7 +181,10 @@ def test_bad_bytes_in_an_earlier_ranged_file_are_reported_before_a_later_files_e
     second.write_bytes(b"small \0 binary")  # below RANGE_MIN_BYTES: read in the main process
     with pytest.raises(DataError) as e:
         encode_corpus([str(first), str(second)], tmp_path / "out", split="tail", workers=2)
-    assert str(e.value).startswith(f"{first}: invalid UTF-8 at byte 32000 (line 2001)")
+    # both are bad: both listed (--on-bad-input fail reads on), the earlier file's first
+    assert str(e.value).startswith("2 bad inputs")
+    assert e.value.details[0].startswith(f"bad input: {first}: invalid UTF-8 at byte 32000 (line 2001)")
+    assert e.value.details[1].startswith(f"bad input: {second}: binary file (NUL byte at byte 6)")
 
 
 @pytest.mark.parametrize("extra", [-1, 0, 1, 2, 3])

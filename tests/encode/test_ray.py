@@ -352,3 +352,20 @@ def test_zst_jsonl_gz_text_and_a_saved_dataset_on_ray_equal_the_local_engine(clu
     loc = local_encode(inputs, tmp_path / "local", id_field="id", val_fraction=0.2)
     same_dataset(tmp_path / "ray", tmp_path / "local")
     assert loc["documents"] == 300 + 1 + 300
+
+
+def test_utf16_and_utf8_bom_files_give_the_local_engines_bytes(cluster, tmp_path):
+    """A UTF-16 file (its BOM says so) stays one piece (a JSONL cut after a b"\\n" byte would split a
+    character); a UTF-8 BOM is dropped by the piece at byte 0."""
+    text = CORPUS.joinpath("tempest.txt").read_text(encoding="utf-8")  # ~100 KB: more than a SMALL shard
+    lines = [json.dumps({"text": t}) for t in text.split("\n\n") if t.strip()]
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a_wide.txt").write_bytes(b"\xff\xfe" + text.encode("utf-16-le"))
+    (src / "b_bom.txt").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    (src / "c_wide.jsonl").write_bytes(b"\xff\xfe" + "\n".join(lines).encode("utf-16-le"))
+    (src / "d.jsonl").write_text("\n".join(lines), encoding="utf-8")
+    ray_encode([src], tmp_path / "ray", merge=True)
+    local_encode([src], tmp_path / "local")
+    same_dataset(tmp_path / "ray", tmp_path / "local")
+    assert formats.read_meta(tmp_path / "local" / "meta.json")["splits"]["train"]["documents"] > 2 * len(lines) * 0.8

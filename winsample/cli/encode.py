@@ -30,6 +30,12 @@ from .main import main
               help="exact: drop a document whose text (xxh3-128 of its UTF-8) an earlier kept one had, in input order, in"
                    " train or val; the first stays, the count is in the summary and meta.json (duplicates_dropped)."
                    " Memory: 16 bytes per kept document. Not with --engine ray.")
+@click.option("--input-encoding", default=None, metavar="CODEC",
+              help="Codec of text without a byte-order mark (any Python codec: latin-1, cp1252, utf-16-le) [default: utf-8]."
+                   " A BOM always wins: UTF-8's is dropped, UTF-16's and UTF-32's decide the codec.")
+@click.option("--on-bad-input", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
+              help="A file that cannot be read as text (undecodable, binary) or a malformed JSONL line: fail, listing"
+                   " every one (nothing is written), or skip it: counted in meta.json's stats and listed on stderr.")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="local: worker processes here; ray: tasks on a Ray cluster (pip install 'winsample[ray]').")
 @click.option("--address", default=None, help="--engine ray: cluster to join (auto, ray://host:10001) [default: start a local one].")
 @click.option("--shard-size", default=None, help="--engine ray: input bytes per task, e.g. 256MB, 64KB [default: 256MB].")
@@ -50,7 +56,7 @@ from .main import main
 @click.option("--loss", type=click.Choice(["assistant", "completion", "all"]), default=None, help="Which tokens train: assistant (chat default: assistant turns), completion (pairs default: response and EOT), all.")
 @quiet_option
 @json_option
-def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, id_field, fmt, no_eot, eot_token, bos, dtype, errors, dedup, engine, address, shard_size, merge, resume, layout, shard_tokens, backend, chat, messages_field, chat_template, prompt_field, response_field, loss, quiet, as_json):
+def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, split, seed, workers, text_field, id_field, fmt, no_eot, eot_token, bos, dtype, errors, input_encoding, on_bad_input, dedup, engine, address, shard_size, merge, resume, layout, shard_tokens, backend, chat, messages_field, chat_template, prompt_field, response_field, loss, quiet, as_json):
     """Encode text files, folders or - (stdin) into OUT_DIR/train.bin, val.bin and meta.json.
 
     \b
@@ -95,7 +101,7 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
         config = encode_pkg.EncodeConfig(
             tuple(inputs), out_dir, encoding=encoding, tokenizer_file=tokenizer_file, pattern=pattern,
             val_fraction=val_fraction, split=split, seed=seed, workers=workers, text_field=text_field, id_field=id_field,
-            fmt=fmt, eot=not no_eot, eot_token=eot_token, bos=bos, dtype=dtype, errors=errors, backend=backend, engine=engine, resume=resume,
+            fmt=fmt, eot=not no_eot, eot_token=eot_token, bos=bos, dtype=dtype, errors=errors, input_encoding=input_encoding, on_bad_input=on_bad_input, backend=backend, engine=engine, resume=resume,
             layout=layout, shard_tokens=shard_tokens, address=address, merge=merge, chat=chat, messages_field=messages_field,
             chat_template=chat_template, prompt_field=prompt_field, response_field=response_field, loss=loss, dedup=dedup,
             **({"shard_size": shard_size} if shard_size else {}),
@@ -106,5 +112,7 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
     say(quiet, render.encode_summary(summary, out_dir))
     if summary.get("not_read"):  # input left out is a diagnostic: shown even with -q (like ruff -q)
         click.echo(render.not_read_warning(summary["not_read"]), err=True)
+    for line in render.skipped_warning(summary):  # so is bad input skipped (--on-bad-input skip)
+        click.echo(terminal_safe(line), err=True)
     if as_json:
         emit_json(summary, wrote=str(out_dir))

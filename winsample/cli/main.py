@@ -25,6 +25,8 @@ class WinsampleGroup(click.Group):
         try:
             return super().invoke(ctx)
         except WinsampleError as e:
+            for line in e.details:  # e.g. each bad input of a run, one a line, before the error
+                click.echo(_one_line(line), err=True)
             _fail(ctx, f"error: {e}", e.exit_code)
         except KeyboardInterrupt as e:  # Ctrl-C, or Interrupted raised by the handlers above
             stop = e if isinstance(e, Interrupted) else Interrupted(signal.SIGINT)
@@ -91,9 +93,13 @@ def _raise_interrupted(signum, frame):
     raise Interrupted(signum)
 
 
-def _fail(ctx: click.Context, message: str, code: int):
+def _one_line(message: str) -> str:
     # one line, whatever a file name holds: a newline in a name must not split the error line
-    click.echo(terminal_safe(message.replace("\r", "\\r").replace("\n", "\\n"), keep="\t"), err=True)
+    return terminal_safe(message.replace("\r", "\\r").replace("\n", "\\n"), keep="\t")
+
+
+def _fail(ctx: click.Context, message: str, code: int):
+    click.echo(_one_line(message), err=True)
     ctx.exit(code)
 
 

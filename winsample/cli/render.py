@@ -32,6 +32,10 @@ def encode_summary(summary: dict, out_dir) -> str:
     if summary["forced_cuts"]:
         extra += (f", {plural(summary['forced_cuts'], 'forced cut')} in text with no safe cut for"
                   f" {LONG_RUN_WORDS} (the ids there may differ from encoding it whole)")
+    if summary.get("boms_stripped"):
+        extra += f", {plural(summary['boms_stripped'], 'byte-order mark')} dropped"
+    if summary.get("skipped_inputs") or summary.get("skipped_records"):
+        extra += f", bad input skipped: {_skipped(summary)}"
     if summary.get("whole_documents"):
         extra += (f", {plural(summary['whole_documents'], 'long document')} encoded whole"
                   " (the tokenizer has no safe-cut rule: one worker each)")
@@ -42,6 +46,31 @@ def encode_summary(summary: dict, out_dir) -> str:
         f" {summary['mb_per_s']} MB/s → {out_dir}"
         + (f" (layouts: {', '.join(summary['layouts'])})" if summary.get("layouts", ["nanogpt"]) != ["nanogpt"] else "")
     )
+
+
+BAD_SHOWN = 20  # bad inputs listed on stderr (encode.decoding.BAD_SHOWN; render imports no library module)
+
+
+def _skipped(summary: dict) -> str:
+    parts = []
+    if summary.get("skipped_inputs"):
+        parts.append(plural(summary["skipped_inputs"], "file"))
+    if summary.get("skipped_records"):
+        parts.append(plural(summary["skipped_records"], "JSONL line"))
+    return " and ".join(parts)
+
+
+def skipped_warning(summary: dict) -> list[str]:
+    """``warning: bad input skipped: …`` and a line for each skipped input (the first BAD_SHOWN): empty when none was."""
+    if not (summary.get("skipped_inputs") or summary.get("skipped_records")):
+        return []
+    bad = summary.get("bad_inputs", [])
+    shown = bad[:BAD_SHOWN]
+    total = summary.get("skipped_inputs", 0) + summary.get("skipped_records", 0)
+    listed = f"the first {len(shown)}" if total > len(shown) else "each"
+    head = (f"warning: bad input skipped (--on-bad-input skip): {_skipped(summary)}; {listed} below,"
+            " all counted in meta.json's stats")
+    return [head] + [f"skipped: {b['error']}" for b in shown]
 
 
 def not_read_warning(not_read: dict) -> str:

@@ -3,6 +3,8 @@
 - ``config``: :class:`EncodeConfig`, a run's options, checked once;
 - ``inputs``: finding the inputs and reading their documents (text, gzip, JSONL, Parquet);
 - ``textfile``: a plain-text file as byte ranges cut at safe points (the workers decode them);
+- ``decoding``: byte-order marks, ``--input-encoding``, ``BadInput`` and a run's ``Reading`` (its counts);
+- ``badinput``: ``--on-bad-input``: a text file checked before it is read (skip), every bad input found (fail);
 - ``pipeline``: what both runners do with a document (split rule, ids, writers, meta.json);
 - ``resume``: the checkpoint journal of ``--resume``;
 - ``executors.local``: the local runner (encoder processes or threads);

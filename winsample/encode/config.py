@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .. import formats, tokensrc
 from ..errors import ConfigError
+from .decoding import BAD_MODES, codec_of
 
 SPLIT_METHODS = formats.SPLIT_METHODS  # meta.json's split.method: one home
 ERROR_MODES = ("strict", "replace")
@@ -78,6 +79,8 @@ class EncodeConfig:
     bos: bool = False
     dtype: str | None = None
     errors: str = "strict"
+    input_encoding: str | None = None  # --input-encoding: the codec of text without a BOM (None: UTF-8)
+    on_bad_input: str = "fail"  # fail (list every bad input, write nothing) or skip (leave them out, count and list them)
     backend: str = "auto"
     engine: str = "local"
     resume: bool = False
@@ -112,6 +115,11 @@ class EncodeConfig:
             raise ConfigError(f"unknown --dedup {self.dedup!r}: choose {', '.join(DEDUP_MODES)}")
         if self.dedup is not None and self.engine == "ray":
             raise ConfigError("--dedup exact judges documents in input order on one machine: drop --engine ray or --dedup")
+        object.__setattr__(self, "input_encoding", codec_of(self.input_encoding))  # a codec's one name; UTF-8: None
+        if self.on_bad_input not in BAD_MODES:
+            raise ConfigError(f"unknown --on-bad-input {self.on_bad_input!r}: choose fail or skip")
+        if self.engine == "ray" and (self.input_encoding or self.on_bad_input != "fail"):
+            raise ConfigError("--input-encoding and --on-bad-input skip apply to --engine local: drop them, or use --engine local")
         if self.engine == "ray":
             object.__setattr__(self, "shard_bytes", parse_size(self.shard_size))
 
@@ -153,6 +161,10 @@ class RunSpec:
             opts.update(bos=True, bos_id=self.bos_id)
         if c.dedup:  # likewise: a checkpoint with and one without --dedup differ here
             opts.update(dedup=c.dedup)
+        if c.input_encoding:  # likewise
+            opts.update(input_encoding=c.input_encoding)
+        if c.on_bad_input != "fail":
+            opts.update(on_bad_input=c.on_bad_input)
         return opts
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError, DataError, InputError, json_place
+from .decoding import BadInput, Reading, Replaced, encoded_len, sniff, splits_lines, utf16_hint
 from .savedset import saved_dataset
 
 FOLDER_SUFFIXES = (".txt", ".md", ".text", ".jsonl")
@@ -49,16 +50,6 @@ TABLES = ("parquet", "arrow")  # kinds read as rows of a column (pyarrow)
 FORMATS = ("auto", "text", "jsonl")
 READ_BYTES = 1 << 20  # per read: big enough for disk speed, small enough to keep memory flat
 GZ_STEP = 64 << 10  # decompressed bytes per gzip read: how close a broken stream's error position is
-
-class Replaced:
-    """How many invalid byte sequences one run replaced by U+FFFD (``--errors replace``).
-
-    A run makes its own and hands it to the readers (``iter_documents``), so two runs in one
-    process never count each other's."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
 
 class _ReplacingDecoder:
     """Incremental UTF-8 that replaces each invalid sequence by U+FFFD and counts it in ``replaced``:
@@ -381,7 +372,7 @@ class Reader:
             self._disk_pos = pos
         return data
 
-    def _broken(self, e: BaseException, at: int) -> DataError:
+    def _broken(self, e: BaseException, at: int) -> BadInput:
         """The one line for compressed data that fails to decompress, ``at`` bytes into its stream."""
         try:
             raw_at = self.raw.tell()  # where in the compressed file the reader stopped
@@ -391,7 +382,8 @@ class Reader:
         hint = ("; bytes follow the last gzip member (trailing garbage): cut them off, or decompress what is valid"
                 if "Not a gzipped file" in str(e) and raw_at else "")
         codec = COMPRESSED[".gz" if self.src.gz else ".zst"]
-        return DataError(f"{self.src.label}: broken {codec} data {where} ({at:,} bytes decompressed before it): {e}{hint}")
+        return BadInput(f"{self.src.label}: broken {codec} data {where} ({at:,} bytes decompressed before it): {e}{hint}",
+                        self.src, at)
 
     def where(self, offset: int) -> str:
         return f"byte {offset}{' of the decompressed data' if self.src.compressed else ''}"
@@ -426,41 +418,104 @@ class Reader:
             self.raw.close()
 
 
-def _nul_error(reader: Reader, offset: int) -> DataError:
-    return DataError(
+def _nul_error(reader: Reader, offset: int, data: bytes = b"", line: int | None = None, record: bool = False) -> BadInput:
+    """A NUL byte at ``offset``: a binary file (``data``: the bytes around it, from a 4-aligned
+    offset, to tell UTF-16 or UTF-32 text without a BOM by its NUL bytes)."""
+    return BadInput(
         f"{reader.src.label}: binary file (NUL byte at {reader.where(offset)}); winsample encodes UTF-8 text"
-    )
+        + utf16_hint(data), reader.src, offset, line, record)
 
 
-def _utf8_error(reader: Reader, offset: int, line: int, e: UnicodeDecodeError) -> DataError:
+def _utf8_error(reader: Reader, offset: int, line: int, e: UnicodeDecodeError, reading: Reading | None = None,
+                record: bool = False) -> BadInput:
     bad = e.object[e.start : e.start + 4]
-    return DataError(
+    fix = ("fix the file, pass --errors replace, or name its encoding with --input-encoding (latin-1, cp1252, …)"
+           if reading is not None and reading.hint else "fix the file or pass --errors replace")
+    return BadInput(
         f"{reader.src.label}: invalid UTF-8 at {reader.where(offset)} (line {line}): {e.reason}"
-        f" (bytes {bad.hex(' ')}); fix the file or pass --errors replace"
-    )
+        f" (bytes {bytes(bad).hex(' ')}); {fix}", reader.src, offset, line, record)
 
 
-def text_chunks(reader: Reader, errors: str) -> Iterator[str]:
-    """The decoded text of a whole plain-text source, in pieces."""
-    dec = _decoder(errors, reader.replaced)
+def _decode_error(reader: Reader, offset: int, line: int | None, e: UnicodeDecodeError, codec: str,
+                  record: bool = False) -> BadInput:
+    bad = e.object[e.start : e.start + 4]
+    at = f"{reader.where(offset)}" + (f" (line {line})" if line is not None else "")
+    return BadInput(f"{reader.src.label}: invalid {codec.upper()} at {at}: {e.reason} (bytes {bytes(bad).hex(' ')});"
+                    " fix the file, pass --errors replace, or name its encoding with --input-encoding", reader.src, offset, line, record)
+
+
+def _reading(reader, errors: str, reading: Reading | None) -> Reading:
+    return reading if reading is not None else Reading(errors, replaced=reader.replaced)
+
+
+def _first(reader, reading: Reading) -> tuple[bytes, str]:
+    """The first bytes of ``reader``, a byte-order mark at the file's first byte removed (and
+    counted), and the codec they are in: the mark's, else ``reading``'s, else UTF-8."""
+    data = reader.read()
+    if getattr(reader, "base", 0) == 0:  # the file's first byte (not a later part of it)
+        bom, n = sniff(data)
+        if bom is not None:
+            reading.boms += 1
+            return data[n:], bom
+    return data, reading.encoding or "utf-8"
+
+
+def text_chunks(reader: Reader, errors: str, reading: Reading | None = None) -> Iterator[str]:
+    """The decoded text of a whole plain-text source, in pieces (``reading``: codec, counts)."""
+    reading = _reading(reader, errors, reading)
+    data, codec = _first(reader, reading)
+    if codec != "utf-8":
+        yield from _decoded_chunks(reader, data, codec, reading)
+        return
+    dec = _decoder(reading.errors, reading.replaced)
     line = 1
     while True:
-        data = reader.read()
         final = not data
         start = reader.offset - len(data)
         if data and b"\0" in data:
-            raise _nul_error(reader, start + data.index(b"\0"))
+            raise _nul_error(reader, start + data.index(b"\0"), data if start % 4 == 0 else b"")
         pending = len(dec.getstate()[0])
         try:
             text = dec.decode(data, final)
         except UnicodeDecodeError as e:
             # e.object is the decoder's pending bytes followed by `data`.
-            raise _utf8_error(reader, start - pending + e.start, line + e.object[: e.start].count(b"\n"), e) from None
+            raise _utf8_error(reader, start - pending + e.start, line + e.object[: e.start].count(b"\n"), e, reading) from None
         line += data.count(b"\n")  # bytes: memchr-fast, and a \n byte is always a newline in UTF-8
         if text:
             yield text
         if final:
             return
+        data = reader.read()
+
+
+def _pending(dec) -> int:
+    """Bytes an incremental decoder holds back (the start of a character still to come)."""
+    held = dec.getstate()[0]
+    return len(held) if isinstance(held, (bytes, bytearray)) else 0
+
+
+def _decoded_chunks(reader: Reader, data: bytes, codec: str, reading: Reading) -> Iterator[str]:
+    """``text_chunks`` in a codec other than UTF-8 (a BOM's or ``--input-encoding``'s)."""
+    dec = codecs.getincrementaldecoder(codec)(reading.handler())
+    line = 1
+    while True:
+        final = not data
+        start = reader.offset - len(data)
+        pending = _pending(dec)
+        try:
+            text = dec.decode(data, final)
+        except UnicodeDecodeError as e:
+            before = bytes(e.object[: e.start]).decode(codec, "replace").count("\n")
+            raise _decode_error(reader, start - pending + e.start, line + before, e, codec) from None
+        nul = text.find("\0")
+        if nul >= 0:
+            raise _nul_error(reader, start - pending + encoded_len(text[:nul], codec))
+        line += text.count("\n")
+        if text:
+            yield text
+        if final:
+            return
+        data = reader.read()
 
 
 _MISSING = object()
@@ -492,64 +547,158 @@ def scalar_id(where: str, obj: dict, id_field: str):
     return value
 
 
-def jsonl_docs(reader, errors: str, field: str | None, id_field: str | None = None,
-                base: int = 0) -> Iterator[tuple[str, str, int, int, str | int | None]]:
-    """(where, text, offset, line, id) for each line of a JSONL source; blank lines are skipped
-    (but counted: ``line`` is the record's line in the file). ``offset`` is the line's first
-    byte, plus ``base``. When the source is read to its end, ``reader.lines`` is its line count.
-    ``field`` None: the whole record (a dict) in place of the text (conversations)."""
-    label = reader.src.label
+def _jsonl_lines(reader, reading: Reading) -> Iterator[tuple[int | list[int], list]]:
+    """(starts, lines) for each piece read of a JSONL source: its whole lines and where they
+    start: bytes, in a codec where a b"\\n" byte ends a line, and the offset of the first (the
+    others follow, each after the one before and its b"\\n"); else decoded text, and the
+    offset of each. Sets ``reader.lines`` (lines so far) and ``reader.codec``."""
+    data, codec = _first(reader, reading)
+    reader.codec, reader.lines = codec, 0
+    if not splits_lines(codec):
+        yield from _decoded_lines(reader, data, codec, reading)
+        return
     carry = b""
-    lineno = 0
-    offset = 0  # byte offset of the start of the current line
+    offset = reader.offset - len(data)  # byte offset of the start of the current line (after a BOM)
     while True:
-        data = reader.read()
-        if data and b"\0" in data:
-            raise _nul_error(reader, reader.offset - len(data) + data.index(b"\0"))
         buf = carry + data if carry else data
         lines = buf.split(b"\n")
         carry = lines.pop() if data else b""
-        if not data and buf:
-            lines = [buf]
-        elif not data:
+        if not data:
+            lines = [buf] if buf else []
+        reader.lines += len(lines)
+        yield offset, lines
+        offset += len(buf) - len(carry)  # the lines and their b"\n" each
+        if not data:
+            return
+        data = reader.read()
+
+
+def _decoded_lines(reader, data: bytes, codec: str, reading: Reading) -> Iterator[tuple[list[int], list[str]]]:
+    """``_jsonl_lines`` of UTF-16 or UTF-32 text: lines split in the decoded text, each line's
+    offset its bytes in ``codec`` after those before it. Undecodable bytes end the file (BadInput)."""
+    dec = codecs.getincrementaldecoder(codec)(reading.handler())
+    carry, offset, unit = "", reader.offset - len(data), encoded_len("\n", codec)
+    while True:
+        final = not data
+        start = reader.offset - len(data)
+        pending = _pending(dec)
+        try:
+            text = dec.decode(data, final)
+        except UnicodeDecodeError as e:
+            raise _decode_error(reader, start - pending + e.start, None, e, codec) from None
+        lines = (carry + text).split("\n")
+        carry = "" if final else lines.pop()
+        if final and lines == [""]:
             lines = []
-        for raw in lines:
+        starts = [offset]
+        for line in lines:
+            offset += encoded_len(line, codec) + unit
+            starts.append(offset)
+        reader.lines += len(lines)
+        yield starts, lines
+        if final:
+            return
+        data = reader.read()
+
+
+def _text_of(reader, raw: bytes | str, start: int, lineno: int, reading: Reading) -> str:
+    """The text of JSONL line ``raw`` (not blank); BadInput (a record) for a NUL or undecodable bytes."""
+    if isinstance(raw, str):
+        if "\0" in raw:
+            raise _nul_error(reader, start, line=lineno, record=True)
+        return raw
+    if b"\0" in raw:
+        raise _nul_error(reader, start + raw.index(b"\0"), line=lineno, record=True)
+    codec = reader.codec
+    try:
+        if codec != "utf-8":
+            return raw.decode(codec, reading.handler())
+        return raw.decode("utf-8") if reading.errors == "strict" else _decoder(reading.errors, reading.replaced).decode(raw, True)
+    except UnicodeDecodeError as e:
+        if codec != "utf-8":
+            raise _decode_error(reader, start + e.start, lineno, e, codec, record=True) from None
+        raise _utf8_error(reader, start + e.start, lineno, e, reading, record=True) from None
+
+
+def _parse(where: str, s: str, field: str | None, id_field: str | None) -> tuple[str | dict, str | int | None]:
+    """(text, id) of a JSONL line's text ``s`` (``field`` None: the whole record, a dict, in place
+    of the text); DataError naming ``where`` for a line that is no usable record."""
+    try:
+        obj = json.loads(s)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{where}: not valid JSON: {json_place(e)}") from None
+    except RecursionError:  # Python's parser recurses per level of nesting
+        raise DataError(f"{where}: JSON nested too deeply to read") from None
+    except ValueError as e:  # an integer of more than 4300 digits (Python's hint on how to lift it dropped)
+        raise DataError(f"{where}: JSON value cannot be read: {str(e).split('; use sys.')[0]}") from None
+    if not isinstance(obj, dict):
+        raise DataError(f"{where}: a JSONL line must be an object with a {field!r} field, got {type(obj).__name__}")
+    if field is None:
+        return obj, (scalar_id(where, obj, id_field) if id_field is not None else None)
+    text = field_value(obj, field)
+    if text is _MISSING:
+        keys = ", ".join(list(obj)[:5])
+        raise DataError(f"{where}: no field {field!r} (fields: {keys or 'none'}); pick one with --text-field"
+                        " (a.b for a field inside an object)")
+    if not isinstance(text, str):
+        kind = "null" if text is None else type(text).__name__
+        raise DataError(f"{where}: field {field!r} is {kind}, not a string")
+    return text, (scalar_id(where, obj, id_field) if id_field is not None else None)
+
+
+def jsonl_docs(reader, errors: str, field: str | None, id_field: str | None = None, base: int = 0,
+               reading: Reading | None = None) -> Iterator[tuple[str, str, int, int, str | int | None]]:
+    """(where, text, offset, line, id) for each line of a JSONL source; blank lines are skipped
+    (but counted: ``line`` is the record's line in the file). ``offset`` is the line's first
+    byte, plus ``base``. When the source is read to its end, ``reader.lines`` is its line count.
+    ``field`` None: the whole record (a dict) in place of the text (conversations).
+
+    A bad line is a BadInput; with ``reading.skip`` it is left out and counted instead (and
+    bad data that ends the file, such as broken gzip, leaves out the rest of the file)."""
+    reading = _reading(reader, errors, reading)
+    label = reader.src.label
+    pieces = _jsonl_lines(reader, reading)
+    plain = reading.errors == "strict" and reading.encoding is None  # the common case, decoded inline
+    while True:
+        lineno = getattr(reader, "lines", 0)
+        try:
+            starts, lines = next(pieces)
+        except StopIteration:
+            return
+        except BadInput as e:
+            if not reading.skip:
+                raise
+            reading.left_out(e)
+            return
+        utf8 = plain and reader.codec == "utf-8"
+        offset = starts if isinstance(starts, int) else None
+        for k, raw in enumerate(lines):
             lineno += 1
-            where = f"{label}:{lineno}"
-            start = offset
-            offset += len(raw) + 1
+            if offset is None:
+                start = starts[k]
+            else:
+                start, offset = offset, offset + len(raw) + 1
             if not raw.strip():
                 continue
+            where = f"{label}:{lineno}"
             try:
-                s = raw.decode("utf-8") if errors == "strict" else _decoder(errors, reader.replaced).decode(raw, True)
-            except UnicodeDecodeError as e:
-                raise _utf8_error(reader, start + e.start, lineno, e) from None
-            try:
-                obj = json.loads(s)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{where}: not valid JSON: {json_place(e)}") from None
-            except RecursionError:  # Python's parser recurses per level of nesting
-                raise DataError(f"{where}: JSON nested too deeply to read") from None
-            except ValueError as e:  # an integer of more than 4300 digits (Python's hint on how to lift it dropped)
-                raise DataError(f"{where}: JSON value cannot be read: {str(e).split('; use sys.')[0]}") from None
-            if not isinstance(obj, dict):
-                raise DataError(f"{where}: a JSONL line must be an object with a {field!r} field, got {type(obj).__name__}")
-            if field is None:
-                yield where, obj, base + start, lineno, scalar_id(where, obj, id_field) if id_field is not None else None
+                if utf8 and b"\0" not in raw:
+                    try:
+                        s = raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        s = _text_of(reader, raw, start, lineno, reading)
+                else:
+                    s = _text_of(reader, raw, start, lineno, reading)
+                try:
+                    text, doc_id = _parse(where, s, field, id_field)
+                except DataError as e:
+                    raise BadInput(str(e), reader.src, start, lineno, record=True) from None
+            except BadInput as e:
+                if not reading.skip:
+                    raise
+                reading.left_out(e)
                 continue
-            text = field_value(obj, field)
-            if text is _MISSING:
-                keys = ", ".join(list(obj)[:5])
-                raise DataError(f"{where}: no field {field!r} (fields: {keys or 'none'}); pick one with --text-field"
-                                " (a.b for a field inside an object)")
-            if not isinstance(text, str):
-                kind = "null" if text is None else type(text).__name__
-                raise DataError(f"{where}: field {field!r} is {kind}, not a string")
-            doc_id = scalar_id(where, obj, id_field) if id_field is not None else None
             yield where, text, base + start, lineno, doc_id
-        if not data:
-            reader.lines = lineno
-            return
 
 
 def iter_documents(
@@ -562,14 +711,18 @@ def iter_documents(
     origins: bool = False,
     index: int = 0,
     replaced: Replaced | None = None,
+    reading: Reading | None = None,
 ) -> Iterator[tuple]:
     """(where, document) for each document in input order: the whole text (JSONL, Parquet) or
     an iterator of its text pieces (a text file), which the caller must consume before asking
     for the next document. With ``origins``: (where, document, Origin), the input index
     counted from ``index`` for ``sources[0]``; ``id_field`` is read (and checked) per record.
     ``progress(nbytes)`` is called with bytes read from disk (compressed bytes for .gz / .zst);
-    ``replaced`` counts what ``errors="replace"`` replaces.
+    ``replaced`` counts what ``errors="replace"`` replaces; ``reading`` (instead of ``errors``
+    and ``replaced``): the codec, what bad input does, and the counts (``decoding.Reading``).
     """
+    if reading is None:
+        reading = Reading(errors, replaced=replaced)
     for k, src in enumerate(sources):
         i = index + k
         if src.kind in TABLES:  # pyarrow, and these readers, only for a Parquet or Arrow input
@@ -577,16 +730,16 @@ def iter_documents(
                 from .parquet import parquet_docs as table_docs
             else:
                 from .arrow import arrow_docs as table_docs
-            for where, text, row, doc_id in table_docs(src, text_field, progress, id_field):
+            for where, text, row, doc_id in table_docs(src, text_field, progress, id_field, reading):
                 yield (where, text, Origin(i, 0, row, doc_id)) if origins else (where, text)
             continue
-        reader = Reader(src, progress, replaced)
+        reader = Reader(src, progress, reading.replaced)
         try:
             if src.kind == "jsonl":
-                for where, text, offset, line, doc_id in jsonl_docs(reader, errors, text_field, id_field):
+                for where, text, offset, line, doc_id in jsonl_docs(reader, reading.errors, text_field, id_field, 0, reading):
                     yield (where, text, Origin(i, offset, line, doc_id)) if origins else (where, text)
             else:
-                doc = text_chunks(reader, errors)
+                doc = text_chunks(reader, reading.errors, reading)
                 yield (src.label, doc, Origin(i, 0, 1, None)) if origins else (src.label, doc)
         except BaseException:
             reader.abort()
@@ -702,7 +855,7 @@ def range_error(src: Source, kind: str, size: int) -> DataError:
     if kind == "bytes":
         reader = Reader(src, None)
         try:
-            for _ in text_chunks(reader, "strict"):
+            for _ in text_chunks(reader, "strict", Reading(hint=True)):
                 pass
         finally:
             reader.abort()
@@ -711,3 +864,4 @@ def range_error(src: Source, kind: str, size: int) -> DataError:
     except OSError:
         now = 0
     return changed_error(src.label, size, now)
+

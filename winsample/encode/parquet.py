@@ -4,22 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..errors import DataError
 from . import tables
+from .decoding import BadInput, Reading
 from .inputs import Source
 
 
-def parquet_docs(src: Source, field: str, progress, id_field: str | None = None) -> Iterator[tuple[str, str, int, object]]:
-    """(where, text, 1-based row, id) for each row of a Parquet source (``tables.rows``)."""
+def parquet_docs(src: Source, field: str, progress, id_field: str | None = None,
+                 reading: Reading | None = None) -> Iterator[tuple[str, str, int, object]]:
+    """(where, text, 1-based row, id) for each row of a Parquet source (``tables.rows``). Bad
+    input (an unreadable file or page, a missing column, a null row) is a BadInput; with
+    ``reading.skip`` a null row is left out and counted, and anything else leaves out the rest
+    of the file (``tables.skipping``)."""
+    yield from tables.skipping(_rows(src, field, progress, id_field, reading), reading)
+
+
+def _rows(src: Source, field: str, progress, id_field: str | None, reading: Reading | None) -> Iterator[tuple[str, str, int, object]]:
     pa = tables.pyarrow(src.label, "Parquet", "parquet")
     import pyarrow.parquet as pq
 
     try:
         pf = pq.ParquetFile(src.path)
     except (OSError, pa.ArrowException) as e:
-        raise DataError(f"{src.label}: not a readable Parquet file: {e}") from None
-    cols = tables.columns(pa, src.label, pf.schema_arrow, field, id_field)
+        raise BadInput(f"{src.label}: not a readable Parquet file: {e}", src) from None
+    cols = tables.columns(pa, src, pf.schema_arrow, field, id_field)
     batches = pf.iter_batches(columns=cols.top(), batch_size=tables.ROWS)
-    yield from tables.rows(pa, src.label, "Parquet", batches, cols, field, id_field)
+    yield from tables.rows(pa, src, "Parquet", batches, cols, field, id_field, reading)
     if progress:
         progress(src.size or 0)

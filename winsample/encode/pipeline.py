@@ -44,6 +44,7 @@ WRITE_BYTES = 1 << 20  # ids gathered per write+hash call
 SNAPSHOT_BYTES = 64 << 20  # --split tail: hash snapshots this far apart bound the re-read
 STATS = ("documents", "documents_skipped_empty", "forced_cuts", "replaced_characters", "whole_documents")
 DEDUP_STAT = "duplicates_dropped"  # a stat only a --dedup run keeps (other runs' meta.json stays as it was)
+READING_STATS = ("boms_stripped", "skipped_inputs", "skipped_records", "bad_inputs")  # in stats only when not 0 / empty
 
 
 # --- where a document goes ------------------------------------------------------------------
@@ -579,6 +580,8 @@ def summary(out_dir, meta: formats.Meta, stats: dict, sources, seconds: float, e
         "forced_cuts": stats["forced_cuts"],
         "whole_documents": stats.get("whole_documents", 0),
         **({DEDUP_STAT: stats[DEDUP_STAT]} if DEDUP_STAT in stats else {}),
+        # only when there is something to say (--input-encoding, --on-bad-input skip, a file with a BOM)
+        **{k: stats[k] for k in READING_STATS if stats.get(k)},
         **({"not_read": dict(sorted(sources.not_read.items()))} if getattr(sources, "not_read", None) else {}),  # unread
         **extra,
         "input_bytes": in_bytes,

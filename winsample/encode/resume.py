@@ -86,6 +86,7 @@ def read_journal(work: Path, params: dict, sources) -> dict:
 WRITER_NAMES = ("train", "val", "all")  # the files a checkpoint may describe (all: --split tail)
 _STATE = {"bytes": int, "documents": int, "checksum": str, "starts_checksum": str}
 STAT_KEYS = ("documents", "documents_skipped_empty", "forced_cuts", "replaced_characters", "whole_documents")
+OPTIONAL_STATS = ("boms_stripped", "skipped_inputs", "skipped_records", "duplicates_dropped")  # kept only when not 0 (and bad_inputs, a list); duplicates_dropped: --dedup runs only
 
 
 def _count(v) -> bool:
@@ -109,10 +110,14 @@ def malformed(j: dict) -> str | None:
         if mt is not None and not (isinstance(mt, int) and not isinstance(mt, bool) and mt >= -1):  # -1: no id yet
             return f"writers.{name}.max_token is {st['max_token']!r}"
     stats = j.get("stats")
-    optional = {"whole_documents", "duplicates_dropped"}  # duplicates_dropped: --dedup runs only
-    if not isinstance(stats, dict) or not set(STAT_KEYS) - optional <= set(stats) <= set(STAT_KEYS) | optional \
-            or not all(_count(v) for v in stats.values()):
+    if not isinstance(stats, dict):
         return "stats are not the counts a run keeps"
+    bad = stats.get("bad_inputs", [])
+    counts = {k: v for k, v in stats.items() if k != "bad_inputs"}
+    if ((set(counts) | {"whole_documents"}) - set(OPTIONAL_STATS)) != set(STAT_KEYS) or not all(_count(v) for v in counts.values()):
+        return "stats are not the counts a run keeps"
+    if not isinstance(bad, list) or not all(isinstance(b, dict) for b in bad):
+        return "stats.bad_inputs is not a list of bad inputs"
     inputs = j.get("inputs")
     if not isinstance(inputs, list) or not all(isinstance(r, dict) for r in inputs):
         return "inputs is not a list of files"

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError
+from .decoding import BadInput, Reading
 
 ROWS = 1024  # rows turned into Python strings at a time: memory stays flat whatever a batch holds
 
@@ -57,24 +58,25 @@ def _is_text(pa, typ) -> bool:
     return pa.types.is_string(typ) or pa.types.is_large_string(typ) or (view is not None and view(typ))
 
 
-def columns(pa, label: str, schema, field: str, id_field: str | None) -> Columns:
-    """The text (and id) columns of a table with ``schema``; DataError for one missing or of another type."""
+def columns(pa, src, schema, field: str, id_field: str | None) -> Columns:
+    """The text (and id) columns of a table with ``schema``; BadInput for one missing or of another type."""
+    label = src.label
     names = ", ".join(schema.names[:8])
     found = _find(schema, field)
     if found is None:
-        raise DataError(f"{label}: no column {field!r} (columns: {names}); pick one with --text-field"
-                        " (a.b for field b of struct column a)")
+        raise BadInput(f"{label}: no column {field!r} (columns: {names}); pick one with --text-field"
+                       " (a.b for field b of struct column a)", src)
     path, typ = found
     if not _is_text(pa, typ):
-        raise DataError(f"{label}: column {field!r} has type {typ}, not string")
+        raise BadInput(f"{label}: column {field!r} has type {typ}, not string", src)
     id_path = None
     if id_field is not None:
         found = _find(schema, id_field)
         if found is None:
-            raise DataError(f"{label}: no column {id_field!r} for --id-field (columns: {names})")
+            raise BadInput(f"{label}: no column {id_field!r} for --id-field (columns: {names})", src)
         id_path, ityp = found
         if not (_is_text(pa, ityp) or pa.types.is_integer(ityp)):
-            raise DataError(f"{label}: --id-field column {id_field!r} has type {ityp}, not a string or integer")
+            raise BadInput(f"{label}: --id-field column {id_field!r} has type {ityp}, not a string or integer", src)
     return Columns(path, id_path)
 
 
@@ -99,10 +101,13 @@ def _bad_row(arrays: list, names: list[str], row: int) -> str | None:
     return None
 
 
-def rows(pa, label: str, kind: str, batches: Iterator, cols: Columns, field: str,
-         id_field: str | None) -> Iterator[tuple[str, str, int, object]]:
+def rows(pa, src, kind: str, batches: Iterator, cols: Columns, field: str,
+         id_field: str | None, reading: Reading | None = None) -> Iterator[tuple[str, str, int, object]]:
     """(where, text, 1-based row, id) for each row of ``batches`` (record batches of ``cols.top()``).
-    A batch that cannot be read (a corrupt page, a string that is not UTF-8) or a null is a DataError."""
+    A batch that cannot be read (a corrupt page, a string that is not UTF-8) or a null is a
+    BadInput; with ``reading.skip`` a null row is left out and counted, and the rows go on."""
+    label = src.label
+    skip = reading if reading is not None and reading.skip else None
     row = 0
     names = [field] + ([id_field] if id_field is not None else [])
     while True:
@@ -117,13 +122,29 @@ def rows(pa, label: str, kind: str, batches: Iterator, cols: Columns, field: str
                 texts = arrays[0].to_pylist()
                 ids = arrays[1].to_pylist() if cols.id is not None else [None] * len(texts)
                 for text, doc_id in zip(texts, ids):
-                    if text is None:
-                        raise DataError(f"{label}: row {row}: {field!r} is null")
-                    if id_field is not None and doc_id is None:
-                        raise DataError(f"{label}: row {row}: --id-field {id_field!r} is null, not a string or integer")
-                    yield f"{label}:row {row}", text, row + 1, doc_id
+                    null = (f"{label}: row {row}: {field!r} is null" if text is None else
+                            f"{label}: row {row}: --id-field {id_field!r} is null, not a string or integer"
+                            if id_field is not None and doc_id is None else None)
                     row += 1
+                    if null is not None:
+                        bad = BadInput(null, src, None, row, record=True)
+                        if skip is None:
+                            raise bad
+                        skip.left_out(bad)
+                        continue
+                    yield f"{label}:row {row - 1}", text, row, doc_id
                 arrays = []
         except (OSError, pa.ArrowException, UnicodeDecodeError, ValueError) as e:
             where = (_bad_row(arrays, names, row) if isinstance(e, UnicodeDecodeError) else None) or f"row {row} or after"
-            raise DataError(f"{label}: {where}: unreadable {kind} data: {e}") from None
+            raise BadInput(f"{label}: {where}: unreadable {kind} data: {e}", src) from None
+
+
+def skipping(docs: Iterator, reading: Reading | None) -> Iterator:
+    """``docs``, and with ``reading.skip`` a BadInput that ends them is counted (the rest of the
+    file left out) instead of raised."""
+    try:
+        yield from docs
+    except BadInput as e:
+        if reading is None or not reading.skip:
+            raise
+        reading.left_out(e)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from ..errors import DataError, InputError
 from ..tokenizer.chunking import last_safe_cut_bytes
+from .decoding import sniff
 from .inputs import READ_BYTES, Source, changed_error
 
 HEAD_BYTES = 64 << 10  # a file's first bytes, decoded to tell text from empty/whitespace-only
@@ -28,15 +29,15 @@ class TextFile:
     is wanted, streams the bytes through the hasher); workers read and decode their own range
     with ``read_text_range``. Valid UTF-8 bytes are exactly ``text.encode()``, so hashes match
     the decoded path. Use ``open`` (None when the file must take the decoded path: compressed,
-    stdin, ``--errors replace``, small, starting with no text in its first ``HEAD_BYTES``, or
-    not valid UTF-8 there).
+    stdin, ``--errors replace``, ``--input-encoding``, small, starting with a byte-order mark or
+    with no text in its first ``HEAD_BYTES``, or not valid UTF-8 there).
     """
 
     @classmethod
     def open(cls, src: Source, index: int, errors: str, min_bytes: int, cut_bytes=None,
-             long_run: int = LONG_RUN_CHARS) -> TextFile | None:
+             long_run: int = LONG_RUN_CHARS, encoding: str | None = None) -> TextFile | None:
         """``cut_bytes(window, base)``: the tokenizer's ``last_safe_cut_bytes`` (default: chunking's rule)."""
-        if src.kind != "text" or src.compressed or src.path is None or errors != "strict":
+        if src.kind != "text" or src.compressed or src.path is None or errors != "strict" or encoding is not None:
             return None
         if src.size is None or src.size < min_bytes:
             return None
@@ -47,7 +48,7 @@ class TextFile:
         try:
             st = os.fstat(f.fileno())
             head = os.pread(f.fileno(), HEAD_BYTES, 0)
-            if st.st_size < min_bytes or b"\0" in head:
+            if st.st_size < min_bytes or b"\0" in head or sniff(head)[0] is not None:  # a BOM: the decoded path drops it
                 f.close()
                 return None
             dec = codecs.getincrementaldecoder("utf-8")("strict")

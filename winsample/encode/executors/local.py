@@ -40,7 +40,7 @@ import numpy as np
 from ... import __version__, disk, formats, tokenizer, tokensrc
 from ...errors import ConfigError, DataError, Interrupted, WinsampleError
 from ...tokenizer.chunking import TextChunker
-from .. import inputs, pipeline, resume
+from .. import badinput, decoding, inputs, pipeline, resume
 from ..config import EncodeConfig, RunSpec
 from ..inputs import Origin, RangeFault, iter_documents, range_error, read_text_range
 from ..pipeline import DocEnd, DocRule, InputDone, Piece, SplitWriter, encode_texts, write_index
@@ -398,8 +398,13 @@ class _LocalRun:
             if first:
                 progress(self.resumed["input_bytes"], self.resumed["tokens"])
         read_cb = (lambda n: progress(n, 0)) if progress else None
+        batches = _Batches(self.sources, self.spec, self.stats, read_cb, self.enc, self.seen)
         try:
-            self._encode_all(_Batches(self.sources, self.spec, self.stats, read_cb, self.enc, self.seen).batches(first))
+            try:
+                self._encode_all(batches.batches(first))
+            except decoding.BadInput as e:  # --on-bad-input fail: every bad input, read on to find them
+                c = self.spec.config
+                raise badinput.every_bad(self.sources, e, batches.reading, c.text_field, c.id_field) from None
             self.syncer.wait()
         finally:
             self.syncer.wait(raising=False)  # before the files close: their descriptors are being synced
@@ -476,7 +481,9 @@ class _Batches:
         # A tokenizer with no safe-cut rule (SentencePiece, an unproven tokenizer.json): every
         # document goes to one worker whole, and those longer than one piece are counted.
         self.whole = not tok.can_cut
-        self.replaced = inputs.Replaced()  # this run's --errors replace count
+        c = self.config  # how this run decodes, and its counts: replaced, BOMs, bad input skipped
+        self.reading = decoding.Reading(c.errors, c.input_encoding, c.on_bad_input == "skip", hint=True)
+        self.replaced = self.reading.replaced
         self.items: list = []
         self.texts: list = []
         self.size = 0
@@ -497,10 +504,12 @@ class _Batches:
         """The batches, reading from input ``first`` on."""
         stats = self.stats
         replaced_base = stats["replaced_characters"]
+        base = dict(stats)  # a resumed run's counts: this run's are added to them
         try:
             for where, doc, origin in self._documents(first):
                 if where is None:  # input number `doc` is read to its end
                     stats["replaced_characters"] = replaced_base + self.replaced.count
+                    decoding.add_counts(stats, base, self.reading)
                     self.items.append(InputDone(doc, dict(stats)))
                     continue
                 stats["documents"] += 1
@@ -596,12 +605,20 @@ class _Batches:
         """(where, document, origin) of ``iter_documents`` over ``sources[first:]``, with
         ``(None, i, None)`` after input i's last document; a plain-text file that can be read as
         byte ranges comes as a ``TextFile`` instead (one document: offset 0, line 1)."""
-        c, sources = self.config, self.sources
+        c, sources, reading = self.config, self.sources, self.reading
         for i in range(first, len(sources)):
-            tf = TextFile.open(sources[i], i, c.errors, RANGE_MIN_BYTES, self.tok.last_safe_cut_bytes, LONG_RUN_CHARS)
+            src = sources[i]
+            if reading.skip and src.kind == "text" and src.path is not None:  # a file is one document: checked first
+                bad = badinput.first_problem(src, reading)
+                if bad is not None:
+                    reading.left_out(bad)
+                    yield None, i, None
+                    continue
+            tf = TextFile.open(src, i, c.errors, RANGE_MIN_BYTES, self.tok.last_safe_cut_bytes, LONG_RUN_CHARS,
+                               c.input_encoding)
             if tf is None:
-                yield from iter_documents([sources[i]], text_field=c.text_field, errors=c.errors, progress=self.read_cb,
-                                          id_field=c.id_field, origins=True, index=i, replaced=self.replaced)
+                yield from iter_documents([src], text_field=c.text_field, progress=self.read_cb, id_field=c.id_field,
+                                          origins=True, index=i, reading=reading)
             else:
                 try:
                     yield sources[i].label, tf, Origin(i, 0, 1, None)

@@ -3,7 +3,7 @@
 A shard is a list of pieces ``(input index, start byte, end byte)``; small files share a shard,
 and an uncompressed text or JSONL file that does not fit is cut: text at the first safe cut (the
 tokenizer's ``iter_safe_cuts``) at or after the target byte, JSONL after a line end. ``.gz``,
-``.zst``, Parquet and Arrow files are never cut.
+``.zst``, Parquet and Arrow files, and files in UTF-16 or UTF-32 (a byte-order mark says so), are never cut.
 """
 
 from __future__ import annotations
@@ -12,12 +12,24 @@ from pathlib import Path
 
 from ... import tokenizer
 from ...tokenizer.chunking import iter_safe_cuts
+from ..decoding import sniff
 
 SEARCH_BYTES = 1 << 20  # bytes read per step when looking for a cut point
 
 
 def _splittable(src) -> bool:
-    return src.path is not None and not src.compressed and src.kind in ("text", "jsonl")
+    return src.path is not None and not src.compressed and src.kind in ("text", "jsonl") and not _wide(src.path)
+
+
+def _wide(path: Path) -> bool:
+    """Whether the file starts with a UTF-16 or UTF-32 byte-order mark: its text is in that
+    codec, which only a read from its first byte knows, so it stays one piece."""
+    try:
+        with open(path, "rb") as f:
+            codec, _ = sniff(f.read(4))
+    except OSError:  # the task reading it says what is wrong
+        return False
+    return codec not in (None, "utf-8")
 
 
 def _jsonl_cut(path: Path, at: int, size: int) -> int | None:
