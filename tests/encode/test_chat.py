@@ -266,3 +266,14 @@ def test_two_workers_write_the_same_bytes_as_one(tmp_path, models):
         assert r.exit_code == 0, r.stderr
         outs.append({p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file() and p.name != "meta.json"})
     assert outs[0] == outs[1] and "val.mask.bin" in outs[0] and len(outs[0]["val.bin"]) > 0
+
+
+def test_verify_show_marks_the_trained_text(tmp_path, models):
+    src = write_jsonl(tmp_path / "c.jsonl", [{"messages": CONVERSATIONS[0]}])
+    out = tmp_path / "out"
+    assert encode(src, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", out, "--val-fraction", "0").exit_code == 0
+    v = CliRunner().invoke(main, ["verify", str(out), "--show", "1", "--json"])
+    text = json.loads(v.stdout)["windows"][0]["text"]
+    # by hand from Qwen2.5's template: only the answer and its end of turn are trained
+    assert text.count("«") == 1 and "«Hello! How can I help?<|im_end|>\n»" in text
+    assert "«" not in text.split("<|im_start|>assistant\n")[0]

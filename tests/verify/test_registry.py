@@ -34,7 +34,7 @@ def _listed(help_text: str) -> list[str]:
 
 def test_check_names_come_from_the_registry():
     assert verify.CHECK_NAMES == registry.CHECK_NAMES == tuple(c.name for c in registry.CHECKS)
-    assert len(set(verify.CHECK_NAMES)) == len(verify.CHECK_NAMES) == 24
+    assert len(set(verify.CHECK_NAMES)) == len(verify.CHECK_NAMES) == 25
     for c in registry.CHECKS:
         assert c.help and "\n" not in c.help and c.reads, c.name
         assert registry.get(c.name) is c and str(c) == c.name
@@ -47,7 +47,7 @@ def test_each_stage_runs_its_checks_in_report_order():
     it), ``runs_before`` says so; every check either has a stage function or is a group's."""
     assert {s: registry.runs(s) for s in registry.STAGES} == {
         "file": ("dtype_divisible", "min_length", "vocab_range"),
-        "dataset": ("llmc_shards", "megatron_index", "meta", "provenance", "split_leakage"),
+        "dataset": ("llmc_shards", "megatron_index", "meta", "provenance", "split_leakage", "loss_mask"),
         "plan": ("plan_bounds", "plan_params", "alignment", "materialized"),
         "mixture": ("mixture_sources", "mixture_counts", "mixture_prefix"),
         "final": ("retokenize", "decode"),
@@ -91,7 +91,15 @@ def test_real_reports_name_exactly_the_registered_checks(tmp_path):
     r = CliRunner().invoke(main, ["verify", str(tmp_path / "mix.npy"), "--json", "-q"])
     mixed = {c["name"] for c in json.loads(r.stdout)["checks"]}
     assert {"mixture_sources", "mixture_counts", "mixture_prefix"} <= mixed
-    assert seen | packed | mixed == set(registry.CHECK_NAMES)
+    # a records dataset's own check (#31): prompt/response pairs, gpt2 (offline)
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps({"q": f"Q{i}?", "a": f" A{i}."}) + "\n" for i in range(40)))
+    r = CliRunner().invoke(main, ["encode", str(tmp_path / "pairs.jsonl"), "--prompt-field", "q", "--response-field", "a",
+                                  "-o", str(tmp_path / "pairs"), "-q"])
+    assert r.exit_code == 0, r.stderr
+    r = CliRunner().invoke(main, ["verify", str(tmp_path / "pairs"), "--json", "-q"])
+    records = {c["name"] for c in json.loads(r.stdout)["checks"]}
+    assert "loss_mask" in records
+    assert seen | packed | mixed | records == set(registry.CHECK_NAMES)
 
 
 def test_every_report_line_is_added_under_a_registered_check():

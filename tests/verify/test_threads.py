@@ -16,7 +16,7 @@ from winsample.verify import scan as scan_mod
 from .test_run import make_folder, make_plan, write_bin
 
 
-def _prepared_nothing(plan_path, path, folder, sizes):
+def _prepared_nothing(plan_path, path, folder, sizes, encoding=None):
     """Stand-in for prepare_plan that only reads: check_plan must then compute everything itself."""
     try:
         return verify.Prepared(*formats.load_plan(plan_path))

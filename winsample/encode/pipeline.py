@@ -35,7 +35,8 @@ from .. import __version__, disk, formats, tokenizer, tokensrc
 from ..errors import ConfigError, DataError, InputError
 from . import dedup, resume
 from .config import ERROR_MODES, SPLIT_METHODS, EncodeConfig, RunSpec, check_options  # noqa: F401 (re-exported)
-from .inputs import Origin, read_text_range
+from .inputs import Origin
+from .ranges import read_text_range
 from .textfile import LONG_RUN_CHARS as LONG_RUN
 
 PIECE_CHARS = 1 << 20  # a big document is cut into pieces of about this many chars
@@ -174,7 +175,7 @@ def new_stats(dedup: bool = False) -> dict:
 def encode_texts(tok: tokenizer.Tokenizer, dtype: str, texts: Sequence[str], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Concatenated ids of ``texts`` (cast to ``dtype`` after a range check), each one's length and max id.
 
-    An entry of ``texts`` may be a byte-range spec of a file (``sources.read_text_range``'s
+    An entry of ``texts`` may be a byte-range spec of a file (``ranges.read_text_range``'s
     arguments): it is read and decoded here (``RangeFault`` if it cannot be).
     """
     utf8 = tok.backend == "fast"  # the fast engine reads UTF-8 bytes: no str to build and convert back

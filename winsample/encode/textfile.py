@@ -1,7 +1,7 @@
 """A plain UTF-8 text file read as byte ranges cut at safe points: encode's fast path.
 
 The main process finds the cuts (reading only a small window near each, or streaming the bytes
-through the split hasher); workers read and decode their own range (``inputs.read_text_range``).
+through the split hasher); workers read and decode their own range (``ranges.read_text_range``).
 A stretch with no safe cut is cut by force where ``tokenizer.chunking`` says, counted in
 characters from the last safe cut, so these ranges end where the decoded path's pieces do.
 """

@@ -1,4 +1,5 @@
-"""The ``decode`` check: the first --show windows (of the first plan, or of a token file) as text."""
+"""The ``decode`` check: the first --show windows (of the first plan, or of a token file) as text;
+where the data has a loss mask, the text it trains on between « and »."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def show_windows(report: Report, plan: Plan | None, targets, scans, enc, enc_err
     n = len(tokens)
     problems = 0
     prev_s = prev_e = None
-    tracer = _tracer_of(scan, targets)
+    tracer, mask = _tracer_of(scan, targets), _mask_of(scan, targets)
     for s, L in zip(starts.tolist(), lengths.tolist()):
         # A person reads the first SHOW_TOKENS of each window: a long-context T must not print the file.
         s0, end = max(s, 0), min(s + L, n)
@@ -74,8 +75,8 @@ def show_windows(report: Report, plan: Plan | None, targets, scans, enc, enc_err
         if prev_e is not None and prev_s <= s0 < prev_e:
             ov = min(prev_e, end) - s0
         try:
-            text = _text(enc, ids)
-            otext = _text(enc, ids[:ov])
+            text = _text(enc, ids, None if mask is None else mask[s0:e0])
+            otext = _text(enc, ids[:ov], None if mask is None else mask[s0 : s0 + ov])
         except Exception as e:  # ids outside the vocabulary: tiktoken raises
             text, otext, problems = f"<cannot decode: {type(e).__name__}>", "", problems + 1
         source = tracer.document(int(tracer.doc_at(s0))) if tracer is not None and s0 < n else None
@@ -99,7 +100,7 @@ def show_packed(report: Report, plan: Plan, targets, enc, enc_error, show: int) 
     if enc is None:
         report.add(DECODE, label, Status.WARN, f"cannot decode: {enc_error}")
         return
-    tokens, tracer, problems = scan.tokens(), _tracer_of(scan, targets), 0
+    tokens, tracer, mask, problems = scan.tokens(), _tracer_of(scan, targets), _mask_of(scan, targets), 0
     n = len(tokens)
     for i in range(min(show, len(idx) - 1)):
         rows, left, segs = plan.rows[idx[i] : idx[i + 1]], SHOW_TOKENS, []
@@ -108,7 +109,7 @@ def show_packed(report: Report, plan: Plan, targets, enc, enc_error, show: int) 
             ids = tokens[s0 : max(s0, min(s + L, n, s0 + left))].tolist()
             left -= len(ids)
             try:
-                text = _text(enc, ids)
+                text = _text(enc, ids, None if mask is None else mask[s0 : s0 + len(ids)])
             except Exception as e:  # ids outside the vocabulary: tiktoken raises
                 text, problems = f"<cannot decode: {type(e).__name__}>", problems + 1
             seg = {"start": s, "length": L, "doc": doc, "text": text, "shown_tokens": len(ids)}
@@ -140,5 +141,32 @@ def _tracer_of(scan, targets):
     return None
 
 
-def _text(enc, ids: list[int]) -> str:
-    return enc.decode(ids)
+TRAINED = ("«", "»")  # around the text a loss mask trains on (encode --chat / --prompt-field)
+
+
+def _text(enc, ids: list[int], mask=None) -> str:
+    """``ids`` as text; with ``mask`` (one 0/1 per id) each trained run between « and »."""
+    if mask is None or not len(ids):
+        return enc.decode(ids)
+    m = np.asarray(mask[: len(ids)], np.uint8)
+    cuts = [0, *(np.flatnonzero(np.diff(m)) + 1).tolist(), len(ids)]
+    parts = []
+    for a, b in zip(cuts, cuts[1:]):
+        piece = enc.decode(ids[a:b])
+        parts.append(f"{TRAINED[0]}{piece}{TRAINED[1]}" if m[a] else piece)
+    return "".join(parts)
+
+
+def _mask_of(scan, targets):
+    """The loss mask of the file ``scan`` read (a memmap), or None (no mask recorded, or one that
+    does not fit: the ``loss_mask`` check reports that)."""
+    for t in targets:
+        mask = t.entry.mask if t.label == scan.label and t.entry is not None else None
+        if mask is not None:
+            path = t.path.parent / mask.file
+            try:
+                if mask.tokens and path.stat().st_size == mask.tokens == scan.n:
+                    return np.memmap(path, dtype=np.uint8, mode="r")
+            except OSError:
+                return None
+    return None

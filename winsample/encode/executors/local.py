@@ -42,8 +42,9 @@ from ...errors import ConfigError, DataError, Interrupted, WinsampleError
 from ...tokenizer.chunking import TextChunker
 from .. import badinput, decoding, inputs, pipeline, resume
 from ..config import EncodeConfig, RunSpec
-from ..inputs import Origin, RangeFault, iter_documents, range_error, read_text_range
+from ..inputs import Origin, iter_documents
 from ..pipeline import DocEnd, DocRule, InputDone, Piece, SplitWriter, encode_texts, write_index
+from ..ranges import RangeFault, range_error, read_text_range
 from ..textfile import TextFile
 from . import checkpoint
 from . import pool as pool_mod

@@ -51,7 +51,7 @@ import xxhash
 from ... import disk, formats, tokenizer
 from ...errors import ConfigError, DataError, InputError, WinsampleError
 from ...tokenizer.chunking import TextChunker
-from .. import inputs, pipeline
+from .. import inputs, pipeline, ranges
 from ..config import DEFAULT_SHARD_BYTES, EncodeConfig, RunSpec, parse_size  # noqa: F401 (re-exported)
 from ..pipeline import LONG_RUN_CHARS, PIECE_CHARS, DocRule, SplitWriter, check_pattern, encode_texts, write_index
 from .ray_plan import plan_shards
@@ -169,7 +169,7 @@ def decide_text(p: dict, job: ShardJob) -> tuple[bool, bool]:
 
 def _documents(p: dict, start: int, end: int, job: ShardJob, replaced: inputs.Replaced, lines: dict | None = None):
     """(where, document, origin) for the documents of piece ``[start, end)`` of input ``p``
-    (``inputs.iter_documents`` for a whole file, else ``inputs.range_documents``)."""
+    (``inputs.iter_documents`` for a whole file, else ``ranges.range_documents``)."""
     _check_unchanged(p)
     if start == 0 and end == p["size"]:
         src = _source(p)
@@ -178,7 +178,7 @@ def _documents(p: dict, start: int, end: int, job: ShardJob, replaced: inputs.Re
         if lines is not None and src.decompressed is not None:  # a .gz / .zst read whole: meta.json records its size
             lines["decompressed"] = src.decompressed
         return
-    yield from inputs.range_documents(p["label"], p["path"], p["kind"], p["index"], start, end, text_field=job.text_field,
+    yield from ranges.range_documents(p["label"], p["path"], p["kind"], p["index"], start, end, text_field=job.text_field,
                                       errors=job.errors, id_field=job.id_field, replaced=replaced, counted=lines)
 
 

@@ -1,0 +1,127 @@
+"""An input read in byte ranges: a part of a JSONL or text file (``range_documents``, Ray's
+shards), and the encoder's fast path for plain text (``read_text_range``: a worker reads and
+decodes its own range; a ``RangeFault`` becomes the one-line error the decoded path gives)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from ..errors import DataError
+from .decoding import Reading, Replaced
+from .inputs import READ_BYTES, Origin, Reader, Source, changed_error, jsonl_docs, text_chunks
+
+
+class RangeReader:
+    """Bytes ``[start, end)`` of a file, read like a ``Reader`` (a piece of an input cut in parts)."""
+
+    def __init__(self, label: str, path, start: int, end: int, replaced: Replaced | None = None):
+        self.src = Part(f"{label} (part from byte {start})")
+        self.replaced = replaced if replaced is not None else Replaced()
+        self.f = open(path, "rb")
+        self.f.seek(start)
+        self.base, self.left, self.offset = start, end - start, 0
+
+    def read(self, n: int = READ_BYTES) -> bytes:
+        data = self.f.read(min(n, self.left)) if self.left else b""
+        self.left -= len(data)
+        self.offset += len(data)
+        return data
+
+    def where(self, offset: int) -> str:
+        return f"byte {self.base + offset}"
+
+    def close(self) -> None:
+        self.f.close()
+
+
+class Part(NamedTuple):
+    """What a reader of a part says its source is (its label)."""
+
+    label: str
+    gz: bool = False
+
+
+def range_documents(label: str, path, kind: str, index: int, start: int, end: int, *, text_field: str = "text",
+                    errors: str = "strict", id_field: str | None = None, replaced: Replaced | None = None,
+                    counted: dict | None = None) -> Iterator[tuple[str, object, Origin]]:
+    """(where, document, Origin) for the documents in bytes ``[start, end)`` of input ``index``
+    (a JSONL part cut after a line end, or part of a text file: one document of text pieces).
+
+    In a JSONL part an origin's line counts from the part's first line (the caller adds the
+    lines before it); its line count goes to ``counted["lines"]``.
+    """
+    reader = RangeReader(label, path, start, end, replaced)
+    try:
+        if kind == "jsonl":
+            for where, text, offset, line, doc_id in jsonl_docs(reader, errors, text_field, id_field, start):
+                yield where, text, Origin(index, offset, line, doc_id)
+            if counted is not None:
+                counted["lines"] = reader.lines
+        else:
+            yield reader.src.label, text_chunks(reader, errors), Origin(index, 0, 1, None)
+    finally:
+        reader.close()
+
+
+# --- plain-text files as byte ranges (the encoder's fast path) ------------------------------
+
+
+class RangeFault(Exception):
+    """A byte range could not be used as text: ``args = (source index, "bytes" | "changed", size planned)``.
+
+    Raised in an encoder worker; the main process turns it into the exact one-line error
+    (``TextFile.error``) that reading the file through ``iter_documents`` would give.
+    """
+
+
+def read_text_range(i: int, path: str, start: int, end: int, size: int, mtime_ns: int, as_bytes: bool = False) -> str | bytes:
+    """Bytes ``[start, end)`` of a file, checked (size and mtime as when planned, no NUL) and
+    decoded as strict UTF-8 (``as_bytes``: checked to be UTF-8 and returned as they are, for an
+    encoder that takes UTF-8 itself); ``RangeFault(i, kind)`` otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        raise RangeFault(i, "changed", size) from None
+    try:
+        st = os.fstat(fd)
+        if (st.st_size, st.st_mtime_ns) != (size, mtime_ns):
+            raise RangeFault(i, "changed", size)
+        parts, pos = [], start
+        while pos < end:
+            data = os.pread(fd, end - pos, pos)
+            if not data:
+                raise RangeFault(i, "changed", size)
+            parts.append(data)
+            pos += len(data)
+    finally:
+        os.close(fd)
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
+    if b"\0" in data:
+        raise RangeFault(i, "bytes", size)
+    if as_bytes and data.isascii():  # ASCII is UTF-8: nothing to decode
+        return data
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RangeFault(i, "bytes", size) from None
+    return data if as_bytes else text
+
+
+def range_error(src: Source, kind: str, size: int) -> DataError:
+    """The one-line error for a ``RangeFault`` on ``src``: for bad bytes, exactly the one the
+    decoded path gives (the file is read again from its start to find it)."""
+    if kind == "bytes":
+        reader = Reader(src, None)
+        try:
+            for _ in text_chunks(reader, "strict", Reading(hint=True)):
+                pass
+        finally:
+            reader.abort()
+    try:
+        now = src.path.stat().st_size
+    except OSError:
+        now = 0
+    return changed_error(src.label, size, now)
+
