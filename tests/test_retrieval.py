@@ -63,7 +63,15 @@ def test_every_chunk_is_its_text_slice_within_T_tokens_and_together_they_cover_t
        st.sampled_from(["none", "paragraph", "sentence"]))
 def test_any_text_any_limit(ref_gpt2, text, T, data, boundaries):
     overlap = data.draw(st.integers(0, T - 1))
-    check(text, winsample.chunk(text, T=T, overlap=overlap, boundaries=boundaries), ref_gpt2, T)
+    chunks = winsample.chunk(text, T=T, overlap=overlap, boundaries=boundaries)
+    check(text, chunks, ref_gpt2, T)
+    check_no_token_skipped(chunks)
+
+
+def check_no_token_skipped(chunks) -> None:
+    """Whatever the boundaries: each window starts after the previous one's start and no later than its end."""
+    for a, b in zip(chunks, chunks[1:]):
+        assert a.token_start < b.token_start <= a.token_end
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -71,9 +79,15 @@ def test_any_text_any_limit(ref_gpt2, text, T, data, boundaries):
 def test_overlap_is_as_asked_between_windows_that_were_not_cut_short(ref_gpt2, text, T, data):
     text = text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate has no UTF-8: "?" instead
     overlap = data.draw(st.integers(0, T - 1))
-    chunks = winsample.chunk(text, T=T, overlap=overlap)
-    check(text, chunks, ref_gpt2, T)
-    ids = ref_gpt2.encode_ordinary(text)
+    check_overlap(text, winsample.chunk(text, T=T, overlap=overlap), ref_gpt2, T, overlap)
+
+
+def check_overlap(text: str, chunks, ref, T: int, overlap: int) -> None:
+    """``check``, and the windows of ``boundaries="none"``: an uncut one overlaps the next by exactly
+    ``overlap`` tokens; after one cut short the next starts no later than it ended (no token skipped)."""
+    check(text, chunks, ref, T)
+    check_no_token_skipped(chunks)
+    ids = ref.encode_ordinary(text)
     assert chunks[-1].token_end == len(ids) if ids else chunks == []
     for a, b in zip(chunks, chunks[1:]):
         if a.token_end - a.token_start == T:  # a window not cut short (its text within T as planned)
@@ -81,6 +95,38 @@ def test_overlap_is_as_asked_between_windows_that_were_not_cut_short(ref_gpt2, t
             assert a.token_end - b.token_start == overlap
         else:  # cut short (its text re-encoded to more than T): the next starts no later than it ended
             assert b.token_start <= a.token_end
+
+
+# Found by hypothesis: a window cut short to end *before* an earlier window's end was followed by one
+# starting at that earlier end, one token after its own (tokens 5–8, then 9–14). By hand, GPT-2 spells
+# "0", ":" with one token each, "Ä" (2 bytes) with two and "𐀀" (4 bytes) with four: a token a byte.
+# '0:𐀀0Ä0𐀀' (14 tokens), T 9, overlap 4: [0, 9) is '0:𐀀0Ä', 9 tokens, uncut. The next starts 5 on,
+# inside the first 𐀀, so its text widens to it: [5, 14) is '𐀀0Ä0𐀀', 12 tokens; less 3: [5, 11), still
+# '𐀀0Ä0𐀀' (token 10 is inside the last 𐀀); less 3: [5, 8), '𐀀0Ä', 7. Cut short, so the next starts at
+# its end 8 (not 5 + 5 = 10): [8, 14), 'Ä0𐀀', 7 tokens.
+# '0Ä𐀀𐀀\x80𐀀' (17 tokens: "\x80" is 2 bytes), T 8, overlap 5 (stride 3): [0, 8) widens to '0Ä𐀀𐀀', 11
+# tokens, so [0, 5), '0Ä𐀀', 7. Then min(0 + 3, 5) = 3: [3, 11) is '𐀀𐀀', 8, uncut. Then 6: [6, 14) widens
+# to '𐀀𐀀\x80𐀀', 14, so [6, 8), '𐀀𐀀', 8: cut short below the previous end 11, so the next starts at 8,
+# not 9: [8, 16) is '𐀀\x80𐀀', 10; [8, 14) still; [8, 12), '𐀀\x80', 6. Then min(8 + 3, 12) = 11: [11, 17).
+@pytest.mark.parametrize(("text", "T", "overlap", "windows"), [
+    ("0:𐀀0Ä0𐀀", 9, 4, [(0, 9), (5, 8), (8, 14)]),
+    ("0Ä𐀀𐀀\x80𐀀", 8, 5, [(0, 5), (3, 11), (6, 8), (8, 12), (11, 17)]),
+])
+def test_a_window_cut_short_below_an_earlier_end_is_followed_by_one_from_its_own_end(ref_gpt2, text, T, overlap, windows):
+    chunks = winsample.chunk(text, T=T, overlap=overlap)
+    check_overlap(text, chunks, ref_gpt2, T, overlap)
+    assert [(c.token_start, c.token_end) for c in chunks] == windows
+
+
+@pytest.mark.parametrize("boundaries", ["paragraph", "sentence"])
+def test_with_boundaries_a_window_cut_short_below_an_earlier_end_is_followed_by_one_from_its_own_end(ref_gpt2,
+                                                                                                   boundaries):
+    # as above, the planner's windows [0, 9) then [5, …) cut to [5, 8): the next planned one started at 9
+    text = "0:𐀀0Ä0Ä0𐀀0:"
+    chunks = winsample.chunk(text, T=9, overlap=4, boundaries=boundaries)
+    check(text, chunks, ref_gpt2, 9)
+    assert [(c.token_start, c.token_end) for c in chunks[:2]] == [(0, 9), (5, 8)]
+    check_no_token_skipped(chunks)
 
 
 def test_by_hand_ten_tokens_window_four_overlap_one():

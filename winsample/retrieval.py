@@ -19,8 +19,10 @@ and JSONL to chunk JSONL. One text at a time:
    is over T the window gives up tokens at its end (the excess each time). Where both ends are the
    tokenizer's safe cuts (``encode(a + b) == encode(a) + encode(b)``) and no character is split, the
    piece's tokens are the window's own, and it is not encoded again. A window never starts
-   after the previous one ended, so the chunks cover the text: the union of their ranges is
-   ``[0, len(text))``, and a window cut short is followed by one that starts where it ended.
+   after the previous one ended (the chunk just before it, even where that one was cut to end
+   short of an earlier chunk's end), so no token is skipped and the chunks cover the text: the
+   union of their ranges is ``[0, len(text))``, and a window cut short is followed by one that
+   starts no later than where it ended.
 
 Every chunk: ``text == source_text[char_start:char_end]`` and ``tokens == len(encode(text)) <= T``.
 """
@@ -112,17 +114,19 @@ class Chunker:
     def _cut(self, text: str, ids, chars, inside, windows: list[tuple[int, int]]) -> list[Chunk]:
         out: list[Chunk] = []
         n, T, S = len(ids), self.T, self.T - self.overlap
-        todo, covered, last_start = deque(windows), 0, -1
+        # covered: the furthest token end so far; last_end: the end of the chunk just made, which can be
+        # short of covered (cut short below an earlier chunk's end): the next window starts by last_end
+        todo, covered, last_start, last_end = deque(windows), 0, -1, 0
         while covered < n:
             if self.boundaries == "none":  # every S tokens; after a chunk cut short to less, from its end
-                a = 0 if last_start < 0 else min(last_start + S, covered)
+                a = 0 if last_start < 0 else min(last_start + S, last_end)
                 b = min(a + T, n)
             elif todo:
                 a, b = todo.popleft()
             else:  # the planner's last window was cut short: one more from where the overlap would start
                 a = max(covered - self.overlap, last_start + 1)
                 b = min(a + T, n)
-            a = max(min(a, covered), last_start + 1)  # never after the previous end (no gap), never its start again
+            a = max(min(a, last_end), last_start + 1)  # never after the previous end (no gap), never its start again
             if b <= covered:
                 continue  # a window the chunks before already cover
             b = min(b, a + T)
@@ -139,7 +143,7 @@ class Chunker:
                     raise ConfigError(f"T {T}: one token's characters take {count} tokens on their own")
                 b = max(a + 1, b - (count - T))
             out.append(Chunk(piece, cs, ce, count, a, b, split, len(out)))
-            covered, last_start = max(covered, b), a
+            covered, last_start, last_end = max(covered, b), a, b
         return out
 
     def _safe(self, text: str, p: int) -> bool:
