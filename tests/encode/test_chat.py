@@ -277,3 +277,18 @@ def test_verify_show_marks_the_trained_text(tmp_path, models):
     # by hand from Qwen2.5's template: only the answer and its end of turn are trained
     assert text.count("«") == 1 and "«Hello! How can I help?<|im_end|>\n»" in text
     assert "«" not in text.split("<|im_start|>assistant\n")[0]
+
+
+def test_exposure_counts_only_the_trained_labels(tmp_path, models, chats):
+    out = tmp_path / "out"
+    assert encode(chats, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", out, "--val-fraction", "0").exit_code == 0
+    plan = tmp_path / "p.npy"
+    assert CliRunner().invoke(main, ["windows", str(out / "train.bin"), "-T", "64", "--stride", "32", "-o", str(plan),
+                                     "--short", "keep", "-q"]).exit_code == 0
+    loader = winsample.Loader(str(plan), batch_size=1, seed=0, ignore_index=-100, short="pad")
+    trained = sum(int((loader.batch(0, s).y != -100).sum()) for s in range(len(loader)))  # by brute force
+    e = loader.exposure(0)
+    assert e.trained_tokens == trained
+    assert e.file_tokens == int(np.fromfile(out / "train.mask.bin", dtype=np.uint8).sum())
+    plain = winsample.Loader(str(plan), batch_size=1, seed=0, ignore_index=-100, short="pad", loss_mask=False)
+    assert plain.exposure(0).trained_tokens > e.trained_tokens

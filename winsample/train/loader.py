@@ -313,7 +313,7 @@ class Loader:
             served = self._label_rows(plan, np.sort(served_idx))
         else:
             everything, served = plan.rows, plan.rows[np.sort(served_idx)]
-        f = label_counts(everything, served, len(self._open()), fresh=self.labels == "fresh")
+        f = label_counts(everything, served, len(self._open()), fresh=self.labels == "fresh", mask=self._mask)
         return Exposure(epoch=int(epoch), batches=ep.steps, world_size=self.world_size, batch_size=self.batch_size,
                         windows=len(ep.rows), served=len(served_idx), left_out=ep.left_out, **f)
 
@@ -555,19 +555,23 @@ class Loader:
         return state
 
 
-def label_counts(plan_rows: np.ndarray, served: np.ndarray, n: int, fresh: bool = False) -> dict:
+def label_counts(plan_rows: np.ndarray, served: np.ndarray, n: int, fresh: bool = False, mask=None) -> dict:
     """Times each token is a label when the windows ``served`` (rows of the plan) are trained on once.
 
     A window [s, s + L) has labels at tokens [s + 1, s + L) (from s + fresh with ``fresh``).
     Keys as ``Exposure``'s: file_tokens, trained_tokens, targetable (tokens some window of
     ``plan_rows`` has as a label), untargetable, untrained, targets_min/mean/max (over the
-    targetable tokens). O(windows log windows), no per-token array.
+    targetable tokens). O(windows log windows), no per-token array. With a loss ``mask`` (one
+    0/1 per token) only the tokens it trains on count, file_tokens included: a prompt's token is
+    never a trained label.
     """
     ps = plan_rows["start"].astype(np.int64)
     ss = served["start"].astype(np.int64)
     sb = ss + served["length"]
     sa = np.minimum(ss + (np.maximum(served["fresh"], 1) if fresh else 1), sb)
-    count, plan_count, seg = _sweep(sa, sb, ps + 1, ps + plan_rows["length"])
+    count, plan_count, seg = _sweep(sa, sb, ps + 1, ps + plan_rows["length"], mask)
+    if mask is not None:
+        n = _ones_before(np.array([len(mask)], np.int64), mask)[0]
     targetable = int(seg[plan_count > 0].sum())
     trained = int((seg * count).sum())
     hit = (plan_count > 0) & (seg > 0)
@@ -578,10 +582,29 @@ def label_counts(plan_rows: np.ndarray, served: np.ndarray, n: int, fresh: bool 
             "targets_max": int(count.max()) if len(count) else 0}
 
 
-def _sweep(sa, sb, pa, pb) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _ones_before(u: np.ndarray, mask) -> np.ndarray:
+    """For each of the sorted positions ``u``: how many 1s ``mask`` has before it, in one pass
+    over ``mask`` in bounded pieces (a memmap is not read whole)."""
+    out = np.zeros(len(u), np.int64)
+    total = k = 0
+    for a in range(0, len(mask), MASK_PIECE):
+        part = np.asarray(mask[a : a + MASK_PIECE], np.int64)
+        c = np.concatenate([[0], np.cumsum(part)])
+        hi = int(np.searchsorted(u, a + len(part), side="right"))
+        out[k:hi] = total + c[np.clip(u[k:hi] - a, 0, len(part))]
+        total += int(c[-1])
+        k = hi
+    out[k:] = total
+    return out
+
+
+MASK_PIECE = 1 << 24  # mask bytes counted at a time
+
+
+def _sweep(sa, sb, pa, pb, mask=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Over the segments between the sorted distinct ends of intervals [sa, sb) and [pa, pb):
-    (how many [sa, sb) cover each segment, how many [pa, pb) do, segment lengths). O(n log n)
-    in the intervals, no per-token array."""
+    (how many [sa, sb) cover each segment, how many [pa, pb) do, segment lengths: with a loss
+    ``mask``, the trained tokens in each). O(n log n) in the intervals, no per-token array."""
     pos = np.concatenate([sa, sb, pa, pb]).astype(np.int64)
     if not len(pos):
         z = np.zeros(0, np.int64)
@@ -590,7 +613,8 @@ def _sweep(sa, sb, pa, pb) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n1, n2 = len(sa), len(pa)
     ds = np.bincount(inv[: 2 * n1], weights=np.r_[np.ones(n1), -np.ones(n1)], minlength=len(u))
     dp = np.bincount(inv[2 * n1 :], weights=np.r_[np.ones(n2), -np.ones(n2)], minlength=len(u))
-    return (np.cumsum(ds)[:-1].round().astype(np.int64), np.cumsum(dp)[:-1].round().astype(np.int64), np.diff(u))
+    lengths = np.diff(u) if mask is None else np.diff(_ones_before(u, mask))
+    return (np.cumsum(ds)[:-1].round().astype(np.int64), np.cumsum(dp)[:-1].round().astype(np.int64), lengths)
 
 
 def replan_for_epoch(plan: Plan, tokens_path, epoch: int) -> Plan:
