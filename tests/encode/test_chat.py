@@ -292,3 +292,18 @@ def test_exposure_counts_only_the_trained_labels(tmp_path, models, chats):
     assert e.file_tokens == int(np.fromfile(out / "train.mask.bin", dtype=np.uint8).sum())
     plain = winsample.Loader(str(plan), batch_size=1, seed=0, ignore_index=-100, short="pad", loss_mask=False)
     assert plain.exposure(0).trained_tokens > e.trained_tokens
+
+
+def test_windows_over_records_stay_inside_them_unless_told_otherwise(tmp_path, models, chats):
+    out = tmp_path / "out"
+    assert encode(chats, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", out, "--val-fraction", "0").exit_code == 0
+    starts = np.load(out / "train.docs.npy").tolist()
+    for args, want in (([], "doc"), (["--boundaries", "none"], "none")):
+        plan = tmp_path / f"p-{want}.npy"
+        r = CliRunner().invoke(main, ["windows", str(out / "train.bin"), "-T", "16", "-o", str(plan), "-q", *args])
+        assert r.exit_code == 0, r.stderr
+        assert json.loads(Path(f"{plan}.json").read_text())["params"]["boundaries"] == want
+        rows = np.load(plan)
+        crossing = [(s, n) for s, n in zip(rows["start"].tolist(), rows["length"].tolist())
+                    if any(s < b < s + n for b in starts)]
+        assert (crossing == []) == (want == "doc")

@@ -42,8 +42,9 @@ def _parse_scales(ctx, param, values):
               help="Leftover after the last regular window: one window at N − span (align, default), a shorter one (short), or none (drop).")
 @click.option("--short", type=click.Choice(planning.SHORTS), default="keep", show_default=True,
               help="A document shorter than the span: one short window, or none.")
-@click.option("--boundaries", type=click.Choice(planning.BOUNDARIES), default="none", show_default=True,
-              help="Never cross documents (doc); also end/start on paragraph or sentence edges when they fit.")
+@click.option("--boundaries", type=click.Choice(planning.BOUNDARIES), default=None,
+              help="Never cross documents (doc); also end/start on paragraph or sentence edges when they fit"
+                   " [default: none; doc for records with a loss mask (encode --chat / --prompt-field)].")
 @click.option("--pack", type=click.Choice(planning.PACKS), is_flag=False, flag_value="greedy",
               help="Pack whole documents into shared windows. greedy (--pack alone; with --boundaries doc): in file order,"
                    " each window filled while the next document fits, long documents windowed as usual; best-fit: best-fit"

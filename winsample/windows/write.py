@@ -6,6 +6,7 @@ place as one set. The planning itself is ``winsample.planning``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from contextlib import nullcontext
@@ -73,12 +74,24 @@ def materialize(path: Path, rows: np.ndarray, tokens, span: int, pad_id: int, dt
         del arr
 
 
+def implied_boundaries(bin_path, meta_path=None, encoding=None, dtype=None) -> str:
+    """``--boundaries`` when it is not given: ``doc`` for a token file with a loss mask (its
+    documents are records: a conversation, a prompt and its response), else ``none``."""
+    try:
+        src = tokensrc.open_source(bin_path, meta_path, encoding, dtype=dtype)
+    except (ConfigError, DataError, InputError):
+        return "none"  # the planner opens it again and says what is wrong
+    return "doc" if src.entry is not None and src.entry.mask is not None else "none"
+
+
 def run(bin_path, out: str, o: Options, meta_path=None, stream=None, progress=None) -> list[dict]:
     """Plan ``bin_path`` and write the result; returns one summary dict per plan file set.
 
     ``out`` is the plan path (``-`` with ``stream``, a text stream, for txt/jsonl).
     Every check happens before anything is written.
     """
+    if o.boundaries is None:  # not given: records (a loss mask beside the tokens) are never cut
+        o = dataclasses.replace(o, boundaries=implied_boundaries(bin_path, meta_path, o.encoding, o.dtype))
     check_options(o)
     multi = len(o.T) > 1
     if not out:
