@@ -307,3 +307,33 @@ def test_windows_over_records_stay_inside_them_unless_told_otherwise(tmp_path, m
         crossing = [(s, n) for s, n in zip(rows["start"].tolist(), rows["length"].tolist())
                     if any(s < b < s + n for b in starts)]
         assert (crossing == []) == (want == "doc")
+
+
+def test_a_mixture_serves_each_sources_own_mask(tmp_path, models):
+    """A mixture of a prompt/response dataset (masked) and plain text: the masked source's rows
+    have ignore_index exactly where its mask says 0 (by brute force from the files), the plain
+    source's rows none but padding."""
+    pairs = write_jsonl(tmp_path / "pairs.jsonl", [{"q": f"Question {i}: what is {i} squared?", "a": f" {i * i}."} for i in range(60)])
+    assert encode(pairs, "--prompt-field", "q", "--response-field", "a", "-o", tmp_path / "sft", "--val-fraction", "0").exit_code == 0
+    assert encode(Path(__file__).parents[2] / "winsample" / "corpus", "-o", tmp_path / "text").exit_code == 0
+    for name in ("sft", "text"):
+        r = CliRunner().invoke(main, ["windows", str(tmp_path / name / "train.bin"), "-T", "16", "--boundaries", "doc",
+                                      "-o", str(tmp_path / f"{name}.npy"), "-q"])
+        assert r.exit_code == 0, r.stderr
+    r = CliRunner().invoke(main, ["mix", f"sft=1:{tmp_path / 'sft.npy'}", f"text=1:{tmp_path / 'text.npy'}",
+                                  "-o", str(tmp_path / "mix.npy"), "--windows", "40", "-q"])
+    assert r.exit_code == 0, r.stderr
+    loader = winsample.Loader(str(tmp_path / "mix.npy"), batch_size=8, seed=0, ignore_index=-100)
+    mask = np.fromfile(tmp_path / "sft" / "train.mask.bin", dtype=np.uint8)
+    checked = 0
+    for step in range(len(loader)):
+        b, rows = loader.batch(0, step), loader.rows(0, step)
+        for j, row in enumerate(rows):
+            s, n = int(row["start"]), int(row["length"])
+            if loader.sources[row["source"]] == "sft":
+                want = np.where(mask[s + 1 : s + n] == 1, b.y[j, : n - 1], -100)
+                assert (b.y[j, : n - 1] == want).all() and (mask[s + 1 : s + n] == 0).any() == (b.y[j, : n - 1] == -100).any()
+                checked += 1
+            else:
+                assert (b.y[j, : n - 1] != -100).all()
+    assert checked > 0

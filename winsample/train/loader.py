@@ -227,7 +227,7 @@ class Loader:
         if ep.mix is not None:
             pos = self.row_index(epoch, step)
             return self._mixed.gather(ep.mix[0][pos], ep.mix[1][pos], self.T, self.pad_id, self.ignore_index,
-                                      self.positions, self.cross_doc_labels, self.labels == "fresh")
+                                      self.positions, self.cross_doc_labels, self.labels == "fresh", self.loss_mask)
         return self._gather(ep.plan, self.row_index(epoch, step))
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:

@@ -53,12 +53,13 @@ class Mixed:
         self.sizes = [len(p.windows) for p in self.plans]
         self._tokens: list = [None] * len(self.plans)
         self._docs: list = [None] * len(self.plans)
+        self._masks: list = [None] * len(self.plans)  # each source's loss mask (a memmap), False: none
         self._plain: bool | None = None  # every source plain (``_all_plain``), known once their tokens are open
         self._buffers: tuple | None = None  # every source's tokens, for the one C call of a plain batch
 
     def __getstate__(self):  # to a DataLoader worker (inside the Loader): paths, not memmaps or tables
         state = dict(self.__dict__, _tokens=[None] * len(self.plans), _docs=[None] * len(self.plans), _plain=None,
-                     _buffers=None)
+                     _buffers=None, _masks=[None] * len(self.plans))
         state.pop("_first", None)
         state.pop("_columns", None)
         return state
@@ -74,6 +75,16 @@ class Mixed:
                 raise DataError(f"{p.path}: a window ends past the end of its tokens ({src.n})")
             self._tokens[i] = (src, src.tokens)
         return self._tokens[i][1]
+
+    def mask(self, i: int):
+        """Source ``i``'s loss mask (``encode --chat`` / ``--prompt-field``), or None."""
+        if self._masks[i] is None:
+            self.tokens(i)
+            src = self._tokens[i][0]
+            m = src.entry.mask if src.entry is not None else None
+            self._masks[i] = (np.memmap(src.path.parent / m.file, dtype=np.uint8, mode="r", shape=(m.tokens,))
+                              if m is not None and m.tokens else False)
+        return self._masks[i] if self._masks[i] is not False else None
 
     def docs(self, i: int) -> np.ndarray:
         """Source ``i``'s document starts (document index, else EOT ids), read once."""
@@ -101,10 +112,23 @@ class Mixed:
         return out
 
     def gather(self, src: np.ndarray, win: np.ndarray, T: int, pad_id: int, ignore_index: int, positions: str,
-               cross_doc: str, fresh: bool = False) -> Batch:
+               cross_doc: str, fresh: bool = False, loss_mask: bool = True) -> Batch:
         """The Batch of positions (``src``, ``win``): each source's rows built from its own tokens
         (``fresh``: labels="fresh", from each source plan's ``fresh`` column), then put back in
-        position order."""
+        position order; a source with a loss mask (``loss_mask``) has its untrained labels ignored."""
+        batch = self._gather(src, win, T, pad_id, ignore_index, positions, cross_doc, fresh)
+        for i in np.unique(src).tolist() if loss_mask else []:
+            mask = self.mask(i)
+            if mask is not None:
+                k = np.flatnonzero(src == i)
+                trained = gather(mask, self.plans[i], win[k], T, 0, 0, "window", "keep", lambda i=i: self.docs(i)).y
+                rows = batch.y[k]
+                rows[trained == 0] = ignore_index
+                batch.y[k] = rows
+        return batch
+
+    def _gather(self, src: np.ndarray, win: np.ndarray, T: int, pad_id: int, ignore_index: int, positions: str,
+                cross_doc: str, fresh: bool) -> Batch:
         if positions == "window" and cross_doc == "keep" and not fresh and self._all_plain():
             return self._gather_plain(src, win, T, pad_id, ignore_index)
         parts = []
