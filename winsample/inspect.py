@@ -226,13 +226,33 @@ def inspect_tokens(
     result["decoded_with"] = enc.name if enc is not None else None
     result["at"] = at
     result["ids"] = ids
+    trained = _trained(src, at, len(ids))
+    if trained is not None:  # a records dataset: which of these ids are trained labels
+        result["trained"] = trained
     if enc is not None:
         pieces = decode_pieces(enc, ids)
         result["pieces"] = pieces
         result["marked"] = BOUNDARY.join(pieces)
         result["text"] = _decode_text(enc, ids)
+        if trained is not None:
+            runs = [0, *[k for k in range(1, len(ids)) if trained[k] != trained[k - 1]], len(ids)]
+            result["trained_text"] = "".join(
+                f"«{_decode_text(enc, ids[a:b])}»" if trained[a] else _decode_text(enc, ids[a:b]) for a, b in zip(runs, runs[1:]))
     result["warnings"] = warnings
     return result
+
+
+def _trained(src: tokensrc.OpenSplit, at: int, count: int) -> list[int] | None:
+    """The loss mask's 0/1 of tokens ``[at, at + count)`` (``encode --chat`` / ``--prompt-field``), or None."""
+    mask = src.entry.mask if src.entry is not None else None
+    if mask is None:
+        return None
+    try:
+        with open(src.path.parent / mask.file, "rb") as f:
+            f.seek(at)
+            return list(f.read(count))
+    except OSError:
+        return None
 
 
 def inspect_foreign(path: str, layout: str, what, at: int, count: int, encoding: str | None,
@@ -541,6 +561,9 @@ def _token_lines(r: dict, style) -> list[str]:
         lines.append(style(f"decoded ({r['decoded_with']}, {BOUNDARY} between tokens)", "head"))
         mark = style(BOUNDARY, "mark")
         lines.append("  " + mark.join(_style_hex(p, style) for p in r["pieces"]))
+    if "trained_text" in r:
+        lines.append(style("trained on (the loss mask: « » around the labels the model learns)", "head"))
+        lines.append("  " + render_piece(r["trained_text"].encode("utf-8", "surrogateescape")))
     return lines
 
 

@@ -337,3 +337,15 @@ def test_a_mixture_serves_each_sources_own_mask(tmp_path, models):
             else:
                 assert (b.y[j, : n - 1] != -100).all()
     assert checked > 0
+
+
+def test_inspect_shows_which_ids_are_trained(tmp_path, models):
+    src = write_jsonl(tmp_path / "c.jsonl", [{"messages": CONVERSATIONS[0]}])
+    out = tmp_path / "out"
+    assert encode(src, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", out, "--val-fraction", "0").exit_code == 0
+    r = CliRunner().invoke(main, ["inspect", str(out / "train.bin"), "--count", "200", "--json"])
+    got = json.loads(r.stdout)
+    assert got["trained"] == np.fromfile(out / "train.mask.bin", dtype=np.uint8).tolist()
+    assert got["trained_text"].count("«") == 1 and "«Hello! How can I help?<|im_end|>\n»" in got["trained_text"]
+    human = CliRunner().invoke(main, ["inspect", str(out / "train.bin"), "--count", "200"]).stdout
+    assert "«Hello! How can I help?<|im_end|>⏎»" in human
