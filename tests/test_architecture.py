@@ -5,7 +5,7 @@
   nodes of a lower layer (``LAYERS``, bottom first; docs/architecture.md draws the same picture
   and a test holds the two together).
 - No module but ``formats/`` decodes winsample's metadata: ``json.load`` appears only in
-  ``formats/``, ``disk/`` (its own commit mark), ``encode/`` (the user's JSONL, its checkpoint
+  ``formats/``, ``disk/`` (its own commit mark), ``encode/`` and ``records`` (the user's JSONL; encode's checkpoint
   journal) and ``tokenizer/`` (a tokenizer.json); no module calls the dict readers
   ``formats.read_meta`` / ``read_plan`` / ``validate_meta``; and only ``formats/``, ``tokenizer/``
   and ``tokensrc/`` (meta's ``layouts`` entries) look up a key only meta.json or a sidecar has.
@@ -21,7 +21,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "winsample"
 MODULES = {p.stem: [p] for p in PACKAGE.glob("*.py")}  # a module, or a package: one node, all its files
 MODULES.update({d.name: sorted(d.rglob("*.py")) for d in PACKAGE.iterdir() if (d / "__init__.py").exists()})
-JSON_READERS = {"formats", "encode", "tokenizer", "disk"}
+JSON_READERS = {"formats", "encode", "tokenizer", "disk", "records"}  # records: the user's JSONL, read again by verify
 # keys only meta.json / a sidecar has ("shards" is left out: tokensrc/llmc.py's entries use it too)
 SCHEMA_KEYS = {"splits", "sharded", "doc_index", "ranks_sha256", "materialized", "eot_appended", "n_vocab",
                "plan_stats", "continues"}
@@ -29,7 +29,7 @@ SCHEMA_OWNERS = {"formats", "tokenizer", "tokensrc"}  # formats: the schema; tok
 LAYERS = [  # bottom first: a node imports only nodes of lower layers
     {"errors", "terminal"},
     {"disk", "tokenizer"},  # files on disk; tokenizer families (neither knows winsample's formats)
-    {"formats"},  # the schema and file names
+    {"formats", "records"},  # the schema and file names; JSONL records' fields, ids and masks
     {"tokensrc"},  # opening token sources (each layout's reader beside its writer)
     {"planning", "provenance"},  # window planning (pure); where documents came from
     {"train"},  # the Loader and get_batch

@@ -172,7 +172,8 @@ def test_verify_passes_a_chat_dataset_and_fails_a_changed_mask(tmp_path, models,
     v = CliRunner().invoke(main, ["verify", str(out), "--json"])
     assert v.exit_code == 1
     failed = [c for c in json.loads(v.stdout)["checks"] if c["status"] == "fail"]
-    assert [c["name"] for c in failed] == ["loss_mask"] and "checksum" in failed[0]["detail"]
+    # the mask's own check, and the records read again from their input (their mask is not this one)
+    assert [c["name"] for c in failed] == ["loss_mask", "retokenize"] and "checksum" in failed[0]["detail"]
 
 
 def test_verify_fails_a_changed_chat_token(tmp_path, models, chats):
@@ -349,3 +350,39 @@ def test_inspect_shows_which_ids_are_trained(tmp_path, models):
     assert got["trained_text"].count("«") == 1 and "«Hello! How can I help?<|im_end|>\n»" in got["trained_text"]
     human = CliRunner().invoke(main, ["inspect", str(out / "train.bin"), "--count", "200"]).stdout
     assert "«Hello! How can I help?<|im_end|>⏎»" in human
+
+
+def test_retokenize_reads_records_again_and_catches_a_mask_changed_with_its_checksum(tmp_path, models, chats, monkeypatch):
+    """A mask edited together with its recorded checksum and count passes loss_mask; the record,
+    read again from its input (provenance) and encoded by the dataset's own rule, does not agree."""
+    monkeypatch.chdir(chats.parent)
+    out = tmp_path / "out"
+    assert encode(chats.name, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", out, "--val-fraction", "0").exit_code == 0
+    v = CliRunner().invoke(main, ["verify", str(out), "--json"])
+    line = next(c for c in json.loads(v.stdout)["checks"] if c["name"] == "retokenize")
+    assert line["status"] == "pass" and f"{len(CONVERSATIONS)} read again from their inputs" in line["detail"]
+    mask = np.fromfile(out / "train.mask.bin", dtype=np.uint8)
+    k = int(np.flatnonzero(mask)[0])
+    mask[k] = 0  # one answer token no longer trained
+    mask.tofile(out / "train.mask.bin")
+    meta = json.loads((out / "meta.json").read_text())
+    m = meta["splits"]["train"]["mask"]
+    m["trained"] -= 1
+    m["checksum"] = winsample.disk.checksum_file(out / "train.mask.bin")
+    (out / "meta.json").write_text(json.dumps(meta))
+    v = CliRunner().invoke(main, ["verify", str(out), "--json"])
+    status = {c["name"]: (c["status"], c["detail"]) for c in json.loads(v.stdout)["checks"] if c["file"] in ("train.bin", "train.mask.bin")}
+    assert status["loss_mask"][0] == "pass"
+    assert status["retokenize"][0] == "fail" and "another mask" in status["retokenize"][1]
+    assert v.exit_code == 1
+
+
+def test_pairs_with_chat_are_the_two_turn_conversation(tmp_path, models):
+    pairs = [{"q": "Name a prime.", "a": "Seven."}, {"q": "Et en français ?", "a": "Sept."}]
+    src = write_jsonl(tmp_path / "pairs.jsonl", pairs)
+    r = encode(src, "--chat", "--prompt-field", "q", "--response-field", "a", "--tokenizer-file", models["qwen3_training"],
+               "-o", tmp_path / "out", "--val-fraction", "0")
+    assert r.exit_code == 0, r.stderr
+    for (ids, mask), p in zip(documents(tmp_path / "out"), pairs):
+        conversation = [{"role": "user", "content": p["q"]}, {"role": "assistant", "content": p["a"]}]
+        assert (ids, mask) == tuple(reference(models["qwen3_training"], "qwen3_training", conversation, True))

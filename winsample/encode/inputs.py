@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError, DataError, InputError, json_place
+from ..records import MISSING, field_value
 from .decoding import BadInput, Reading, Replaced, encoded_len, sniff, splits_lines, utf16_hint
 from .savedset import saved_dataset
 
@@ -518,27 +519,12 @@ def _decoded_chunks(reader: Reader, data: bytes, codec: str, reading: Reading) -
         data = reader.read()
 
 
-_MISSING = object()
-MISSING = _MISSING  # what field_value returns for a field the record does not have
-
-
-def field_value(obj: dict, field: str):
-    """``obj[field]``; else, for a dotted name (``meta.body``), the value down that path of nested
-    objects (a key that holds the dot itself wins); ``_MISSING`` when there is none."""
-    if field in obj:
-        return obj[field]
-    value = obj
-    for part in field.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return _MISSING
-        value = value[part]
-    return value
 
 
 def scalar_id(where: str, obj: dict, id_field: str):
     """``obj[id_field]`` (``field_value``) if it is a string or integer, else DataError naming ``where``."""
     value = field_value(obj, id_field)
-    if value is _MISSING:
+    if value is MISSING:
         keys = ", ".join(list(obj)[:5])
         raise DataError(f"{where}: no field {id_field!r} for --id-field (fields: {keys or 'none'})")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -636,7 +622,7 @@ def _parse(where: str, s: str, field: str | None, id_field: str | None) -> tuple
     if field is None:
         return obj, (scalar_id(where, obj, id_field) if id_field is not None else None)
     text = field_value(obj, field)
-    if text is _MISSING:
+    if text is MISSING:
         keys = ", ".join(list(obj)[:5])
         raise DataError(f"{where}: no field {field!r} (fields: {keys or 'none'}); pick one with --text-field"
                         " (a.b for a field inside an object)")

@@ -16,8 +16,8 @@ in input order from JSONL; workers render and tokenize in order-preserving batch
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import json
 import os
 import shutil
 import time
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import disk, formats, tokenizer, tokensrc
-from ..errors import ConfigError, DataError
+from .. import disk, formats, records, tokenizer, tokensrc
+from ..errors import ConfigError
 from ..tokenizer import chat
 from . import inputs, pipeline
 from .config import EncodeConfig, RunSpec
@@ -38,14 +38,15 @@ BATCH = 64  # records per task sent to a worker
 
 
 class Recipe:
-    """How one record becomes (ids, mask): picklable, so each worker rebuilds the template."""
+    """How one record becomes (ids, mask, split): picklable, so each worker rebuilds the template."""
 
     def __init__(self, tok, config: EncodeConfig, spec: RunSpec):
-        self.tok, self.dtype, self.eot = tok, spec.dtype, spec.eot_id
-        self.chat, self.loss = config.chat, config.loss or ("assistant" if config.chat else "completion")
-        self.template_choice = config.chat_template
-        self.fields = (config.messages_field, config.prompt_field, config.response_field)
-        self.rule = DocRule(config.split, config.val_fraction, config.seed, False, None, spec.dtype)  # the split rule only
+        self.tok, self.dtype = tok, spec.dtype
+        self.rule = records.RecordRule(
+            chat=config.chat, loss=config.loss or ("assistant" if config.chat else "completion"),
+            messages_field=config.messages_field, prompt_field=config.prompt_field, response_field=config.response_field,
+            eot=None if config.chat else spec.eot_id, template=config.chat_template)
+        self.split_rule = DocRule(config.split, config.val_fraction, config.seed, False, None, spec.dtype)  # the split rule only
         self._template = None
 
     def __getstate__(self):
@@ -55,49 +56,21 @@ class Recipe:
         self.__dict__.update(state, _template=None)
 
     @property
-    def template(self) -> chat.ChatTemplate:
-        if self._template is None:
-            self._template = chat.template_for(self.tok, self.template_choice)
+    def template(self) -> chat.ChatTemplate | None:
+        if self._template is None and self.rule.chat:
+            self._template = chat.template_for(self.tok, self.rule.template)
         return self._template
 
-    def messages(self, where: str, record: dict):
-        messages_field, prompt_field, response_field = self.fields
-        if prompt_field is None:
-            value = inputs.field_value(record, messages_field)
-            if value is inputs.MISSING:
-                raise DataError(f"{where}: no field {messages_field!r} (fields: {', '.join(list(record)[:5]) or 'none'});"
-                                " name the conversation's field with --messages-field")
-            return value
-        prompt, response = (self.text(where, record, f) for f in (prompt_field, response_field))
-        return [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}]
-
-    @staticmethod
-    def text(where: str, record: dict, field: str) -> str:
-        value = inputs.field_value(record, field)
-        if value is inputs.MISSING:
-            raise DataError(f"{where}: no field {field!r} (fields: {', '.join(list(record)[:5]) or 'none'})")
-        if not isinstance(value, str):
-            raise DataError(f"{where}: field {field!r} is {'null' if value is None else type(value).__name__}, not a string")
-        return value
+    def recorded(self) -> records.RecordRule:
+        """The rule as meta.json records it (the template's sha256 with it)."""
+        sha = hashlib.sha256(self.template.source.encode("utf-8")).hexdigest() if self.rule.chat else None
+        return dataclasses.replace(self.rule, template_sha256=sha)
 
     def encode(self, where: str, record: dict) -> tuple[np.ndarray, np.ndarray, bool]:
         """(ids cast to the run's dtype, mask, goes to val) of one record; DataError naming ``where``."""
-        if self.chat:
-            messages = self.messages(where, record)
-            try:
-                ids, mask = chat.encode_conversation(self.tok, self.template, messages, self.loss)
-            except chat.TemplateRefused as e:
-                raise chat.refused(where, e) from None
-            key = json.dumps(messages, ensure_ascii=False, sort_keys=True)
-        else:
-            prompt, response = (self.text(where, record, f) for f in self.fields[1:])
-            p, r = self.tok.encode(prompt), self.tok.encode(response)
-            tail = [] if self.eot is None else [self.eot]
-            ids = np.concatenate([p, r, np.array(tail, np.uint32)])
-            mask = np.ones(len(ids), np.uint8) if self.loss == "all" else np.r_[np.zeros(len(p), np.uint8), np.ones(len(ids) - len(p), np.uint8)]
-            key = prompt + "\0" + response
+        ids, mask, key = records.encode_record(self.tok, self.template, self.rule, where, record)
         ids = formats.check_and_cast(ids, self.dtype, self.tok.n_vocab, where)
-        return ids, mask, self.rule.hashing and self.rule.val_of_text(key)
+        return ids, mask, self.split_rule.hashing and self.split_rule.val_of_text(key)
 
     def batch(self, items: list[tuple[str, dict]]) -> list[tuple[np.ndarray, np.ndarray, bool]]:
         return [self.encode(where, record) for where, record in items]
@@ -132,8 +105,7 @@ def run(config: EncodeConfig, progress=None, notice=None) -> dict:
         pipeline.check_edges(tok, config.eot, False)
     spec = RunSpec(config, dtype, tok.eot if config.eot and not config.chat else None, None)
     recipe = Recipe(tok, config, spec)
-    if config.chat:
-        recipe.template  # noqa: B018 (a template that does not load fails here, before anything is read)
+    recipe.template  # noqa: B018 (a template that does not load fails here, before anything is read)
     sources = inputs.resolve_inputs(list(config.inputs), "jsonl", notice)
     out_dir = pipeline.check_out_dir(config.out_dir, sources, config.tokenizer_file)
     with disk.locked(out_dir):
@@ -149,7 +121,7 @@ def run(config: EncodeConfig, progress=None, notice=None) -> dict:
         finally:
             shutil.rmtree(work, ignore_errors=True)
     extra = {"encoding": tok.name, "dtype": dtype, "layouts": list(chosen), "workers": config.workers or 1,
-             "loss": recipe.loss, "trained_tokens": {s: meta.splits[s].mask.trained for s in formats.SPLITS}}
+             "loss": recipe.rule.loss, "trained_tokens": {s: meta.splits[s].mask.trained for s in formats.SPLITS}}
     return pipeline.summary(out_dir, meta, stats, sources, time.perf_counter() - t0, extra)
 
 
@@ -247,13 +219,10 @@ def _write(recipe: Recipe, config: EncodeConfig, spec: RunSpec, sources, work: P
     for s in formats.SPLITS:
         m = masks[s]
         splits[s].mask = formats.LossMask(file=formats.mask_name(s), tokens=m.tokens, trained=m.trained,
-                                          checksum=disk.format_checksum(m.hasher), loss=recipe.loss)
+                                          checksum=disk.format_checksum(m.hasher), loss=recipe.rule.loss)
     meta = pipeline.build_meta(sources, recipe.tok.describe(), spec, splits, stats, provenance=prov)
     meta.eot_appended = spec.eot_id is not None  # a chat's turns end as its template ends them
-    meta.extra["records"] = {"kind": "chat" if config.chat else "pairs", "loss": recipe.loss,
-                             **({"template": recipe.template.name,
-                                 "template_sha256": hashlib.sha256(recipe.template.source.encode()).hexdigest()}
-                                if config.chat else {"prompt_field": config.prompt_field, "response_field": config.response_field})}
+    meta.extra["records"] = recipe.recorded().to_json()
     names, remove = write_layouts(work, out_dir, meta, chosen, spec)
     names += [formats.mask_name(s) for s in formats.SPLITS] + [formats.prov_name(s) for s in formats.SPLITS]
     for name in names:

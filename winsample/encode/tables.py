@@ -1,7 +1,7 @@
 """Rows of a table file as documents: the column lookup, the type checks and the row loop that
 Parquet (``parquet``) and Arrow IPC (``arrow``) inputs share (pyarrow, an optional extra).
 
-A column is named as a JSONL field is (``inputs.field_value``): the column of that exact name,
+A column is named as a JSONL field is (``records.field_value``): the column of that exact name,
 else, for ``meta.body``, field ``body`` of the struct column ``meta`` (a null struct gives null).
 Each row is one document; its where is ``FILE:row N`` (0-based) and its origin line the 1-based row.
 """

@@ -51,9 +51,21 @@ def start(ctx) -> None:
     pool.shutdown(wait=False)
 
 
+def _tracer(t: Target):
+    """The provenance of target ``t`` (None: none recorded, or unsound: ``provenance`` says so)."""
+    from ..provenance import tracer_for
+
+    try:
+        return tracer_for(t.src) if t.src is not None else None
+    except WinsampleError:
+        return None
+
+
 def _records(ctx, pairs: list, kind: str) -> list[engine.Outcome]:
+    from .. import records as record_rules
     from . import records
 
+    rule = record_rules.RecordRule.from_json(ctx.meta.extra.get("records") or {})
     out = []
     docs = max(1, ctx.opts.retokenize_sample // len(pairs)) if ctx.opts.retokenize_sample > 0 else 0
     for t, u in pairs:
@@ -66,7 +78,8 @@ def _records(ctx, pairs: list, kind: str) -> list[engine.Outcome]:
             out.append(engine.Outcome(u.label, "skip", "its loss mask does not read (loss_mask says why)"))
             continue
         mask = np.memmap(path, dtype=np.uint8, mode="r")
-        out.append(records.sample(ctx.enc.reference(), u, mask, kind, u.eot_appended, docs))
+        tok = ctx.enc.reference()
+        out.append(records.sample(tok, u, mask, kind, u.eot_appended, docs, records.Rerender(tok, rule, _tracer(t))))
     return out
 
 

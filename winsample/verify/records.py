@@ -14,10 +14,14 @@ trained one) and response (the rest, less the EOT) each encode again to their ow
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import numpy as np
 
-from .. import disk
+from .. import disk, records
 from ..errors import WinsampleError
+from ..tokenizer import chat
 from . import retokenize as engine
 from .registry import check
 from .report import Report, Status
@@ -79,9 +83,45 @@ def _check_mask(path, entry, t) -> tuple[Status, str]:
     return Status.PASS, f"{size} tokens, {trained} trained ({m.loss}){where}; checksum agrees"
 
 
-def sample(tok, u: engine.Unit, mask: np.ndarray, kind: str, eot_appended: bool, docs: int) -> engine.Outcome:
+class Rerender:
+    """A sampled record read again from its input (the provenance's file and byte offset) and
+    encoded again by the dataset's own rule (``records.encode_record``, its template checked by
+    sha256): its ids *and* its mask must be the ones on disk. ``why``: why it cannot (a dataset
+    whose inputs moved, a compressed input, a template that changed), else None."""
+
+    def __init__(self, tok, rule: records.RecordRule | None, tracer):
+        self.tok, self.rule, self.tracer, self.template, self.why = tok, rule, tracer, None, None
+        if rule is None or tracer is None:
+            self.why = "no records rule or provenance recorded"
+        elif rule.chat:
+            try:
+                self.template = chat.template_for(tok, rule.template)
+            except WinsampleError as e:
+                self.why = f"its chat template does not load now ({e})"
+            else:
+                if hashlib.sha256(self.template.source.encode("utf-8")).hexdigest() != rule.template_sha256:
+                    self.why = "its chat template changed since encode"
+
+    def __call__(self, d: int):
+        """(ids, mask) of document ``d``'s record, or a str saying why it cannot be read again."""
+        src = self.tracer.document(d)
+        path = Path(str(src.get("path")))
+        if not path.is_file() or path.suffix.lower() not in (".jsonl", ".json"):
+            return f"{path}: not a plain JSONL file here"
+        where = f"{path}:{src['line']}"
+        try:
+            record = records.read_record(path, src["offset"], where)
+            ids, mask, _ = records.encode_record(self.tok, self.template, self.rule, where, record)
+        except (OSError, WinsampleError) as e:
+            return str(e)
+        return ids, mask
+
+
+def sample(tok, u: engine.Unit, mask: np.ndarray, kind: str, eot_appended: bool, docs: int,
+           rerender: Rerender | None = None) -> engine.Outcome:
     """The retokenize outcome of a records file (the module docstring's rule), ``docs`` documents
-    sampled with the check's seed."""
+    sampled with the check's seed; with ``rerender`` each sampled record is also read again from
+    its input and its ids and mask compared with the file's."""
     if u.starts is None or not len(u.starts):
         return engine.Outcome(u.label, "skip", "no document index: records are not found by EOT")
     if kind == "chat" and not hasattr(tok, "encode_with_specials"):
@@ -92,11 +132,19 @@ def sample(tok, u: engine.Unit, mask: np.ndarray, kind: str, eot_appended: bool,
     ends = np.append(np.asarray(u.starts[1:], np.int64), n)
     rng = np.random.default_rng(engine.SEED)
     picks = np.sort(rng.choice(len(u.starts), size=min(docs, len(u.starts)), replace=False))
-    checked = nbytes = bad = 0
+    checked = nbytes = bad = reread = 0
     first = ""
     for d in picks.tolist():
         s, e = int(u.starts[d]), int(ends[d])
         ids = np.asarray(u.tokens[s:e], np.int64)
+        got = rerender(d) if rerender is not None and rerender.why is None else None
+        if isinstance(got, tuple):
+            reread += 1
+            if not (np.array_equal(np.asarray(got[0], np.int64), ids) and np.array_equal(got[1], np.asarray(mask[s:e]))):
+                bad += 1
+                first = first or f"document {d} (tokens {s}–{e}): its record, encoded again from its input, gives other ids or another mask"
+                checked += 1
+                continue
         if kind == "chat":
             parts = [ids]
         else:
@@ -113,8 +161,15 @@ def sample(tok, u: engine.Unit, mask: np.ndarray, kind: str, eot_appended: bool,
                 break
         checked += 1
     what = "rendered chat text with special tokens parsed" if kind == "chat" else "each prompt and response"
+    tail = ""
+    if reread:
+        tail = f"; {reread} read again from their inputs give the same ids and mask"
+    elif rerender is not None:
+        tail = f" (records not read again: {rerender.why or 'their inputs are not here'})"
     if bad:
-        return engine.Outcome(u.label, "fail", f"{u.label}: {first} does not encode again to its ids; {bad} of {checked} sampled record(s) differ",
+        if "does not encode" not in first and "its record" not in first:
+            first += " does not encode again to its ids"
+        return engine.Outcome(u.label, "fail", f"{u.label}: {first}; {bad} of {checked} sampled record(s) differ",
                               checked, nbytes, bad)
-    return engine.Outcome(u.label, "pass", f"{checked} sampled record(s), {nbytes} bytes: {what} encodes again to the same ids",
+    return engine.Outcome(u.label, "pass", f"{checked} sampled record(s), {nbytes} bytes: {what} encodes again to the same ids{tail}",
                           checked, nbytes, 0)
