@@ -386,3 +386,43 @@ def test_pairs_with_chat_are_the_two_turn_conversation(tmp_path, models):
     for (ids, mask), p in zip(documents(tmp_path / "out"), pairs):
         conversation = [{"role": "user", "content": p["q"]}, {"role": "assistant", "content": p["a"]}]
         assert (ids, mask) == tuple(reference(models["qwen3_training"], "qwen3_training", conversation, True))
+
+
+def _llmc_stream(out: Path, split: str = "train"):
+    """(ids, mask) of a split's llm.c shards and their masks, in shard order (headers skipped)."""
+    meta = json.loads((out / "meta.json").read_text())
+    shards = meta["layouts"]["llmc"]["splits"][split]["shards"]
+    dtype = "<u4" if meta["layouts"]["llmc"]["version"] == 7 else "<u2"
+    ids = np.concatenate([np.fromfile(out / s["file"], dtype=dtype, offset=1024) for s in shards])
+    mask = np.concatenate([np.fromfile(out / s["mask"], dtype=np.uint8) for s in shards])
+    for s in shards:
+        assert winsample.disk.checksum_file(out / s["mask"]) == s["mask_checksum"]
+    return ids, mask, len(shards)
+
+
+@pytest.mark.parametrize("kind", ["chat", "pairs"])
+def test_llmc_shards_get_a_mask_beside_each(tmp_path, models, kind):
+    """llm.c puts an EOT before each document (and drops an appended one): by hand, the mask of
+    that EOT is the label it stands for, the EOT the document before ended with (a pair's: 1;
+    a chat appends none: 0), and the first document's is 0."""
+    if kind == "chat":
+        src = write_jsonl(tmp_path / "c.jsonl", [{"messages": [dict(m, content=f"{m['content']} #{i}") for m in CONVERSATIONS[i % 3]]} for i in range(30)])
+        args = ["--chat", "--tokenizer-file", models["qwen2_5"]]
+    else:
+        src = write_jsonl(tmp_path / "p.jsonl", [{"q": f"Q{i}: and {i}?", "a": f" A{i}."} for i in range(120)])
+        args = ["--prompt-field", "q", "--response-field", "a"]
+    out = tmp_path / "out"
+    r = encode(src, *args, "--layout", "nanogpt,llmc", "--shard-tokens", "300", "-o", out, "--val-fraction", "0")
+    assert r.exit_code == 0, r.stderr
+    meta = json.loads((out / "meta.json").read_text())
+    eot = meta["layouts"]["llmc"]["eot"]
+    docs = documents(out)
+    want_ids, want_mask = [], []
+    for k, (ids, mask) in enumerate(docs):
+        appended = kind == "pairs"
+        before = docs[k - 1][1][-1] if k and appended else 0
+        want_ids += [eot] + (ids[:-1] if appended else ids)
+        want_mask += [before] + (mask[:-1] if appended else mask)
+    ids, mask, shards = _llmc_stream(out)
+    assert shards > 1
+    assert ids.tolist() == want_ids and mask.tolist() == want_mask

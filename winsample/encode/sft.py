@@ -45,7 +45,7 @@ class Recipe:
         self.rule = records.RecordRule(
             chat=config.chat, loss=config.loss or ("assistant" if config.chat else "completion"),
             messages_field=config.messages_field, prompt_field=config.prompt_field, response_field=config.response_field,
-            eot=None if config.chat else spec.eot_id, template=config.chat_template)
+            eot=spec.eot_id if config.eot and not config.chat else None, template=config.chat_template)
         self.split_rule = DocRule(config.split, config.val_fraction, config.seed, False, None, spec.dtype)  # the split rule only
         self._template = None
 
@@ -99,11 +99,11 @@ def run(config: EncodeConfig, progress=None, notice=None) -> dict:
     tok = tokenizer.choose_eot(tokenizer.load(config.encoding, config.tokenizer_file, config.pattern or "gpt2"), config.eot_token)
     dtype = pipeline.resolve_dtype(tok, config.dtype)
     chosen = tokensrc.check_layouts(config.layout, dtype, tok.n_vocab, config.shard_tokens, tok.eot)
-    if tokensrc.LLMC in chosen:
-        raise ConfigError("--layout llmc: llm.c's shards have no loss-mask file yet; use nanogpt or megatron for --chat / --prompt-field")
     if not config.chat:
         pipeline.check_edges(tok, config.eot, False)
-    spec = RunSpec(config, dtype, tok.eot if config.eot and not config.chat else None, None)
+    if config.chat:  # a conversation ends as its template ends it: nothing appended (the EOT only separates llm.c's documents)
+        config = dataclasses.replace(config, eot=False, eot_token=None)
+    spec = RunSpec(config, dtype, tok.eot, None)
     recipe = Recipe(tok, config, spec)
     recipe.template  # noqa: B018 (a template that does not load fails here, before anything is read)
     sources = inputs.resolve_inputs(list(config.inputs), "jsonl", notice)
@@ -221,7 +221,6 @@ def _write(recipe: Recipe, config: EncodeConfig, spec: RunSpec, sources, work: P
         splits[s].mask = formats.LossMask(file=formats.mask_name(s), tokens=m.tokens, trained=m.trained,
                                           checksum=disk.format_checksum(m.hasher), loss=recipe.rule.loss)
     meta = pipeline.build_meta(sources, recipe.tok.describe(), spec, splits, stats, provenance=prov)
-    meta.eot_appended = spec.eot_id is not None  # a chat's turns end as its template ends them
     meta.extra["records"] = recipe.recorded().to_json()
     names, remove = write_layouts(work, out_dir, meta, chosen, spec)
     names += [formats.mask_name(s) for s in formats.SPLITS] + [formats.prov_name(s) for s in formats.SPLITS]

@@ -25,6 +25,8 @@ from .llmc import (
     llmc_format_for,
     llmc_groups,
     llmc_header,
+    llmc_mask_name,
+    llmc_mask_stream,
     llmc_owner,
     llmc_shard_files,
     llmc_shard_name,
@@ -35,6 +37,7 @@ from .llmc import (
     read_llmc_stream,
     shard_entry_problems,
     stale_llmc,
+    write_llmc_masks,
     write_llmc_split,
 )
 from .megatron import (

@@ -187,6 +187,68 @@ def llmc_stream(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_append
         yield out
 
 
+def llmc_mask_name(split: str, index: int) -> str:
+    """A shard's loss mask, relative to OUT_DIR: ``llmc/train_000000.mask`` (one byte per id of
+    ``llmc/train_000000.bin``, no header; not ``.bin``: a folder's shards are its ``*.bin``)."""
+    return f"{LLMC_DIR}/{split}_{index:06d}.mask"
+
+
+def llmc_mask_stream(tokens: np.ndarray, mask: np.ndarray, doc_starts: np.ndarray, eot: int, eot_appended: bool,
+                     chunk_tokens: int = 1 << 20) -> Iterator[np.ndarray]:
+    """The loss mask of ``llmc_stream``'s ids, piece for piece: the EOT put before a document is
+    the label of the document before it, so it carries the mask of the EOT that document ended
+    with when that one was left out, else 0 (the first document's, a chat's)."""
+    n = len(tokens)
+    for lo in range(0, n, chunk_tokens):
+        hi = min(n, lo + chunk_tokens)
+        chunk = np.asarray(tokens[lo:hi])
+        m = np.asarray(mask[lo:hi], np.uint8)
+        a, b = int(np.searchsorted(doc_starts, lo, "left")), int(np.searchsorted(doc_starts, hi, "left"))
+        starts = np.asarray(doc_starts[a:b]).astype(np.int64)
+        at = starts - lo
+        vals = np.zeros(len(at), np.uint8)
+        drop = np.zeros(0, np.int64)
+        if eot_appended:
+            last = _doc_ends_in(doc_starts, n, lo, hi) - 1 - lo
+            drop = last[chunk[last] == eot]
+            prev = starts - 1
+            has = prev >= 0
+            if has.any():
+                p = prev[has]
+                vals[has] = np.where(np.asarray(tokens[p]) == eot, np.asarray(mask[p], np.uint8), 0)
+        out = np.insert(m, at, vals) if len(at) else m
+        if len(drop):
+            keep = np.ones(len(chunk), bool)
+            keep[drop] = False
+            out = out[np.insert(keep, at, True)]
+        yield out
+
+
+def write_llmc_masks(folder: str | Path, split: str, pieces: Iterator[np.ndarray], shards: list[dict]) -> list[str]:
+    """Write each shard's loss mask (``llmc_mask_name``) from ``llmc_mask_stream``'s pieces, cut at
+    the shards' own sizes; each shard entry gains ``mask`` and ``mask_checksum``. The names written."""
+    folder, names, k, f, left = Path(folder), [], 0, None, 0
+    for piece in pieces:
+        piece = np.ascontiguousarray(piece, np.uint8)
+        while piece.size:
+            if f is None:
+                name = llmc_mask_name(split, k)
+                f, hasher, left = open(folder / name, "wb"), disk.new_hasher(), shards[k]["tokens"]
+            part, piece = piece[:left], piece[left:]
+            f.write(part)
+            hasher.update(part)
+            left -= len(part)
+            if left == 0:
+                f.close()
+                f = None
+                shards[k].update(mask=name, mask_checksum=disk.format_checksum(hasher))
+                names.append(name)
+                k += 1
+    if f is not None or k != len(shards):
+        raise DataError(f"{folder / LLMC_DIR}: the loss mask of {split} does not fill its shards (a mask shorter than its tokens)")
+    return names
+
+
 class _ShardWriter:
     """Writes one split's llm.c ids into shards of at most ``shard_tokens``, header first."""
 
@@ -443,11 +505,11 @@ def llmc_owner(groups: dict[str, list[Path]], meta_path=None) -> LlmcOwner | Non
 
 
 def stale_llmc(out_dir: Path, keep: set[str]) -> list[str]:
-    """Names (relative to OUT_DIR) of llm.c shards in ``OUT_DIR/llmc`` that ``keep`` does not list."""
+    """Names (relative to OUT_DIR) of llm.c shards (and their masks) in ``OUT_DIR/llmc`` that ``keep`` does not list."""
     d = out_dir / LLMC_DIR
     if not d.is_dir():
         return []
-    return sorted(f"{LLMC_DIR}/{n}" for n in os.listdir(d) if n.endswith(".bin") and f"{LLMC_DIR}/{n}" not in keep)
+    return sorted(f"{LLMC_DIR}/{n}" for n in os.listdir(d) if n.endswith((".bin", ".mask")) and f"{LLMC_DIR}/{n}" not in keep)
 
 
 def llmc_stream_checksum(files: list[Path], progress=None) -> str:

@@ -118,10 +118,17 @@ def write_layouts(work: Path, out_dir: Path, meta: formats.Meta, chosen: tuple, 
         entries = {}
         for s in formats.SPLITS:
             tokens = formats.open_tokens(work / formats.bin_name(s), dtype)
+            starts = _doc_starts(work, s)
             with disk.naming(work / tokensrc.LLMC_DIR):
-                entries[s] = tokensrc.write_llmc_split(work, s, tokens, _doc_starts(work, s), spec.eot_id, spec.config.eot, shard_tokens)
+                entries[s] = tokensrc.write_llmc_split(work, s, tokens, starts, spec.eot_id, spec.config.eot, shard_tokens)
+                names += [sh["file"] for sh in entries[s]["shards"]]
+                mask = meta.splits[s].mask
+                if mask is not None and mask.tokens:  # records: each shard's loss mask beside it
+                    m = np.memmap(work / mask.file, dtype=np.uint8, mode="r", shape=(mask.tokens,))
+                    pieces = tokensrc.llmc_mask_stream(tokens, m, starts, spec.eot_id, spec.config.eot)
+                    names += tokensrc.write_llmc_masks(work, s, pieces, entries[s]["shards"])
+                    del m
             del tokens
-            names += [sh["file"] for sh in entries[s]["shards"]]
         fmt = tokensrc.llmc_format_for(dtype)  # version 1 for uint16 ids, 7 for uint32
         desc[tokensrc.LLMC] = {
             "magic": fmt.magic, "version": fmt.version, "shard_tokens": shard_tokens,
