@@ -426,3 +426,19 @@ def test_llmc_shards_get_a_mask_beside_each(tmp_path, models, kind):
     ids, mask, shards = _llmc_stream(out)
     assert shards > 1
     assert ids.tolist() == want_ids and mask.tolist() == want_mask
+
+
+def test_dedup_exact_drops_a_repeated_record_and_keeps_the_first(tmp_path):
+    pairs = [{"q": "A?", "a": " 1"}, {"q": "B?", "a": " 2"}, {"q": "A?", "a": " 1"}, {"q": "A?", "a": " 3"}, {"q": "B?", "a": " 2"}]
+    src = write_jsonl(tmp_path / "p.jsonl", pairs)
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["encode", str(src), "--prompt-field", "q", "--response-field", "a", "--dedup", "exact",
+                                  "-o", str(out), "--val-fraction", "0", "--json", "-q"])
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["duplicates_dropped"] == 2
+    gpt2 = winsample.tokenizer.load_encoding("gpt2")
+    kept = [pairs[0], pairs[1], pairs[3]]  # by hand: records 3 and 5 repeat records 1 and 2
+    assert [ids for ids, _ in documents(out)] == [gpt2.encode_ordinary(p["q"]) + gpt2.encode_ordinary(p["a"]) + [gpt2.eot_token]
+                                                  for p in kept]
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["stats"]["duplicates_dropped"] == 2 and meta["dedup"] == "exact"

@@ -29,7 +29,7 @@ import numpy as np
 from .. import disk, formats, records, tokenizer, tokensrc
 from ..errors import ConfigError
 from ..tokenizer import chat
-from . import inputs, pipeline
+from . import dedup, inputs, pipeline
 from .config import EncodeConfig, RunSpec
 from .executors.finish import write_layouts
 from .pipeline import DocRule, SplitWriter, write_index
@@ -66,11 +66,12 @@ class Recipe:
         sha = hashlib.sha256(self.template.source.encode("utf-8")).hexdigest() if self.rule.chat else None
         return dataclasses.replace(self.rule, template_sha256=sha)
 
-    def encode(self, where: str, record: dict) -> tuple[np.ndarray, np.ndarray, bool]:
-        """(ids cast to the run's dtype, mask, goes to val) of one record; DataError naming ``where``."""
+    def encode(self, where: str, record: dict) -> tuple[np.ndarray, np.ndarray, bool, int]:
+        """(ids cast to the run's dtype, mask, goes to val, ``--dedup`` hash of the record) of one
+        record; DataError naming ``where``."""
         ids, mask, key = records.encode_record(self.tok, self.template, self.rule, where, record)
         ids = formats.check_and_cast(ids, self.dtype, self.tok.n_vocab, where)
-        return ids, mask, self.split_rule.hashing and self.split_rule.val_of_text(key)
+        return ids, mask, self.split_rule.hashing and self.split_rule.val_of_text(key), dedup.digest_of_text(key)
 
     def batch(self, items: list[tuple[str, dict]]) -> list[tuple[np.ndarray, np.ndarray, bool]]:
         return [self.encode(where, record) for where, record in items]
@@ -82,8 +83,6 @@ def check(config: EncodeConfig) -> None:
         raise ConfigError("--split tail would cut a record in two: records go whole to train or val (--split doc)")
     if config.resume:
         raise ConfigError("--resume does not apply to --chat / --prompt-field runs yet: run it again without --resume")
-    if config.dedup is not None:
-        raise ConfigError("--dedup does not apply to --chat / --prompt-field records yet: drop it")
     if config.engine != "local":
         raise ConfigError("--chat / --prompt-field runs on --engine local")
     if config.chat and config.loss not in (None, "assistant", "all"):
@@ -191,12 +190,16 @@ def _write(recipe: Recipe, config: EncodeConfig, spec: RunSpec, sources, work: P
            chosen, progress) -> tuple[formats.Meta, dict]:
     writers = {s: SplitWriter(work, s, spec.dtype) for s in formats.SPLITS}
     masks = {s: _MaskWriter(work, s) for s in formats.SPLITS}
-    stats = pipeline.new_stats()
+    stats = pipeline.new_stats(config.dedup is not None)
+    seen = dedup.Seen(work) if config.dedup is not None else None  # --dedup exact: a record seen before is dropped
     read = (lambda n: progress(n, 0)) if progress else None
-    for (_where, _record, origin), (ids, mask, val) in _encoded(recipe, _records(sources, read), config.workers or 1):
+    for (_where, _record, origin), (ids, mask, val, digest) in _encoded(recipe, _records(sources, read), config.workers or 1):
         stats["documents"] += 1
         if not len(ids):
             stats["documents_skipped_empty"] += 1
+            continue
+        if seen is not None and not seen.add(digest):
+            stats[pipeline.DEDUP_STAT] += 1
             continue
         s = "val" if val else "train"
         w = writers[s]
@@ -206,6 +209,8 @@ def _write(recipe: Recipe, config: EncodeConfig, spec: RunSpec, sources, work: P
         masks[s].write(mask)
         if progress:
             progress(0, len(ids))
+    if seen is not None:
+        seen.close()
     prov = {}
     for s in formats.SPLITS:
         writers[s].close()
