@@ -107,11 +107,13 @@ def encode_record(tok, template: chat.ChatTemplate | None, rule: RecordRule, whe
     ``where`` for a record that is none (a missing field, a template's refusal)."""
     if rule.chat:
         messages = messages_of(rule, where, record)
+        tools = record.get("tools") if rule.prompt_field is None else None  # a conversation's tool schemas
         try:
-            ids, mask = chat.encode_conversation(tok, template, messages, rule.loss)
+            ids, mask = chat.encode_conversation(tok, template, messages, rule.loss, tools)
         except chat.TemplateRefused as e:
             raise chat.refused(where, e) from None
-        return ids, mask, json.dumps(messages, ensure_ascii=False, sort_keys=True)
+        key = json.dumps([messages, tools] if tools is not None else messages, ensure_ascii=False, sort_keys=True)
+        return ids, mask, key
     prompt, response = (_text(where, record, f) for f in (rule.prompt_field, rule.response_field))
     p, r = tok.encode(prompt), tok.encode(response)
     ids = np.concatenate([p, r, np.array([] if rule.eot is None else [rule.eot], np.uint32)]).astype(np.uint32)

@@ -442,3 +442,120 @@ def test_dedup_exact_drops_a_repeated_record_and_keeps_the_first(tmp_path):
                                                   for p in kept]
     meta = json.loads((out / "meta.json").read_text())
     assert meta["stats"]["duplicates_dropped"] == 2 and meta["dedup"] == "exact"
+
+
+# --- what a new-user trial found (review of the first cut) -------------------------------------
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
+                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+
+def test_a_records_tools_reach_the_template_as_transformers_passes_them(tmp_path, models):
+    messages = [{"role": "user", "content": "Weather in Oslo?"}, {"role": "assistant", "content": "Let me check."}]
+    src = write_jsonl(tmp_path / "t.jsonl", [{"messages": messages, "tools": TOOLS}])
+    r = encode(src, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", tmp_path / "out", "--val-fraction", "0")
+    assert r.exit_code == 0, r.stderr
+    hf = transformers.AutoTokenizer.from_pretrained(str(models["qwen2_5"]))
+    want = hf.apply_chat_template(messages, tools=TOOLS, tokenize=True, return_dict=True)["input_ids"]
+    (ids, _), = documents(tmp_path / "out")
+    assert ids == want and "get_weather" in hf.decode(ids)
+
+
+def test_strftime_now_reads_a_fixed_clock_and_a_failing_template_is_one_line(tmp_path, models):
+    dated = tmp_path / "dated.jinja"
+    dated.write_text("{{ strftime_now('%Y-%m-%d') }}{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\\n' }}{% endfor %}")
+    src = write_jsonl(tmp_path / "c.jsonl", [{"messages": CONVERSATIONS[0]}])
+    r = encode(src, "--chat", "--chat-template", dated, "--loss", "all", "--tokenizer-file", models["qwen2_5"], "-o",
+               tmp_path / "out", "--val-fraction", "0")
+    assert r.exit_code == 0, r.stderr
+    tok = winsample.tokenizer.load_file(str(models["qwen2_5"]))
+    assert tok.decode_bytes(documents(tmp_path / "out")[0][0]).decode().startswith("2024-07-26user: Hi there")
+    broken = tmp_path / "broken.jinja"
+    broken.write_text("{% for m in messages %}{{ m['role'] + 1 }}{% endfor %}")  # str + int: the template's own TypeError
+    r = encode(src, "--chat", "--chat-template", broken, "--tokenizer-file", models["qwen2_5"], "-o", tmp_path / "o2",
+               "--val-fraction", "0")
+    assert r.exit_code == 1 and "internal error" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and f"{src}:1:" in r.stderr and "TypeError" in r.stderr
+
+
+def test_a_lone_surrogate_in_content_is_read_as_u_fffd(tmp_path, models):
+    src = tmp_path / "s.jsonl"
+    src.write_text('{"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "lone \\udc00 end"}]}\n')
+    r = encode(src, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", tmp_path / "out", "--val-fraction", "0")
+    assert r.exit_code == 0, r.stderr
+    replaced = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "lone \ufffd end"}]
+    assert documents(tmp_path / "out")[0][0] == reference(models["qwen2_5"], "qwen2_5", replaced, False)[0]
+
+
+def test_bad_records_are_all_listed_or_skipped_and_ids_are_kept(tmp_path, models):
+    lines = [json.dumps({"messages": CONVERSATIONS[0], "id": "r1"}), "not json",
+             json.dumps({"messages": [{"role": "user", "content": "only a question"}], "id": "r3"}), "[1, 2]",
+             json.dumps({"messages": CONVERSATIONS[2], "id": "r5"})]
+    src = tmp_path / "bad.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    r = encode(src, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", tmp_path / "fail", "--val-fraction", "0")
+    assert r.exit_code == 1 and not (tmp_path / "fail").exists()
+    listed = [ln for ln in r.stderr.splitlines() if ln.startswith("bad input: ")]
+    assert [ln.split(":")[2] for ln in listed] == ["2", "3", "4"]  # every one, in file order
+    assert "no token to train on" in listed[1] and "must be an object (a record), got list" in listed[2]
+    r = encode(src, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", tmp_path / "skip", "--val-fraction", "0",
+               "--on-bad-input", "skip", "--id-field", "id")
+    assert r.exit_code == 0, r.stderr
+    meta = json.loads((tmp_path / "skip" / "meta.json").read_text())
+    assert meta["stats"]["skipped_records"] == 3 and meta["splits"]["train"]["documents"] == 2
+    t = winsample.provenance.open_tracer(tmp_path / "skip" / "train.bin")
+    assert [t.document(d)["id"] for d in range(2)] == ["r1", "r5"]
+
+
+@pytest.mark.parametrize("args, words", [(["--bos"], "--bos"), (["--text-field", "body"], "--messages-field")])
+def test_options_that_do_not_apply_to_records_are_refused(tmp_path, models, chats, args, words):
+    r = encode(chats, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", tmp_path / "out", *args)
+    assert r.exit_code == 2 and words in r.stderr and not (tmp_path / "out").exists()
+
+
+def test_get_batch_applies_the_mask_of_a_token_file_given_by_path(tmp_path):
+    pairs = write_jsonl(tmp_path / "p.jsonl", [{"q": f"Question number {i}?", "a": f" Answer {i}."} for i in range(50)])
+    assert encode(pairs, "--prompt-field", "q", "--response-field", "a", "-o", tmp_path / "sft", "--val-fraction", "0").exit_code == 0
+    plan = tmp_path / "p.npy"
+    assert CliRunner().invoke(main, ["windows", str(tmp_path / "sft" / "train.bin"), "-T", "8", "--boundaries", "none",
+                                     "-o", str(plan), "-q"]).exit_code == 0
+    tokens = np.fromfile(tmp_path / "sft" / "train.bin", dtype="<u2")
+    mask = np.fromfile(tmp_path / "sft" / "train.mask.bin", dtype=np.uint8)
+    starts = [int(k) for k in np.load(plan)["start"]]
+    for loss_mask, masked in ((None, True), (False, False)):
+        b = winsample.get_batch(str(plan), str(tmp_path / "sft" / "train.bin"), 16, 0, ignore_index=-100, loss_mask=loss_mask)
+        for j in range(16):
+            s = next(k for k in starts if (tokens[k : k + 8] == b.x[j]).all())  # the window this row is (by its tokens)
+            labels = tokens[s + 1 : s + 9].astype(np.int64)
+            want = np.where(mask[s + 1 : s + 9] == 1, labels, -100) if masked else labels
+            assert (b.y[j] == want).all()
+
+
+def test_mixture_exposure_counts_only_trained_labels(tmp_path):
+    for name, n in (("a", 40), ("b", 60)):
+        pairs = write_jsonl(tmp_path / f"{name}.jsonl", [{"q": f"{name} question {i}?", "a": f" {name}{i}."} for i in range(n)])
+        assert encode(pairs, "--prompt-field", "q", "--response-field", "a", "-o", tmp_path / name, "--val-fraction", "0").exit_code == 0
+        assert CliRunner().invoke(main, ["windows", str(tmp_path / name / "train.bin"), "-T", "16", "-o",
+                                         str(tmp_path / f"{name}.npy"), "-q", "--short", "keep"]).exit_code == 0
+    assert CliRunner().invoke(main, ["mix", f"a=1:{tmp_path / 'a.npy'}", f"b=2:{tmp_path / 'b.npy'}", "-o",
+                                     str(tmp_path / "mix.npy"), "--windows", "60", "-q"]).exit_code == 0
+    loader = winsample.Loader(str(tmp_path / "mix.npy"), batch_size=4, seed=0, ignore_index=-100, short="pad")
+    trained = sum(int((loader.batch(0, s).y != -100).sum()) for s in range(len(loader)))  # by brute force
+    assert loader.exposure(0).trained_tokens == trained
+
+
+def test_plain_text_into_a_records_folder_leaves_no_mask_behind(tmp_path, chats, models):
+    out = tmp_path / "out"
+    assert encode(chats, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", out, "--val-fraction", "0").exit_code == 0
+    assert (out / "train.mask.bin").exists()
+    assert encode(Path(__file__).parents[2] / "winsample" / "corpus", "-o", out).exit_code == 0
+    assert not (out / "train.mask.bin").exists() and not (out / "val.mask.bin").exists()
+
+
+def test_a_truncated_mask_is_one_data_error_for_the_loader(tmp_path, chats, models):
+    out = tmp_path / "out"
+    assert encode(chats, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", out, "--val-fraction", "0").exit_code == 0
+    assert CliRunner().invoke(main, ["windows", str(out / "train.bin"), "-T", "16", "-o", str(tmp_path / "p.npy"), "-q"]).exit_code == 0
+    (out / "train.mask.bin").write_bytes((out / "train.mask.bin").read_bytes()[:-5])
+    with pytest.raises(winsample.errors.DataError, match="bytes for .* tokens"):
+        winsample.Loader(str(tmp_path / "p.npy"), batch_size=1, seed=0).batch(0, 0)

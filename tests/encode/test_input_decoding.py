@@ -359,3 +359,37 @@ def test_a_checkpoints_options_name_the_decoding_only_when_not_the_default(tmp_p
     latin = RunSpec(EncodeConfig(("a",), tmp_path, input_encoding="Latin-1"), "uint16", EOT, None).options()
     assert "on_bad_input" not in base and "input_encoding" not in base  # old checkpoints stay comparable
     assert skip["on_bad_input"] == "skip" and latin["input_encoding"] == "iso8859-1"  # --resume compares them
+
+
+@pytest.mark.parametrize("codec", ["gz", "zst"])
+def test_skip_keeps_every_whole_record_before_a_break_in_compressed_data(tmp_path, codec):
+    """A .jsonl.gz / .jsonl.zst cut in the middle: --on-bad-input skip keeps every complete line
+    the decompressor gives before the break (counted by zlib / zstd themselves), and the file is
+    counted as skipped from there."""
+    import gzip
+    import zlib
+
+    rows = [json.dumps({"text": f"record {i} " + "word " * (i % 37)}) for i in range(6000)]
+    raw = ("\n".join(rows) + "\n").encode()
+    if codec == "gz":
+        data = gzip.compress(raw)
+        cut = data[: len(data) // 2]
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        before = d.decompress(cut)
+    else:
+        try:
+            from compression import zstd
+        except ImportError:
+            from backports import zstd
+        data = zstd.compress(raw)
+        cut = data[: len(data) // 2]
+        before = zstd.ZstdDecompressor().decompress(cut)
+    path = tmp_path / f"t.jsonl.{codec}"
+    path.write_bytes(cut)
+    whole_lines = before.count(b"\n")
+    assert 0 < whole_lines < len(rows)
+    out = tmp_path / "out"
+    r = cli([path, "-o", out, "--val-fraction", "0", "--on-bad-input", "skip", "--json", "-q"])
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["documents"] == whole_lines and summary["skipped_inputs"] == 1

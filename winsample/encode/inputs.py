@@ -337,6 +337,7 @@ class Reader:
         if self.stat is not None:
             src.mtime_ns = self.stat.st_mtime_ns
         self.bad_data: tuple = (zlib.error,)  # what the decompressor raises on broken data (and OSError, EOFError)
+        self.broken: BadInput | None = None  # a break in compressed data, raised by the read after the data before it
         self.stream = self.raw
         try:
             if src.gz:
@@ -350,22 +351,29 @@ class Reader:
             raise
 
     def read(self, n: int = READ_BYTES) -> bytes:
+        if self.broken is not None:  # the data decompressed before a break went out with the last read
+            raise self.broken
         got: list[bytes] = []
         try:
             if self.src.compressed:
                 # in GZ_STEP pieces: a read that fails drops what it decompressed, so the error's
                 # position is this close (a truncated file fails at its end, not at the read's start)
                 size = 0
-                while size < n and (piece := self.stream.read(min(GZ_STEP, n - size))):
+                # read1: one step of the decompressor, so a break after a member's end loses none of it
+                step = getattr(self.stream, "read1", self.stream.read)
+                while size < n and (piece := step(min(GZ_STEP, n - size))):
                     got.append(piece)
                     size += len(piece)
                 data = b"".join(got)
             else:
                 data = self.stream.read(n)
         except (OSError, EOFError, *self.bad_data) as e:
-            if self.src.compressed:
-                raise self._broken(e, self.offset + sum(map(len, got))) from None
-            raise InputError(f"{self.src.label}: cannot read: {e}") from None
+            if not self.src.compressed:
+                raise InputError(f"{self.src.label}: cannot read: {e}") from None
+            self.broken = self._broken(e, self.offset + sum(map(len, got)))
+            if not got:
+                raise self.broken from None
+            data = b"".join(got)  # what decompressed before the break is read first (--on-bad-input skip keeps it)
         self.offset += len(data)
         if self.progress:
             pos = self.raw.tell() if (self.src.compressed and self.src.path is not None) else self.offset
@@ -618,7 +626,8 @@ def _parse(where: str, s: str, field: str | None, id_field: str | None) -> tuple
     except ValueError as e:  # an integer of more than 4300 digits (Python's hint on how to lift it dropped)
         raise DataError(f"{where}: JSON value cannot be read: {str(e).split('; use sys.')[0]}") from None
     if not isinstance(obj, dict):
-        raise DataError(f"{where}: a JSONL line must be an object with a {field!r} field, got {type(obj).__name__}")
+        what = "an object (a record)" if field is None else f"an object with a {field!r} field"
+        raise DataError(f"{where}: a JSONL line must be {what}, got {type(obj).__name__}")
     if field is None:
         return obj, (scalar_id(where, obj, id_field) if id_field is not None else None)
     text = field_value(obj, field)

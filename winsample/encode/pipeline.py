@@ -446,7 +446,7 @@ def check_edges(tok: tokenizer.Tokenizer, eot: bool, bos: bool) -> None:
     if eot and tok.eot is None:
         raise ConfigError(
             f"{tok.file_label()}: the tokenizer has no end-of-document token"
-            f" ({_no_token_reason(tok, 'eos')}): pass --no-eot to encode without one"
+            f" ({_no_token_reason(tok, 'eos')}): name one with --eot-token TEXT|ID, or pass --no-eot to encode without one"
         )
     if bos and tok.bos is None:
         raise ConfigError(

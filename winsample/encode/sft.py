@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from .. import disk, formats, records, tokenizer, tokensrc
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from ..tokenizer import chat
-from . import dedup, inputs, pipeline
+from . import decoding, dedup, inputs, pipeline
 from .config import EncodeConfig, RunSpec
 from .executors.finish import write_layouts
 from .pipeline import DocRule, SplitWriter, write_index
@@ -68,13 +68,24 @@ class Recipe:
 
     def encode(self, where: str, record: dict) -> tuple[np.ndarray, np.ndarray, bool, int]:
         """(ids cast to the run's dtype, mask, goes to val, ``--dedup`` hash of the record) of one
-        record; DataError naming ``where``."""
+        record; DataError naming ``where`` (a record with nothing to train on is one: it teaches nothing)."""
         ids, mask, key = records.encode_record(self.tok, self.template, self.rule, where, record)
+        if len(ids) and not mask.any():
+            raise DataError(f"{where}: no token to train on (--loss {self.rule.loss}): "
+                            + ("no assistant turn the template renders" if self.rule.chat else "an empty response and no EOT"))
         ids = formats.check_and_cast(ids, self.dtype, self.tok.n_vocab, where)
         return ids, mask, self.split_rule.hashing and self.split_rule.val_of_text(key), dedup.digest_of_text(key)
 
-    def batch(self, items: list[tuple[str, dict]]) -> list[tuple[np.ndarray, np.ndarray, bool]]:
-        return [self.encode(where, record) for where, record in items]
+    def batch(self, items: list[tuple[str, dict]]) -> list:
+        """Each record's ``encode``, or the DataError's message for a record that is no usable one
+        (the run decides: skip it, or find every such record before it fails)."""
+        out = []
+        for where, record in items:
+            try:
+                out.append(self.encode(where, record))
+            except DataError as e:
+                out.append(str(e))
+        return out
 
 
 def check(config: EncodeConfig) -> None:
@@ -85,6 +96,11 @@ def check(config: EncodeConfig) -> None:
         raise ConfigError("--resume does not apply to --chat / --prompt-field runs yet: run it again without --resume")
     if config.engine != "local":
         raise ConfigError("--chat / --prompt-field runs on --engine local")
+    if config.bos:
+        raise ConfigError("--bos with records: a chat template writes its own BOS where the model wants one; drop --bos")
+    if config.text_field != "text":
+        raise ConfigError("--text-field names plain documents' field; records are read with --messages-field (--chat)"
+                          " or --prompt-field/--response-field")
     if config.chat and config.loss not in (None, "assistant", "all"):
         raise ConfigError(f"--loss {config.loss} applies to prompt/response pairs without --chat; a chat trains on assistant or all")
     if not config.chat and config.loss not in (None, "completion", "all"):
@@ -105,7 +121,7 @@ def run(config: EncodeConfig, progress=None, notice=None) -> dict:
     spec = RunSpec(config, dtype, tok.eot, None)
     recipe = Recipe(tok, config, spec)
     recipe.template  # noqa: B018 (a template that does not load fails here, before anything is read)
-    sources = inputs.resolve_inputs(list(config.inputs), "jsonl", notice)
+    sources = inputs.resolve_inputs(list(config.inputs), config.fmt, notice)  # a .txt is refused by name (_records)
     out_dir = pipeline.check_out_dir(config.out_dir, sources, config.tokenizer_file)
     with disk.locked(out_dir):
         work = formats.partial_dir(out_dir)
@@ -144,13 +160,14 @@ class _MaskWriter:
             self.f.close()
 
 
-def _records(sources, progress) -> Iterator[tuple[str, dict, inputs.Origin]]:
+def _records(sources, progress, id_field: str | None, reading) -> Iterator[tuple[str, dict, inputs.Origin]]:
     for i, src in enumerate(sources):
         if src.kind != "jsonl":
-            raise ConfigError(f"{src.label}: --chat / --prompt-field read JSONL records (one object per line)")
+            raise ConfigError(f"{src.label}: --chat / --prompt-field read JSONL records (one object per line);"
+                              " name the .jsonl files (or --format jsonl)")
         reader = inputs.Reader(src, progress)
         try:
-            for where, record, offset, line, doc_id in inputs.jsonl_docs(reader, "strict", None, None):
+            for where, record, offset, line, doc_id in inputs.jsonl_docs(reader, reading.errors, None, id_field, reading=reading):
                 yield where, record, inputs.Origin(i, offset, line, doc_id)
         finally:
             reader.close()
@@ -193,8 +210,18 @@ def _write(recipe: Recipe, config: EncodeConfig, spec: RunSpec, sources, work: P
     stats = pipeline.new_stats(config.dedup is not None)
     seen = dedup.Seen(work) if config.dedup is not None else None  # --dedup exact: a record seen before is dropped
     read = (lambda n: progress(n, 0)) if progress else None
-    for (_where, _record, origin), (ids, mask, val, digest) in _encoded(recipe, _records(sources, read), config.workers or 1):
+    # bad lines are always set aside while reading: with --on-bad-input fail every one is found, then the run fails
+    reading = decoding.Reading(config.errors, config.input_encoding, True, hint=True)
+    skip = config.on_bad_input == "skip"
+    bad: list[str] = []
+    for (_where, _record, origin), got in _encoded(recipe, _records(sources, read, config.id_field, reading), config.workers or 1):
         stats["documents"] += 1
+        if isinstance(got, str):  # a record that is no usable one (its message names file and line)
+            reading.left_out(decoding.BadInput(got, sources[origin.input], origin.offset, origin.line, record=True))
+            continue
+        ids, mask, val, digest = got
+        if reading.bad and not skip:  # the run is failing: it only looks for the other bad records
+            continue
         if not len(ids):
             stats["documents_skipped_empty"] += 1
             continue
@@ -211,6 +238,13 @@ def _write(recipe: Recipe, config: EncodeConfig, spec: RunSpec, sources, work: P
             progress(0, len(ids))
     if seen is not None:
         seen.close()
+    order = {s.label: i for i, s in enumerate(sources)}  # in input order, whichever step found them
+    reading.bad.sort(key=lambda b: (order.get(b["input"], len(order)), b["line"] or 0))
+    bad = [b["error"] for b in reading.bad]
+    total = reading.skipped_inputs + reading.skipped_records
+    if total and not skip:
+        raise decoding.many_bad(bad, total) if total > 1 else DataError(bad[0])
+    decoding.add_counts(stats, {}, reading)
     prov = {}
     for s in formats.SPLITS:
         writers[s].close()
@@ -218,7 +252,7 @@ def _write(recipe: Recipe, config: EncodeConfig, spec: RunSpec, sources, work: P
         write_index(work, writers[s].starts_path, work / formats.doc_index_name(s), writers[s].documents)
         p = writers[s].prov
         with disk.naming(work / formats.prov_name(s)):
-            prov[s] = formats.write_provenance(work, s, [formats.prov_segment(p.rec_path, p.ids_path)], None)
+            prov[s] = formats.write_provenance(work, s, [formats.prov_segment(p.rec_path, p.ids_path)], config.id_field)
     pipeline.check_outcome(sources, stats, writers["train"].tokens, writers["val"].tokens, config.val_fraction, False)
     splits = {s: pipeline.split_entry(s, writers[s]) for s in formats.SPLITS}
     for s in formats.SPLITS:
@@ -228,7 +262,10 @@ def _write(recipe: Recipe, config: EncodeConfig, spec: RunSpec, sources, work: P
     meta = pipeline.build_meta(sources, recipe.tok.describe(), spec, splits, stats, provenance=prov)
     meta.extra["records"] = recipe.recorded().to_json()
     names, remove = write_layouts(work, out_dir, meta, chosen, spec)
+    if config.id_field is None:  # an earlier run's record ids: not this set's
+        remove += [formats.prov_ids_name(s) for s in formats.SPLITS if (out_dir / formats.prov_ids_name(s)).is_file()]
     names += [formats.mask_name(s) for s in formats.SPLITS] + [formats.prov_name(s) for s in formats.SPLITS]
+    names += [formats.prov_ids_name(s) for s in formats.SPLITS] if config.id_field is not None else []
     for name in names:
         (stage / name).parent.mkdir(parents=True, exist_ok=True)
         os.replace(work / name, stage / name)

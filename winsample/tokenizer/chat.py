@@ -8,8 +8,11 @@ extension, its ``tojson`` (no HTML escaping, ``ensure_ascii=False``), ``raise_ex
 the characters it renders. The template sees ``messages``, ``tools=None``, ``documents=None``,
 ``add_generation_prompt=False`` and the tokenizer's special tokens by name (``bos_token``,
 ``eos_token``, …). A message whose value is None loses that key first, as transformers does.
-One difference, for the same bytes on every day: ``strftime_now`` is not defined, so a template
-that asks ``strftime_now is defined`` takes its own fixed fallback (Llama 3.2's "26 Jul 2024").
+One difference, for the same bytes on every day: ``strftime_now`` reads a fixed clock (``CLOCK``:
+26 Jul 2024, the date Llama 3.2's template itself falls back to, or ``SOURCE_DATE_EPOCH``), so a
+template that prints today's date matches transformers' output of that day, not of this one.
+A record's ``tools`` list (OpenAI/HF tool schemas) is passed as ``tools``, as
+``apply_chat_template(messages, tools=...)`` and TRL's SFT do.
 
 The rendered text is tokenized with special tokens *parsed* (``add_special_tokens=False``, as
 ``apply_chat_template(tokenize=True)``): the template's ``<|im_start|>`` is one id.
@@ -26,6 +29,7 @@ one that does not is refused, naming the turn. ``all`` trains on every token.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -36,6 +40,10 @@ import numpy as np
 from ..errors import ConfigError, DataError
 
 ROLES = ("system", "user", "assistant", "tool")
+# strftime_now's date: SOURCE_DATE_EPOCH (the reproducible-builds convention) if set, else the date
+# Llama 3.2's template itself falls back to: a template that prints "today" prints this, always.
+CLOCK = (datetime.datetime.fromtimestamp(int(os.environ["SOURCE_DATE_EPOCH"]), datetime.UTC)
+         if os.environ.get("SOURCE_DATE_EPOCH", "").isdigit() else datetime.datetime(2024, 7, 26, tzinfo=datetime.UTC))
 LOSSES = ("assistant", "all")
 
 # ChatML as the Hugging Face docs give it, with the assistant's content and end of turn marked.
@@ -112,10 +120,14 @@ def _environment():
         def fromkeys(self, *args, **kwargs):
             return dict.fromkeys(*args, **kwargs)
 
+    def strftime_now(fmt):  # a fixed clock: the same records give the same bytes on every day
+        return CLOCK.strftime(fmt)
+
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, jinja2.ext.loopcontrols])
     env.tracking = None
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
     env.globals["dict"] = TemplateDict()
     env.globals["namespace"] = Namespace
     return env
@@ -141,38 +153,38 @@ class ChatTemplate:
         except jinja2.TemplateSyntaxError as e:
             raise ConfigError(f"{name}: not a Jinja template: {e.message} (line {e.lineno})") from None
 
-    def render(self, messages: list[dict], add_generation_prompt: bool = False) -> Rendered:
+    def render(self, messages: list[dict], add_generation_prompt: bool = False, tools: list | None = None) -> Rendered:
         """The text, and the spans of ``{% generation %}`` blocks (empty without markers)."""
-        import jinja2
-
         tracking = {"rendered": [], "pending": []}
         self._env.tracking = tracking
         try:
-            for block in self._template.generate(messages=messages, tools=None, documents=None,
+            for block in self._template.generate(messages=messages, tools=tools, documents=None,
                                                  add_generation_prompt=add_generation_prompt, **self.special):
                 tracking["rendered"].append(block)
         except TemplateRefused:
             raise
-        except jinja2.TemplateError as e:
-            raise TemplateRefused(f"{type(e).__name__}: {e}") from None
+        except RecursionError:
+            raise TemplateRefused(f"{self.name} recursed too deeply on this record") from None
+        except Exception as e:  # the template's own code failing on this record (a TypeError, an undefined name)
+            raise TemplateRefused(f"{self.name} cannot render this record: {type(e).__name__}: {e}") from None
         finally:
             self._env.tracking = None
         text = "".join(tracking["rendered"])
         spans = [(s, s + len(t)) for s, t in tracking["pending"]]
         return Rendered(text, spans)
 
-    def assistant_spans(self, messages: list[dict]) -> Rendered:
+    def assistant_spans(self, messages: list[dict], tools: list | None = None) -> Rendered:
         """The conversation's text and its assistant spans (the module docstring's rule)."""
-        whole = self.render(messages)
+        whole = self.render(messages, tools=tools)
         if self.marked:
             return whole
         spans = []
         for i, m in enumerate(messages):
             if m.get("role") != "assistant":
                 continue
-            plain = self.render(messages[:i]).text if i else ""
-            prompt = self.render(messages[:i], add_generation_prompt=True).text if i else ""
-            upto = self.render(messages[: i + 1]).text
+            plain = self.render(messages[:i], tools=tools).text if i else ""
+            prompt = self.render(messages[:i], add_generation_prompt=True, tools=tools).text if i else ""
+            upto = self.render(messages[: i + 1], tools=tools).text
             if not (upto.startswith(plain) and whole.text.startswith(upto)):
                 raise TemplateRefused(
                     f"{self.name} renders message {i} differently once later turns follow (not prefix-preserving):"
@@ -258,15 +270,18 @@ def template_for(tok, choice: str | None) -> ChatTemplate:
     return ChatTemplate(source, special, choice)
 
 
-def encode_conversation(tok, template: ChatTemplate, messages, loss: str = "assistant") -> tuple[np.ndarray, np.ndarray]:
+def encode_conversation(tok, template: ChatTemplate, messages, loss: str = "assistant",
+                        tools: list | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(ids, mask) of one conversation: ids equal to transformers'
-    ``apply_chat_template(messages, tokenize=True)``; mask 1 on the tokens ``loss`` trains on.
-    TemplateRefused (the caller names the record) for a conversation the template refuses."""
+    ``apply_chat_template(messages, tools=tools, tokenize=True)``; mask 1 on the tokens ``loss``
+    trains on. TemplateRefused (the caller names the record) for a conversation the template refuses."""
     messages = check_messages(messages)
+    if tools is not None and not isinstance(tools, list):
+        raise TemplateRefused(f"tools is {type(tools).__name__}, not a list of tool schemas")
     if loss == "all":
-        r = template.render(messages)
+        r = template.render(messages, tools=tools)
     else:
-        r = template.assistant_spans(messages)
+        r = template.assistant_spans(messages, tools=tools)
     ids, offsets = tok.encode_with_specials(r.text)
     mask = np.ones(len(ids), np.uint8) if loss == "all" else mask_of(offsets, r.spans)
     return ids, mask

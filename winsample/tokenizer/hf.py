@@ -275,7 +275,10 @@ class HFTokenizer(Tokenizer):
         ``apply_chat_template(tokenize=True)`` gives), and each token's ``[start, end)`` characters."""
         if self._chat_tok is None:
             self._chat_tok = import_tokenizers().Tokenizer.from_str(self._data)  # encode_special_tokens off
-        e = self._chat_tok.encode(text, add_special_tokens=False)
+        try:
+            e = self._chat_tok.encode(text, add_special_tokens=False)
+        except TypeError:  # lone surrogates (JSON "\ud800"): U+FFFD, as ``encode`` does (same length: offsets hold)
+            e = self._chat_tok.encode(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"), add_special_tokens=False)
         return np.array(e.ids, dtype=np.uint32), e.offsets
 
     def _config_token(self, config: dict, key: str) -> tuple[str | None, int | None]:

@@ -110,7 +110,7 @@ def read_plan(path) -> Plan:
 
 
 def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng, *, positions: str = "window",
-              cross_doc_labels: str = "keep", ignore_index: int = -1) -> Batch:
+              cross_doc_labels: str = "keep", ignore_index: int = -1, loss_mask=None) -> Batch:
     """A Batch of ``batch_size`` windows drawn uniformly, with replacement, by ``rng`` (a
     ``np.random.Generator`` or an int seed): ``x, y = get_batch(...)``, int64 C-contiguous
     (batch_size, T), y = x shifted by one token, plus the packed fields of ``train.samples.Batch``.
@@ -120,6 +120,9 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng, *, position
     y with ``ignore_index``). ``positions`` and ``cross_doc_labels`` as for ``Loader``.
     ``plan`` is a ``Plan`` or its path (``read_plan``); ``tokens`` the token array (a memmap of
     the plan's .bin) or its path (opened by ``tokensrc.open_source``); only the drawn windows are read.
+    ``loss_mask``: None applies the loss mask of a token file given by its path (``encode --chat``:
+    y is ``ignore_index`` where the label is not trained on), an array (one 0/1 per token) is
+    applied as that mask, False serves every label.
     """
     check_batch_size("get_batch", batch_size)
     check_choice("get_batch", "positions", positions, POSITIONS)
@@ -162,7 +165,16 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng, *, position
             return np.asarray(planning.documents(src, "doc", tokens)[0], np.int64)
         return planning.boundaries.doc_starts_from_eot(np.asarray(tokens), eot)
 
-    return gather(tokens, plan, pick, plan.T, eot, int(ignore_index), positions, cross_doc_labels, docs)
+    batch = gather(tokens, plan, pick, plan.T, eot, int(ignore_index), positions, cross_doc_labels, docs)
+    mask = loss_mask
+    if mask is None and src is not None and src.entry is not None and src.entry.mask is not None and src.entry.mask.tokens:
+        mask = open_mask(src.path.parent / src.entry.mask.file, src.entry.mask.tokens)
+    if mask is not None and mask is not False:
+        if len(mask) != len(tokens):
+            raise ConfigError(f"get_batch: loss_mask has {len(mask)} entries for {len(tokens)} tokens")
+        trained = gather(mask, plan, pick, plan.T, 0, 0, "window", "keep", docs).y
+        batch.y[trained == 0] = int(ignore_index)
+    return batch
 
 
 def check_sample(where, source, token_file, cache: dict) -> None:
@@ -187,3 +199,15 @@ def plan_eot(plan: Plan, tokenizer_entry: dict | None = None) -> int:
     from .. import tokenizer
 
     return tokenizer.load(tokenizer.DEFAULT_ENCODING).eot
+
+
+def open_mask(path: Path, tokens: int) -> np.ndarray:
+    """A split's loss mask as a memmap of ``tokens`` bytes; DataError when it is missing or of
+    another size than its tokens (``winsample verify`` says more)."""
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise DataError(f"{path}: the loss mask meta.json names is not readable ({e.strerror}); encode again") from None
+    if size != tokens:
+        raise DataError(f"{path}: {size} bytes for {tokens} tokens (one byte per token): run `winsample verify`")
+    return np.memmap(path, dtype=np.uint8, mode="r", shape=(tokens,))

@@ -47,7 +47,7 @@ import numpy as np
 from .. import formats
 from ..errors import ConfigError, DataError
 from ..tokensrc import open_planned, plan_tokens
-from .batch import Plan, check_batch_size, check_sample, plan_eot, read_plan
+from .batch import Plan, check_batch_size, check_sample, open_mask, plan_eot, read_plan
 from .mixed import Mixed
 from .samples import CROSS_DOC, POSITIONS, Batch, check_choice, gather, regular_layout
 
@@ -326,7 +326,8 @@ class Loader:
             every = np.arange(len(plan.windows))
             docs = lambda i=i: self._mixed.docs(i)  # noqa: E731
             f = label_counts(self._label_rows(plan, every, docs), self._label_rows(plan, idx, docs),
-                             len(self._mixed.tokens(i)), fresh=self.labels == "fresh")
+                             len(self._mixed.tokens(i)), fresh=self.labels == "fresh",
+                             mask=self._mixed.mask(i) if self.loss_mask else None)
             times = np.bincount(idx, minlength=len(plan.windows))
             per_source.append({"name": name, "windows": len(plan.windows), "served": int(len(idx)),
                                "tokens": int(plan.windows["length"][idx].sum(dtype=np.int64)),
@@ -437,7 +438,7 @@ class Loader:
             self._tokens = src.tokens  # a memmap, or the logical stream of a sharded split
             mask = src.entry.mask if src.entry is not None else None
             if mask is not None and mask.tokens and self.loss_mask:
-                self._mask = np.memmap(src.path.parent / mask.file, dtype=np.uint8, mode="r", shape=(mask.tokens,))
+                self._mask = open_mask(src.path.parent / mask.file, mask.tokens)
         return self._tokens
 
     def _resolve(self, epoch: int) -> Plan:

@@ -17,7 +17,7 @@ from ..errors import DataError
 from ..planning import boundaries as bnd
 from ..planning import mixture
 from ..tokensrc import open_planned, plan_tokens
-from .batch import Plan, check_sample, read_plan
+from .batch import Plan, check_sample, open_mask, read_plan
 from .samples import Batch, Layout, fast_reader, gather, regular_layout
 
 MIX_ROW = np.dtype([("source", "<i4"), ("window", "<i8"), ("start", "<i8"), ("length", "<i4")])
@@ -82,8 +82,7 @@ class Mixed:
             self.tokens(i)
             src = self._tokens[i][0]
             m = src.entry.mask if src.entry is not None else None
-            self._masks[i] = (np.memmap(src.path.parent / m.file, dtype=np.uint8, mode="r", shape=(m.tokens,))
-                              if m is not None and m.tokens else False)
+            self._masks[i] = open_mask(src.path.parent / m.file, m.tokens) if m is not None and m.tokens else False
         return self._masks[i] if self._masks[i] is not False else None
 
     def docs(self, i: int) -> np.ndarray:

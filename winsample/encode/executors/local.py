@@ -275,6 +275,8 @@ def _stage(setup: _Setup, work: Path, stage: Path, result: _Result) -> formats.M
             names.append(formats.prov_ids_name(s))
         elif (out_dir / formats.prov_ids_name(s)).is_file():
             remove.append(formats.prov_ids_name(s))  # an earlier run's ids: not this set's
+        if (out_dir / formats.mask_name(s)).is_file():
+            remove.append(formats.mask_name(s))  # an earlier records run's loss mask: no mask for plain text
     for name in names:
         (stage / name).parent.mkdir(parents=True, exist_ok=True)
         os.replace(work / name, stage / name)
