@@ -559,3 +559,24 @@ def test_a_truncated_mask_is_one_data_error_for_the_loader(tmp_path, chats, mode
     (out / "train.mask.bin").write_bytes((out / "train.mask.bin").read_bytes()[:-5])
     with pytest.raises(winsample.errors.DataError, match="bytes for .* tokens"):
         winsample.Loader(str(tmp_path / "p.npy"), batch_size=1, seed=0).batch(0, 0)
+
+
+def test_bare_llmc_v7_shards_verify_against_a_tokenizer_folder_named_by_encoding(tmp_path, models):
+    """llm.c's Llama-3 shards carry no tokenizer: --encoding takes the model's tokenizer folder."""
+    import shutil
+
+    src = write_jsonl(tmp_path / "c.jsonl", [{"messages": [dict(m, content=f"{m['content']} #{i}") for m in CONVERSATIONS[i % 3]]}
+                                              for i in range(40)])
+    out = tmp_path / "out"
+    assert encode(src, "--chat", "--tokenizer-file", models["qwen2_5"], "--layout", "llmc", "-o", out, "--val-fraction", "0").exit_code == 0
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(out / "llmc" / "train_000000.bin", bare / "train_000000.bin")
+    no_tok = CliRunner().invoke(main, ["verify", str(bare)])
+    assert no_tok.exit_code == 2 and "--encoding" in no_tok.stderr
+    v = CliRunner().invoke(main, ["verify", str(bare), "--encoding", str(models["qwen2_5"]), "--json"])
+    assert v.exit_code == 0, v.stdout + v.stderr
+    checks = {c["name"]: c["status"] for c in json.loads(v.stdout)["checks"]}
+    assert checks["vocab_range"] == "pass"
+    bad = CliRunner().invoke(main, ["verify", str(bare), "--encoding", "no_such_encoding"])
+    assert bad.exit_code == 2 and "or name a tokenizer file or folder" in bad.stderr and "--tokenizer-file" not in bad.stderr

@@ -333,3 +333,18 @@ def test_a_zst_of_512_mib_is_read_in_bounded_memory(tmp_path):
     chars, decompressed, peak_kb = map(int, r.stdout.split())
     assert chars == decompressed == 16 * len(block)  # ASCII: one character per byte, every frame
     assert peak_kb < 150_000, f"peak RSS {peak_kb} kB for {decompressed >> 20} MiB of text"
+
+
+def test_a_datasetdict_whose_only_split_is_not_train_says_which_it_reads(tmp_path):
+    import datasets
+
+    from click.testing import CliRunner
+
+    from winsample.cli import main
+
+    datasets.disable_progress_bars()
+    datasets.DatasetDict({"validation": datasets.Dataset.from_dict({"text": ["held out one", "held out two"]})}).save_to_disk(
+        str(tmp_path / "onlyval"))
+    r = CliRunner().invoke(main, ["encode", str(tmp_path / "onlyval"), "-o", str(tmp_path / "out"), "--val-fraction", "0"])
+    assert r.exit_code == 0, r.stderr
+    assert "only split is 'validation'" in r.stderr

@@ -19,7 +19,7 @@ _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim"
 @click.option("--meta", "meta_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="meta.json describing PATH, when it is not beside it.")
 @click.option("--encoding", default=None, metavar="NAME",
-              help="Tokenizer to decode with, instead of the one meta.json names (gpt2 without meta).")
+              help="Tokenizer to decode with, instead of the one meta.json names: a tiktoken name, or a tokenizer file or folder (gpt2 without meta).")
 @bare_dtype_option
 @quiet_option  # accepted as by every command; inspect draws no bar and its report is the data (stdout)
 @json_option

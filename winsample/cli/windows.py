@@ -63,7 +63,7 @@ def _parse_scales(ctx, param, values):
 @click.option("-o", "--output", required=True, help="Plan file (PLAN.npy), or - for txt/jsonl on stdout.")
 @click.option("--meta", "meta_path", type=click.Path(dir_okay=False),
               help="meta.json describing BIN [default: the one beside it; for llm.c shards, the data folder's above llmc/].")
-@click.option("--encoding", help="Tokenizer name when meta.json does not name a usable one [bare .bin: gpt2].")
+@click.option("--encoding", help="Tokenizer when meta.json does not name a usable one: a tiktoken name, or a tokenizer file or folder [bare .bin: gpt2].")
 @bare_dtype_option
 @quiet_option
 @json_option

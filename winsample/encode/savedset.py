@@ -77,4 +77,6 @@ def _one_split(folder: Path, arg: str, splits: list[str], notice) -> list[Path]:
     if notice is not None and others:
         notice(f"{arg}: a DatasetDict: reading its {split!r} split only; name {Path(arg) / others[0]} to encode"
                f" another ({', '.join(others)})")
+    elif notice is not None and split != SPLIT:  # held-out data going into training: said, never silent
+        notice(f"{arg}: a DatasetDict whose only split is {split!r} (no {SPLIT!r}): reading it")
     return got

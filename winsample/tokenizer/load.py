@@ -82,11 +82,17 @@ def mismatches(tok: Tokenizer, entry: Mapping) -> list[str]:
 
 
 def resolve(encoding: str | None = None, entry: Mapping | None = None, folder: str | Path | None = None) -> Tokenizer:
-    """The one rule: ``encoding`` (an explicit ``--encoding``) if given, else the tokenizer
+    """The one rule: ``encoding`` (an explicit ``--encoding``: a tiktoken name, or a tokenizer
+    file or folder as ``load_file`` reads) if given, else the tokenizer
     meta.json's ``entry`` describes (``from_meta``; its identity must match the entry), else
     gpt2 (nanoGPT's ``.bin`` files are GPT-2). ConfigError when it cannot be loaded."""
     if encoding:
-        return load(encoding)
+        try:
+            return load(encoding)
+        except ConfigError as e:
+            if not Path(encoding).exists():  # a tokenizer file or folder named in its place (llm.c shards of Llama 3)
+                raise ConfigError(str(e).replace("or pass --tokenizer-file", "or name a tokenizer file or folder")) from None
+        return load_file(encoding)
     if entry is None:
         return load(DEFAULT_ENCODING)
     try:

@@ -49,7 +49,7 @@ DEFAULT_SHARD_TOKENS = 100_000_000  # llm.c's fineweb.py shard size
 _NAME_RE = re.compile(r"^(?P<stem>.*?)[_-]?(?P<num>\d+)\.bin$")
 # llm.c's version 7 is its Llama 3 format; winsample cannot guess that tokenizer (nor read it offline)
 NEEDS_ENCODING = ("llm.c version 7 shards hold uint32 ids (llm.c writes them for Llama 3) and no meta.json"
-                  " names their tokenizer: pass --encoding NAME")
+                  " names their tokenizer: pass --encoding NAME, or --encoding PATH of the model's tokenizer file or folder")
 
 
 def llmc_format_for(dtype: str) -> LlmcFormat:

@@ -236,7 +236,7 @@ def _llmc_tokenizer(report: Report, owner, encoding: str | None):
             return None
         return enc, owner.meta.n_vocab, owner.meta.tokenizer.get("eot", getattr(enc, "eot", None))
     try:
-        enc = tokenizer.load(encoding or tokenizer.DEFAULT_ENCODING)
+        enc = tokenizer.resolve(encoding)  # a name, or a tokenizer file or folder; none: gpt2
     except WinsampleError as e:
         raise InputError(str(e)) from None
     return enc, enc.n_vocab, getattr(enc, "eot", None)
