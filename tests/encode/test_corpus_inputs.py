@@ -337,7 +337,6 @@ def test_a_zst_of_512_mib_is_read_in_bounded_memory(tmp_path):
 
 def test_a_datasetdict_whose_only_split_is_not_train_says_which_it_reads(tmp_path):
     import datasets
-
     from click.testing import CliRunner
 
     from winsample.cli import main
