@@ -550,6 +550,17 @@ def build_meta(sources, tokenizer_entry: dict, spec: RunSpec, splits: dict[str, 
     )
 
 
+def commit_set(work: Path, stage: Path, out_dir: Path, names: list[str], meta: formats.Meta, remove: list[str]) -> None:
+    """Move ``names`` from ``work`` to ``stage``, write meta.json there, and commit the set into
+    OUT_DIR as one (``disk.commit_staged``: meta.json last; ``remove``: names of an earlier set)."""
+    for name in names:
+        (stage / name).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(work / name, stage / name)
+    with disk.naming(stage / formats.META_JSON):
+        formats.write_meta(stage / formats.META_JSON, meta)
+    disk.commit_staged(stage, out_dir, names + [formats.META_JSON], remove)
+
+
 def check_outcome(sources, stats: dict, train_tokens: int, val_tokens: int, fraction: float, tail: bool) -> None:
     """DataError when no document had text; ConfigError when the split leaves train (or, with a
     fraction above 0, val) empty — the same words whichever runner found it."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -266,10 +265,5 @@ def _write(recipe: Recipe, config: EncodeConfig, spec: RunSpec, sources, work: P
         remove += [formats.prov_ids_name(s) for s in formats.SPLITS if (out_dir / formats.prov_ids_name(s)).is_file()]
     names += [formats.mask_name(s) for s in formats.SPLITS] + [formats.prov_name(s) for s in formats.SPLITS]
     names += [formats.prov_ids_name(s) for s in formats.SPLITS] if config.id_field is not None else []
-    for name in names:
-        (stage / name).parent.mkdir(parents=True, exist_ok=True)
-        os.replace(work / name, stage / name)
-    with disk.naming(stage / formats.META_JSON):
-        formats.write_meta(stage / formats.META_JSON, meta)
-    disk.commit_staged(stage, out_dir, names + [formats.META_JSON], remove)
+    pipeline.commit_set(work, stage, out_dir, names, meta, remove)
     return meta, stats

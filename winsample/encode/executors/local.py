@@ -277,12 +277,7 @@ def _stage(setup: _Setup, work: Path, stage: Path, result: _Result) -> formats.M
             remove.append(formats.prov_ids_name(s))  # an earlier run's ids: not this set's
         if (out_dir / formats.mask_name(s)).is_file():
             remove.append(formats.mask_name(s))  # an earlier records run's loss mask: no mask for plain text
-    for name in names:
-        (stage / name).parent.mkdir(parents=True, exist_ok=True)
-        os.replace(work / name, stage / name)
-    with disk.naming(stage / formats.META_JSON):
-        formats.write_meta(stage / formats.META_JSON, meta)
-    disk.commit_staged(stage, out_dir, names + [formats.META_JSON], remove)
+    pipeline.commit_set(work, stage, out_dir, names, meta, remove)
     return meta
 
 
