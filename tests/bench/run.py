@@ -772,6 +772,18 @@ CHUNK_PROSE = (
 )
 
 
+CHAT_PROSE = (
+    "Chat rows (`tests/bench/chat_rows.py`): `encode --chat` of JSONL conversations (a system turn and one to"
+    " three question/answer pairs each, the answers the corpus's paragraphs) against the loop most SFT scripts"
+    " run: transformers' `apply_chat_template(..., return_assistant_tokens_mask=True)` per record, ids and masks"
+    " gathered and written with `tofile`. Both use DeepSeek-V3's real tokenizer.json and TRL's DeepSeek-V3"
+    " training template ({% generation %}), so the rows also check that ids and masks are the same bytes."
+    " Whole commands are timed (imports and tokenizer loading included); winsample writes its meta.json,"
+    " document index, provenance and checksums besides. (Measured by `--only chat` after the full run, on the"
+    " same machine.)"
+)
+
+
 def notes(rows: list[dict]) -> str:
     """The rows' notes (what a row measured on, figures beside its own), one line each."""
     lines = [f"- {r['case']}: {r['note']}" for r in rows if r.get("note")]
@@ -883,7 +895,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes, one repeat: checks the harness runs")
     ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
-    ap.add_argument("--only", default="encode,fast,families,layouts,windows,packing,verify,loader,packed_loader,mixture,chunk,ray", help="comma list of groups to run")
+    ap.add_argument("--only", default="encode,fast,families,layouts,windows,packing,verify,loader,packed_loader,mixture,chunk,chat,ray", help="comma list of groups to run")
     ap.add_argument("--make-tokens", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--make-paragraphs", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--group", type=int, default=1, help=argparse.SUPPRESS)
@@ -908,9 +920,9 @@ def main():
     compileall.compile_dir(str(REPO / "winsample"), quiet=1)
     if args.quick:
         REPEATS = 1
-        sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7, docs=10**5, mix=10**6, chunk=1, ray=(5, 15), fast=(5, 20), families=dict(unique=2, prose=2))
+        sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7, docs=10**5, mix=10**6, chunk=1, chat=300, ray=(5, 15), fast=(5, 20), families=dict(unique=2, prose=2))
     else:
-        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, docs=10**6, mix=10**8, chunk=1, ray=(100, 300), fast=(100, 400), families=dict(unique=80, prose=80))
+        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, docs=10**6, mix=10**8, chunk=1, chat=20000, ray=(100, 300), fast=(100, 400), families=dict(unique=80, prose=80))
     rows = []
     t0 = time.time()
     for name, fn in (("encode", lambda: bench_encode(sizes["enc"], sizes["big"])),
@@ -926,6 +938,7 @@ def main():
                      ("mixture", lambda: bench_mixture_epoch(sizes["mix"])
                       + bench_mixture_loader(sizes["tokens"], sizes["docs"])),
                      ("chunk", lambda: __import__("chunk_rows").bench_chunk(str(REPO / "winsample" / "corpus"), sizes["chunk"], row)),
+                     ("chat", lambda: __import__("chat_rows").bench_chat(WORK, sizes["chat"], REPEATS, row)),
                      ("ray", lambda: __import__("ray_rows").bench_ray(*sizes["ray"], repeats=REPEATS))):
         if name not in args.only.split(","):
             continue
@@ -971,6 +984,7 @@ def report(rows: list[dict], seconds: float, date: str, quick: bool, out: str) -
         PACKING_PROSE + "\n",
         MIXTURE_PROSE + "\n",
         CHUNK_PROSE + "\n",
+        CHAT_PROSE + "\n",
     ]
     Path(out).write_text("\n".join(doc), encoding="utf-8")
     json.dump({"rows": rows, "seconds": seconds, "date": date, "quick": quick}, open(WORK / "results.json", "w"), indent=2)

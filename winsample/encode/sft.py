@@ -33,7 +33,7 @@ from .config import EncodeConfig, RunSpec
 from .executors.finish import write_layouts
 from .pipeline import DocRule, SplitWriter, write_index
 
-BATCH = 64  # records per task sent to a worker
+BATCH = 256  # records per task sent to a worker
 
 
 class Recipe:
@@ -172,6 +172,17 @@ def _records(sources, progress, id_field: str | None, reading) -> Iterator[tuple
             reader.close()
 
 
+_WORKER: dict = {}  # in a worker process: the run's recipe
+
+
+def _worker_init(recipe: Recipe) -> None:
+    _WORKER["recipe"] = recipe
+
+
+def _worker_batch(items: list[tuple[str, dict]]) -> list:
+    return _WORKER["recipe"].batch(items)
+
+
 def _encoded(recipe: Recipe, records, workers: int):
     """(where, origin, (ids, mask, val)) in input order, encoded by ``workers`` processes."""
     def batches():
@@ -191,10 +202,11 @@ def _encoded(recipe: Recipe, records, workers: int):
     import multiprocessing
 
     ctx = multiprocessing.get_context("forkserver")
-    with ctx.Pool(workers) as pool:
+    # the recipe (its tokenizer reloaded from its files) goes to each worker once, not with every batch
+    with ctx.Pool(workers, initializer=_worker_init, initargs=(recipe,)) as pool:
         pending = []
         for b in batches():
-            pending.append((b, pool.apply_async(recipe.batch, ([(w, r) for w, r, _ in b],))))
+            pending.append((b, pool.apply_async(_worker_batch, ([(w, r) for w, r, _ in b],))))
             while len(pending) > 2 * workers:
                 b0, fut = pending.pop(0)
                 yield from zip(b0, fut.get())
