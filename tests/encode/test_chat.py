@@ -580,3 +580,9 @@ def test_bare_llmc_v7_shards_verify_against_a_tokenizer_folder_named_by_encoding
     assert checks["vocab_range"] == "pass"
     bad = CliRunner().invoke(main, ["verify", str(bare), "--encoding", "no_such_encoding"])
     assert bad.exit_code == 2 and "or name a tokenizer file or folder" in bad.stderr and "--tokenizer-file" not in bad.stderr
+
+
+def test_too_few_records_for_a_val_split_get_a_hint_that_applies_to_records(tmp_path, models):
+    src = write_jsonl(tmp_path / "one.jsonl", [{"messages": CONVERSATIONS[0]}])
+    r = encode(src, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", tmp_path / "out")
+    assert r.exit_code == 2 and "--val-fraction 0" in r.stderr and "--split tail" not in r.stderr

@@ -264,7 +264,11 @@ def _write(recipe: Recipe, config: EncodeConfig, spec: RunSpec, sources, work: P
         p = writers[s].prov
         with disk.naming(work / formats.prov_name(s)):
             prov[s] = formats.write_provenance(work, s, [formats.prov_segment(p.rec_path, p.ids_path)], config.id_field)
-    pipeline.check_outcome(sources, stats, writers["train"].tokens, writers["val"].tokens, config.val_fraction, False)
+    try:
+        pipeline.check_outcome(sources, stats, writers["train"].tokens, writers["val"].tokens, config.val_fraction, False)
+    except ConfigError as e:  # its hint names --split tail, which would cut a record: records have their own
+        raise ConfigError(str(e).split(": a single or few documents want")[0]
+                          + ": records go whole to train or val: use more records, or --val-fraction 0") from None
     splits = {s: pipeline.split_entry(s, writers[s]) for s in formats.SPLITS}
     for s in formats.SPLITS:
         m = masks[s]
