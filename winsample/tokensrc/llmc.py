@@ -164,11 +164,10 @@ def llmc_count(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_appende
     return n + d - dropped, dropped
 
 
-def llmc_stream(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_appended: bool,
-                chunk_tokens: int = 1 << 20) -> Iterator[np.ndarray]:
-    """The llm.c ids of a split, in pieces: an EOT before each document, its appended EOT left out."""
+def _llmc_edits(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_appended: bool, chunk_tokens: int):
+    """For each piece ``[lo, hi)`` of a split: (lo, its ids, where an EOT goes in before a document,
+    which appended EOTs are left out): the one rule ``llmc_stream`` and ``llmc_mask_stream`` apply."""
     n = len(tokens)
-    eot_arr = np.array(eot, dtype=tokens.dtype)
     for lo in range(0, n, chunk_tokens):
         hi = min(n, lo + chunk_tokens)
         chunk = np.asarray(tokens[lo:hi])
@@ -178,13 +177,26 @@ def llmc_stream(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_append
         if eot_appended:
             last = _doc_ends_in(doc_starts, n, lo, hi) - 1 - lo
             drop = last[chunk[last] == eot]
-        # Inside a long document nothing starts or ends: the piece as it is (no copy).
-        out = np.insert(chunk, at, eot_arr) if len(at) else chunk
-        if len(drop):
-            keep = np.ones(len(chunk), bool)
-            keep[drop] = False
-            out = out[np.insert(keep, at, True)]
-        yield out
+        yield lo, chunk, at, drop
+
+
+def _edited(piece: np.ndarray, at: np.ndarray, inserted, drop: np.ndarray) -> np.ndarray:
+    """``piece`` with ``inserted`` put in before positions ``at`` and positions ``drop`` left out."""
+    # Inside a long document nothing starts or ends: the piece as it is (no copy).
+    out = np.insert(piece, at, inserted) if len(at) else piece
+    if len(drop):
+        keep = np.ones(len(piece), bool)
+        keep[drop] = False
+        out = out[np.insert(keep, at, True)]
+    return out
+
+
+def llmc_stream(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_appended: bool,
+                chunk_tokens: int = 1 << 20) -> Iterator[np.ndarray]:
+    """The llm.c ids of a split, in pieces: an EOT before each document, its appended EOT left out."""
+    eot_arr = np.array(eot, dtype=tokens.dtype)
+    for _, chunk, at, drop in _llmc_edits(tokens, doc_starts, eot, eot_appended, chunk_tokens):
+        yield _edited(chunk, at, eot_arr, drop)
 
 
 def llmc_mask_name(split: str, index: int) -> str:
@@ -198,30 +210,14 @@ def llmc_mask_stream(tokens: np.ndarray, mask: np.ndarray, doc_starts: np.ndarra
     """The loss mask of ``llmc_stream``'s ids, piece for piece: the EOT put before a document is
     the label of the document before it, so it carries the mask of the EOT that document ended
     with when that one was left out, else 0 (the first document's, a chat's)."""
-    n = len(tokens)
-    for lo in range(0, n, chunk_tokens):
-        hi = min(n, lo + chunk_tokens)
-        chunk = np.asarray(tokens[lo:hi])
-        m = np.asarray(mask[lo:hi], np.uint8)
-        a, b = int(np.searchsorted(doc_starts, lo, "left")), int(np.searchsorted(doc_starts, hi, "left"))
-        starts = np.asarray(doc_starts[a:b]).astype(np.int64)
-        at = starts - lo
+    for lo, chunk, at, drop in _llmc_edits(tokens, doc_starts, eot, eot_appended, chunk_tokens):
         vals = np.zeros(len(at), np.uint8)
-        drop = np.zeros(0, np.int64)
-        if eot_appended:
-            last = _doc_ends_in(doc_starts, n, lo, hi) - 1 - lo
-            drop = last[chunk[last] == eot]
-            prev = starts - 1
-            has = prev >= 0
-            if has.any():
-                p = prev[has]
-                vals[has] = np.where(np.asarray(tokens[p]) == eot, np.asarray(mask[p], np.uint8), 0)
-        out = np.insert(m, at, vals) if len(at) else m
-        if len(drop):
-            keep = np.ones(len(chunk), bool)
-            keep[drop] = False
-            out = out[np.insert(keep, at, True)]
-        yield out
+        prev = at + lo - 1  # the token before each document: the EOT its predecessor ended with, if any
+        has = prev >= 0
+        if eot_appended and has.any():
+            p = prev[has]
+            vals[has] = np.where(np.asarray(tokens[p]) == eot, np.asarray(mask[p], np.uint8), 0)
+        yield _edited(np.asarray(mask[lo : lo + len(chunk)], np.uint8), at, vals, drop)
 
 
 def write_llmc_masks(folder: str | Path, split: str, pieces: Iterator[np.ndarray], shards: list[dict]) -> list[str]:
