@@ -586,3 +586,17 @@ def test_too_few_records_for_a_val_split_get_a_hint_that_applies_to_records(tmp_
     src = write_jsonl(tmp_path / "one.jsonl", [{"messages": CONVERSATIONS[0]}])
     r = encode(src, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", tmp_path / "out")
     assert r.exit_code == 2 and "--val-fraction 0" in r.stderr and "--split tail" not in r.stderr
+
+
+def test_retokenize_reads_again_only_the_input_that_was_encoded(tmp_path, models, chats, monkeypatch):
+    """An input changed since encode (another size than meta.json records) is not read again: the
+    records are then re-derived from their decoded text only, and verify still passes."""
+    monkeypatch.chdir(tmp_path)
+    src = write_jsonl(tmp_path / "c.jsonl", [{"messages": m} for m in CONVERSATIONS])
+    out = tmp_path / "out"
+    assert encode(src.name, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", out, "--val-fraction", "0").exit_code == 0
+    src.write_text(src.read_text() + "\n")  # one byte more
+    v = CliRunner().invoke(main, ["verify", str(out), "--json"])
+    line = next(c for c in json.loads(v.stdout)["checks"] if c["name"] == "retokenize")
+    assert v.exit_code == 0 and line["status"] == "pass" and "read again" not in line["detail"].split("(")[0]
+    assert "changed since encode" in line["detail"]

@@ -79,7 +79,7 @@ def _records(ctx, pairs: list, kind: str) -> list[engine.Outcome]:
             continue
         mask = np.memmap(path, dtype=np.uint8, mode="r")
         tok = ctx.enc.reference()
-        out.append(records.sample(tok, u, mask, kind, u.eot_appended, docs, records.Rerender(tok, rule, _tracer(t))))
+        out.append(records.sample(tok, u, mask, kind, u.eot_appended, docs, records.Rerender(tok, rule, _tracer(t), ctx.meta.inputs)))
     return out
 
 

@@ -89,8 +89,9 @@ class Rerender:
     sha256): its ids *and* its mask must be the ones on disk. ``why``: why it cannot (a dataset
     whose inputs moved, a compressed input, a template that changed), else None."""
 
-    def __init__(self, tok, rule: records.RecordRule | None, tracer):
+    def __init__(self, tok, rule: records.RecordRule | None, tracer, inputs: list | None = None):
         self.tok, self.rule, self.tracer, self.template, self.why = tok, rule, tracer, None, None
+        self.inputs = inputs if isinstance(inputs, list) else []  # meta.json's inputs: each one's size as encoded
         if rule is None or tracer is None:
             self.why = "no records rule or provenance recorded"
         elif rule.chat:
@@ -108,6 +109,10 @@ class Rerender:
         path = Path(str(src.get("path")))
         if not path.is_file() or path.suffix.lower() not in (".jsonl", ".json"):
             return f"{path}: not a plain JSONL file here"
+        i = src.get("input")
+        recorded = self.inputs[i].get("bytes") if isinstance(i, int) and 0 <= i < len(self.inputs) and isinstance(self.inputs[i], dict) else None
+        if recorded != path.stat().st_size:  # only the file that was encoded is read again, never another one
+            return f"{path}: not the {recorded}-byte input meta.json records (changed since encode)"
         where = f"{path}:{src['line']}"
         try:
             record = records.read_record(path, src["offset"], where)
@@ -133,11 +138,13 @@ def sample(tok, u: engine.Unit, mask: np.ndarray, kind: str, eot_appended: bool,
     rng = np.random.default_rng(engine.SEED)
     picks = np.sort(rng.choice(len(u.starts), size=min(docs, len(u.starts)), replace=False))
     checked = nbytes = bad = reread = 0
-    first = ""
+    first = unread = ""
     for d in picks.tolist():
         s, e = int(u.starts[d]), int(ends[d])
         ids = np.asarray(u.tokens[s:e], np.int64)
         got = rerender(d) if rerender is not None and rerender.why is None else None
+        if isinstance(got, str):
+            unread = unread or got  # why this record could not be read again (said in the outcome)
         if isinstance(got, tuple):
             reread += 1
             if not (np.array_equal(np.asarray(got[0], np.int64), ids) and np.array_equal(got[1], np.asarray(mask[s:e]))):
@@ -165,7 +172,7 @@ def sample(tok, u: engine.Unit, mask: np.ndarray, kind: str, eot_appended: bool,
     if reread:
         tail = f"; {reread} read again from their inputs give the same ids and mask"
     elif rerender is not None:
-        tail = f" (records not read again: {rerender.why or 'their inputs are not here'})"
+        tail = f" (records not read again: {rerender.why or unread or 'their inputs are not here'})"
     if bad:
         if "does not encode" not in first and "its record" not in first:
             first += " does not encode again to its ids"
