@@ -39,12 +39,10 @@ import numpy as np
 
 from ..errors import ConfigError, DataError
 
-ROLES = ("system", "user", "assistant", "tool")
 # strftime_now's date: SOURCE_DATE_EPOCH (the reproducible-builds convention) if set, else the date
 # Llama 3.2's template itself falls back to: a template that prints "today" prints this, always.
 CLOCK = (datetime.datetime.fromtimestamp(int(os.environ["SOURCE_DATE_EPOCH"]), datetime.UTC)
          if os.environ.get("SOURCE_DATE_EPOCH", "").isdigit() else datetime.datetime(2024, 7, 26, tzinfo=datetime.UTC))
-LOSSES = ("assistant", "all")
 
 # ChatML as the Hugging Face docs give it, with the assistant's content and end of turn marked.
 CHATML = (
@@ -232,11 +230,6 @@ def mask_of(offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) -> np.
         if end > spans[k][0]:
             mask[t] = 1
     return mask
-
-
-def check_loss(loss: str) -> None:
-    if loss not in LOSSES:
-        raise ConfigError(f"--loss {loss!r}: choose one of {', '.join(LOSSES)} for a chat")
 
 
 def refused(where: str, e: TemplateRefused) -> DataError:
