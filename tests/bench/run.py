@@ -895,7 +895,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes, one repeat: checks the harness runs")
     ap.add_argument("--out", default=str(REPO / "docs" / "performance.md"))
-    ap.add_argument("--only", default="encode,fast,families,layouts,windows,packing,verify,loader,packed_loader,mixture,chunk,chat,ray", help="comma list of groups to run")
+    ap.add_argument("--only", default="encode,fast,families,parts,layouts,windows,packing,verify,loader,packed_loader,mixture,chunk,chat,ray", help="comma list of groups to run")
     ap.add_argument("--make-tokens", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--make-paragraphs", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--group", type=int, default=1, help=argparse.SUPPRESS)
@@ -920,14 +920,15 @@ def main():
     compileall.compile_dir(str(REPO / "winsample"), quiet=1)
     if args.quick:
         REPEATS = 1
-        sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7, docs=10**5, mix=10**6, chunk=1, chat=300, ray=(5, 15), fast=(5, 20), families=dict(unique=2, prose=2))
+        sizes = dict(enc=5, big=20, tokens=50 * 10**6, plain=10**7, docs=10**5, mix=10**6, chunk=1, chat=300, ray=(5, 15), fast=(5, 20), families=dict(unique=2, prose=2), parts=(5, 20))
     else:
-        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, docs=10**6, mix=10**8, chunk=1, chat=20000, ray=(100, 300), fast=(100, 400), families=dict(unique=80, prose=80))
+        sizes = dict(enc=100, big=400, tokens=10**9, plain=10**9, docs=10**6, mix=10**8, chunk=1, chat=20000, ray=(100, 2000), fast=(100, 400), families=dict(unique=80, prose=80), parts=(100, 400))
     rows = []
     t0 = time.time()
     for name, fn in (("encode", lambda: bench_encode(sizes["enc"], sizes["big"])),
                      ("fast", lambda: __import__("fast_rows").bench_fast(*sizes["fast"], repeats=REPEATS)),
                      ("families", lambda: __import__("fast_rows").bench_families(sizes["families"], repeats=REPEATS)),
+                     ("parts", lambda: __import__("parts_rows").bench_parts(*sizes["parts"], repeats=REPEATS)),
                      ("layouts", lambda: bench_layouts(sizes["big"] // 4)),
                      ("windows", lambda: bench_windows(sizes["tokens"], sizes["plain"])),
                      ("packing", lambda: bench_packing(sizes["docs"])),

@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from winsample import __version__
-from winsample.cli import main
+from winsample.cli import load_commands, main
 
 
 def test_help_lists_the_three_subcommands():
@@ -21,7 +21,7 @@ def test_version():
 
 
 def test_every_subcommand_has_help():
-    for cmd in main.commands:
+    for cmd in load_commands():
         r = CliRunner().invoke(main, [cmd, "--help"])
         assert r.exit_code == 0 and "Usage:" in r.stdout
 
@@ -69,8 +69,6 @@ def test_bare_winsample_shows_its_help_as_click_does_not_as_an_error_line():
 
 def test_every_command_takes_q_and_json():
     """-q and --json are documented for every command (inspect refused -q)."""
-    from winsample.cli import main as group
-
-    for name, cmd in group.commands.items():
+    for name, cmd in load_commands().items():
         opts = {o for p in cmd.params for o in getattr(p, "opts", [])}
         assert {"-q", "--json"} <= opts, name

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from winsample.cli import main
+from winsample.cli import load_commands, main
 
 from ..conftest import CORPUS, REPO
 
@@ -92,7 +92,7 @@ def test_verify_plot_of_a_broken_plan_reports_checks_then_the_plot_error_exit_1(
 def auto_envvars() -> set[str]:
     """What click's auto_envvar_prefix makes of every option, computed from the command tree."""
     names = set()
-    for cmd_name, cmd in main.commands.items():
+    for cmd_name, cmd in load_commands().items():
         for p in cmd.params:
             if isinstance(p, click.Option) and p.name != "help":
                 names.add(f"WINSAMPLE_{cmd_name.upper()}_{p.name.upper()}")

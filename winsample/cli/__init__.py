@@ -6,8 +6,7 @@ Every ``WinsampleError`` becomes one line on stderr here, in ``WinsampleGroup.in
 """
 
 from . import early  # noqa: F401, I001  (first: see early.py)
-from . import chunk, encode, inspect, mix, verify, windows  # noqa: F401  (each registers its command)
 from .common import EXIT_CODE_KEY
-from .main import entry, main
+from .main import entry, load_commands, main  # a command's module loads when it runs (main.COMMANDS)
 
-__all__ = ["EXIT_CODE_KEY", "entry", "main"]
+__all__ = ["EXIT_CODE_KEY", "entry", "load_commands", "main"]

@@ -38,7 +38,8 @@ from .main import main
                    " every one (nothing is written), or skip it: counted in meta.json's stats and listed on stderr.")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="local: worker processes here; ray: tasks on a Ray cluster (pip install 'winsample[ray]').")
 @click.option("--address", default=None, help="--engine ray: cluster to join (auto, ray://host:10001) [default: start a local one].")
-@click.option("--shard-size", default=None, help="--engine ray: input bytes per task, e.g. 256MB, 64KB [default: 256MB].")
+@click.option("--shard-size", default=None, help="Input bytes per part, e.g. 32MB, 64KB: each of --workers encodes whole parts"
+              " [default: 32MB; --engine ray: 256MB per task]. The bytes written do not depend on it.")
 @click.option("--merge", is_flag=True, help="--engine ray: concatenate the shards into train.bin / val.bin.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from OUT_DIR/.partial (same inputs and options); same bytes as a clean run.")
 @click.option("--layout", default="nanogpt", show_default=True,
@@ -94,7 +95,7 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
         if layout.strip().lower() != "nanogpt":
             raise click.UsageError("--layout: --engine ray writes the nanogpt layout only; use --engine local for megatron and llmc")
     else:
-        given = [n for n, v in (("--address", address), ("--shard-size", shard_size), ("--merge", merge)) if v]
+        given = [n for n, v in (("--address", address), ("--merge", merge)) if v]
         if given:
             raise click.UsageError(f"{', '.join(given)} only apply to --engine ray")
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
@@ -14,9 +15,20 @@ from ..terminal import terminal_safe
 from .common import EXIT_CODE_KEY
 from .early import out_of_memory
 
+COMMANDS = ("chunk", "encode", "inspect", "mix", "verify", "windows")  # each a module of this package that registers it
+
 
 class WinsampleGroup(click.Group):
-    """The one place where library errors become messages and exit codes."""
+    """The one place where library errors become messages and exit codes; a command's module
+    (and what it imports) is loaded only when that command runs (``--version`` loads none)."""
+
+    def list_commands(self, ctx):
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in COMMANDS:
+            importlib.import_module(f"{__package__}.{name}")  # its @main.command() registers it
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context):
         signal.signal(signal.SIGTERM, _raise_interrupted)
@@ -103,15 +115,25 @@ def _fail(ctx: click.Context, message: str, code: int):
     ctx.exit(code)
 
 
-def _fast_kernels():
-    from ..planning import boundaries
+def load_commands() -> dict:
+    """Every command loaded: ``main.commands`` complete (docs, tests that walk the tree)."""
+    for name in COMMANDS:
+        main.get_command(None, name)
+    return main.commands
 
-    return boundaries.FAST
+
+def _version(ctx: click.Context, _param, value) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from ..planning import boundaries  # whether the C kernels load (and WINSAMPLE_PURE): their one home
+
+    click.echo(f"winsample {__version__} (C kernels: {'off' if boundaries.FAST is None else 'on'})")
+    ctx.exit()
 
 
 @click.group(cls=WinsampleGroup, context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "WINSAMPLE"})
-@click.version_option(__version__, "--version", prog_name="winsample",
-                      message=f"%(prog)s %(version)s (C kernels: {'off' if _fast_kernels() is None else 'on'})")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show the version and exit.")
 def main():
     """Turn text into token files, cut them into training windows, and prove both are sound.
 

@@ -27,6 +27,8 @@ def encode_summary(summary: dict, out_dir) -> str:
     resumed = summary.get("resumed")
     if resumed and resumed.get("discarded"):
         extra += f", nothing resumed ({resumed['discarded']})"
+    elif resumed and "parts" in resumed:  # a run in parts reuses whole parts
+        extra += f", resumed: {resumed['parts']} of {resumed['of']} parts reused"
     elif resumed:
         extra += f", resumed after {resumed['inputs']} input(s) ({resumed['tokens']:,} tokens reused)"
     if summary["forced_cuts"]:

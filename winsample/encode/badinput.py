@@ -24,13 +24,14 @@ def first_problem(src: Source, reading: Reading) -> BadInput | None:
 
 
 def every_bad(sources: list[Source], first: BadInput, reading: Reading, text_field: str = "text",
-              id_field: str | None = None) -> DataError:
-    """The error of a run that met ``first``: the inputs from ``first``'s on are read through
-    (text and JSONL; stdin once only) and every bad one found goes into it (``decoding.many_bad``)."""
+              id_field: str | None = None, start: int | None = None) -> DataError:
+    """The error of a run that met ``first``: the inputs from ``first``'s on (``start``: from that
+    input on, a run in parts whose earlier parts may hold bad input too) are read through (text
+    and JSONL; stdin once only) and every bad one found goes into it (``decoding.many_bad``)."""
     if reading.skip:  # what skip could not leave out: text on stdin, already being encoded when found bad
         why = "standard input is read once, so --on-bad-input skip cannot leave it out: save it to a file and encode that"
         return BadInput(f"{first}; {why}", first.src, first.byte, first.line)
-    at = next((k for k, s in enumerate(sources) if s is first.src), None)
+    at = start if start is not None else next((k for k, s in enumerate(sources) if s is first.src), None)
     if at is None:
         return first
     probe = Reading(reading.errors, reading.encoding, skip=True, hint=reading.hint)
@@ -58,6 +59,8 @@ def every_bad(sources: list[Source], first: BadInput, reading: Reading, text_fie
         except WinsampleError:  # cannot be read at all (gone, unreadable): the run's error is already known
             continue
     total = probe.skipped_inputs + probe.skipped_records
+    if total == 1 and start is not None:  # the one bad input, as reading the inputs in order meets it
+        return BadInput(probe.bad[0]["error"], first.src, probe.bad[0]["byte"], probe.bad[0]["line"])
     if total <= 1:
         return first
     return many_bad([b["error"] for b in probe.bad], total)

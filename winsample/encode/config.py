@@ -22,6 +22,7 @@ ENGINES = ("local", "ray")
 DEDUP_MODES = ("exact",)  # encode --dedup (dedup.py)
 MAX_WORKERS = 1024  # --workers: processes started at once
 DEFAULT_SHARD_BYTES = 256 << 20  # --engine ray: 256 MiB of input per task (~20 s of tiktoken per core)
+DEFAULT_PART_BYTES = 32 << 20  # --engine local, --workers > 1: input per part (enough parts to balance a few workers)
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.I)
 
@@ -87,7 +88,7 @@ class EncodeConfig:
     layout: Sequence[str] | str = tokensrc.DEFAULT_LAYOUTS
     shard_tokens: int = tokensrc.DEFAULT_SHARD_TOKENS
     address: str | None = None
-    shard_size: str | int = DEFAULT_SHARD_BYTES
+    shard_size: str | int | None = None  # None: DEFAULT_SHARD_BYTES (ray), DEFAULT_PART_BYTES (local)
     merge: bool = False
     chat: bool = False  # records' conversations rendered with a chat template (encode/sft.py)
     messages_field: str = "messages"
@@ -96,7 +97,7 @@ class EncodeConfig:
     response_field: str | None = None
     loss: str | None = None  # assistant | completion | all; None: assistant for a chat, completion for pairs
     dedup: str | None = None  # "exact": a document whose text an earlier kept one had is dropped
-    shard_bytes: int = field(init=False, default=0)  # shard_size in bytes (--engine ray)
+    shard_bytes: int = field(init=False, default=0)  # shard_size in bytes: a Ray task's, or a local part's
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", tuple(str(i) for i in self.inputs))
@@ -120,8 +121,8 @@ class EncodeConfig:
             raise ConfigError(f"unknown --on-bad-input {self.on_bad_input!r}: choose fail or skip")
         if self.engine == "ray" and (self.input_encoding or self.on_bad_input != "fail"):
             raise ConfigError("--input-encoding and --on-bad-input skip apply to --engine local: drop them, or use --engine local")
-        if self.engine == "ray":
-            object.__setattr__(self, "shard_bytes", parse_size(self.shard_size))
+        default = DEFAULT_SHARD_BYTES if self.engine == "ray" else DEFAULT_PART_BYTES
+        object.__setattr__(self, "shard_bytes", default if self.shard_size is None else parse_size(self.shard_size))
 
     @classmethod
     def of(cls, inputs: Sequence[str], out_dir: str | Path, *, resume_partial: bool = False, **options) -> EncodeConfig:
@@ -169,4 +170,4 @@ class RunSpec:
 
 
 __all__ = ["EncodeConfig", "RunSpec", "check_options", "parse_size", "SPLIT_METHODS", "ERROR_MODES",
-           "DEFAULT_SHARD_BYTES", "MAX_WORKERS"]
+           "DEFAULT_SHARD_BYTES", "DEFAULT_PART_BYTES", "MAX_WORKERS"]

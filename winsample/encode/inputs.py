@@ -651,8 +651,8 @@ def jsonl_docs(reader, errors: str, field: str | None, id_field: str | None = No
     A bad line is a BadInput; with ``reading.skip`` it is left out and counted instead (and
     bad data that ends the file, such as broken gzip, leaves out the rest of the file)."""
     reading = _reading(reader, errors, reading)
-    label = reader.src.label
     pieces = _jsonl_lines(reader, reading)
+    lines_before = 0  # a part's lines are counted from its first; its messages add those before it, once needed
     plain = reading.errors == "strict" and reading.encoding is None  # the common case, decoded inline
     while True:
         lineno = getattr(reader, "lines", 0)
@@ -675,25 +675,39 @@ def jsonl_docs(reader, errors: str, field: str | None, id_field: str | None = No
                 start, offset = offset, offset + len(raw) + 1
             if not raw.strip():
                 continue
-            where = f"{label}:{lineno}"
             try:
-                if utf8 and b"\0" not in raw:
-                    try:
-                        s = raw.decode("utf-8")
-                    except UnicodeDecodeError:
-                        s = _text_of(reader, raw, start, lineno, reading)
-                else:
-                    s = _text_of(reader, raw, start, lineno, reading)
                 try:
-                    text, doc_id = _parse(where, s, field, id_field)
-                except DataError as e:
-                    raise BadInput(str(e), reader.src, start, lineno, record=True) from None
+                    text, doc_id, where = _record(reader, raw, start, lineno + lines_before, utf8, reading, field, id_field)
+                except BadInput:
+                    if lines_before or not hasattr(reader, "lines_before"):
+                        raise
+                    # a part of a file that starts after its first line: its messages name the file's line
+                    lines_before = reader.lines_before()
+                    text, doc_id, where = _record(reader, raw, start, lineno + lines_before, utf8, reading, field, id_field)
             except BadInput as e:
                 if not reading.skip:
                     raise
                 reading.left_out(e)
                 continue
             yield where, text, base + start, lineno, doc_id
+
+
+def _record(reader, raw: bytes | str, start: int, lineno: int, utf8: bool, reading: Reading, field: str | None,
+            id_field: str | None) -> tuple[str | dict, str | int | None, str]:
+    """(text, id, where) of JSONL line ``raw``, line ``lineno`` of its file; BadInput (a record) if it is none."""
+    where = f"{reader.src.label}:{lineno}"
+    if utf8 and b"\0" not in raw:
+        try:
+            s = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            s = _text_of(reader, raw, start, lineno, reading)
+    else:
+        s = _text_of(reader, raw, start, lineno, reading)
+    try:
+        text, doc_id = _parse(where, s, field, id_field)
+    except DataError as e:
+        raise BadInput(str(e), reader.src, start, lineno, record=True) from None
+    return text, doc_id, where
 
 
 def iter_documents(

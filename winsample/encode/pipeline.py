@@ -151,10 +151,26 @@ PIECES = {d: Piece(d) for d in (None, "all", "train")}  # one of each: a batch h
 
 @dataclass(frozen=True, slots=True)
 class DocEnd:
-    """The current document is complete: ``dest`` (``skip``, ``all``, ``train``, ``val``), where it came from."""
+    """The current document is complete: ``dest`` (``skip``, ``all``, ``train``, ``val``), where it
+    came from (None: recorded already, by the part that began it)."""
 
     dest: str
-    origin: Origin
+    origin: Origin | None
+
+
+@dataclass(frozen=True, slots=True)
+class DocResume:
+    """A document begun in an earlier part (a text file cut across parts) goes on here, into ``dest``."""
+
+    dest: str
+
+
+@dataclass(frozen=True, slots=True)
+class DocCut:
+    """The current document goes on in the next part: no EOT here; ``origin``: where it began,
+    recorded by the part that holds its start (None in a part that resumed it)."""
+
+    origin: Origin | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,51 @@ class RangeReader:
         self.f.close()
 
 
+class SpanReader(RangeReader):
+    """Bytes ``[start, end)`` of input ``src`` (a file cut into parts read by several workers),
+    read like a ``Reader`` of that input: its own label in messages, offsets and bytes counted
+    in the file, and DataError at ``close`` if the file changed (size or mtime) since ``src``
+    was stated. A JSONL part counts its lines from its own first; ``lines_before()`` counts
+    those before it (read only when a message needs a line number)."""
+
+    def __init__(self, src: Source, start: int, end: int, reading: Reading):
+        super().__init__(src.label, src.path, start, end, reading.replaced)
+        self.src = src
+        self.offset = start  # offsets are the file's: a message names the byte in the file
+        self.left = end - start
+        st = os.fstat(self.f.fileno())
+        if (st.st_size, st.st_mtime_ns) != (src.size, src.mtime_ns):
+            self.f.close()
+            raise changed_error(src.label, src.size, st.st_size)
+        self._before: int | None = None
+
+    def where(self, offset: int) -> str:
+        return f"byte {offset}"
+
+    def lines_before(self) -> int:
+        """The lines of the file before this part (the b"\\n" bytes before its first byte)."""
+        if self._before is None:
+            n, pos = 0, 0
+            with open(self.src.path, "rb") as f:
+                while pos < self.base:
+                    data = f.read(min(READ_BYTES, self.base - pos))
+                    if not data:
+                        break
+                    n += data.count(b"\n")
+                    pos += len(data)
+            self._before = n
+        return self._before
+
+    def close(self) -> None:
+        st = os.fstat(self.f.fileno())
+        self.f.close()
+        if (st.st_size, st.st_mtime_ns) != (self.src.size, self.src.mtime_ns):
+            raise changed_error(self.src.label, self.src.size, st.st_size)
+
+    def abort(self) -> None:
+        self.f.close()
+
+
 class Part(NamedTuple):
     """What a reader of a part says its source is (its label)."""
 

@@ -72,17 +72,21 @@ class TextFile:
         self.long_run = long_run  # chars: a stretch this long without a safe cut is cut by force (TextChunker's rule)
         self.forced_cuts = 0
 
-    def ranges(self, piece_bytes: int, hasher=None, progress=None) -> Iterator[tuple]:
+    def ranges(self, piece_bytes: int, hasher=None, progress=None, start: int = 0, stop: int | None = None) -> Iterator[tuple]:
         """Range specs for ``read_text_range``, in order, each ``piece_bytes`` (+ a few) long or
         shorter, cut at safe points; where none lies within ``piece_bytes`` the range grows to
         the next one, up to ``long_run`` characters (then a forced cut, counted in
-        ``forced_cuts``). ``hasher`` gets every byte, in order."""
+        ``forced_cuts``). ``hasher`` gets every byte, in order. ``[start, stop)``: a part of the
+        file between two safe cuts (a part of a run cut in parts); its ranges end where the
+        whole file's would have ids the same (a forced cut falls where it does in the whole
+        file: the last safe cut before a stretch without one is where both count from)."""
         fd = self.f.fileno()
         path = os.fsdecode(self.src.path)
-        pos = 0
+        pos = start
+        stop = self.size if stop is None else stop
         buf = bytearray(READ_BYTES) if hasher is not None else None
-        while pos < self.size:
-            end = self._next_cut(fd, pos, piece_bytes)
+        while pos < stop:
+            end = min(self._next_cut(fd, pos, piece_bytes), stop)
             if hasher is not None:
                 self._hash(hasher, buf, pos, end)
             if progress:

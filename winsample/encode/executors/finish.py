@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ... import disk, formats, tokensrc
+from .. import pipeline
 from ..config import RunSpec
 from ..pipeline import SplitWriter, starts_chunks, write_index
 
@@ -20,6 +21,25 @@ class _Done:
     def __init__(self, path, item, tokens, documents, checksum, max_token, dtype):
         self.path, self.item, self.tokens, self.documents = path, item, tokens, documents
         self.checksum, self.max_token, self.dtype = checksum, max_token, dtype
+
+
+def finish_streams(spec: RunSpec, stage: Path, writers: dict, stats: dict, sources) -> tuple[dict, dict, dict]:
+    """The end of a run (one stream, or parts merged): the ``--split tail`` cut, document indexes,
+    provenance, the final checks; (each split's writer or ``finish_tail`` record, stats, provenance)."""
+    c = spec.config
+    if c.tail:
+        out, prov = finish_tail(stage, writers["all"], c.val_fraction, spec.dtype, c.id_field)
+        stats["tail_cut"] = out["train"].tokens
+    else:
+        out = writers
+        prov = {}
+        for s in formats.SPLITS:
+            write_index(stage, out[s].starts_path, stage / formats.doc_index_name(s), out[s].documents)
+            w = out[s].prov
+            with disk.naming(stage / formats.prov_name(s)):
+                prov[s] = formats.write_provenance(stage, s, [formats.prov_segment(w.rec_path, w.ids_path)], c.id_field)
+    pipeline.check_outcome(sources, stats, out["train"].tokens, out["val"].tokens, c.val_fraction, c.tail)
+    return out, stats, prov
 
 
 def finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str, id_field: str | None = None) -> tuple[dict, dict]:
@@ -51,6 +71,18 @@ def finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str, id_fie
         f.truncate(cut * item)
     train_path = stage / formats.bin_name("train")
     os.replace(all_path, train_path)
+    k, vcount, prov = cut_index(stage, w, cut, id_field)
+    return {
+        "train": _Done(train_path, item, cut, k, disk.format_checksum(th), tmax, dtype),
+        "val": _Done(val_path, item, n - cut, vcount, disk.format_checksum(vh), vmax, dtype),
+    }, prov
+
+
+def cut_index(stage: Path, w, cut: int, id_field: str | None) -> tuple[int, int, dict]:
+    """The document indexes and provenance of train and val of one stream ``w`` (a writer's
+    starts and provenance files) cut at token ``cut``: (train's documents, val's documents,
+    each split's provenance entry)."""
+    n = w.tokens
     # Document starts: those before the cut stay in train; val's are shifted, and start with
     # the tail piece of a document the cut fell inside.
     starts = np.memmap(w.starts_path, dtype="<i8", mode="r") if w.documents else np.zeros(0, "<i8")
@@ -72,10 +104,12 @@ def finish_tail(stage: Path, w: SplitWriter, fraction: float, dtype: str, id_fie
     for s, segs in (("train", [formats.prov_segment(rec, ids, 0, k)]), ("val", val_segs)):
         with disk.naming(stage / formats.prov_name(s)):
             prov[s] = formats.write_provenance(stage, s, segs, id_field)
-    return {
-        "train": _Done(train_path, item, cut, k, disk.format_checksum(th), tmax, dtype),
-        "val": _Done(val_path, item, n - cut, vcount, disk.format_checksum(vh), vmax, dtype),
-    }, prov
+    return k, vcount, prov
+
+
+def done(path: Path, item: int, tokens: int, documents: int, checksum: str, max_token: int, dtype: str) -> _Done:
+    """A finished split as meta.json reports it (what ``finish_tail`` returns for each side)."""
+    return _Done(path, item, tokens, documents, checksum, max_token, dtype)
 
 
 def _prepend(first, rest):

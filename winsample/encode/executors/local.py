@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import stat
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -42,13 +43,14 @@ from ...errors import ConfigError, DataError, Interrupted, WinsampleError
 from ...tokenizer.chunking import TextChunker
 from .. import badinput, decoding, inputs, pipeline, resume
 from ..config import EncodeConfig, RunSpec
-from ..inputs import Origin, iter_documents
-from ..pipeline import DocEnd, DocRule, InputDone, Piece, SplitWriter, encode_texts, write_index
-from ..ranges import RangeFault, range_error, read_text_range
+from ..inputs import Origin, iter_documents, jsonl_docs
+from ..pipeline import DocCut, DocEnd, DocResume, DocRule, InputDone, Piece, SplitWriter, encode_texts
+from ..ranges import RangeFault, SpanReader, range_error, read_text_range
 from ..textfile import TextFile
-from . import checkpoint
+from . import checkpoint, shards
 from . import pool as pool_mod
-from .finish import finish_tail, write_layouts
+from .finish import finish_streams, write_layouts
+from .shards import Span
 
 PIECE_CHARS = pipeline.PIECE_CHARS  # a big document is cut into pieces of about this many chars
 LONG_RUN_CHARS = pipeline.LONG_RUN_CHARS  # a stretch this long without a safe cut is cut by force (counted)
@@ -59,6 +61,7 @@ INFLIGHT_PER_WORKER = 4  # batches in flight per worker process: covers the main
 WRITE_BACK_SECONDS = 1.0  # how often what is written is synced inside a long input (no checkpoint)
 INFLIGHT_PER_THREAD = 2  # per encoder thread (the fast engine): no pipe to cover, less memory held
 HOLD_BYTES = 32 << 20  # a document's ids beyond this wait in a spill file, not in memory
+PARTS_IN_FLIGHT = 2  # parts handed to the pool per worker (a run in parts): the copies of finished ones wait behind few
 
 ProgressFn = Callable[..., None]
 
@@ -164,6 +167,7 @@ class _Setup:
     workers: int
     threads: int
     params: dict  # everything that changes the output bytes: a checkpoint made with others is not reused
+    plan: list | None = None  # a run in parts: each part's spans (``shards.plan_parts``); None: one stream
 
 
 def _prepare(config: EncodeConfig, notice) -> _Setup:
@@ -181,15 +185,45 @@ def _prepare(config: EncodeConfig, notice) -> _Setup:
     enc, backend_entry = tokenizer.with_backend(enc, config.backend)
     if notice is not None and backend_entry.get("note"):
         notice(backend_entry.pop("note"))
-    pool_mod.bound_malloc(fast=enc.backend == "fast", on_main=workers == 1)
     describe = enc.describe()
     spec = RunSpec(config, dtype, enc.eot, enc.bos)
     if config.resume and not resume.resumable(sources):
         raise ConfigError("--resume cannot continue reading stdin (-): encode a file instead")
     pipeline.check_split_possible(sources, config.split, config.val_fraction)  # the last check before reading: it hides no other
-    threads = _encoder_threads(enc, workers, sources)
+    plan = _plan(config, spec, enc, sources, workers)
+    pool_mod.bound_malloc(fast=enc.backend == "fast", on_main=workers == 1 or plan is not None)
+    threads = workers if plan is not None else _encoder_threads(enc, workers, sources)
     params = dict(spec.options(), format=config.fmt, tokenizer=describe, winsample_version=__version__)
-    return _Setup(spec, enc, backend_entry, describe, chosen, sources, out_dir, workers, threads, params)
+    return _Setup(spec, enc, backend_entry, describe, chosen, sources, out_dir, workers, threads, params, plan)
+
+
+def _may_run_in_parts(config: EncodeConfig) -> bool:
+    """Whether a run may go in parts, judged before anything is checked (the sizes of the named
+    files; a folder may hold anything): then its workers' server starts early."""
+    if (config.workers or os.cpu_count() or 1) == 1 or config.dedup is not None:
+        return False
+    size = 0
+    for name in config.inputs:
+        try:
+            st = os.stat(name)
+        except OSError:
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            return stat.S_ISDIR(st.st_mode)
+        size += st.st_size
+    return size > config.shard_bytes
+
+
+def _plan(config: EncodeConfig, spec: RunSpec, enc, sources, workers: int) -> list | None:
+    """The parts of a run in parts, or None for one stream: one worker, stdin, ``--dedup`` (a
+    document is kept only if no earlier one had its text: one stream's question), or an input
+    that makes fewer than two parts (one compressed file: the encoder pool spreads its batches)."""
+    if workers == 1 or config.dedup is not None or not resume.resumable(sources):
+        return None
+    skip = config.on_bad_input == "skip"  # a bad text file is left out whole: it is read whole first
+    early = DocRule.of(spec).early is not None and not skip
+    plan = shards.plan_parts(sources, config.shard_bytes, enc, early, RANGE_MIN_BYTES, config.errors, config.input_encoding)
+    return plan if len(plan) > 1 else None
 
 
 def _encoder_threads(enc, workers: int, sources) -> int:
@@ -209,17 +243,23 @@ def _encoder_threads(enc, workers: int, sources) -> int:
 def run_local(config: EncodeConfig, *, progress: ProgressFn | None = None, notice: Callable[[str], None] | None = None) -> dict:
     """``encode_corpus`` with its options as one ``EncodeConfig``."""
     t0 = time.perf_counter()
+    if _may_run_in_parts(config):
+        pool_mod.start_part_server(__name__)
     setup = _prepare(config, notice)
     # The pool starts before the lock and the staging files exist, so forked workers hold neither.
-    pool = pool_mod.make_pool(setup.threads, setup.enc, setup.spec.dtype) if setup.workers > 1 else None
+    if setup.plan is not None:
+        pool = pool_mod.make_part_pool(setup.workers, init_part_worker, setup, __name__)
+    else:
+        pool = pool_mod.make_pool(setup.threads, setup.enc, setup.spec.dtype) if setup.workers > 1 else None
     try:
         with disk.locked(setup.out_dir):
             result, meta = _commit(setup, pool, progress)
     finally:
         if pool is not None:
-            pool.close()
+            pool_mod.close_pool(pool) if setup.plan is not None else pool.close()
     extra = {"resumed": result.resumed, "encoding": setup.enc.name, "backend": setup.backend_entry["name"],
-             "dtype": setup.spec.dtype, "layouts": list(setup.chosen), "workers": setup.workers, "encoders": setup.threads}
+             "dtype": setup.spec.dtype, "layouts": list(setup.chosen), "workers": setup.workers, "encoders": setup.threads,
+             **({"parts": len(setup.plan)} if setup.plan is not None else {})}
     return pipeline.summary(setup.out_dir, meta, result.stats, setup.sources, time.perf_counter() - t0, extra)
 
 
@@ -232,13 +272,16 @@ def _commit(setup: _Setup, pool, progress) -> tuple[_Result, formats.Meta]:
         # Inside the try: a signal that lands right after the staging folder is made must
         # still remove it (seen in the SIGTERM test on a loaded machine).
         stage = formats.staging_dir(out_dir)
-        start = checkpoint.open_partial(work, setup.params, setup.sources, setup.spec.config.resume)
-        result = _LocalRun(setup, work, pool, progress, start).run()
+        if setup.plan is not None:
+            result = _run_parts(setup, work, pool, progress)
+        else:
+            start = checkpoint.open_partial(work, setup.params, setup.sources, setup.spec.config.resume)
+            result = _LocalRun(setup, work, pool, progress, start).run()
         meta = _stage(setup, work, stage, result)
         return result, meta
     except (KeyboardInterrupt, Interrupted) as e:
         # Interrupted from outside: a checkpoint is work --resume can reuse.
-        keep = (work / formats.PARTIAL_JOURNAL).exists()
+        keep = (work / formats.PARTIAL_JOURNAL).exists() or shards.any_done(work)
         formats.recover(out_dir)  # no COMMIT mark yet: drops the staging folder
         if not keep:
             raise
@@ -285,8 +328,8 @@ def _stage(setup: _Setup, work: Path, stage: Path, result: _Result) -> formats.M
 class _Result:
     writers: dict  # split name -> SplitWriter (or finish_tail's record)
     stats: dict
-    resumed: dict | None
     provenance: dict
+    resumed: dict | None
 
 
 class _LocalRun:
@@ -294,13 +337,14 @@ class _LocalRun:
     the writers and stats. ``start`` (``checkpoint.open_partial``) may hold a checkpoint to
     continue from; checkpoints are written with the run's params when every input is a file."""
 
-    def __init__(self, setup: _Setup, stage: Path, pool, progress, start: dict):
+    def __init__(self, setup: _Setup, stage: Path, pool, progress, start: dict, part: bool = False):
         self.setup, self.stage, self.pool, self.progress = setup, stage, pool, progress
+        self.part = part  # one part of a run in parts: no checkpoints; bad input is the coordinator's to report
         self.sources, self.enc, self.spec = setup.sources, setup.enc, setup.spec
         self.writers, self.stats, self.resumed, self.seen = checkpoint.resume_writers(stage, self.spec, start)
         self.holder = _Holder(stage, self.spec.dtype)
         self.rule = DocRule.of(self.spec)
-        self.checkpoints = resume.resumable(self.sources)
+        self.checkpoints = resume.resumable(self.sources) and not part
         self.syncer = checkpoint.Checkpointer()
         self.last_checkpoint = self.last_sync = time.monotonic()
         self.writer: SplitWriter | None = None  # the current document's writer, once known
@@ -345,8 +389,14 @@ class _LocalRun:
                 k += 1
             elif type(item) is InputDone:
                 self.sync(item.index + 1, item.stats)
-            else:
+            elif type(item) is DocEnd:
                 self._end(item)
+            elif type(item) is DocResume:  # a document an earlier part began: no start, no BOS here
+                self.writer, self.fresh = self.writers[item.dest], False
+            else:  # DocCut: the document goes on in the next part, which ends it
+                if item.origin is not None:
+                    self.writer.add_origin(item.origin)
+                self.writer, self.fresh = None, True
         if self.progress:
             self.progress(0, int(lengths.sum()))
 
@@ -374,7 +424,8 @@ class _LocalRun:
                 w = self.writers[end.dest]
                 w.start_doc()
                 self.holder.flush_to(w)
-            w.add_origin(end.origin)
+            if end.origin is not None:
+                w.add_origin(end.origin)
             if self.rule.eot_ids is not None:
                 w.write(self.rule.eot_ids, self.spec.eot_id)
         self.writer = None
@@ -389,6 +440,11 @@ class _LocalRun:
         self.sync()
 
     def run(self) -> _Result:
+        self.encode()
+        return self._finish()
+
+    def encode(self, spans: list[Span] | None = None) -> _Batches:
+        """Read, encode and write every input (``spans``: only these parts of them); the writers closed."""
         first = self.resumed["inputs"] if self.resumed else 0
         progress = self.progress
         if progress:
@@ -399,8 +455,10 @@ class _LocalRun:
         batches = _Batches(self.sources, self.spec, self.stats, read_cb, self.enc, self.seen)
         try:
             try:
-                self._encode_all(batches.batches(first))
+                self._encode_all(batches.batches(first, spans))
             except decoding.BadInput as e:  # --on-bad-input fail: every bad input, read on to find them
+                if self.part:
+                    raise
                 c = self.spec.config
                 raise badinput.every_bad(self.sources, e, batches.reading, c.text_field, c.id_field) from None
             self.syncer.wait()
@@ -411,7 +469,7 @@ class _LocalRun:
                 self.seen.close()
             for w in self.writers.values():
                 w.close()
-        return self._finish()
+        return batches
 
     def _encode_all(self, batches) -> None:
         """Every batch encoded (here, or by the pool with a bounded number in flight), in order."""
@@ -446,20 +504,7 @@ class _LocalRun:
             self.result(items0, lambda fut=fut: pool.get(fut))
 
     def _finish(self) -> _Result:
-        c, stage, writers = self.spec.config, self.stage, self.writers
-        if c.tail:
-            out, prov = finish_tail(stage, writers["all"], c.val_fraction, self.spec.dtype, c.id_field)
-            self.stats["tail_cut"] = out["train"].tokens
-        else:
-            out = writers
-            prov = {}
-            for s in formats.SPLITS:
-                write_index(stage, out[s].starts_path, stage / formats.doc_index_name(s), out[s].documents)
-                w = out[s].prov
-                with disk.naming(stage / formats.prov_name(s)):
-                    prov[s] = formats.write_provenance(stage, s, [formats.prov_segment(w.rec_path, w.ids_path)], c.id_field)
-        pipeline.check_outcome(self.sources, self.stats, out["train"].tokens, out["val"].tokens, c.val_fraction, c.tail)
-        return _Result(out, self.stats, self.resumed, prov)
+        return _Result(*finish_streams(self.spec, self.stage, self.writers, self.stats, self.sources), self.resumed)
 
 
 class _Batches:
@@ -482,6 +527,7 @@ class _Batches:
         c = self.config  # how this run decodes, and its counts: replaced, BOMs, bad input skipped
         self.reading = decoding.Reading(c.errors, c.input_encoding, c.on_bad_input == "skip", hint=True)
         self.replaced = self.reading.replaced
+        self.lines: dict[int, int] = {}  # span position -> JSONL lines read in it (a part of a file)
         self.items: list = []
         self.texts: list = []
         self.size = 0
@@ -498,17 +544,21 @@ class _Batches:
         self.items, self.texts, self.size, self.where0 = [], [], 0, where_next
         return batch
 
-    def batches(self, first: int = 0):
-        """The batches, reading from input ``first`` on."""
+    def batches(self, first: int = 0, spans: list[Span] | None = None):
+        """The batches, reading from input ``first`` on (``spans``: only these parts of the inputs)."""
         stats = self.stats
         replaced_base = stats["replaced_characters"]
         base = dict(stats)  # a resumed run's counts: this run's are added to them
         try:
-            for where, doc, origin in self._documents(first):
-                if where is None:  # input number `doc` is read to its end
+            spans = [Span(i) for i in range(first, len(self.sources))] if spans is None else spans
+            for where, doc, origin in self._documents(spans):
+                if where is None:  # input number `doc` is read to its end (or its span)
                     stats["replaced_characters"] = replaced_base + self.replaced.count
                     decoding.add_counts(stats, base, self.reading)
                     self.items.append(InputDone(doc, dict(stats)))
+                    continue
+                if isinstance(doc, TextSpan):  # a part of a text file cut in parts: no split to decide
+                    yield from self._text_span(doc, where, origin)
                     continue
                 stats["documents"] += 1
                 if self.where0 is None:
@@ -550,6 +600,26 @@ class _Batches:
                 yield self._take(where)
         self.stats["forced_cuts"] += doc.forced_cuts  # at the characters the decoded path cuts at (TextFile._next_cut)
         return True, rule.judge_hash(h)
+
+    def _text_span(self, span: TextSpan, where, origin: Origin):
+        """The events of part ``[start, stop)`` of a text file cut in parts (``shards.plan_parts``
+        cuts one only when its split is known before its end): the document begins where the
+        part starts at byte 0, and ends where it stops at the file's end."""
+        dest, first = self.rule.early, span.start == 0
+        if first:
+            self.stats["documents"] += 1
+        else:
+            self.items.append(DocResume(dest))
+        if self.where0 is None:
+            self.where0 = where
+        for spec in span.tf.ranges(PIECE_BYTES, None, self.read_cb, span.start, span.stop):
+            self._add(self.rule.piece(), spec)
+            if self.size >= TASK_CHARS:
+                yield self._take(where)
+        self.stats["forced_cuts"] += span.tf.forced_cuts
+        self.items.append(DocEnd(dest, origin if first else None) if span.stop == span.tf.size else DocCut(origin if first else None))
+        if self.size >= TASK_CHARS:
+            yield self._take(None)
 
     def _small(self, doc: str) -> tuple[bool, tuple[bool, int | None]]:
         if len(doc) > PIECE_CHARS:
@@ -599,13 +669,19 @@ class _Batches:
         self.stats["forced_cuts"] += chunker.forced_cuts
         return has_text, rule.judge_hash(h)
 
-    def _documents(self, first: int):
-        """(where, document, origin) of ``iter_documents`` over ``sources[first:]``, with
-        ``(None, i, None)`` after input i's last document; a plain-text file that can be read as
-        byte ranges comes as a ``TextFile`` instead (one document: offset 0, line 1)."""
+    def _documents(self, spans: list[Span]):
+        """(where, document, origin) of ``iter_documents`` over the inputs of ``spans``, with
+        ``(None, i, None)`` after input i's last document (or its span's); a plain-text file that
+        can be read as byte ranges comes as a ``TextFile`` instead (one document: offset 0, line 1),
+        a part of one as a ``TextSpan``."""
         c, sources, reading = self.config, self.sources, self.reading
-        for i in range(first, len(sources)):
+        for pos, span in enumerate(spans):
+            i = span.index
             src = sources[i]
+            if not span.whole:
+                yield from self._span_documents(pos, span)
+                yield None, i, None
+                continue
             if reading.skip and src.kind == "text" and src.path is not None:  # a file is one document: checked first
                 bad = badinput.first_problem(src, reading)
                 if bad is not None:
@@ -625,6 +701,100 @@ class _Batches:
                     raise
                 tf.close()
             yield None, i, None
+
+    def _span_documents(self, pos: int, span: Span):
+        """The documents of a part of an input (a JSONL file cut after a line end, a text file at a safe cut)."""
+        c, src, i = self.config, self.sources[span.index], span.index
+        if src.kind == "text":
+            tf = TextFile.open(src, i, c.errors, RANGE_MIN_BYTES, self.tok.last_safe_cut_bytes, LONG_RUN_CHARS, c.input_encoding)
+            if tf is None:
+                raise DataError(f"{src.label}: its first bytes changed since the run was planned; encode a stable copy")
+            try:
+                yield src.label, TextSpan(tf, span.start, span.end), Origin(i, 0, 1, None)
+            except BaseException:
+                tf.abort()
+                raise
+            tf.close()
+            return
+        reader = SpanReader(src, span.start, span.end, self.reading)
+        try:
+            for where, text, offset, line, doc_id in jsonl_docs(reader, self.reading.errors, c.text_field, c.id_field, 0, self.reading):
+                yield where, text, Origin(i, offset, line, doc_id)
+        except BaseException:
+            reader.abort()
+            raise
+        reader.close()
+        self.lines[pos] = reader.lines
+
+
+# --- a run in parts (--workers N): every worker runs the whole pipeline on its own parts -----
+
+_PART: dict = {}  # a part worker's setup, given once by its initializer
+
+
+def init_part_worker(setup: _Setup) -> None:
+    pool_mod.worker_started()
+    pool_mod.bound_malloc(fast=setup.enc.backend == "fast", on_main=True)
+    _PART["setup"] = setup
+
+
+def encode_part(k: int, spans: list[Span], folder: str, key: dict) -> shards.Part:
+    """Part ``k`` (``spans``) read, encoded and written into ``folder`` as one stream of a single
+    run is (this process's own encoder, on its main thread); its files fsynced, then it is
+    recorded done (``shards.write_done``)."""
+    setup, folder = _PART["setup"], Path(folder)
+    run = _LocalRun(setup, folder, None, None, {"journal": None, "note": None}, part=True)
+    batches = run.encode(spans)
+    sizes = sum((s.end - s.start) if not s.whole else (setup.sources[s.index].size or 0) for s in spans)
+    unpacked = {s.index: setup.sources[s.index].decompressed for s in spans if setup.sources[s.index].decompressed is not None}
+    part = shards.Part(k, {n: shards.Stream.of_writer(w) for n, w in run.writers.items()}, run.stats, batches.lines, sizes,
+                       decompressed=unpacked)
+    shards.write_done(folder, key, part)
+    return part
+
+
+def _run_parts(setup: _Setup, work: Path, pool, progress) -> _Result:
+    """The coordinator of a run in parts: the parts not reused handed to the workers, then merged in order."""
+    spec, plan = setup.spec, setup.plan
+    c = spec.config
+    parts, key, note = shards.open_parts(work, setup.params, setup.sources, plan, c.resume, spec.dtype)
+    if progress:
+        progress(0, 0, pipeline.known_text_bytes(setup.sources))
+        for p in parts.values():
+            progress(p.input_bytes, sum(s.tokens for s in p.streams.values()))
+    merger = shards.Merger(work, DocRule.of(spec).writers, spec.dtype, pool.apply_async)
+    try:
+        try:
+            shards.encode_parts(plan, encode_part, pool, PARTS_IN_FLIGHT * setup.workers, work, parts, key, merger, progress)
+        except BaseException:
+            pool_mod.close_pool(pool)  # no worker writes on while what it wrote is cleaned up
+            merger.close()
+            raise
+    except RangeFault as f:
+        raise range_error(setup.sources[f.args[0]], f.args[1], f.args[2]) from None
+    except decoding.BadInput as e:  # the first bad input found; others may lie in earlier parts
+        reading = decoding.Reading(c.errors, c.input_encoding, False, hint=True)
+        raise badinput.every_bad(setup.sources, e, reading, c.text_field, c.id_field, start=0) from None
+    ordered = [parts[k] for k in range(len(plan))]
+    for p in ordered:  # a .gz / .zst input's decompressed size, as the worker that read it found it
+        for i, n in p.decompressed.items():
+            setup.sources[i].decompressed = n
+    writers = merger.finish(lambda f: pool_mod.pool_get(pool, f), plan, ordered, work, setup.sources,
+                            c.val_fraction if c.tail else None)
+    stats = shards.merge_stats(ordered, decoding.BAD_KEPT)
+    reused = sum(p.reused for p in ordered)
+    resumed = {"parts": reused, "of": len(plan)} if reused else ({"parts": 0, "discarded": note} if note else None)
+    out, stats, prov = finish_streams(spec, work, writers, stats, setup.sources)
+    return _Result(out, stats, prov, resumed)
+
+
+@dataclass
+class TextSpan:
+    """Bytes ``[start, stop)`` of text file ``tf``, between two safe cuts: a part of its one document."""
+
+    tf: TextFile
+    start: int
+    stop: int
 
 
 __all__ = ["encode_corpus", "run_local"]

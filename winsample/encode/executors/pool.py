@@ -18,7 +18,9 @@ from ..pipeline import encode_texts
 _WORKER: dict = {}  # a worker process's tokenizer and dtype (its initializer sets them)
 
 
-def _init_worker(spec: tuple) -> None:
+def worker_started() -> None:
+    """A worker process's signals: the main process handles Ctrl-C; a terminate, a hang-up or
+    the main process's death end the worker quietly."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Pool.terminate() must just stop us
     if hasattr(signal, "SIGHUP"):
@@ -26,6 +28,10 @@ def _init_worker(spec: tuple) -> None:
     _init_worker_death()
     if os.getppid() == 1:  # the main process died before we got here
         os._exit(0)
+
+
+def _init_worker(spec: tuple) -> None:
+    worker_started()
     tok, dtype = spec  # fork: the parent's tokenizer; forkserver/spawn: unpickling reloads it
     try:
         _WORKER["enc"] = tok if isinstance(tok, tokenizer.Tokenizer) else tokenizer.load(*tok)
@@ -84,6 +90,32 @@ def make_pool(workers: int, tok, dtype: str) -> EncoderPool:
     return EncoderPool(pool, tok, dtype, threads=False)
 
 
+def start_part_server(preload: str) -> None:
+    """Start the fork server (importing ``preload``) in the background, while the run's
+    tokenizer loads and checks itself: ``make_part_pool`` then finds it ready."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return
+    from multiprocessing import forkserver
+
+    mp.get_context("forkserver").set_forkserver_preload([preload])
+    threading.Thread(target=forkserver.ensure_running, name="winsample-forkserver", daemon=True).start()
+
+
+def make_part_pool(workers: int, initializer, setup, preload: str):
+    """``workers`` processes for a run in parts, each given ``setup`` once (``initializer``).
+
+    forkserver, not fork: the main process has run the fast engine's self-check (a native
+    library whose threads a fork would not copy); the server imports ``preload`` once and
+    every worker is forked from it."""
+    methods = mp.get_all_start_methods()
+    ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" in methods:
+        ctx.set_forkserver_preload([preload])
+    pool = ctx.Pool(workers, initializer=initializer, initargs=(setup,))
+    pool._winsample_workers = list(pool._pool)  # one dying fails the run (pool_get)
+    return pool
+
+
 WORKER_POLL_SECONDS = 0.2  # how often a wait for a worker's result checks that the workers live
 
 
@@ -96,13 +128,18 @@ def pool_get(pool, fut):
             return fut.get(WORKER_POLL_SECONDS)
         except mp.TimeoutError:
             pass
-        for proc in getattr(pool, "_winsample_workers", ()):
-            code = proc.exitcode
-            if code is not None:
-                _abandon_pool(pool)
-                how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-                raise InputError(f"an encoder worker process (pid {proc.pid}) died ({how}); nothing was written:"
-                                 " run again, or with --workers 1 to see the error")
+        check_alive(pool)
+
+
+def check_alive(pool) -> None:
+    """InputError (the pool stopped) when one of the pool's worker processes died."""
+    for proc in getattr(pool, "_winsample_workers", ()):
+        code = proc.exitcode
+        if code is not None:
+            _abandon_pool(pool)
+            how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            raise InputError(f"an encoder worker process (pid {proc.pid}) died ({how}); nothing was written:"
+                             " run again, or with --workers 1 to see the error")
 
 
 def _abandon_pool(pool) -> None:
@@ -188,4 +225,5 @@ def bound_malloc(fast: bool, on_main: bool) -> None:
         pass
 
 
-__all__ = ["EncoderPool", "make_pool", "pool_get", "close_pool", "bound_malloc"]
+__all__ = ["EncoderPool", "make_pool", "make_part_pool", "start_part_server", "worker_started", "pool_get", "check_alive", "close_pool",
+           "bound_malloc"]

@@ -15,6 +15,7 @@ from ...tokenizer.chunking import iter_safe_cuts
 from ..decoding import sniff
 
 SEARCH_BYTES = 1 << 20  # bytes read per step when looking for a cut point
+TAPER = 4  # with taper: the last this many shards' worth of input goes in shards a quarter the size
 
 
 def _splittable(src) -> bool:
@@ -85,23 +86,34 @@ def _text_cut(path: Path, at: int, size: int, cuts=iter_safe_cuts) -> int | None
     return None
 
 
-def plan_shards(sources, shard_bytes: int, tok: tokenizer.Tokenizer | None = None) -> list[list[tuple[int, int, int]]]:
+def plan_shards(sources, shard_bytes: int, tok: tokenizer.Tokenizer | None = None,
+                cuttable=None, taper: bool = False) -> list[list[tuple[int, int, int]]]:
     """Shards as lists of pieces ``(source index, start byte, end byte)``, in input order.
 
     Greedy and deterministic: pieces join the current shard while it has room; a file that
     does not fit is cut (when it can be) at the first cut point past the room left (text: where
-    ``tok`` says cutting is safe; default chunking's rule).
+    ``tok`` says cutting is safe; default chunking's rule). ``cuttable(src)``: a further
+    condition for cutting a file (asked only of a file that does not fit). ``taper``: the shards
+    of the last ``TAPER`` × ``shard_bytes`` of input are a quarter of the size, so that workers
+    run out of work at about the same time.
     """
+    total = sum(s.size or 0 for s in sources)
+    planned = 0
+
+    def room_left() -> int:
+        return shard_bytes // 4 if taper and total - planned <= TAPER * shard_bytes else shard_bytes
+
     cuts = tok.iter_safe_cuts if tok is not None else iter_safe_cuts
     out: list[list[tuple[int, int, int]]] = []
     cur: list[tuple[int, int, int]] = []
-    room = shard_bytes
+    room = room_left()
 
     def close():
-        nonlocal cur, room
+        nonlocal cur, room, planned
         if cur:
             out.append(cur)
-        cur, room = [], shard_bytes
+            planned += sum(b - a for _, a, b in cur)
+        cur, room = [], room_left()
 
     for i, src in enumerate(sources):
         size = src.size or 0
@@ -117,7 +129,7 @@ def plan_shards(sources, shard_bytes: int, tok: tokenizer.Tokenizer | None = Non
                 cur.append((i, pos, size))
                 room -= left
                 break
-            if not _splittable(src):
+            if not _splittable(src) or (cuttable is not None and not cuttable(src)):
                 if cur:
                     close()
                     continue

@@ -1,0 +1,272 @@
+"""A run in parts (--workers N): every worker runs the whole pipeline on its own parts of the
+input, the coordinator only plans and merges. The promise under test: the bytes written are the
+single stream's (--workers 1) whatever the worker count, the part size, the input kind, the layout
+and crashes in between."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from winsample.encode import encode_corpus
+from winsample.encode.executors import shards
+
+from ..conftest import CORPUS
+
+SMALL_PARTS = "16KB"  # parts this small cut the test inputs into many
+
+
+def corpus_text() -> str:
+    return "".join(p.read_text(encoding="utf-8") for p in sorted(CORPUS.iterdir()) if p.suffix == ".txt")
+
+
+def files_of(out: Path) -> dict[str, bytes]:
+    """Every file a run left in OUT_DIR, by relative name (the lock file's pid aside)."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file() and p.name != ".winsample.lock"}
+
+
+def encoded(tmp_path: Path, inputs: list, workers: int, **options) -> tuple[dict, dict]:
+    out = tmp_path / f"out-{workers}-{len(list(tmp_path.iterdir()))}"
+    summary = encode_corpus([str(i) for i in inputs], out, workers=workers, shard_size=SMALL_PARTS, **options)
+    return files_of(out), summary
+
+
+# --- the input kinds -----------------------------------------------------------------------------
+
+
+def _text_folder(root: Path, text: str) -> list[Path]:
+    """Text files of every size: empty, whitespace only, small, large (cut in parts), a BOM, UTF-16."""
+    d = root / "texts"
+    d.mkdir()
+    rng = random.Random(3)
+    sizes = [0, 5, 300, 5_000, 70_000, 150_000, 20, 90_000]
+    for k, n in enumerate(sizes):
+        a = rng.randrange(len(text) - n - 1)
+        (d / f"t{k:02d}.txt").write_text(text[a : a + n], encoding="utf-8")
+    (d / "t90-blank.txt").write_text("  \n\t\n", encoding="utf-8")
+    (d / "t91-bom.txt").write_bytes(b"\xef\xbb\xbf" + text[:40_000].encode())
+    (d / "t92-utf16.txt").write_bytes("\ufeff".encode("utf-16-le") + text[:30_000].encode("utf-16-le"))
+    return [d]
+
+
+def _jsonl(root: Path, text: str, name: str = "docs.jsonl", bad: bool = False) -> Path:
+    """Records of every size (empty text, blank lines, one record larger than a part), with ids."""
+    rng = random.Random(5)
+    lines = []
+    for k in range(400):
+        n = 60_000 if k == 200 else rng.choice([0, 10, 200, 2_000])
+        a = rng.randrange(len(text) - n - 1)
+        lines.append(json.dumps({"text": text[a : a + n], "id": f"doc-{k}"}))
+        if k % 50 == 7:
+            lines.append("")
+    if bad:
+        lines[30] = '{"text": broken'
+        lines[350] = '{"no_text": 1}'
+    path = root / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _inputs(kind: str, root: Path, text: str) -> tuple[list, dict]:
+    """(inputs, encode options) of each input kind."""
+    if kind == "text files":
+        return _text_folder(root, text), {}
+    if kind == "one large text file, tail":
+        (root / "big.txt").write_text(text[:400_000], encoding="utf-8")
+        return [root / "big.txt"], {"split": "tail"}
+    if kind == "one large text file, no val":
+        (root / "big.txt").write_text(text[:300_000], encoding="utf-8")
+        return [root / "big.txt"], {"val_fraction": 0.0}
+    if kind == "jsonl with ids":
+        return [_jsonl(root, text)], {"id_field": "id"}
+    if kind == "jsonl, tail, bos, no eot":
+        return [_jsonl(root, text)], {"split": "tail", "bos": True, "eot": False, "tokenizer_file": None}
+    if kind == "jsonl.gz and text":
+        gz = root / "docs.jsonl.gz"
+        gz.write_bytes(gzip.compress(_jsonl(root, text).read_bytes(), mtime=0))
+        (root / "docs.jsonl").unlink()
+        (root / "after.txt").write_text(text[:50_000], encoding="utf-8")
+        return [gz, root / "after.txt"], {}
+    if kind == "parquet":
+        pa = pytest.importorskip("pyarrow")
+        import pyarrow.parquet as pq
+
+        rows = [json.loads(line) for line in _jsonl(root, text).read_text().splitlines() if line]
+        pq.write_table(pa.table({"text": [r["text"] for r in rows]}), root / "a.parquet", row_group_size=50)
+        (root / "b.txt").write_text(text[:60_000], encoding="utf-8")
+        return [root / "a.parquet", root / "b.txt"], {}
+    if kind == "bad input skipped":
+        (root / "bad.txt").write_bytes(text[:50_000].encode() + b"\xff\xfe" + text[:30_000].encode())
+        return [_jsonl(root, text, bad=True), root / "bad.txt", *_text_folder(root, text)], {"on_bad_input": "skip"}
+    if kind == "megatron and llm.c layouts":
+        return [_jsonl(root, text), *_text_folder(root, text)], {"layout": "nanogpt,megatron,llmc", "shard_tokens": 20_000}
+    raise AssertionError(kind)
+
+
+KINDS = ["text files", "one large text file, tail", "one large text file, no val", "jsonl with ids",
+         "jsonl, tail, bos, no eot", "jsonl.gz and text", "parquet", "bad input skipped", "megatron and llm.c layouts"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_worker_count_writes_the_single_streams_bytes(tmp_path, kind):
+    ins, opts = _inputs(kind, tmp_path, corpus_text())
+    opts = {k: v for k, v in opts.items() if v is not None}
+    want, single = encoded(tmp_path, ins, 1, **opts)
+    assert "parts" not in single  # one worker: one stream
+    for workers in (2, 3, 7):
+        got, summary = encoded(tmp_path, ins, workers, **opts)
+        assert summary["parts"] >= 2, summary  # the input really went in parts
+        assert sorted(got) == sorted(want)
+        for name in want:
+            assert got[name] == want[name], (kind, workers, name)
+
+
+def test_a_text_file_is_cut_only_at_safe_points_and_its_parts_make_one_document(tmp_path, ref_gpt2):
+    text = corpus_text()[:200_000]
+    (tmp_path / "one.txt").write_text(text, encoding="utf-8")
+    plan = _plan_of([tmp_path / "one.txt"], split="tail")
+    spans = [s for part in plan for s in part]
+    assert len(spans) >= 10 and spans[0].start == 0 and spans[-1].end == len(text.encode())
+    assert all(a.end == b.start for a, b in zip(spans, spans[1:]))  # contiguous, nothing read twice
+    data = text.encode()
+    for s in spans[1:]:  # each cut: tiktoken's ids of the two sides are its ids of the whole around it
+        left, right = data[: s.start].decode()[-2000:], data[s.start :].decode()[:2000]
+        assert ref_gpt2.encode_ordinary(left) + ref_gpt2.encode_ordinary(right) == ref_gpt2.encode_ordinary(left + right)
+    _, summary = encoded(tmp_path, [tmp_path / "one.txt"], 2, split="tail")
+    assert summary["documents"] == 1 and summary["train"]["documents"] == 1
+
+
+def _plan_of(inputs, **options):
+    from winsample import tokenizer
+    from winsample.encode import inputs as inputs_mod
+    from winsample.encode.executors import local
+
+    sources = inputs_mod.resolve_inputs([str(i) for i in inputs])
+    early = options.get("split") == "tail" or options.get("val_fraction") == 0
+    return shards.plan_parts(sources, 16 << 10, tokenizer.load("gpt2"), early, local.RANGE_MIN_BYTES, "strict", None)
+
+
+def test_a_text_file_whose_split_needs_its_whole_text_is_not_cut(tmp_path):
+    (tmp_path / "big.txt").write_text(corpus_text()[:200_000], encoding="utf-8")
+    (tmp_path / "small.txt").write_text("a small one", encoding="utf-8")
+    plan = _plan_of([tmp_path / "big.txt", tmp_path / "small.txt"])  # --split doc: the hash of all its text decides
+    assert all(s.whole for part in plan for s in part)
+
+
+def test_the_plan_does_not_depend_on_the_worker_count_and_tapers_at_the_end(tmp_path):
+    (tmp_path / "big.jsonl").write_text("".join(json.dumps({"text": f"record {k} " * 20}) + "\n" for k in range(20_000)))
+    plan = _plan_of([tmp_path / "big.jsonl"])
+    sizes = [sum(s.end - s.start for s in part) for part in plan]
+    size = (tmp_path / "big.jsonl").stat().st_size
+    assert sum(sizes) == size
+    # 16 KB parts, then the last 4 × 16 KB in parts of a quarter of that (each cut after a line end)
+    assert max(sizes[:-20]) < 16_384 + 500 and max(sizes[-12:]) < 4_096 + 500 < min(sizes[:-20])
+
+
+# --- hypothesis: cut points, documents across part edges, empty parts, a document larger than a part
+
+
+@st.composite
+def corpora(draw):
+    text = corpus_text()
+    n_docs = draw(st.integers(1, 30))
+    docs = []
+    for _ in range(n_docs):
+        a = draw(st.integers(0, len(text) - 1))
+        n = draw(st.sampled_from([0, 1, 50, 900, 6_000, 40_000]))
+        docs.append(text[a : a + n])
+    return docs, draw(st.sampled_from(["1KB", "3KB", "8KB", "20KB"])), draw(st.sampled_from([2, 3])), draw(st.booleans())
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(case=corpora())
+def test_any_part_size_gives_the_same_bytes(tmp_path_factory, case):
+    docs, part_size, workers, tail = case
+    root = tmp_path_factory.mktemp("hyp")
+    jsonl = root / "docs.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs), encoding="utf-8")
+    (root / "whole.txt").write_text("".join(docs) or "x", encoding="utf-8")
+    ins = [str(jsonl), str(root / "whole.txt")]
+    opts = {"split": "tail", "val_fraction": 0.2} if tail else {"val_fraction": 0.3}
+    want = files_of_run(root / "one", ins, 1, part_size, **opts)
+    got = files_of_run(root / "many", ins, workers, part_size, **opts)
+    assert got == want
+
+
+def files_of_run(out, ins, workers, part_size, **opts):
+    try:
+        encode_corpus(ins, out, workers=workers, shard_size=part_size, **opts)
+    except Exception as e:  # the same error either way (an empty split, no text)
+        return type(e).__name__, str(e)
+    return files_of(out)
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+
+def test_bad_input_in_several_parts_is_listed_whole_and_in_order_whatever_finishes_first(tmp_path):
+    text = corpus_text()
+    bad = _jsonl(tmp_path, text, bad=True)
+    errors = {}
+    for workers in (1, 2, 3):
+        with pytest.raises(Exception) as e:
+            encode_corpus([str(bad)], tmp_path / f"o{workers}", workers=workers, shard_size=SMALL_PARTS)
+        errors[workers] = (type(e.value).__name__, str(e.value), getattr(e.value, "details", None))
+        assert not (tmp_path / f"o{workers}").exists()  # nothing half-written
+    assert errors[1] == errors[2] == errors[3]
+    assert errors[2][2] is not None and len(errors[2][2]) == 2 and ":31:" in errors[2][2][0] and ":351:" in errors[2][2][1]  # lines[i] is line i + 1
+
+
+# --- kill -9, then --resume ----------------------------------------------------------------------
+
+
+def _cli(*args) -> list[str]:
+    return [sys.executable, "-m", "winsample", *map(str, args)]
+
+
+def test_kill_9_at_random_moments_then_resume_gives_the_uninterrupted_bytes(tmp_path):
+    text = corpus_text()
+    src = tmp_path / "in"
+    src.mkdir()
+    for k in range(8):  # ~6 MB: a run of a few seconds with the reference backend
+        (src / f"f{k}.txt").write_text(text[k * 1000 :] + text[: k * 1000], encoding="utf-8")
+    (src / "big.jsonl").write_text("".join(json.dumps({"text": text[a : a + 3000]}) + "\n" for a in range(0, 600_000, 997)))
+    args = [src, "--workers", 2, "--shard-size", "128KB", "--backend", "reference", "-q", "--val-fraction", "0.2"]
+    t0 = time.monotonic()
+    subprocess.run(_cli("encode", *args, "-o", tmp_path / "clean"), check=True)
+    seconds = time.monotonic() - t0
+    want = files_of(tmp_path / "clean")
+    rng = random.Random(11)
+    reused = 0
+    for k in range(6):
+        out = tmp_path / f"out{k}"
+        p = subprocess.Popen(_cli("encode", *args, "-o", out), start_new_session=True)
+        time.sleep(rng.uniform(0.3, 0.9) * seconds)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        r = subprocess.run(_cli("encode", *args, "-o", out, "--resume", "--json"), check=True, capture_output=True)
+        resumed = json.loads(r.stdout)["resumed"]
+        reused += bool(resumed and resumed.get("parts"))
+        assert files_of(out) == want, k
+    assert reused >= 3  # the kills landed mid-run, and finished parts were used again
+
+
+def test_a_partial_of_other_options_is_not_reused(tmp_path):
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps({"text": f"row {k} " * 30}) + "\n" for k in range(3000)))
+    out = tmp_path / "out"
+    encode_corpus([str(tmp_path / "a.jsonl")], out, workers=2, shard_size=SMALL_PARTS, seed=1)
+    first = files_of(out)
+    s = encode_corpus([str(tmp_path / "a.jsonl")], out, workers=2, shard_size=SMALL_PARTS, seed=2, resume_partial=True)
+    assert s["resumed"] is None or s["resumed"]["parts"] == 0
+    assert files_of(out)["meta.json"] != first["meta.json"]

@@ -1,0 +1,441 @@
+"""The local runner's parts: the input planned as contiguous spans, each part encoded whole by
+one worker process (read, decode, cut, encode, cast, split, hash, write), and the parts merged.
+
+Plan (``plan_parts``, the coordinator): inputs in order are packed into parts of about
+``EncodeConfig.shard_bytes`` input bytes (``--shard-size``, ``ray_plan.plan_shards``); a file that does not fit is cut only
+where the bytes cannot depend on the cut: a JSONL file after a line end, a plain UTF-8 text
+file at one of the tokenizer's safe cuts, and that only when its split is known before its end
+(``--split tail`` or ``--val-fraction 0``: no hash of the whole text to wait for). The plan
+depends on the inputs and the part size only, never on ``--workers``.
+
+Parts (``Part``): a worker writes its part's split streams into ``.partial/parts/NNNNN/``
+exactly as a single run writes them (``SplitWriter``), fsyncs them, and writes ``done.json``
+last; ``--resume`` reuses a part whose ``done.json`` matches the run and whose files still
+hold the bytes it records.
+
+Merge (``merge_parts``, the coordinator): each split's part files are concatenated in order
+(``os.copy_file_range``: in the kernel), the whole file hashed once (xxh3-128 at memory speed),
+document starts shifted, provenance records joined (lines of a JSONL part that starts inside
+its file counted on from the parts before). The result is what one writer would have written,
+so the single run's finish (the ``--split tail`` cut, indexes, layouts, meta.json) follows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import mmap
+import os
+import queue
+import shutil
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+from ... import disk, formats
+from ...errors import WinsampleError
+from ..inputs import Source
+from ..pipeline import starts_chunks
+from ..textfile import TextFile
+from .checkpoint import Checkpointer
+from .pool import WORKER_POLL_SECONDS, check_alive
+from .ray_plan import plan_shards
+
+WRITE_BACK_SECONDS = 1.0  # how often what the merge copied in is synced while parts are still encoded
+
+PARTS_DIR = "parts"  # in OUT_DIR/.partial/
+DONE = "done.json"  # in a part's folder, written last
+DONE_FORMAT = "winsample-part"
+
+
+@dataclass(frozen=True)
+class Span:
+    """Input ``index``, bytes ``[start, end)`` of it (None, None: the whole input)."""
+
+    index: int
+    start: int | None = None
+    end: int | None = None
+
+    @property
+    def whole(self) -> bool:
+        return self.start is None
+
+
+def plan_parts(sources, part_bytes: int, tok, early: bool, min_text_bytes: int, errors: str, encoding: str | None) -> list[list[Span]]:
+    """The run's parts, each a list of ``Span``s in input order (see the module docstring).
+
+    ``early``: the split of a document is known before its end (a text file may be cut);
+    ``min_text_bytes``, ``errors``, ``encoding``: what ``TextFile.open`` needs to read a text file
+    in byte ranges (only such a file is cut).
+    """
+    def cuttable(src: Source) -> bool:
+        if encoding is not None:  # a byte b"\n" may not end a line in another codec
+            return False
+        if src.kind == "jsonl":
+            return True
+        if not (early and tok.can_cut):
+            return False
+        tf = TextFile.open(src, 0, errors, min_text_bytes, tok.last_safe_cut_bytes)
+        if tf is None:
+            return False
+        tf.abort()
+        return True
+
+    out = []
+    for shard in plan_shards(sources, part_bytes, tok, cuttable, taper=True):
+        out.append([Span(i) if (a, b) == (0, sources[i].size or 0) else Span(i, a, b) for i, a, b in shard])
+    return out
+
+
+def plan_key(plan: list[list[Span]]) -> list:
+    return [[[s.index, s.start, s.end] for s in part] for part in plan]
+
+
+# --- a part: what a worker wrote ----------------------------------------------------------
+
+
+@dataclass
+class Stream:
+    """One split stream of a part (``SplitWriter``'s files in its folder), or of the merged run:
+    what ``pipeline.split_entry`` and the single run's finish read of a writer."""
+
+    name: str
+    path: Path
+    item: int
+    tokens: int
+    documents: int
+    max_token: int
+    checksum: str
+    starts_path: Path
+    prov: object  # .rec_path, .ids_path, .count, .id_bytes
+    sums: dict = field(default_factory=dict)  # checksums of the starts and provenance files (a part's)
+    snapshots: list | None = None  # --split tail: where finish_tail hashes train from (one, at 0)
+
+    @classmethod
+    def of_writer(cls, w) -> Stream:
+        sums = {"starts": disk.format_checksum(w.starts_hasher), "prov": disk.format_checksum(w.prov.rec_hasher),
+                "prov_ids": disk.format_checksum(w.prov.ids_hasher)}
+        return cls(w.name, w.path, w.item, w.tokens, w.documents, w.max_token, w.checksum, w.starts_path,
+                   ProvFiles(w.prov.rec_path, w.prov.ids_path, w.prov.count, w.prov.id_bytes), sums)
+
+    def to_json(self, folder: Path) -> dict:
+        return {"name": self.name, "tokens": self.tokens, "documents": self.documents, "max_token": self.max_token,
+                "checksum": self.checksum, "records": self.prov.count, "id_bytes": self.prov.id_bytes,
+                "file": self.path.name, "starts": self.starts_path.name, "prov": self.prov.rec_path.name,
+                "prov_ids": self.prov.ids_path.name, "sums": self.sums}
+
+    @classmethod
+    def from_json(cls, folder: Path, d: dict, item: int) -> Stream:
+        return cls(d["name"], folder / d["file"], item, d["tokens"], d["documents"], d["max_token"], d["checksum"],
+                   folder / d["starts"], ProvFiles(folder / d["prov"], folder / d["prov_ids"], d["records"], d["id_bytes"]),
+                   d["sums"])
+
+
+@dataclass
+class ProvFiles:
+    rec_path: Path
+    ids_path: Path
+    count: int
+    id_bytes: int
+
+
+@dataclass
+class Part:
+    """A finished part: its streams by split name, its stats (keys in the order they first
+    counted), for each span the JSONL lines it read (``lines``, by span position), and the
+    decompressed size of each .gz / .zst input it read (``decompressed``, by input)."""
+
+    index: int
+    streams: dict[str, Stream]
+    stats: dict
+    lines: dict = field(default_factory=dict)
+    input_bytes: int = 0
+    reused: bool = False
+    decompressed: dict = field(default_factory=dict)
+
+
+def part_dir(work: Path, k: int) -> Path:
+    return work / PARTS_DIR / f"{k:05d}"
+
+
+def write_done(folder: Path, key: dict, part: Part) -> None:
+    """Record ``part`` as complete: ``done.json``, written atomically after its files. Its files
+    are not fsynced: ``read_done`` trusts a part only while its files' checksums still match,
+    so a part torn by a power loss is encoded again, and the merged files are synced at the commit."""
+    disk.write_json_atomic(folder / DONE, {
+        "format": DONE_FORMAT, "version": 1, "key": key, "stats": part.stats,
+        "lines": {str(k): v for k, v in part.lines.items()}, "input_bytes": part.input_bytes,
+        "decompressed": {str(k): v for k, v in part.decompressed.items()},
+        "streams": {n: s.to_json(folder) for n, s in part.streams.items()},
+    })
+
+
+def read_done(folder: Path, key: dict, k: int, item: int) -> Part | None:
+    """The part recorded in ``folder`` for ``key``, when its files hold exactly what it records; else None."""
+    try:
+        with open(folder / DONE, encoding="utf-8") as f:
+            d = json.load(f)
+        if not isinstance(d, dict) or d.get("format") != DONE_FORMAT or d.get("key") != key:
+            return None
+        streams = {n: Stream.from_json(folder, s, item) for n, s in d["streams"].items()}
+        for s in streams.values():
+            if s.path.stat().st_size != s.tokens * item or s.starts_path.stat().st_size != s.documents * 8:
+                return None
+            files = {"starts": s.starts_path, "prov": s.prov.rec_path, "prov_ids": s.prov.ids_path}
+            if disk.checksum_file(s.path) != s.checksum or any(disk.checksum_file(files[n]) != c for n, c in s.sums.items()):
+                return None
+            if s.prov.rec_path.stat().st_size != s.prov.count * formats.PROV_DTYPE.itemsize:
+                return None
+            if s.prov.ids_path.stat().st_size != s.prov.id_bytes:
+                return None
+        return Part(k, streams, d["stats"], {int(a): b for a, b in d["lines"].items()}, d["input_bytes"], reused=True,
+                    decompressed={int(a): b for a, b in d["decompressed"].items()})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, WinsampleError):
+        return None
+
+
+def open_parts(work: Path, params: dict, sources, plan: list[list[Span]], want: bool, dtype: str) -> tuple[dict, dict, str | None]:
+    """(the parts of an earlier run to reuse by number, the key of this run's parts, why none
+    were reused or None). Without ``want`` (``--resume``), or when the earlier run had other
+    options, inputs or parts, ``work`` is made empty."""
+    from .. import resume  # the input identity a checkpoint uses
+
+    key = {"run": xxhash.xxh3_128_hexdigest(json.dumps(
+        [params, [resume.input_key(s) for s in sources], plan_key(plan)], sort_keys=True, default=str).encode())}
+    parts, note = {}, None
+    if want:
+        item = np.dtype(dtype).itemsize
+        for k in range(len(plan)):
+            p = read_done(part_dir(work, k), dict(key, part=k), k, item)
+            if p is not None:
+                parts[k] = p
+        if not parts:
+            note = "no part of an earlier run with these inputs and options was complete"
+    if not parts:
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+    return parts, key, note
+
+
+def any_done(work: Path) -> bool:
+    """Whether ``work`` holds a finished part (work ``--resume`` can reuse)."""
+    folder = work / PARTS_DIR
+    return folder.is_dir() and any((p / DONE).is_file() for p in folder.iterdir())
+
+
+def fresh_part_dir(work: Path, k: int) -> Path:
+    folder = part_dir(work, k)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def encode_parts(plan: list[list[Span]], task, pool, in_flight: int, work: Path, parts: dict, key: dict, merger: Merger,
+                 progress) -> None:
+    """Every part not in ``parts`` encoded by ``task(k, spans, folder, key)`` on the pool, at most
+    ``in_flight`` handed out at a time, so that each part's copy into the outputs (``merger.add``,
+    in order) waits behind few of them; the first part in order that fails is the error."""
+    done, failed = queue.SimpleQueue(), {}
+    todo = deque(k for k in range(len(plan)) if k not in parts)
+    running: set[int] = set()
+
+    def submit() -> None:
+        while todo and len(running) < in_flight and not failed:
+            k = todo.popleft()
+            running.add(k)
+            pool.apply_async(task, (k, plan[k], str(fresh_part_dir(work, k)), dict(key, part=k)),
+                             callback=lambda p, k=k: done.put((k, p, None)), error_callback=lambda e, k=k: done.put((k, None, e)))
+
+    submit()
+    head = 0
+    while head < len(plan):
+        while head in parts:  # in order: each part's place in the outputs is known once those before it are
+            merger.add(parts[head])
+            head += 1
+        if head == len(plan):
+            break
+        if failed and min(failed) < min(running, default=len(plan)):
+            raise failed[min(failed)]
+        merger.write_back()
+        try:
+            k, p, err = done.get(timeout=WORKER_POLL_SECONDS)
+        except queue.Empty:
+            check_alive(pool)
+            continue
+        running.discard(k)
+        if err is not None:
+            failed[k] = err
+            continue
+        parts[k] = p
+        if progress:
+            progress(p.input_bytes, sum(s.tokens for s in p.streams.values()))
+        submit()
+
+
+# --- the merge -----------------------------------------------------------------------------
+
+
+def merge_stats(parts: list[Part], bad_kept: int) -> dict:
+    """The run's stats: each count summed over the parts, keys in the order a single run adds
+    them (a part's order, then the keys a later part adds); ``bad_inputs`` joined in order."""
+    out: dict = {}
+    for p in parts:
+        for k, v in p.stats.items():
+            if k == "bad_inputs":
+                out[k] = (out.get(k, []) + v)[:bad_kept]
+            else:
+                out[k] = out.get(k, 0) + v
+    return out
+
+
+def copy_into(src: str, dst: str, src_offset: int, dst_offset: int, nbytes: int) -> None:
+    """Copy bytes ``[src_offset, src_offset + nbytes)`` of ``src`` to ``dst_offset`` of ``dst``
+    (``os.copy_file_range``: in the kernel, else through memory); a worker's share of a merge."""
+    with open(src, "rb") as f, open(dst, "r+b") as out:
+        left, at, to = nbytes, src_offset, dst_offset
+        copy = getattr(os, "copy_file_range", None)
+        while left and copy is not None:
+            try:
+                n = copy(f.fileno(), out.fileno(), left, at, to)
+            except OSError:  # another file system, an old kernel: copy through memory
+                break
+            if not n:
+                break
+            left, at, to = left - n, at + n, to + n
+        while left:
+            data = os.pread(f.fileno(), min(left, disk.checksums.CHUNK_BYTES), at)
+            if not data:
+                raise OSError(f"{src}: shorter than its part records")
+            os.pwrite(out.fileno(), data, to)
+            left, at, to = left - len(data), at + len(data), to + len(data)
+
+
+def hash_file(path: Path, size: int | None = None):
+    """The xxh3-128 hasher of a file's first ``size`` bytes (None: all), hashed from its mapped
+    pages (no copy: memory speed)."""
+    h = disk.new_hasher()
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size if size is None else size
+        if size:
+            with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as m:
+                view = memoryview(m)
+                for a in range(0, size, disk.checksums.CHUNK_BYTES):
+                    h.update(view[a : a + disk.checksums.CHUNK_BYTES])
+                view.release()
+    return h
+
+
+class Merger:
+    """The run's output streams, each part's bytes placed at their offset as soon as every part
+    before it is known: the copies (``copy_into``) go to the workers with ``submit(fn, args)``,
+    so that they fill the time a worker has no part left to encode."""
+
+    def __init__(self, stage: Path, names: list[str], dtype: str, submit):
+        self.item, self.submit = np.dtype(dtype).itemsize, submit
+        self.paths = {n: stage / formats.bin_name(n) for n in names}
+        self.offsets = dict.fromkeys(names, 0)
+        self.copies: list = []
+        self.files = {}
+        for n, path in self.paths.items():
+            with disk.naming(path):
+                self.files[n] = open(path, "wb")  # kept open: what is copied in is synced from here as it lands
+        self.syncer = Checkpointer()
+        self.last_sync, self.synced = time.monotonic(), 0
+
+    def write_back(self) -> None:
+        """Sync what the copies wrote so far, off this thread, at most every ``WRITE_BACK_SECONDS``
+        (as a single run does), so that the commit's own fsync has little left to wait for."""
+        landed = sum(f.ready() for f in self.copies)
+        if landed > self.synced and time.monotonic() - self.last_sync >= WRITE_BACK_SECONDS and not self.syncer.busy():
+            self.syncer.start([(f.fileno(), self.paths[n]) for n, f in self.files.items()], None)
+            self.last_sync, self.synced = time.monotonic(), landed
+
+    def close(self) -> None:
+        self.syncer.wait(raising=False)
+        for f in self.files.values():
+            f.close()
+
+    def add(self, part: Part) -> None:
+        """Place ``part`` after the parts added before it."""
+        for n, path in self.paths.items():
+            s = part.streams[n]
+            if s.tokens:
+                nbytes = s.tokens * self.item
+                self.copies.append(self.submit(copy_into, (str(s.path), str(path), 0, self.offsets[n], nbytes)))
+                self.offsets[n] += nbytes
+
+    def finish(self, get, plan: list[list[Span]], parts: list[Part], stage: Path, sources,
+               tail_fraction: float | None) -> dict[str, Stream]:
+        """Every copy done (``get(future)``); each output as one stream with its document starts,
+        provenance and checksum, or with ``--split tail`` (``tail_fraction``) the snapshot
+        ``finish_tail`` hashes on from: the hash and max id of the parts before the one the cut falls in."""
+        for f in self.copies:
+            get(f)
+        self.close()
+        out = {}
+        for n, path in self.paths.items():
+            s = merge_index(plan, parts, stage, n, sources, self.item)
+            s.path = path
+            if tail_fraction is None:
+                s.checksum = disk.format_checksum(hash_file(path))
+            else:
+                cut = s.tokens - math.floor(s.tokens * tail_fraction)
+                pos = top = 0
+                for p in parts:
+                    t = p.streams[n]
+                    if pos + t.tokens > cut:
+                        break
+                    pos, top = pos + t.tokens, max(top, t.max_token)
+                s.snapshots = [(pos * self.item, hash_file(path, pos * self.item), top if pos else -1)]
+            out[n] = s
+        return out
+
+
+def merge_index(plan: list[list[Span]], parts: list[Part], stage: Path, name: str, sources, item: int) -> Stream:
+    """Split ``name``'s document starts and provenance of ``parts`` joined (its tokens not: ``path`` None)."""
+    streams = [p.streams[name] for p in parts]
+    starts = stage / f"{name}.starts.raw"
+    with disk.naming(starts), open(starts, "wb") as out:
+        shift = 0
+        for s in streams:
+            for chunk in starts_chunks(s.starts_path):
+                out.write((chunk + shift).tobytes())
+            shift += s.tokens
+    prov = _merge_prov(plan, parts, stage, name, sources)
+    maxes = [s.max_token for s in streams if s.tokens]
+    return Stream(name, None, item, sum(s.tokens for s in streams), sum(s.documents for s in streams),
+                  max(maxes) if maxes else -1, "", starts, prov)
+
+
+def _merge_prov(plan, parts: list[Part], stage: Path, name: str, sources) -> ProvFiles:
+    """Each part's raw provenance records joined (ids offsets shifted; a JSONL part that starts
+    inside its file has its lines counted on from the parts before it)."""
+    rec_path, ids_path = stage / f"{name}.prov.raw", stage / f"{name}.provids.raw"
+    lines_seen: dict[int, int] = {}  # input -> lines read by the parts so far
+    id_base = count = 0
+    with disk.naming(rec_path), open(rec_path, "wb") as rec, open(ids_path, "wb") as ids:
+        for spans, p in zip(plan, parts):
+            s = p.streams[name]
+            fix = None
+            for pos, span in enumerate(spans):
+                if not span.whole and span.start > 0 and sources[span.index].kind == "jsonl":
+                    fix = (span.index, lines_seen.get(span.index, 0))
+                lines_seen[span.index] = lines_seen.get(span.index, 0) + p.lines.get(pos, 0)
+            for chunk in formats.iter_prov_records(s.prov.rec_path):
+                chunk["id_end"] += id_base
+                if fix is not None and fix[1]:
+                    chunk["line"][chunk["input"] == fix[0]] += fix[1]
+                rec.write(chunk.tobytes())
+            with open(s.prov.ids_path, "rb") as src:
+                shutil.copyfileobj(src, ids)
+            id_base += s.prov.id_bytes
+            count += s.prov.count
+    return ProvFiles(rec_path, ids_path, count, id_base)
+
+
+__all__ = ["Span", "encode_parts", "plan_parts", "plan_key", "Stream", "Part", "part_dir", "fresh_part_dir", "open_parts", "any_done",
+           "write_done", "read_done", "merge_stats", "Merger", "merge_index", "copy_into", "hash_file"]
