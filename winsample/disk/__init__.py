@@ -28,6 +28,7 @@ from .checksums import (
 from .lock import LOCK_NAME, LOCK_TRIES, locked, locked_folder
 from .names import (
     MAX_METADATA_BYTES,
+    first_inside,
     glob_escape,
     inside_name,
     is_plain_name,

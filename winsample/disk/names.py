@@ -112,39 +112,64 @@ def read_small_text(path: str | Path, what: str) -> str:
         raise DataError(f"{path}: not UTF-8 text (byte {e.start}): not {what}") from None
 
 
-def _same(a: os.stat_result, b: os.stat_result) -> bool:
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
-def refuse_overwrite(outputs: Iterable[str | Path], inputs: Iterable[str | Path]) -> None:
+def refuse_overwrite(outputs: Iterable[str | Path], inputs: Iterable[str | Path], known: dict | None = None) -> None:
     """ConfigError (exit 2, nothing written) if an output path names one of the inputs.
 
-    Compared by real path (symlinks resolved) and, for files that exist, by device and inode
-    (hard links), so no spelling of an input's path gets past."""
-    seen: dict[str, str] = {}
-    stats: list[tuple[os.stat_result, str]] = []
-    for i in inputs:
-        if i is None or str(i) in ("", "-"):
-            continue
-        seen.setdefault(os.path.realpath(i), str(i))
-        try:
-            stats.append((os.stat(i), str(i)))
-        except OSError:
-            pass
+    Compared by device and inode, so no spelling of an input's path gets past (a symlink, a
+    hard link, ``..``). Only an output that exists can name an input (the inputs exist), so with
+    none the inputs are not looked at: a run over many files stats them only when it must.
+    ``known``: inputs already stated, ``{(st_dev, st_ino): name}`` (not stated again)."""
+    live = []
     for o in outputs:
         if o is None or str(o) in ("", "-"):
             continue
-        hit = seen.get(os.path.realpath(o))
-        if hit is None:
-            try:
-                st = os.stat(o)
-            except OSError:
-                st = None
-            hit = next((name for s, name in stats if st is not None and _same(s, st)), None)
-        if hit is not None:
-            same = "" if hit == str(o) else f" (the same file as {hit})"
+        try:
+            live.append((os.stat(o), str(o)))
+        except OSError:
+            pass
+    if not live:
+        return
+    wanted = {(st.st_dev, st.st_ino): name for st, name in live}
+    for key, i in (known or {}).items():
+        if key in wanted:
+            o = wanted[key]
+            same = "" if str(i) == o else f" (the same file as {i})"
             raise ConfigError(f"{o}: is an input of this command or a file of the dataset it reads{same};"
                               " writing it would destroy it: pick another output path")
+    for i in inputs:
+        if i is None or str(i) in ("", "-"):
+            continue
+        try:
+            st = os.stat(i)
+        except OSError:
+            continue
+        o = wanted.get((st.st_dev, st.st_ino))
+        if o is not None:
+            same = "" if str(i) == o else f" (the same file as {i})"
+            raise ConfigError(f"{o}: is an input of this command or a file of the dataset it reads{same};"
+                              " writing it would destroy it: pick another output path")
+
+
+def first_inside(folder: str | Path, paths: Iterable[str | Path]) -> str | None:
+    """The first of ``paths`` whose real location lies inside ``folder`` (None: none, or no such
+    folder). A path's folder is resolved once for all the files in it; a path that is itself a
+    symlink is resolved whole."""
+    if not os.path.isdir(folder):
+        return None
+    prefix = os.path.realpath(folder) + os.sep
+    dirs: dict[str, str] = {}
+    for p in paths:
+        p = str(p)
+        if os.path.islink(p):
+            real = os.path.realpath(p)
+        else:
+            d, name = os.path.split(os.path.abspath(p))
+            if d not in dirs:
+                dirs[d] = os.path.realpath(d)
+            real = os.path.join(dirs[d], name)
+        if real.startswith(prefix):
+            return p
+    return None
 
 
 def is_plain_name(name: Any) -> bool:

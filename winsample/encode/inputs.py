@@ -239,7 +239,8 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
                                  f" or .json.gz/.json.zst) to encode{_tables_hint(arg, passed)}")
             for kind, n in passed.items():
                 out.not_read[kind] = out.not_read.get(kind, 0) + n
-            sources = _once_each([_source(str(f), f, *_kind_of(f.name, fmt)) for f in sorted(found)], arg, notice)
+            # parts: Path's own order, without its slow comparisons (a folder of 40,000 files)
+            sources = _once_each([_source(str(f), f, *_kind_of(f.name, fmt)) for f in sorted(found, key=_parts)], arg, notice)
         elif p.exists():
             if not p.is_file():
                 raise InputError(f"{arg}: not a regular file or folder")
@@ -255,6 +256,10 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
         out += sources
     _check_readers(out)
     return out
+
+
+def _parts(p: Path) -> tuple:
+    return p.parts
 
 
 def _check_readers(sources: list[Source]) -> None:
@@ -307,7 +312,7 @@ def _once_each(sources: list[Source], arg: str, notice: Callable[[str], None] | 
 
 def _source(label: str, path: Path, kind: str, codec: str) -> Source:
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError as e:  # a dangling symlink or symlink loop found in a folder, a file removed meanwhile
         raise InputError(f"{label}: cannot read: {e.strerror}") from None
     if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end: refused, not read

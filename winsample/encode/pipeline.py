@@ -448,12 +448,13 @@ def check_out_dir(out_dir, sources, tokenizer_file=None, sharded: bool = False) 
                  out_dir / tokensrc.megatron_index_name(split)]
     subdirs = [out_dir / tokensrc.LLMC_DIR] + ([out_dir / formats.SHARDS_DIR] if sharded else [])
     ins = [s.path for s in sources if s.path is not None] + ([tokenizer_file] if tokenizer_file else [])
-    disk.refuse_overwrite(outs + subdirs, ins)
+    known = {(s.dev, s.ino): s.path for s in sources if s.path is not None and s.ino}  # stated when found
+    rest = [s.path for s in sources if s.path is not None and not s.ino] + ([tokenizer_file] if tokenizer_file else [])
+    disk.refuse_overwrite(outs + subdirs, rest, known)
     for sub in subdirs:  # an input inside OUT_DIR/llmc or OUT_DIR/shards could be overwritten or removed
-        prefix = os.path.realpath(sub) + os.sep
-        for i in ins:
-            if os.path.realpath(i).startswith(prefix):
-                raise ConfigError(f"{i}: is inside {sub}, which this run writes: pick another -o")
+        i = disk.first_inside(sub, ins)
+        if i is not None:
+            raise ConfigError(f"{i}: is inside {sub}, which this run writes: pick another -o")
     return out_dir
 
 

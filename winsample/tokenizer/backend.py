@@ -96,11 +96,16 @@ class FastTokenizer(Tokenizer):
         fastengine.new_budget(self._spare)
         self._engine = self._engine.fresh()
 
-    def start_budget(self) -> None:
-        """Start the run's memory budget with the main thread's engine (a run on this thread)."""
+    def start_budget(self, share: int = 1) -> None:
+        """Start the run's memory budget with the main thread's engine (a run on this thread);
+        ``share``: the processes of the run that each hold one (each gets that part of the budget)."""
         from . import fastengine
 
-        fastengine.new_budget([self._engine])
+        fastengine.new_budget([self._engine], fastengine.CACHE_BUDGET // max(share, 1))
+
+    def release(self) -> None:
+        """Drop the main thread's engine and its cache (built again if this tokenizer encodes)."""
+        self._engine.release()
 
     def engine(self) -> str:
         from . import fastengine

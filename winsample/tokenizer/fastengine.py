@@ -217,7 +217,8 @@ class Budget:
     budget above that size, so that engines never rebuild at every look.
     """
 
-    def __init__(self, engines=()):
+    def __init__(self, engines=(), cache: int = CACHE_BUDGET):
+        self.cache = cache  # bytes the engines' caches may add together (CACHE_BUDGET, or a worker's share)
         self.lock = threading.Lock()
         self.live: weakref.WeakSet = weakref.WeakSet()  # engines that hold a gigatoken object
         self.order = itertools.count(1)
@@ -228,7 +229,7 @@ class Budget:
                 self.live.add(engine)
         now = resident_bytes() if self.live else None
         if now is not None:
-            self.ceiling = now + CACHE_BUDGET
+            self.ceiling = now + cache
 
     def built(self, engine: Engine, first: bool, before: int | None, after: int | None) -> None:
         with self.lock:
@@ -237,11 +238,11 @@ class Budget:
             if after is None:
                 return
             if self.ceiling is None:
-                self.ceiling = after + CACHE_BUDGET
+                self.ceiling = after + self.cache
             elif first:
                 self.ceiling += max(0, after - before) if before is not None else 0
             elif after >= self.ceiling:
-                self.ceiling = after + CACHE_BUDGET // 4
+                self.ceiling = after + self.cache // 4
 
     def dropped(self, engine: Engine) -> None:
         with self.lock:
@@ -256,12 +257,12 @@ class Budget:
             return min(self.live, key=lambda e: e._seq, default=None)
 
 
-def new_budget(engines=()) -> Budget:
+def new_budget(engines=(), cache: int = CACHE_BUDGET) -> Budget:
     """Start a budget for one run and return it: ``engines`` (oldest first; those built count in
     it at once) and the engines they make (``fresh``) share it, and engines of earlier runs no
     longer do (one left built in a cache never looks again). No budget is global: an engine
     made outside a run has one of its own, shared with its ``fresh`` ones."""
-    budget = Budget(engines)
+    budget = Budget(engines, cache)
     for engine in engines:
         engine.budget = budget
     return budget

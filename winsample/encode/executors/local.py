@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import stat
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -191,27 +190,11 @@ def _prepare(config: EncodeConfig, notice) -> _Setup:
         raise ConfigError("--resume cannot continue reading stdin (-): encode a file instead")
     pipeline.check_split_possible(sources, config.split, config.val_fraction)  # the last check before reading: it hides no other
     plan = _plan(config, spec, enc, sources, workers)
-    pool_mod.bound_malloc(fast=enc.backend == "fast", on_main=workers == 1 or plan is not None)
+    if plan is None:  # a run in parts: each worker sets its own (init_part_worker), the coordinator keeps the default
+        pool_mod.bound_malloc(fast=enc.backend == "fast", on_main=workers == 1)
     threads = workers if plan is not None else _encoder_threads(enc, workers, sources)
     params = dict(spec.options(), format=config.fmt, tokenizer=describe, winsample_version=__version__)
     return _Setup(spec, enc, backend_entry, describe, chosen, sources, out_dir, workers, threads, params, plan)
-
-
-def _may_run_in_parts(config: EncodeConfig) -> bool:
-    """Whether a run may go in parts, judged before anything is checked (the sizes of the named
-    files; a folder may hold anything): then its workers' server starts early."""
-    if (config.workers or os.cpu_count() or 1) == 1 or config.dedup is not None:
-        return False
-    size = 0
-    for name in config.inputs:
-        try:
-            st = os.stat(name)
-        except OSError:
-            return False
-        if not stat.S_ISREG(st.st_mode):
-            return stat.S_ISDIR(st.st_mode)
-        size += st.st_size
-    return size > config.shard_bytes
 
 
 def _plan(config: EncodeConfig, spec: RunSpec, enc, sources, workers: int) -> list | None:
@@ -243,11 +226,11 @@ def _encoder_threads(enc, workers: int, sources) -> int:
 def run_local(config: EncodeConfig, *, progress: ProgressFn | None = None, notice: Callable[[str], None] | None = None) -> dict:
     """``encode_corpus`` with its options as one ``EncodeConfig``."""
     t0 = time.perf_counter()
-    if _may_run_in_parts(config):
-        pool_mod.start_part_server(__name__)
     setup = _prepare(config, notice)
     # The pool starts before the lock and the staging files exist, so forked workers hold neither.
     if setup.plan is not None:
+        if setup.enc.backend == "fast":
+            setup.enc.release()  # the coordinator encodes nothing; each worker builds its own engine
         pool = pool_mod.make_part_pool(setup.workers, init_part_worker, setup, __name__)
     else:
         pool = pool_mod.make_pool(setup.threads, setup.enc, setup.spec.dtype) if setup.workers > 1 else None
@@ -735,6 +718,8 @@ _PART: dict = {}  # a part worker's setup, given once by its initializer
 def init_part_worker(setup: _Setup) -> None:
     pool_mod.worker_started()
     pool_mod.bound_malloc(fast=setup.enc.backend == "fast", on_main=True)
+    if setup.enc.backend == "fast":  # each worker's engine cache gets its share of the run's budget
+        setup.enc.start_budget(share=setup.workers)
     _PART["setup"] = setup
 
 

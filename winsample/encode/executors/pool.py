@@ -90,27 +90,20 @@ def make_pool(workers: int, tok, dtype: str) -> EncoderPool:
     return EncoderPool(pool, tok, dtype, threads=False)
 
 
-def start_part_server(preload: str) -> None:
-    """Start the fork server (importing ``preload``) in the background, while the run's
-    tokenizer loads and checks itself: ``make_part_pool`` then finds it ready."""
-    if "forkserver" not in mp.get_all_start_methods():
-        return
-    from multiprocessing import forkserver
-
-    mp.get_context("forkserver").set_forkserver_preload([preload])
-    threading.Thread(target=forkserver.ensure_running, name="winsample-forkserver", daemon=True).start()
-
-
 def make_part_pool(workers: int, initializer, setup, preload: str):
     """``workers`` processes for a run in parts, each given ``setup`` once (``initializer``).
 
-    forkserver, not fork: the main process has run the fast engine's self-check (a native
-    library whose threads a fork would not copy); the server imports ``preload`` once and
-    every worker is forked from it."""
+    fork where it is safe (no thread of ours yet; the fast engine encodes on its caller's
+    thread, never a pool of its own, and OpenBLAS's thread survives a fork by design): a
+    worker starts at once, shares the coordinator's pages, and no server process is added to
+    the tree. Else forkserver, whose server imports ``preload`` once."""
     methods = mp.get_all_start_methods()
-    ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if "forkserver" in methods:
-        ctx.set_forkserver_preload([preload])
+    if "fork" in methods and threading.active_count() == 1:
+        ctx = mp.get_context("fork")
+    else:
+        ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+        if "forkserver" in methods:
+            ctx.set_forkserver_preload([preload])
     pool = ctx.Pool(workers, initializer=initializer, initargs=(setup,))
     pool._winsample_workers = list(pool._pool)  # one dying fails the run (pool_get)
     return pool
@@ -225,5 +218,5 @@ def bound_malloc(fast: bool, on_main: bool) -> None:
         pass
 
 
-__all__ = ["EncoderPool", "make_pool", "make_part_pool", "start_part_server", "worker_started", "pool_get", "check_alive", "close_pool",
+__all__ = ["EncoderPool", "make_pool", "make_part_pool", "worker_started", "pool_get", "check_alive", "close_pool",
            "bound_malloc"]

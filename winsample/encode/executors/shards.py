@@ -32,6 +32,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import xxhash
@@ -52,8 +53,7 @@ DONE = "done.json"  # in a part's folder, written last
 DONE_FORMAT = "winsample-part"
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):
     """Input ``index``, bytes ``[start, end)`` of it (None, None: the whole input)."""
 
     index: int
@@ -315,16 +315,17 @@ def copy_into(src: str, dst: str, src_offset: int, dst_offset: int, nbytes: int)
 
 
 def hash_file(path: Path, size: int | None = None):
-    """The xxh3-128 hasher of a file's first ``size`` bytes (None: all), hashed from its mapped
-    pages (no copy: memory speed)."""
+    """The xxh3-128 hasher of a file's first ``size`` bytes (None: all), hashed from its pages
+    mapped ``CHUNK_BYTES`` at a time (no copy, and no more than that mapped at once: mapped file
+    pages count in the process's resident size)."""
     h = disk.new_hasher()
+    step = disk.checksums.CHUNK_BYTES
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size if size is None else size
-        if size:
-            with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as m:
+        for a in range(0, size, step):
+            with mmap.mmap(f.fileno(), min(step, size - a), offset=a, access=mmap.ACCESS_READ) as m:
                 view = memoryview(m)
-                for a in range(0, size, disk.checksums.CHUNK_BYTES):
-                    h.update(view[a : a + disk.checksums.CHUNK_BYTES])
+                h.update(view)
                 view.release()
     return h
 
