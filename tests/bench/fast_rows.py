@@ -200,10 +200,12 @@ def bench_fast(small_mb: int, size_mb: int, repeats: int) -> list[dict]:
     rows += prose_rows
     small_src, small_files = unique_text(small_mb * 10**6)
     small = run_tree(WS + ["encode", str(small_src), "-o", str(WORK / "fast-small"), "--split", "tail", "--workers", "2", "-q"])
-    growth = big.peak_rss / small.peak_rss
-    rows.append(row(f"unique text: whole-tree peak RSS (parent + workers summed), default encode --workers 2, {size_mb} MB"
-                    f" ({files:,} files) vs {small_mb} MB ({small_files:,} files)", mb(big.peak_rss), mb(small.peak_rss),
-                    f"{growth:.2f}", "≤ 300 MB, ≤ 1.20", big.peak_rss <= 300e6 and small.peak_rss <= 300e6 and growth <= 1.2))
+    growth = big.peak_pss / small.peak_pss
+    rows.append(row(f"unique text: the whole tree's peak memory (proportional set size, coordinator + workers summed),"
+                    f" default encode --workers 2, {size_mb} MB ({files:,} files) vs {small_mb} MB ({small_files:,} files)",
+                    mb(big.peak_pss), mb(small.peak_pss), f"{growth:.2f}", "≤ 300 MB, ≤ 1.20",
+                    big.peak_pss <= 300e6 and small.peak_pss <= 300e6 and growth <= 1.2,
+                    note=f"RSS summed (a page the forked workers share counted in each): {mb(big.peak_rss)} vs {mb(small.peak_rss)}"))
     return rows
 
 

@@ -23,6 +23,7 @@ class Run:
     seconds: float
     peak_rss: int  # bytes
     out: dict
+    peak_pss: int = 0  # bytes: run_tree's peak of the tree's summed proportional set size (0: not measured)
 
 
 def run_child(argv: list[str], env: dict | None = None) -> Run:
@@ -77,18 +78,33 @@ def _rss(pid: int) -> int:
     return 0
 
 
+def _pss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def run_tree(argv: list[str], env: dict | None = None, every: float = 0.01) -> Run:
     """``run_child``, with ``peak_rss`` the peak of the RSS *summed* over the process and all its
-    descendants (sampled every ``every`` s from /proc; shared pages count in each process). Its
+    descendants (sampled every ``every`` s from /proc; shared pages count in each process), and
+    ``peak_pss`` the peak of their summed proportional set size (a page k processes share counts
+    1/k in each: the tree's own memory, what a forked worker shares counted once). Its
     output goes to files, read at the end: a pipe nobody drains could stall the child. A child
     that prints JSON with ``seconds`` (a bare-library script timing its own work) is timed by it,
     as in ``run_child``; winsample's commands here run with ``-q`` and print none."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
-        peak = 0
+        peak = peak_pss = 0
         while proc.poll() is None:
-            peak = max(peak, sum(_rss(p) for p in _tree(proc.pid)))
+            tree = _tree(proc.pid)
+            peak = max(peak, sum(_rss(p) for p in tree))
+            peak_pss = max(peak_pss, sum(_pss(p) for p in tree))
             time.sleep(every)
         wall = time.perf_counter() - t0
         out.seek(0)
@@ -97,7 +113,7 @@ def run_tree(argv: list[str], env: dict | None = None, every: float = 0.01) -> R
     if proc.returncode != 0:
         raise RuntimeError(f"{argv} exited {proc.returncode}: {errors.decode(errors='replace')[-2000:]}")
     parsed = _last_json(printed)
-    return Run(parsed.get("seconds", wall), peak, parsed)
+    return Run(parsed.get("seconds", wall), peak, parsed, peak_pss)
 
 
 def median_run(argv: list[str], repeats: int, env: dict | None = None) -> Run:
@@ -116,7 +132,8 @@ def interleaved_runs(cmds: dict[str, list[str]], repeats: int, env: dict | None 
     for _ in range(repeats):
         for name, argv in cmds.items():
             runs[name].append(runner(argv, env))
-    return {name: Run(statistics.median(r.seconds for r in rs), int(statistics.median(r.peak_rss for r in rs)), rs[-1].out)
+    return {name: Run(statistics.median(r.seconds for r in rs), int(statistics.median(r.peak_rss for r in rs)), rs[-1].out,
+                      int(statistics.median(r.peak_pss for r in rs)))
             for name, rs in runs.items()}
 
 

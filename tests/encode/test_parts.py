@@ -255,7 +255,8 @@ def test_kill_9_at_random_moments_then_resume_gives_the_uninterrupted_bytes(tmp_
         time.sleep(rng.uniform(0.3, 0.9) * seconds)
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
-        r = subprocess.run(_cli("encode", *args, "-o", out, "--resume", "--json"), check=True, capture_output=True)
+        again = [3 if a == 2 else a for a in args] if k % 2 else args  # the plan does not depend on --workers
+        r = subprocess.run(_cli("encode", *again, "-o", out, "--resume", "--json"), check=True, capture_output=True)
         resumed = json.loads(r.stdout)["resumed"]
         reused += bool(resumed and resumed.get("parts"))
         assert files_of(out) == want, k

@@ -339,7 +339,7 @@ def test_a_new_run_starts_a_new_budget_without_the_engines_of_earlier_runs(monke
 
 def test_a_run_starts_its_budget_with_the_checked_engine(tmp_path, monkeypatch):
     seen = []
-    monkeypatch.setattr(fastengine, "new_budget", lambda engines=(): seen.append([e._obj is not None for e in engines]))
+    monkeypatch.setattr(fastengine, "new_budget", lambda engines=(), cache=None: seen.append([e._obj is not None for e in engines]))
     src = tmp_path / "t.txt"
     src.write_text("some text to encode\n" * 100, encoding="utf-8")
     for workers in (1, 2):

@@ -17,7 +17,7 @@ from .main import main
 @click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True, help="Share of documents (or tokens, --split tail) for val.bin.")
 @click.option("--split", type=click.Choice(["doc", "tail"]), default="doc", show_default=True, help="doc: by a seeded hash of each document's text (a lone text file is refused: one split would be empty); tail: the last tokens.")
 @click.option("--seed", type=int, default=1337, show_default=True, help="Seed of the document hash (--split doc).")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Encoders [default: CPU count]: processes for the reference backend, threads for the fast engine (only as many as the input repays their builds); 1 runs in-process.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes [default: CPU count], each encoding whole parts of the input (--shard-size); stdin, --dedup or an input of one part run as one stream with N encoders (threads for the fast engine, as many as the input repays); 1 runs in-process.")
 @click.option("--text-field", default="text", show_default=True, help="JSONL field / Parquet or Arrow column holding the text (a.b: field b of the object, or struct column, in a).")
 @click.option("--id-field", default=None, metavar="FIELD", help="JSONL field / Parquet or Arrow column with each record's id (string or integer), kept in the provenance files.")
 @click.option("--format", "fmt", type=click.Choice(["auto", "text", "jsonl"]), default="auto", show_default=True, help="Input format; auto: by file extension (stdin: text).")

@@ -96,12 +96,12 @@ class FastTokenizer(Tokenizer):
         fastengine.new_budget(self._spare)
         self._engine = self._engine.fresh()
 
-    def start_budget(self, share: int = 1) -> None:
+    def start_budget(self, processes: int = 1) -> None:
         """Start the run's memory budget with the main thread's engine (a run on this thread);
-        ``share``: the processes of the run that each hold one (each gets that part of the budget)."""
+        ``processes``: the run's processes that each hold one (``fastengine.process_budget``)."""
         from . import fastengine
 
-        fastengine.new_budget([self._engine], fastengine.CACHE_BUDGET // max(share, 1))
+        fastengine.new_budget([self._engine], fastengine.process_budget(processes))
 
     def release(self) -> None:
         """Drop the main thread's engine and its cache (built again if this tokenizer encodes)."""

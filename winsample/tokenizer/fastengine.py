@@ -257,6 +257,14 @@ class Budget:
             return min(self.live, key=lambda e: e._seq, default=None)
 
 
+def process_budget(processes: int) -> int:
+    """The cache budget of each of ``processes`` processes that encode one run side by side: 1.5 ×
+    ``CACHE_BUDGET`` shared among them, never below a quarter of it. Measured on unique text
+    with 2 processes (gpt2): 40 MB each encodes ~25 % slower than 80 MB (a rebuilt engine starts
+    cold), 60 MB ~5 %; the tree's proportional set size stays near 300 MB."""
+    return max(CACHE_BUDGET * 3 // (2 * max(processes, 1)), CACHE_BUDGET // 4)
+
+
 def new_budget(engines=(), cache: int = CACHE_BUDGET) -> Budget:
     """Start a budget for one run and return it: ``engines`` (oldest first; those built count in
     it at once) and the engines they make (``fresh``) share it, and engines of earlier runs no

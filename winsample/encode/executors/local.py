@@ -1,15 +1,22 @@
 """``winsample encode``: text → train.bin / val.bin / doc indexes / meta.json, streaming and parallel.
 
-Pipeline (one main process, ``workers`` encoders; with the fast engine, as many threads as
-the input repays: ``pipeline.encoder_threads``)::
+Two ways to run the same pipeline (one set of steps, ``_LocalRun``)::
 
     read bytes (1 MiB) → UTF-8 decode → cut big documents at safe points (chunking.py)
-      → batches of ~1 MiB text → workers: encode_ordinary + range check + cast
+      → batches of ~1 MiB text → encode_ordinary + range check + cast
       → results in order → hold the current document's ids → train or val writer
 
-The encoders are processes for the reference libraries (they hold the GIL while they encode)
-and threads of the main process for the fast engine (its batch call releases the GIL, so no
-process is started and no ids are sent back through a pipe; ``pool.make_pool``).
+**In parts** (``--workers N`` > 1, the usual case; ``shards.py``): the coordinator plans the input
+as contiguous parts (files, byte ranges of a large text file cut at safe points, line ranges
+of a JSONL file) and N forked worker processes each run the whole pipeline above on one part at
+a time, on their own main thread, into their own files; the coordinator only merges the parts
+in order (copies in the kernel, checksums over mapped pages), so no stage of the work is serial.
+
+**As one stream** (``--workers 1``, stdin, ``--dedup``, or an input that makes one part, e.g. a
+single compressed file): one main process reads and writes, and the encoders are a pool
+(``pool.make_pool``): processes for the reference libraries (they hold the GIL while they
+encode), threads for the fast engine (its batch call releases the GIL), as many as the input
+repays (``pipeline.encoder_threads``).
 
 At most ``4 × workers`` batches (2 × encoder threads) are in flight, so memory does not grow with the corpus. A
 document's ids are held until its end decides its split (in memory up to ``HOLD_BYTES``, then
@@ -26,6 +33,7 @@ A document cut in two counts in both splits: val's first "document" is then the 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -327,7 +335,7 @@ class _LocalRun:
         self.writers, self.stats, self.resumed, self.seen = checkpoint.resume_writers(stage, self.spec, start)
         self.holder = _Holder(stage, self.spec.dtype)
         self.rule = DocRule.of(self.spec)
-        self.checkpoints = resume.resumable(self.sources) and not part
+        self.checkpoints = not part and resume.resumable(self.sources)  # a part never walks every input
         self.syncer = checkpoint.Checkpointer()
         self.last_checkpoint = self.last_sync = time.monotonic()
         self.writer: SplitWriter | None = None  # the current document's writer, once known
@@ -719,19 +727,21 @@ def init_part_worker(setup: _Setup) -> None:
     pool_mod.worker_started()
     pool_mod.bound_malloc(fast=setup.enc.backend == "fast", on_main=True)
     if setup.enc.backend == "fast":  # each worker's engine cache gets its share of the run's budget
-        setup.enc.start_budget(share=setup.workers)
+        setup.enc.start_budget(processes=setup.workers)
     _PART["setup"] = setup
 
 
-def encode_part(k: int, spans: list[Span], folder: str, key: dict) -> shards.Part:
-    """Part ``k`` (``spans``) read, encoded and written into ``folder`` as one stream of a single
-    run is (this process's own encoder, on its main thread); its files fsynced, then it is
-    recorded done (``shards.write_done``)."""
-    setup, folder = _PART["setup"], Path(folder)
+def encode_part(k: int, spans: list[Span], folder: str, key: dict, sources: dict) -> shards.Part:
+    """Part ``k`` (``spans`` of ``sources``, its inputs by index) read, encoded and written into
+    ``folder`` as one stream of a single run is (this process's own encoder, on its main thread),
+    then recorded done (``shards.write_done``). The inputs come with the part, so that a forked
+    worker never touches the coordinator's list of them (a touched page is a copied page)."""
+    folder = Path(folder)
+    setup = dataclasses.replace(_PART["setup"], sources=sources)
     run = _LocalRun(setup, folder, None, None, {"journal": None, "note": None}, part=True)
     batches = run.encode(spans)
-    sizes = sum((s.end - s.start) if not s.whole else (setup.sources[s.index].size or 0) for s in spans)
-    unpacked = {s.index: setup.sources[s.index].decompressed for s in spans if setup.sources[s.index].decompressed is not None}
+    sizes = sum((s.end - s.start) if not s.whole else (sources[s.index].size or 0) for s in spans)
+    unpacked = {s.index: sources[s.index].decompressed for s in spans if sources[s.index].decompressed is not None}
     part = shards.Part(k, {n: shards.Stream.of_writer(w) for n, w in run.writers.items()}, run.stats, batches.lines, sizes,
                        decompressed=unpacked)
     shards.write_done(folder, key, part)
@@ -750,7 +760,8 @@ def _run_parts(setup: _Setup, work: Path, pool, progress) -> _Result:
     merger = shards.Merger(work, DocRule.of(spec).writers, spec.dtype, pool.apply_async)
     try:
         try:
-            shards.encode_parts(plan, encode_part, pool, PARTS_IN_FLIGHT * setup.workers, work, parts, key, merger, progress)
+            shards.encode_parts(plan, encode_part, pool, PARTS_IN_FLIGHT * setup.workers, work, parts, key, merger, progress,
+                                lambda k: {s.index: setup.sources[s.index] for s in plan[k]})
         except BaseException:
             pool_mod.close_pool(pool)  # no worker writes on while what it wrote is cleaned up
             merger.close()

@@ -4,6 +4,7 @@ encodes), and glibc's malloc set for the run's allocation pattern (``bound_mallo
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 import signal
@@ -100,6 +101,9 @@ def make_part_pool(workers: int, initializer, setup, preload: str):
     methods = mp.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         ctx = mp.get_context("fork")
+        # what the coordinator holds (the inputs' list: ~1 kB an input) stays shared with the
+        # workers: a worker's collector would otherwise write into every object's page
+        gc.freeze()
     else:
         ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
         if "forkserver" in methods:

@@ -9,15 +9,17 @@ file at one of the tokenizer's safe cuts, and that only when its split is known 
 depends on the inputs and the part size only, never on ``--workers``.
 
 Parts (``Part``): a worker writes its part's split streams into ``.partial/parts/NNNNN/``
-exactly as a single run writes them (``SplitWriter``), fsyncs them, and writes ``done.json``
-last; ``--resume`` reuses a part whose ``done.json`` matches the run and whose files still
-hold the bytes it records.
+exactly as a single run writes them (``SplitWriter``) and writes ``done.json`` last, with every
+file's size and checksum; ``--resume`` reuses a part whose ``done.json`` matches the run and
+whose files still hold those bytes (so a part's files need no fsync of their own).
 
-Merge (``merge_parts``, the coordinator): each split's part files are concatenated in order
-(``os.copy_file_range``: in the kernel), the whole file hashed once (xxh3-128 at memory speed),
-document starts shifted, provenance records joined (lines of a JSONL part that starts inside
-its file counted on from the parts before). The result is what one writer would have written,
-so the single run's finish (the ``--split tail`` cut, indexes, layouts, meta.json) follows.
+Merge (``Merger``, the coordinator): as soon as the parts before it are known, a finished part's
+files are copied into the split files at their offsets (``os.copy_file_range``: in the kernel,
+run by the workers), written back in the background; then each whole file is hashed once
+(xxh3-128 over mapped pages), document starts shifted, provenance records joined (lines of a
+JSONL part that starts inside its file counted on from the parts before). The result is what
+one writer would have written, so the single run's finish (the ``--split tail`` cut, indexes,
+layouts, meta.json) follows.
 """
 
 from __future__ import annotations
@@ -235,8 +237,8 @@ def fresh_part_dir(work: Path, k: int) -> Path:
 
 
 def encode_parts(plan: list[list[Span]], task, pool, in_flight: int, work: Path, parts: dict, key: dict, merger: Merger,
-                 progress) -> None:
-    """Every part not in ``parts`` encoded by ``task(k, spans, folder, key)`` on the pool, at most
+                 progress, inputs_of) -> None:
+    """Every part not in ``parts`` encoded by ``task(k, spans, folder, key, inputs_of(k))`` on the pool, at most
     ``in_flight`` handed out at a time, so that each part's copy into the outputs (``merger.add``,
     in order) waits behind few of them; the first part in order that fails is the error."""
     done, failed = queue.SimpleQueue(), {}
@@ -247,7 +249,7 @@ def encode_parts(plan: list[list[Span]], task, pool, in_flight: int, work: Path,
         while todo and len(running) < in_flight and not failed:
             k = todo.popleft()
             running.add(k)
-            pool.apply_async(task, (k, plan[k], str(fresh_part_dir(work, k)), dict(key, part=k)),
+            pool.apply_async(task, (k, plan[k], str(fresh_part_dir(work, k)), dict(key, part=k), inputs_of(k)),
                              callback=lambda p, k=k: done.put((k, p, None)), error_callback=lambda e, k=k: done.put((k, None, e)))
 
     submit()
