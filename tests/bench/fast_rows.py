@@ -195,11 +195,13 @@ def bench_fast(small_mb: int, size_mb: int, repeats: int) -> list[dict]:
     """The ratio rows at ``size_mb`` (large enough that the ~0.5 s of start-up, tokenizer loading
     and self-check do not decide them), and the whole-tree RSS at ``small_mb`` against ``size_mb``."""
     src, files = unique_text(size_mb * 10**6)
-    rows, big = _rows_for(f"unique text ({files:,} files)", src, repeats)
+    rows, _ = _rows_for(f"unique text ({files:,} files)", src, repeats)
     prose_rows, _ = _rows_for("English prose (the plays, repeated)", text_file(size_mb * 10**6), repeats)
     rows += prose_rows
     small_src, small_files = unique_text(small_mb * 10**6)
-    small = run_tree(WS + ["encode", str(small_src), "-o", str(WORK / "fast-small"), "--split", "tail", "--workers", "2", "-q"])
+    # memory runs of their own: sampling the proportional set size costs the run CPU (measure.run_tree)
+    small, big = (run_tree(WS + ["encode", str(s), "-o", str(WORK / "fast-small"), "--split", "tail", "--workers", "2", "-q"], pss=True)
+                  for s in (small_src, src))
     growth = big.peak_pss / small.peak_pss
     rows.append(row(f"unique text: the whole tree's peak memory (proportional set size, coordinator + workers summed),"
                     f" default encode --workers 2, {size_mb} MB ({files:,} files) vs {small_mb} MB ({small_files:,} files)",

@@ -89,11 +89,14 @@ def _pss(pid: int) -> int:
     return 0
 
 
-def run_tree(argv: list[str], env: dict | None = None, every: float = 0.01) -> Run:
+def run_tree(argv: list[str], env: dict | None = None, every: float = 0.01, pss: bool = False) -> Run:
     """``run_child``, with ``peak_rss`` the peak of the RSS *summed* over the process and all its
     descendants (sampled every ``every`` s from /proc; shared pages count in each process), and
-    ``peak_pss`` the peak of their summed proportional set size (a page k processes share counts
-    1/k in each: the tree's own memory, what a forked worker shares counted once). Its
+    with ``pss`` ``peak_pss`` the peak of their summed proportional set size (a page k processes
+    share counts 1/k in each: the tree's own memory, what a forked worker shares counted once).
+    Only memory rows ask for it: reading smaps_rollup walks every page table of the process and
+    takes its memory lock (~0.6 s of CPU and stalled page faults in a 2 s encode, measured), so
+    a timed run never samples it. Its
     output goes to files, read at the end: a pipe nobody drains could stall the child. A child
     that prints JSON with ``seconds`` (a bare-library script timing its own work) is timed by it,
     as in ``run_child``; winsample's commands here run with ``-q`` and print none."""
@@ -104,7 +107,8 @@ def run_tree(argv: list[str], env: dict | None = None, every: float = 0.01) -> R
         while proc.poll() is None:
             tree = _tree(proc.pid)
             peak = max(peak, sum(_rss(p) for p in tree))
-            peak_pss = max(peak_pss, sum(_pss(p) for p in tree))
+            if pss:
+                peak_pss = max(peak_pss, sum(_pss(p) for p in tree))
             time.sleep(every)
         wall = time.perf_counter() - t0
         out.seek(0)

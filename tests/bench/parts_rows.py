@@ -88,8 +88,8 @@ def _speed_rows(size_mb: int, repeats: int) -> list[dict]:
         rows.append(row(f"encode {label}: --workers 2 vs --workers 1 (same bytes: {'yes' if same else 'NO'})",
                         f"{nbytes / a2.seconds / 1e6:.0f} MB/s", f"{nbytes / a1.seconds / 1e6:.0f} MB/s",
                         f"{a1.seconds / a2.seconds:.2f}×", "≥ 1.3×, identical", same and a1.seconds / a2.seconds >= 1.3,
-                        mb(a2.peak_pss), mb(a1.peak_pss),
-                        note=f"peak memory: the whole tree's proportional set size; RSS summed {mb(a2.peak_rss)} and {mb(a1.peak_rss)}"))
+                        mb(a2.peak_rss), mb(a1.peak_rss), note="peak RSS: the whole tree's, coordinator and workers summed"
+                        " (pages the forked workers share counted in each; the memory row above measures the tree's own)"))
     return rows
 
 

@@ -237,9 +237,11 @@ def run_local(config: EncodeConfig, *, progress: ProgressFn | None = None, notic
     setup = _prepare(config, notice)
     # The pool starts before the lock and the staging files exist, so forked workers hold neither.
     if setup.plan is not None:
-        if setup.enc.backend == "fast":
-            setup.enc.release()  # the coordinator encodes nothing; each worker builds its own engine
         pool = pool_mod.make_part_pool(setup.workers, init_part_worker, setup, __name__)
+        if setup.enc.backend == "fast":
+            # A forked worker keeps the engine the self-check proved (a large tokenizer.json's
+            # build: ~0.3 s a worker saved); the coordinator encodes nothing and drops its own.
+            setup.enc.release()
     else:
         pool = pool_mod.make_pool(setup.threads, setup.enc, setup.spec.dtype) if setup.workers > 1 else None
     try:
