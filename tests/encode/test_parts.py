@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from winsample.encode import encode_corpus
 from winsample.encode.executors import shards
+from winsample.errors import Interrupted
 
 from ..conftest import CORPUS
 
@@ -226,6 +227,68 @@ def test_bad_input_in_several_parts_is_listed_whole_and_in_order_whatever_finish
         assert not (tmp_path / f"o{workers}").exists()  # nothing half-written
     assert errors[1] == errors[2] == errors[3]
     assert errors[2][2] is not None and len(errors[2][2]) == 2 and ":31:" in errors[2][2][0] and ":351:" in errors[2][2][1]  # lines[i] is line i + 1
+
+
+# --- where a part's ids go: straight into the output, or its own file copied into place ---------
+
+
+def _count_places(monkeypatch) -> dict:
+    seen = {"placed": 0, "copied": 0}
+    add = shards.Merger.add
+
+    def counting(self, part):
+        for s in part.streams.values():
+            if s.tokens:
+                seen["placed" if s.placed_at is not None else "copied"] += 1
+        return add(self, part)
+
+    monkeypatch.setattr(shards.Merger, "add", counting)
+    return seen
+
+
+@pytest.mark.parametrize("place_known", [True, False])
+def test_ids_written_in_place_and_ids_copied_into_place_give_the_same_bytes(tmp_path, monkeypatch, place_known):
+    text = corpus_text()
+    inputs = [_jsonl(tmp_path, text), *_text_folder(tmp_path, text)]
+    want, _ = encoded(tmp_path, inputs, 1, split="tail")
+    if not place_known:  # the coordinator never tells a place: every part's own file is copied by the merge
+        monkeypatch.setattr(shards.Places, "publish", lambda self, k, offsets: None)
+    seen = _count_places(monkeypatch)
+    got, _ = encoded(tmp_path, inputs, 2, split="tail")
+    assert got == want
+    if place_known:  # part 0's place is known from the start, and most others' before they end
+        assert seen["placed"] > 0
+    else:
+        assert seen["placed"] == 0 and seen["copied"] > 0
+
+
+def test_resume_reuses_parts_written_in_place_and_encodes_again_one_whose_bytes_changed(tmp_path, monkeypatch):
+    text = corpus_text()
+    src = _jsonl(tmp_path, text)
+    want, _ = encoded(tmp_path, [src], 1)
+    out = tmp_path / "out"
+    finish = shards.Merger.finish
+
+    def interrupted(self, *args, **kwargs):  # every part done, then the run stops before the merge ends
+        raise Interrupted(signal.SIGTERM)
+
+    monkeypatch.setattr(shards.Merger, "finish", interrupted)
+    with pytest.raises(Interrupted):
+        encode_corpus([str(src)], out, workers=2, shard_size=SMALL_PARTS)
+    monkeypatch.setattr(shards.Merger, "finish", finish)
+    partial = next(p for p in out.iterdir() if p.is_dir())
+    dones = [json.loads(p.read_text()) for p in sorted((partial / "parts").glob("*/done.json"))]
+    placed = [(n, s) for d in dones for n, s in d["streams"].items() if s["placed_at"] is not None and s["tokens"]]
+    assert len(dones) > 3 and len(placed) >= 2
+    name, s = placed[1]  # one byte of a part written in place changed: that part alone is encoded again
+    with open(partial / f"{name}.bin", "r+b") as f:
+        f.seek(s["placed_at"] + 1)
+        b = f.read(1)
+        f.seek(s["placed_at"] + 1)
+        f.write(bytes([b[0] ^ 1]))
+    summary = encode_corpus([str(src)], out, workers=2, shard_size=SMALL_PARTS, resume_partial=True)
+    assert summary["resumed"] == {"parts": len(dones) - 1, "of": len(dones)}
+    assert files_of(out) == want
 
 
 # --- kill -9, then --resume ----------------------------------------------------------------------

@@ -236,6 +236,13 @@ class SplitWriter:
         self.tail_fraction = tail_fraction
         self.snapshots = [(0, disk.new_hasher(), -1)] if tail_fraction is not None else None
 
+    def send_to(self, sink) -> None:
+        """Write the ids to ``sink`` (``write``, ``flush``, ``close``; a part's ``shards.PlacedFile``)
+        instead of this writer's own file; before anything is written."""
+        with disk.naming(self.path):
+            self.f.close()
+        self.f = sink
+
     def start_doc(self) -> None:
         self._starts.append(self.tokens)
         self.documents += 1

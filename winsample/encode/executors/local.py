@@ -741,6 +741,10 @@ def encode_part(k: int, spans: list[Span], folder: str, key: dict, sources: dict
     folder = Path(folder)
     setup = dataclasses.replace(_PART["setup"], sources=sources)
     run = _LocalRun(setup, folder, None, None, {"journal": None, "note": None}, part=True)
+    work = folder.parent.parent  # shards.part_dir: the run's folder, where the outputs grow
+    places = shards.Places(work / shards.PLACES, list(run.writers))
+    for name, w in run.writers.items():  # ids straight into the output once the part's place is known
+        w.send_to(shards.PlacedFile(w.path, work / formats.bin_name(name), places, k, name, shards.PLACE_HOLD_BYTES))
     batches = run.encode(spans)
     sizes = sum((s.end - s.start) if not s.whole else (sources[s.index].size or 0) for s in spans)
     unpacked = {s.index: sources[s.index].decompressed for s in spans if sources[s.index].decompressed is not None}
@@ -759,7 +763,7 @@ def _run_parts(setup: _Setup, work: Path, pool, progress) -> _Result:
         progress(0, 0, pipeline.known_text_bytes(setup.sources))
         for p in parts.values():
             progress(p.input_bytes, sum(s.tokens for s in p.streams.values()))
-    merger = shards.Merger(work, DocRule.of(spec).writers, spec.dtype, pool.apply_async)
+    merger = shards.Merger(work, DocRule.of(spec).writers, spec.dtype, pool.apply_async, len(plan))
     try:
         try:
             shards.encode_parts(plan, encode_part, pool, PARTS_IN_FLIGHT * setup.workers, work, parts, key, merger, progress,

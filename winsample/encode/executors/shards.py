@@ -8,14 +8,18 @@ file at one of the tokenizer's safe cuts, and that only when its split is known 
 (``--split tail`` or ``--val-fraction 0``: no hash of the whole text to wait for). The plan
 depends on the inputs and the part size only, never on ``--workers``.
 
-Parts (``Part``): a worker writes its part's split streams into ``.partial/parts/NNNNN/``
-exactly as a single run writes them (``SplitWriter``) and writes ``done.json`` last, with every
-file's size and checksum; ``--resume`` reuses a part whose ``done.json`` matches the run and
-whose files still hold those bytes (so a part's files need no fsync of their own).
+Parts (``Part``): a worker writes its part's split streams exactly as a single run writes them
+(``SplitWriter``; document starts and provenance into ``.partial/parts/NNNNN/``) and writes
+``done.json`` last, with every file's size and checksum (and for ids written in place, their
+byte offset in the output); ``--resume`` reuses a part whose ``done.json`` matches the run and
+whose bytes are still those (so a part's files need no fsync of their own).
 
-Merge (``Merger``, the coordinator): as soon as the parts before it are known, a finished part's
-files are copied into the split files at their offsets (``os.copy_file_range``: in the kernel,
-run by the workers), written back in the background; then each whole file is hashed once
+Merge (``Merger``, the coordinator): as soon as the parts before a part are known, its place in
+each split file is published (``Places``). A worker holds its part's ids in memory until it
+learns the place and writes them there itself (``PlacedFile``), so most ids are written once;
+a part that ends first (or holds too much) writes its own file, which is copied into place
+(``os.copy_file_range``: in the kernel, run by the workers). What lands is written back in the
+background; then each whole file is hashed once
 (xxh3-128 over mapped pages), document starts shifted, provenance records joined (lines of a
 JSONL part that starts inside its file counted on from the parts before). The result is what
 one writer would have written, so the single run's finish (the ``--split tail`` cut, indexes,
@@ -52,6 +56,9 @@ WRITE_BACK_SECONDS = 1.0  # how often what the merge copied in is synced while p
 
 PARTS_DIR = "parts"  # in OUT_DIR/.partial/
 DONE = "done.json"  # in a part's folder, written last
+PLACES = "places.bin"  # in OUT_DIR/.partial/: where each part's ids go (``Places``)
+PLACE_HOLD_BYTES = 32 << 20  # ids a part's stream holds in memory waiting for its place (``PlacedFile``)
+PLACE_WAIT = (0.25, 0.1)  # a part that ends before its place is known waits this share of its time (at most s) for it
 DONE_FORMAT = "winsample-part"
 
 
@@ -116,25 +123,34 @@ class Stream:
     prov: object  # .rec_path, .ids_path, .count, .id_bytes
     sums: dict = field(default_factory=dict)  # checksums of the starts and provenance files (a part's)
     snapshots: list | None = None  # --split tail: where finish_tail hashes train from (one, at 0)
+    placed_at: int | None = None  # a part's ids written straight into the run's output (``path``) at this byte
 
     @classmethod
     def of_writer(cls, w) -> Stream:
         sums = {"starts": disk.format_checksum(w.starts_hasher), "prov": disk.format_checksum(w.prov.rec_hasher),
                 "prov_ids": disk.format_checksum(w.prov.ids_hasher)}
-        return cls(w.name, w.path, w.item, w.tokens, w.documents, w.max_token, w.checksum, w.starts_path,
-                   ProvFiles(w.prov.rec_path, w.prov.ids_path, w.prov.count, w.prov.id_bytes), sums)
+        placed = getattr(w.f, "placed_at", None)  # a part's writer sends its ids to a PlacedFile
+        return cls(w.name, w.f.output if placed is not None else w.path, w.item, w.tokens, w.documents, w.max_token,
+                   w.checksum, w.starts_path, ProvFiles(w.prov.rec_path, w.prov.ids_path, w.prov.count, w.prov.id_bytes),
+                   sums, placed_at=placed)
 
     def to_json(self, folder: Path) -> dict:
         return {"name": self.name, "tokens": self.tokens, "documents": self.documents, "max_token": self.max_token,
                 "checksum": self.checksum, "records": self.prov.count, "id_bytes": self.prov.id_bytes,
-                "file": self.path.name, "starts": self.starts_path.name, "prov": self.prov.rec_path.name,
+                "file": None if self.placed_at is not None else self.path.name, "placed_at": self.placed_at,
+                "starts": self.starts_path.name, "prov": self.prov.rec_path.name,
                 "prov_ids": self.prov.ids_path.name, "sums": self.sums}
 
     @classmethod
     def from_json(cls, folder: Path, d: dict, item: int) -> Stream:
-        return cls(d["name"], folder / d["file"], item, d["tokens"], d["documents"], d["max_token"], d["checksum"],
+        placed = d.get("placed_at")
+        if placed is not None and (not isinstance(placed, int) or placed < 0):
+            raise ValueError(f"placed_at {placed!r}")
+        # a placed part's ids are in the run's output, two folders up (part_dir): a name of our own, not read from the file
+        path = folder.parent.parent / formats.bin_name(d["name"]) if placed is not None else folder / d["file"]
+        return cls(d["name"], path, item, d["tokens"], d["documents"], d["max_token"], d["checksum"],
                    folder / d["starts"], ProvFiles(folder / d["prov"], folder / d["prov_ids"], d["records"], d["id_bytes"]),
-                   d["sums"])
+                   d["sums"], placed_at=placed)
 
 
 @dataclass
@@ -185,10 +201,16 @@ def read_done(folder: Path, key: dict, k: int, item: int) -> Part | None:
             return None
         streams = {n: Stream.from_json(folder, s, item) for n, s in d["streams"].items()}
         for s in streams.values():
-            if s.path.stat().st_size != s.tokens * item or s.starts_path.stat().st_size != s.documents * 8:
+            if s.starts_path.stat().st_size != s.documents * 8:
+                return None
+            if s.placed_at is None:
+                if s.path.stat().st_size != s.tokens * item or disk.checksum_file(s.path) != s.checksum:
+                    return None
+            elif (s.path.stat().st_size < s.placed_at + s.tokens * item
+                  or disk.format_checksum(hash_range(s.path, s.placed_at, s.tokens * item)) != s.checksum):
                 return None
             files = {"starts": s.starts_path, "prov": s.prov.rec_path, "prov_ids": s.prov.ids_path}
-            if disk.checksum_file(s.path) != s.checksum or any(disk.checksum_file(files[n]) != c for n, c in s.sums.items()):
+            if any(disk.checksum_file(files[n]) != c for n, c in s.sums.items()):
                 return None
             if s.prov.rec_path.stat().st_size != s.prov.count * formats.PROV_DTYPE.itemsize:
                 return None
@@ -332,12 +354,119 @@ def hash_file(path: Path, size: int | None = None):
     return h
 
 
+def hash_range(path: Path, start: int, nbytes: int):
+    """The xxh3-128 hasher of bytes ``[start, start + nbytes)`` of a file (read in ``CHUNK_BYTES`` pieces)."""
+    h = disk.new_hasher()
+    buf = bytearray(min(max(nbytes, 1), disk.checksums.CHUNK_BYTES))
+    with open(path, "rb", buffering=0) as f:
+        at, left = start, nbytes
+        while left:
+            view = memoryview(buf)[: min(left, len(buf))]
+            n = os.preadv(f.fileno(), [view], at)
+            if not n:
+                raise OSError(f"{path}: shorter than a part records")
+            h.update(view[:n])
+            at, left = at + n, left - n
+    return h
+
+
+class Places:
+    """Where each part's ids go in each output stream: a byte offset once every part before it is
+    known (``publish``, by the coordinator), else -1. A small file of int64 both sides map (it
+    lives in the run's folder), so a worker however started reads what the coordinator wrote."""
+
+    def __init__(self, path: Path, names: list[str], parts: int | None = None):
+        self.names = list(names)
+        if parts is not None:  # the coordinator: a new table, nothing known
+            with disk.naming(path):
+                np.full((max(parts, 1), len(names)), -1, np.int64).tofile(path)
+        self.table = np.memmap(path, np.int64, "r+" if parts is not None else "r").reshape(-1, len(names))
+
+    def publish(self, k: int, offsets: dict[str, int]) -> None:
+        if k < len(self.table):
+            self.table[k] = [offsets[n] for n in self.names]  # aligned 8-byte stores: a reader sees one or the other
+
+    def get(self, k: int, name: str) -> int | None:
+        at = int(self.table[k, self.names.index(name)])
+        return at if at >= 0 else None
+
+
+class PlacedFile:
+    """Where a part's split stream writes its ids (``SplitWriter.send_to``): held in memory until
+    the part's place in the run's output is known (``Places``: every part before it finished),
+    then written there, and what follows straight after, so the merge has nothing to copy. If
+    more than ``hold`` bytes wait first, or the part ends before its place is known, the ids go
+    to the part's own file instead (``own``), which the merge copies into place."""
+
+    def __init__(self, own: Path, output: Path, places: Places, k: int, name: str, hold: int):
+        self.own, self.output, self.places, self.k, self.name, self.hold = own, output, places, k, name, hold
+        self.held: list[bytes] = []
+        self.held_bytes = 0
+        self.fd: int | None = None  # the output, once placed
+        self.file = None  # the part's own file, once it spilled
+        self.placed_at: int | None = None
+        self.at = 0
+        self.started = time.monotonic()
+
+    def _decide(self, last: bool) -> None:
+        at = self.places.get(self.k, self.name)
+        if at is None and last:
+            # The part before it, started a little earlier, usually ends within moments: a short
+            # wait saves writing the ids to a file of their own and copying them again.
+            now = time.monotonic()
+            deadline = now + min((now - self.started) * PLACE_WAIT[0], PLACE_WAIT[1])
+            while at is None and time.monotonic() < deadline:
+                time.sleep(0.002)
+                at = self.places.get(self.k, self.name)
+        if at is not None:
+            self.fd = os.open(self.output, os.O_WRONLY)
+            self.placed_at = self.at = at
+        elif last or self.held_bytes > self.hold:
+            self.file = open(self.own, "wb")
+        else:
+            return
+        held, self.held, self.held_bytes = self.held, [], 0
+        for b in held:
+            self._put(b)
+
+    def _put(self, buf) -> None:
+        if self.fd is None:
+            self.file.write(buf)
+            return
+        view = memoryview(buf).cast("B")
+        while view:
+            n = os.pwrite(self.fd, view, self.at)
+            self.at, view = self.at + n, view[n:]
+
+    def write(self, buf) -> None:
+        if self.fd is None and self.file is None:
+            self.held.append(bytes(buf))  # a copy: buf may view ids the caller reuses
+            self.held_bytes += len(self.held[-1])
+            self._decide(last=False)
+        else:
+            self._put(buf)
+
+    def flush(self) -> None:
+        if self.file is not None:
+            self.file.flush()
+
+    def close(self) -> None:
+        if self.fd is None and self.file is None:
+            self._decide(last=True)
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = -1  # closed; placed_at stays
+        elif self.file is not None:
+            self.file.close()
+
+
 class Merger:
     """The run's output streams, each part's bytes placed at their offset as soon as every part
-    before it is known: the copies (``copy_into``) go to the workers with ``submit(fn, args)``,
-    so that they fill the time a worker has no part left to encode."""
+    before it is known: a part's worker writes them there itself when it learns its place in
+    time (``PlacedFile``), else the copies (``copy_into``) go to the workers with ``submit(fn,
+    args)``, so that they fill the time a worker has no part left to encode."""
 
-    def __init__(self, stage: Path, names: list[str], dtype: str, submit):
+    def __init__(self, stage: Path, names: list[str], dtype: str, submit, parts: int):
         self.item, self.submit = np.dtype(dtype).itemsize, submit
         self.paths = {n: stage / formats.bin_name(n) for n in names}
         self.offsets = dict.fromkeys(names, 0)
@@ -345,7 +474,11 @@ class Merger:
         self.files = {}
         for n, path in self.paths.items():
             with disk.naming(path):
-                self.files[n] = open(path, "wb")  # kept open: what is copied in is synced from here as it lands
+                # kept open: what lands is synced from here. On --resume the output holds the
+                # reused parts placed in it (open_parts emptied the folder otherwise).
+                self.files[n] = open(path, "r+b" if path.exists() else "wb")
+        self.places = Places(stage / PLACES, names, parts)
+        self.places.publish(0, self.offsets)
         self.syncer = Checkpointer()
         self.last_sync, self.synced = time.monotonic(), 0
 
@@ -363,13 +496,19 @@ class Merger:
             f.close()
 
     def add(self, part: Part) -> None:
-        """Place ``part`` after the parts added before it."""
+        """Place ``part`` after the parts added before it (copied, unless its worker placed it),
+        and publish where the next part goes."""
         for n, path in self.paths.items():
             s = part.streams[n]
-            if s.tokens:
-                nbytes = s.tokens * self.item
+            nbytes = s.tokens * self.item
+            if s.placed_at is not None:
+                if s.placed_at != self.offsets[n]:  # the bytes of a run are the same every time: never
+                    raise WinsampleError(f"internal error: part {part.index} of {n} was written at byte {s.placed_at},"
+                                         f" its place is {self.offsets[n]}; rerun without --resume")
+            elif nbytes:
                 self.copies.append(self.submit(copy_into, (str(s.path), str(path), 0, self.offsets[n], nbytes)))
-                self.offsets[n] += nbytes
+            self.offsets[n] += nbytes
+        self.places.publish(part.index + 1, self.offsets)
 
     def finish(self, get, plan: list[list[Span]], parts: list[Part], stage: Path, sources,
                tail_fraction: float | None) -> dict[str, Stream]:
@@ -378,6 +517,9 @@ class Merger:
         ``finish_tail`` hashes on from: the hash and max id of the parts before the one the cut falls in."""
         for f in self.copies:
             get(f)
+        for n, f in self.files.items():  # a resumed run's output may hold bytes of parts beyond the end
+            with disk.naming(self.paths[n]):
+                f.truncate(self.offsets[n])
         self.close()
         out = {}
         for n, path in self.paths.items():
