@@ -262,6 +262,17 @@ def test_ids_written_in_place_and_ids_copied_into_place_give_the_same_bytes(tmp_
         assert seen["placed"] == 0 and seen["copied"] > 0
 
 
+def test_parts_that_run_past_the_write_back_interval_write_the_single_streams_bytes(tmp_path, monkeypatch):
+    from winsample.encode.executors import local
+
+    text = corpus_text()
+    inputs = [_jsonl(tmp_path, text)]
+    want, _ = encoded(tmp_path, inputs, 1)
+    monkeypatch.setattr(local, "WRITE_BACK_SECONDS", 0.0)  # a long part: a write-back is due at every batch
+    got, _ = encoded(tmp_path, inputs, 2)
+    assert got == want
+
+
 def test_resume_reuses_parts_written_in_place_and_encodes_again_one_whose_bytes_changed(tmp_path, monkeypatch):
     text = corpus_text()
     src = _jsonl(tmp_path, text)

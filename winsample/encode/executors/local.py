@@ -6,17 +6,12 @@ Two ways to run the same pipeline (one set of steps, ``_LocalRun``)::
       → batches of ~1 MiB text → encode_ordinary + range check + cast
       → results in order → hold the current document's ids → train or val writer
 
-**In parts** (``--workers N`` > 1, the usual case; ``shards.py``): the coordinator plans the input
-as contiguous parts (files, byte ranges of a large text file cut at safe points, line ranges
-of a JSONL file) and N forked worker processes each run the whole pipeline above on one part at
-a time, on their own main thread, into their own files; the coordinator only merges the parts
-in order (copies in the kernel, checksums over mapped pages), so no stage of the work is serial.
-
-**As one stream** (``--workers 1``, stdin, ``--dedup``, or an input that makes one part, e.g. a
-single compressed file): one main process reads and writes, and the encoders are a pool
-(``pool.make_pool``): processes for the reference libraries (they hold the GIL while they
-encode), threads for the fast engine (its batch call releases the GIL), as many as the input
-repays (``pipeline.encoder_threads``).
+**In parts** (``--workers N`` > 1, the usual case; ``shards.py``): N forked workers each run the
+whole pipeline on one contiguous part of the input at a time (files, byte ranges of a text
+file cut at safe points, line ranges of a JSONL file); the coordinator only plans and merges.
+**As one stream** (``--workers 1``, stdin, ``--dedup``, an input of one part): one process reads
+and writes; its encoders (``pool.make_pool``) are processes for the reference libraries (they
+hold the GIL), threads for the fast engine, as many as the input repays.
 
 At most ``4 × workers`` batches (2 × encoder threads) are in flight, so memory does not grow with the corpus. A
 document's ids are held until its end decides its split (in memory up to ``HOLD_BYTES``, then
@@ -353,8 +348,8 @@ class _LocalRun:
         if done is not None:
             if not self.checkpoints or now - self.last_checkpoint < resume.CHECKPOINT_SECONDS:
                 return
-        elif now - self.last_sync < WRITE_BACK_SECONDS or self.syncer.busy():
-            return
+        elif self.part or now - self.last_sync < WRITE_BACK_SECONDS or self.syncer.busy():
+            return  # a part's files need no sync (shards.write_done); the coordinator writes the outputs back
         to_sync: list = []
         states = {name: w.checkpoint(to_sync) for name, w in self.writers.items()}
         if self.seen is not None:

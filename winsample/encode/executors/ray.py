@@ -55,6 +55,7 @@ from .. import inputs, pipeline, ranges
 from ..config import DEFAULT_SHARD_BYTES, EncodeConfig, RunSpec, parse_size  # noqa: F401 (re-exported)
 from ..pipeline import LONG_RUN_CHARS, PIECE_CHARS, DocRule, SplitWriter, check_pattern, encode_texts, write_index
 from .ray_plan import plan_shards
+from .shards import copy_into, hash_file
 
 MAX_RETRIES = 3  # Ray re-runs a task whose worker died this many times
 INSTALL_HINT = "pip install 'winsample[ray]'"
@@ -644,17 +645,15 @@ def _merge(out_dir: Path, meta: formats.Meta, prov_segs: dict, id_field: str | N
         meta.extra["provenance"] = formats.prov_meta(id_field, prov)
         for s in formats.SPLITS:
             entry = meta.splits[s]
-            h = disk.new_hasher()
-            written = 0
-            with open(stage / formats.bin_name(s), "wb") as f:
-                for e in entry.shards:
-                    with open(out_dir / e.file, "rb") as src:
-                        while data := src.read(disk.checksums.CHUNK_BYTES):
-                            f.write(data)
-                            h.update(data)
-                            written += len(data)
+            written, target = 0, stage / formats.bin_name(s)
+            target.touch()
+            for e in entry.shards:  # copied in the kernel (copy_file_range), then hashed from mapped pages, once
+                size = (out_dir / e.file).stat().st_size
+                copy_into(str(out_dir / e.file), str(target), 0, written, size)
+                written += size
             if written != entry.bytes:
                 raise DataError(f"{out_dir / formats.SHARDS_DIR}: shards of {s} hold {written} bytes, expected {entry.bytes}")
+            h = hash_file(target)
 
             def starts_chunks(entry=entry):
                 off = 0
