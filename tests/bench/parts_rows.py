@@ -21,7 +21,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from fast_rows import jsonl_documents, unique_text
+from fast_rows import family_tokenizers, jsonl_documents, unique_text
 from measure import interleaved_runs, mb, run_child, run_tree
 from run import WORK, WS, row
 
@@ -90,6 +90,21 @@ def _speed_rows(size_mb: int, repeats: int) -> list[dict]:
                         f"{a1.seconds / a2.seconds:.2f}×", "≥ 1.3×, identical", same and a1.seconds / a2.seconds >= 1.3,
                         mb(a2.peak_rss), mb(a1.peak_rss), note="peak RSS: the whole tree's, coordinator and workers summed"
                         " (pages the forked workers share counted in each; the memory row above measures the tree's own)"))
+    # the tokenizer.json family where its fixed cost is amortised: the families group's 83 MB rows are
+    # half start-up (reference and engine loaded, self-check: ~1 s, serial whatever the worker count)
+    tok = family_tokenizers()["DeepSeek tokenizer.json"]
+    out = WORK / "parts-deepseek"
+    out.mkdir(parents=True, exist_ok=True)
+    runs = interleaved_runs({w: WS + ["encode", str(jsonl), "-o", str(out / f"w{w}"), "-q", "--workers", str(w),
+                                      "--tokenizer-file", str(tok)] for w in ("1", "2")}, repeats, runner=run_tree)
+    same = _checksums(out / "w1") == _checksums(out / "w2")
+    a1, a2 = runs["1"], runs["2"]
+    nbytes = jsonl.stat().st_size
+    rows.append(row(f"encode unique text as JSONL ({docs:,} documents, {nbytes // 10**6} MB) with DeepSeek's tokenizer.json:"
+                    f" --workers 2 vs --workers 1 (same bytes: {'yes' if same else 'NO'})",
+                    f"{nbytes / a2.seconds / 1e6:.0f} MB/s", f"{nbytes / a1.seconds / 1e6:.0f} MB/s",
+                    f"{a1.seconds / a2.seconds:.2f}×", "≥ 1.3×, identical", same and a1.seconds / a2.seconds >= 1.3,
+                    mb(a2.peak_rss), mb(a1.peak_rss), note="peak RSS: the whole tree's, coordinator and workers summed"))
     return rows
 
 

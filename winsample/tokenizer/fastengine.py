@@ -115,20 +115,20 @@ class Engine:
             if self._must_rebuild():
                 self.release()
         if self._obj is None:
-            before, t = resident_bytes(), time.perf_counter()
+            before, t = _budget_view(), time.perf_counter()
             self._obj = self._build()
             took = time.perf_counter() - t
             # a first object built ahead (_first_then_fresh) took its time then
             self.build_seconds = max(took, getattr(self._build, "first_seconds", 0.0)) if not self.builds else took
             self.builds += 1
             self._since_build = 0
-            self.budget.built(self, first=self.builds == 1, before=before, after=resident_bytes())
+            self.budget.built(self, first=self.builds == 1, before=before, after=_budget_view())
         self._since += size
         self._since_build += size
         return self._obj
 
     def _must_rebuild(self) -> bool:
-        now = resident_bytes()
+        now = _budget_view()
         if now is None:
             return self._since_build >= BLIND_REBUILD_BYTES
         if not self.budget.over(now):
@@ -227,7 +227,7 @@ class Budget:
             if engine._obj is not None:
                 engine._seq = next(self.order)
                 self.live.add(engine)
-        now = resident_bytes() if self.live else None
+        now = _budget_view() if self.live else None
         if now is not None:
             self.ceiling = now + cache
 
@@ -299,6 +299,23 @@ def _padded(obj, pieces: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(obj, _NATIVE):
         return obj.encode_batch_padded(_BytesSource([bytes(p) for p in pieces]), _NO_PADDING, parallel=False)
     return obj.encode_batch_padded(pieces, _NO_PADDING, parallel=False)
+
+
+_held_outside = 0  # bytes this process holds on purpose beside the engines (``hold_outside``)
+
+
+def hold_outside(nbytes: int) -> None:
+    """Count ``nbytes`` (negative: given back) of memory this process holds that is no engine's
+    cache (a part's ids waiting for their place in the output): the budget looks past it, so
+    that an engine is not rebuilt (its cache lost) for memory it does not hold."""
+    global _held_outside
+    _held_outside += nbytes
+
+
+def _budget_view() -> int | None:
+    """The resident size the budget compares: ``resident_bytes`` less what is held outside it."""
+    now = resident_bytes()
+    return None if now is None else now - _held_outside
 
 
 def resident_bytes() -> int | None:

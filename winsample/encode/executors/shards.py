@@ -45,6 +45,7 @@ import xxhash
 
 from ... import disk, formats
 from ...errors import WinsampleError
+from ...tokenizer import fastengine
 from ..inputs import Source
 from ..pipeline import starts_chunks
 from ..textfile import TextFile
@@ -400,13 +401,22 @@ class PlacedFile:
 
     def __init__(self, own: Path, output: Path, places: Places, k: int, name: str, hold: int):
         self.own, self.output, self.places, self.k, self.name, self.hold = own, output, places, k, name, hold
-        self.held: list[bytes] = []
+        self.held: list[tuple[mmap.mmap, int]] = []
         self.held_bytes = 0
         self.fd: int | None = None  # the output, once placed
         self.file = None  # the part's own file, once it spilled
         self.placed_at: int | None = None
         self.at = 0
         self.started = time.monotonic()
+
+    def _hold(self, buf) -> None:
+        # In memory of its own (an anonymous map), given back to the system as soon as it is
+        # written: on the heap, freed ids would stay resident and count against the engine's budget.
+        m = mmap.mmap(-1, max(len(buf), 1))
+        m.write(buf)
+        self.held.append((m, len(buf)))
+        self.held_bytes += len(buf)
+        fastengine.hold_outside(len(buf))
 
     def _decide(self, last: bool) -> None:
         at = self.places.get(self.k, self.name)
@@ -426,8 +436,10 @@ class PlacedFile:
         else:
             return
         held, self.held, self.held_bytes = self.held, [], 0
-        for b in held:
-            self._put(b)
+        for m, n in held:
+            self._put(memoryview(m)[:n])
+            m.close()
+            fastengine.hold_outside(-n)
 
     def _put(self, buf) -> None:
         if self.fd is None:
@@ -440,8 +452,7 @@ class PlacedFile:
 
     def write(self, buf) -> None:
         if self.fd is None and self.file is None:
-            self.held.append(bytes(buf))  # a copy: buf may view ids the caller reuses
-            self.held_bytes += len(self.held[-1])
+            self._hold(memoryview(buf).cast("B"))  # a copy: buf may view ids the caller reuses
             self._decide(last=False)
         else:
             self._put(buf)
