@@ -772,6 +772,27 @@ CHUNK_PROSE = (
 )
 
 
+PARTS_PROSE = (
+    "Encode in parts (`tests/bench/parts_rows.py`, and the fast and families groups' `--workers 2` rows): the"
+    " input is planned as parts of about `--shard-size` (32 MB; the last 128 MB in 8 MB parts, so the workers"
+    " end together): whole files, byte ranges of a large text file cut at the tokenizer's safe points, line"
+    " ranges of a JSONL file. N forked workers each run the whole pipeline on one part at a time (read,"
+    " decode, cut, encode, cast, split, hash, write). A worker holds its part's ids until the coordinator"
+    " publishes the part's place (as soon as every part before it is known) and writes them there itself; a"
+    " part that ends first writes a file of its own, copied into place in the kernel. The coordinator plans,"
+    " publishes places, joins the parts' document starts and provenance, hashes each output once over mapped"
+    " pages and commits. Each row runs `--workers 1` and `--workers 2` in turns and compares the checksums."
+    " The coordinator's CPU is its main thread's `time.thread_time()`, printed by a wrapper around the CLI,"
+    " for a 100 MB and a 400 MB file; the slope cancels start-up. The projection splits a `--workers 1` run's"
+    " CPU per MB into that serial part and the rest, spread over n cores: an upper bound, since it assumes the"
+    " workers scale as CPU-bound work does, while on this VM two processes of the bare library run only"
+    " 1.35–1.5× one (the fast group's ceiling rows). No accelerator machine was lent to this session, so the"
+    " curve for 1, 2, 4, 8 and 16 workers on 16 cores is not measured here. Timed runs sample only RSS (summed"
+    " over the tree; pages the forked workers share count in each); the memory row samples the proportional"
+    " set size in runs of its own, because reading smaps_rollup every 10 ms costs a 2 s encode ~0.6 s of CPU."
+)
+
+
 CHAT_PROSE = (
     "Chat rows (`tests/bench/chat_rows.py`): `encode --chat` of JSONL conversations (a system turn and one to"
     " three question/answer pairs each, the answers the corpus's paragraphs) against the loop most SFT scripts"
@@ -818,34 +839,22 @@ WHY = {
     " which read ~9.7 GB/s in this run (7.2 in the last). Without the C module (no C compiler at"
     " install, or WINSAMPLE_PURE=1) the numpy paths run at about 0.06 of the floor. Check"
     " `python -c 'import winsample._fast'`.",
-    "unique text": "fast backend rows: one process, with --workers encoder threads (gigatoken's batch call releases the "
-    'GIL), as many as the input repays twice their builds (pipeline.encoder_threads: 2 here), each on a '
-    "glibc arena of its own. The two rows beside --workers 2 vs 1 time the bare library's own encoding, "
-    'its read, cuts and builds not timed: on 2 threads, and in 2 forked processes, against 1 thread, '
-    '1.48–1.65x here, so no two encoders reach the 1.7x bar on this VM (until this stop the harness timed '
-    "those scripts whole, read and builds included, and reported 1.3–1.4x). winsample's --workers 2 gains"
-    " less than that ceiling, measured on this 400 MB: (1) the engines' caches share one 80 MiB budget "
-    'per run, so two engines each reach their half twice as soon and rebuild more (each rebuild ~0.1 s '
-    'holding the GIL, its cache cold after it): without any rebuild --workers 1 takes ~5.5 s and '
-    '--workers 2 ~4.2 s (1.32x) but they peak at ~305 and ~410 MB, with the budget ~6.4 s and ~4.9–5.6 s '
-    "at ~200 and ~250 MB; (2) the main thread's own work (reading, cutting at safe points, writing, "
-    'hashing: ~1.7 s of CPU per 400 MB) competes with two engine threads for 2 cores; (3) ~0.5 s of '
-    'start-up is not shared. The budget is what keeps the peak at ~250 MB and flat (≤ 300 MB, ≤ 1.20 from'
-    ' 100 to 400 MB).',
-    "English prose": 'as for the unique text; on the plays, repeated, the caches hold nearly every word and never reach '
-    "the budget (2 builds, no rebuild), so the main thread's work and the start-up bound the ratio: "
-    "1.13–1.27 in the last runs, against the bare library's 1.6–1.65 on 2 threads or 2 processes in the "
-    'rows beside it. --workers 1 runs on the main thread with fixed malloc thresholds (its megabyte '
-    'batches stay on the heap: 3.3–3.7 s for 400 MB, was 4.5–4.7 s with ~190k page faults).',
-    "DeepSeek tokenizer.json": "row 4 (tests/bench/fast_rows.py bench_families): the engine encodes this text at ~70–100 MB/s per "
-    "core, over 50x tokenizers, so an 82 MB run is mostly fixed cost, each part holding the GIL: the "
-    "reference tokenizers loaded for the self-check (~0.6 s), gigatoken's load of the 4 MB tokenizer.json "
-    "(~0.55–1.1 s; the two loads run no faster side by side on two threads), the self-check with the "
-    "1,283 added tokens' texts alone and in context (~0.6 s); then the JSONL is parsed on the main thread. "
-    "A second engine would cost another load (0.55–1.1 s, the GIL held, ~100 MB) to save at most 0.4–0.6 s, "
-    "so --workers 2 runs one encoder thread here, beside the main thread (pipeline.encoder_threads: a "
-    "further thread must save twice its build; with the bare bound, noise at start-up picked two threads "
-    "in 3 runs of 8, at ~350 MB and slower): a little faster than --workers 1 by design, not 1.7x.",
+    "unique text: the whole tree's peak memory": "the tree is a coordinator and two forked workers (a run in"
+    " parts), each worker's engine cache with a budget of 60 MiB (fastengine.process_budget: 1.5 × the 80 MiB of"
+    " one process, shared), and each worker holding up to 32 MiB of a part's ids until it learns the part's"
+    " place. Over 100 MB of unique text (50 MB a worker) the caches are still filling; over 400 MB they reach"
+    " their budget, so the peak grows from ~200 to ~280 MB and then stays there: it is bounded by the budget, not"
+    " by the corpus (a longer input rebuilds an engine when its process passes the budget). Measured: a budget"
+    " of 30 MiB a worker keeps 100 → 400 MB within 1.07 (222 → 238 MB), but encodes 400 MB ~25 % slower"
+    " (2.7 s against 2.15 s: cold caches after every rebuild), which would take --workers 2 below 1.3× --workers 1;"
+    " 20 MiB is flat and 20–30 % slower still. Speed was kept; the peak stays under 300 MB.",
+    "DeepSeek tokenizer.json": "row 4 (tests/bench/fast_rows.py bench_families) on 82–83 MB: about 1 s of each"
+    " run is serial whatever the worker count (interpreter start, the reference tokenizers loaded for the"
+    " self-check, ~0.2 s, gigatoken's load of the 4 MB tokenizer.json, ~0.3 s, held the GIL either way, the"
+    " self-check, ~0.25 s), against ~0.9 s of encoding on one core: Amdahl's law caps two workers at"
+    " ~1.3× here even if they scaled perfectly. Each worker keeps the engine the self-check proved (no"
+    " second load); on 416 MB of the same kind of text, the parts group's row, --workers 2 runs ~1.45×"
+    " --workers 1.",
     "Mistral v1 SentencePiece": "row 4: gigatoken's SentencePiece engine merges across whole documents (a SentencePiece document has "
     'no safe cut, so it is encoded whole). Through the batch call the threads use it encodes ~20–23 MB/s '
     'per core on this unique text (its GIL-holding encode ~24 MB/s), each call with a fixed ~2.7 ms, '
@@ -878,11 +887,12 @@ WHY = {
     " looked up, the source numbers cast), a few µs against a whole plain batch's ~20 µs. Before that call:"
     " ~29 µs against ~21 µs (0.70–0.73, rows grouped by source and one call per source); the first cut, a"
     " sub-batch per source stacked: 0.39.",
-    "encode 300 MB: --engine ray": "the local runner now encodes on threads of one process with the fast"
-    " engine (nothing pickled, ~2.6 s for 300 MB), while each Ray task is a worker process that imports"
-    " winsample, loads and self-checks its engine and writes a shard, and --merge copies the shards: about"
-    " 1–3 s of fixed cost per run (import ray ~0.35 s, leaving the cluster 0–0.3 s) that the local run no"
-    " longer hides. Ray is for inputs larger than one machine encodes quickly.",
+    "encode 2000 MB: --engine ray": "the local runner now runs in parts with no serial stage and writes most"
+    " ids once (into place), while the Ray engine on this 2-core VM shares the cores with Ray's own daemons"
+    " (raylet, GCS, object store), writes every shard to a file of its own and copies the shards into"
+    " train.bin after the last task (--merge; in the kernel since this stop, ~2.5 s for 900 MB here): profiled,"
+    " its tasks take ~8.6 s and the merge ~3.1 s against ~5.5 s for the whole local run. Ray is for inputs"
+    " larger than one machine encodes quickly, on machines with cores to spare for Ray itself.",
 }
 
 
@@ -986,6 +996,7 @@ def report(rows: list[dict], seconds: float, date: str, quick: bool, out: str) -
         MIXTURE_PROSE + "\n",
         CHUNK_PROSE + "\n",
         CHAT_PROSE + "\n",
+        PARTS_PROSE + "\n",
     ]
     Path(out).write_text("\n".join(doc), encoding="utf-8")
     json.dump({"rows": rows, "seconds": seconds, "date": date, "quick": quick}, open(WORK / "results.json", "w"), indent=2)
