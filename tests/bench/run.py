@@ -917,7 +917,7 @@ def main():
         return _make_paragraph_tokens(args.make_paragraphs, args.group)
     if args.render:
         last = json.load(open(WORK / "results.json"))
-        return report(last["rows"], last["seconds"], last["date"], last["quick"], args.out)
+        return report(last["rows"], last["seconds"], last["date"], last["quick"], args.out, last.get("note"))
     # This process stays small (stdlib only, no big buffers): Linux carries a process's peak RSS
     # across fork/exec into the child's ru_maxrss, so a big parent would inflate every child's figure.
     global REPEATS
@@ -958,15 +958,17 @@ def main():
     report(rows, time.time() - t0, datetime.date.today().isoformat(), args.quick, args.out)
 
 
-def report(rows: list[dict], seconds: float, date: str, quick: bool, out: str) -> None:
-    """Write docs/performance.md from the rows of one run (and keep them in results.json)."""
+def report(rows: list[dict], seconds: float, date: str, quick: bool, out: str, note: str | None = None) -> None:
+    """Write docs/performance.md from the rows of one run (and keep them in results.json);
+    ``note``: where the rows came from, when not all from that one run (results.json's ``note``)."""
     text = table(rows)
     print(text)
     m = machine()
     missed = [r["case"] for r in rows if not r["meets_bar"]]
     doc = [
         "# Performance\n",
-        f"Measured by `make bench` on {date} in {seconds:.0f} s{' (--quick sizes)' if quick else ''}.\n",
+        f"Measured by `make bench` on {date} in {seconds:.0f} s{' (--quick sizes)' if quick else ''}.\n"
+        + (f"\n{note}\n" if note else ""),
         f"Machine: {m['cores']} cores, {m['cpu']}; Python {m['python']}, numpy {m['numpy']},"
         f" tiktoken {m['tiktoken']}; {m['platform']}.\n",
         "Each figure is the median of "
@@ -999,7 +1001,8 @@ def report(rows: list[dict], seconds: float, date: str, quick: bool, out: str) -
         PARTS_PROSE + "\n",
     ]
     Path(out).write_text("\n".join(doc), encoding="utf-8")
-    json.dump({"rows": rows, "seconds": seconds, "date": date, "quick": quick}, open(WORK / "results.json", "w"), indent=2)
+    json.dump({"rows": rows, "seconds": seconds, "date": date, "quick": quick, "note": note}, open(WORK / "results.json", "w"),
+              indent=2)
     print(f"\nwritten to {out}", file=sys.stderr)
 
 
