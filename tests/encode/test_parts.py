@@ -345,3 +345,18 @@ def test_a_partial_of_other_options_is_not_reused(tmp_path):
     s = encode_corpus([str(tmp_path / "a.jsonl")], out, workers=2, shard_size=SMALL_PARTS, seed=2, resume_partial=True)
     assert s["resumed"] is None or s["resumed"]["parts"] == 0
     assert files_of(out)["meta.json"] != first["meta.json"]
+
+
+def test_a_part_record_naming_a_file_outside_its_folder_is_not_reused(tmp_path):
+    folder = shards.part_dir(tmp_path, 0)
+    folder.mkdir(parents=True)
+    outside = tmp_path.parent / "outside.bin"
+    outside.write_bytes(b"\0\0")
+    stream = {"name": "train", "tokens": 1, "documents": 0, "max_token": 0, "checksum": "x", "records": 0, "id_bytes": 0,
+              "file": f"../../../{outside.name}", "placed_at": None, "starts": "s", "prov": "p", "prov_ids": "i", "sums": {}}
+    (folder / shards.DONE).write_text(json.dumps({"format": shards.DONE_FORMAT, "version": 1, "key": {"run": "k"}, "stats": {},
+                                                  "lines": {}, "input_bytes": 0, "decompressed": {}, "streams": {"train": stream}}))
+    assert shards.read_done(folder, {"run": "k"}, 0, 2) is None
+    stream["file"] = "train.bin"  # the same record naming a file of its own folder is read (and then fails its checks)
+    with pytest.raises(FileNotFoundError):
+        shards.Stream.from_json(folder, stream, 2).path.stat()

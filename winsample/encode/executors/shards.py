@@ -147,6 +147,9 @@ class Stream:
         placed = d.get("placed_at")
         if placed is not None and (not isinstance(placed, int) or placed < 0):
             raise ValueError(f"placed_at {placed!r}")
+        for v in (d["name"], d["file"] if placed is None else "x", d["starts"], d["prov"], d["prov_ids"]):
+            if not isinstance(v, str) or Path(v).name != v or v in (".", ".."):  # names read here stay in the part's folder
+                raise ValueError(f"file name {v!r}")
         # a placed part's ids are in the run's output, two folders up (part_dir): a name of our own, not read from the file
         path = folder.parent.parent / formats.bin_name(d["name"]) if placed is not None else folder / d["file"]
         return cls(d["name"], path, item, d["tokens"], d["documents"], d["max_token"], d["checksum"],
