@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from winsample.encode import encode_corpus
 from winsample.encode.executors import shards
-from winsample.errors import Interrupted
+from winsample.errors import InputError, Interrupted
 
 from ..conftest import CORPUS
 
@@ -300,6 +300,24 @@ def test_resume_reuses_parts_written_in_place_and_encodes_again_one_whose_bytes_
     summary = encode_corpus([str(src)], out, workers=2, shard_size=SMALL_PARTS, resume_partial=True)
     assert summary["resumed"] == {"parts": len(dones) - 1, "of": len(dones)}
     assert files_of(out) == want
+
+
+def test_a_link_planted_for_the_output_of_a_resumed_run_is_never_written_through(tmp_path, monkeypatch):
+    src = _jsonl(tmp_path, corpus_text())
+    out = tmp_path / "out"
+    monkeypatch.setattr(shards.Merger, "finish", lambda self, *a, **k: (_ for _ in ()).throw(Interrupted(signal.SIGTERM)))
+    with pytest.raises(Interrupted):
+        encode_corpus([str(src)], out, workers=2, shard_size=SMALL_PARTS)
+    monkeypatch.undo()
+    staged = next(p for p in out.iterdir() if p.is_dir()) / "train.bin"
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(staged.read_bytes())  # the parts' bytes, so the parts written in place still check
+    staged.unlink()
+    staged.symlink_to(outside)
+    before = outside.read_bytes()
+    with pytest.raises(InputError, match="train.bin"):  # one line naming the file, exit 2
+        encode_corpus([str(src)], out, workers=2, shard_size=SMALL_PARTS, resume_partial=True)
+    assert outside.read_bytes() == before
 
 
 # --- kill -9, then --resume ----------------------------------------------------------------------

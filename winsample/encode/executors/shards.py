@@ -432,7 +432,7 @@ class PlacedFile:
                 time.sleep(0.002)
                 at = self.places.get(self.k, self.name)
         if at is not None:
-            self.fd = os.open(self.output, os.O_WRONLY)
+            self.fd = os.open(self.output, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))  # the Merger's own file
             self.placed_at = self.at = at
         elif last or self.held_bytes > self.hold:
             self.file = open(self.own, "wb")
@@ -489,8 +489,9 @@ class Merger:
         for n, path in self.paths.items():
             with disk.naming(path):
                 # kept open: what lands is synced from here. On --resume the output holds the
-                # reused parts placed in it (open_parts emptied the folder otherwise).
-                self.files[n] = open(path, "r+b" if path.exists() else "wb")
+                # reused parts placed in it (open_parts emptied the folder otherwise), and is
+                # opened as our own file: never through a link planted in .partial/.
+                self.files[n] = disk.open_own(path) if os.path.lexists(path) else open(path, "xb")
         self.places = Places(stage / PLACES, names, parts)
         self.places.publish(0, self.offsets)
         self.syncer = Checkpointer()
