@@ -54,6 +54,9 @@ from ...tokenizer.chunking import TextChunker
 from .. import inputs, pipeline, ranges
 from ..config import DEFAULT_SHARD_BYTES, EncodeConfig, RunSpec, parse_size  # noqa: F401 (re-exported)
 from ..pipeline import LONG_RUN_CHARS, PIECE_CHARS, DocRule, SplitWriter, check_pattern, encode_texts, write_index
+from ..ranges import RangeFault, range_error
+from ..textfile import TextFile
+from .local import PIECE_BYTES
 from .ray_plan import plan_shards
 from .shards import copy_into, hash_file
 
@@ -252,10 +255,34 @@ class _ShardEncoder:
             self.start_doc(w, inputs.Origin(p["index"], 0, 1, None))  # a text file is one document from byte 0
         elif w.tokens == 0 and w.documents == 0:
             self.continues[w.name] = True
-        for where, doc, _origin in _documents(p, start, end, self.job, self.replaced):
-            self.write_text(w, doc, where)
+        if not self._write_ranges(w, p, start, end):
+            for where, doc, _origin in _documents(p, start, end, self.job, self.replaced):
+                self.write_text(w, doc, where)
         if last:
             self.end_doc(w)
+
+    def _write_ranges(self, w: SplitWriter, p: dict, start: int, end: int) -> bool:
+        """Bytes ``[start, end)`` of text file ``p`` encoded as the local runner encodes a part of
+        one (``TextFile.ranges``: UTF-8 bytes straight to the engine, no str built), or False
+        where the file takes the decoded path (``TextFile.open``: a BOM, ``--errors replace``…)."""
+        _check_unchanged(p)
+        src = _source(p)
+        tf = TextFile.open(src, p["index"], self.job.errors, 0, self.enc.last_safe_cut_bytes, LONG_RUN_CHARS)
+        if tf is None:
+            return False
+        try:
+            for spec in tf.ranges(PIECE_BYTES, None, None, start, end):
+                ids, _, maxes = encode_texts(self.enc, self.job.dtype, [spec], p["label"])
+                w.write(ids, int(maxes[0]))
+        except RangeFault as f:
+            tf.abort()
+            raise range_error(src, f.args[1], f.args[2]) from None
+        except BaseException:
+            tf.abort()
+            raise
+        tf.close()
+        self.stats["forced_cuts"] += tf.forced_cuts
+        return True
 
     def piece(self, k: int, p: dict, start: int, end: int) -> None:
         """Whole documents: JSONL lines, Parquet rows, a whole text file."""
