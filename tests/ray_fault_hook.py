@@ -1,9 +1,9 @@
 """The fault test_ray's retry test injects, loaded into every Ray worker of its cluster as the
 ``worker_process_setup_hook`` (so production code carries no test hook).
 
-``install`` wraps ``engine_ray.shard_task``: when the file named by ``$WINSAMPLE_RAY_FAULT``
-holds a shard index, the worker running that shard deletes the file and dies (``os._exit``)
-— once — so Ray must retry the task.
+``install`` wraps ``engine_ray.shard_task`` and ``local.encode_part`` (a ``--merge`` run in
+parts): when the file named by ``$WINSAMPLE_RAY_FAULT`` holds a shard's (a part's) index, the
+worker running it deletes the file and dies (``os._exit``) — once — so Ray must retry the task.
 """
 
 import os
@@ -12,26 +12,41 @@ from pathlib import Path
 FAULT_ENV = "WINSAMPLE_RAY_FAULT"
 
 
+def _dies_once(index: int) -> bool:
+    """Whether this worker is the one to die now for shard / part ``index`` (the file taken)."""
+    path = os.environ.get(FAULT_ENV)
+    if not path:
+        return False
+    # Workers run shards at once: the file may vanish between any two steps (another
+    # worker's retry took it), which must never fail that worker's own shard.
+    try:
+        due = Path(path).read_text().strip() == str(index)
+    except OSError:
+        return False
+    if not due:
+        return False
+    try:
+        Path(path).unlink()
+    except FileNotFoundError:  # another attempt of this shard died first: run it
+        return False
+    return True
+
+
 def install() -> None:
+    from winsample.encode.executors import local
     from winsample.encode.executors import ray as engine_ray
 
-    real = engine_ray.shard_task
+    real_shard, real_part = engine_ray.shard_task, local.encode_part
 
     def shard_task(job, shard, *decisions):
-        path = os.environ.get(FAULT_ENV)
-        if path:
-            # Workers run shards at once: the file may vanish between any two steps (another
-            # worker's retry took it), which must never fail that worker's own shard.
-            try:
-                due = Path(path).read_text().strip() == str(shard["index"])
-            except OSError:
-                due = False
-            if due:
-                try:
-                    Path(path).unlink()
-                except FileNotFoundError:  # another attempt of this shard died first: run it
-                    return real(job, shard, *decisions)
-                os._exit(1)
-        return real(job, shard, *decisions)
+        if _dies_once(shard["index"]):
+            os._exit(1)
+        return real_shard(job, shard, *decisions)
+
+    def encode_part(k, *args):
+        if _dies_once(k):
+            os._exit(1)
+        return real_part(k, *args)
 
     engine_ray.shard_task = shard_task
+    local.encode_part = encode_part

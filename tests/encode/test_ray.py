@@ -369,3 +369,68 @@ def test_utf16_and_utf8_bom_files_give_the_local_engines_bytes(cluster, tmp_path
     local_encode([src], tmp_path / "local")
     same_dataset(tmp_path / "ray", tmp_path / "local")
     assert formats.read_meta(tmp_path / "local" / "meta.json")["splits"]["train"]["documents"] > 2 * len(lines) * 0.8
+
+
+# --- --merge in parts: the local runner's parts, each a Ray task --------------------------------
+
+
+def _texts_and_jsonl(tmp_path: Path) -> list[Path]:
+    """Two text files over a SMALL shard and a JSONL file with ids: cut into many parts."""
+    inputs = _mixed_inputs(tmp_path)[:2]
+    tail = tmp_path / "in" / "z.txt"
+    tail.write_text(CORPUS.joinpath("tempest.txt").read_text("utf-8"), encoding="utf-8")
+    return inputs + [tail]
+
+
+@pytest.mark.parametrize("kw", [dict(split="tail", val_fraction=0.37), dict(split="doc", val_fraction=0.0)])
+def test_merge_runs_the_local_parts_on_ray_with_the_local_engines_bytes(cluster, tmp_path, kw):
+    """A split known before a document ends (tail, or no val) lets the parts cut text files: the
+    merge is then the local runner's, its parts encoded by Ray tasks, and one worker dying on a
+    part is retried. Bytes, index and provenance equal the local engine's with one worker."""
+    inputs = _texts_and_jsonl(tmp_path)
+    cluster.write_text("2")  # part 2's worker process exits on its first attempt
+    s = ray_encode(inputs, tmp_path / "ray", merge=True, id_field="id", **kw)
+    assert not cluster.exists()  # the crash happened
+    loc = local_encode(inputs, tmp_path / "local", id_field="id", **kw)
+    assert s["engine"] == "ray" and s["merged"] and s["parts"] == s["shards"] >= 8  # parts, not shard tasks
+    assert s["shards_reused"] == 0 and s["documents"] == loc["documents"] == 402
+    same_dataset(tmp_path / "ray", tmp_path / "local")
+    assert sorted(os.listdir(tmp_path / "ray")) == sorted(os.listdir(tmp_path / "local"))  # nothing left over
+
+
+def test_merge_in_parts_keeps_finished_parts_when_it_fails_and_the_rerun_reuses_them(cluster, tmp_path):
+    """--engine ray always reuses finished work: a run in parts that fails (here: the driver's
+    progress callback raising after the third part) keeps its parts, and the rerun encodes only the others."""
+    inputs = _texts_and_jsonl(tmp_path)
+    out, landed = tmp_path / "ray", []
+
+    def progress(nbytes, ntokens, total=None):
+        if total is None and nbytes:
+            landed.append(nbytes)
+            if len(landed) == 3:
+                raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        ray_encode(inputs, out, merge=True, split="tail", progress=progress)
+    assert not (out / "meta.json").exists()
+    kept = list((out / formats.PARTIAL_DIR).rglob("done.json"))
+    assert len(kept) >= 3
+    s = ray_encode(inputs, out, merge=True, split="tail")
+    assert len(kept) == s["shards_reused"] < s["shards"]  # every task of the failed run had ended (cancelled)
+    local_encode(inputs, tmp_path / "local", split="tail")
+    same_dataset(out, tmp_path / "local")
+    assert not (out / formats.PARTIAL_DIR).exists()
+
+
+def test_bad_utf8_in_a_merge_in_parts_fails_naming_the_file_and_byte(cluster, tmp_path):
+    bad = tmp_path / "in" / "broken.txt"
+    bad.parent.mkdir()
+    text = CORPUS.joinpath("tempest.txt").read_bytes()
+    bad.write_bytes(text + b"\xff\xfe" + text)
+    res = CliRunner().invoke(main, ["encode", str(bad), "-o", str(tmp_path / "o"), "--engine", "ray", "--merge",
+                                    "--shard-size", SMALL, "--split", "tail", "-q"])
+    assert res.exit_code == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "broken.txt" in lines[0] and "invalid UTF-8" in lines[0] and f"byte {len(text)}" in lines[0]
+    assert not (tmp_path / "o" / "meta.json").exists()
+

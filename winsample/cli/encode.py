@@ -39,8 +39,9 @@ from .main import main
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="local: worker processes here; ray: tasks on a Ray cluster (pip install 'winsample[ray]').")
 @click.option("--address", default=None, help="--engine ray: cluster to join (auto, ray://host:10001) [default: start a local one].")
 @click.option("--shard-size", default=None, help="Input bytes per part, e.g. 32MB, 64KB: each of --workers encodes whole parts"
-              " [default: 32MB; --engine ray: 256MB per task]. The bytes written do not depend on it.")
-@click.option("--merge", is_flag=True, help="--engine ray: concatenate the shards into train.bin / val.bin.")
+              " [default: 32MB; --engine ray without --merge: 256MB per shard]. The bytes written do not depend on it.")
+@click.option("--merge", is_flag=True, help="--engine ray: write train.bin / val.bin as the local engine does (its parts, each"
+              " encoded by a Ray task) instead of shards.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from OUT_DIR/.partial (same inputs and options); same bytes as a clean run.")
 @click.option("--layout", default="nanogpt", show_default=True,
               help="Comma list of layouts to write: nanogpt (train.bin, val.bin), megatron (+ train.idx, val.idx), llmc (llmc/train_000000.bin, … shards).")

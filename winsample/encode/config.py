@@ -21,8 +21,8 @@ ERROR_MODES = ("strict", "replace")
 ENGINES = ("local", "ray")
 DEDUP_MODES = ("exact",)  # encode --dedup (dedup.py)
 MAX_WORKERS = 1024  # --workers: processes started at once
-DEFAULT_SHARD_BYTES = 256 << 20  # --engine ray: 256 MiB of input per task (~20 s of tiktoken per core)
-DEFAULT_PART_BYTES = 32 << 20  # --engine local, --workers > 1: input per part (enough parts to balance a few workers)
+DEFAULT_SHARD_BYTES = 256 << 20  # --engine ray without --merge: 256 MiB of input per shard task (~20 s of tiktoken per core)
+DEFAULT_PART_BYTES = 32 << 20  # a run in parts (--workers > 1, --engine ray --merge): input per part (enough to balance a few workers)
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.I)
 
@@ -121,7 +121,7 @@ class EncodeConfig:
             raise ConfigError(f"unknown --on-bad-input {self.on_bad_input!r}: choose fail or skip")
         if self.engine == "ray" and (self.input_encoding or self.on_bad_input != "fail"):
             raise ConfigError("--input-encoding and --on-bad-input skip apply to --engine local: drop them, or use --engine local")
-        default = DEFAULT_SHARD_BYTES if self.engine == "ray" else DEFAULT_PART_BYTES
+        default = DEFAULT_SHARD_BYTES if self.engine == "ray" and not self.merge else DEFAULT_PART_BYTES  # --merge: the local parts
         object.__setattr__(self, "shard_bytes", default if self.shard_size is None else parse_size(self.shard_size))
 
     @classmethod

@@ -170,10 +170,12 @@ class _Setup:
     threads: int
     params: dict  # everything that changes the output bytes: a checkpoint made with others is not reused
     plan: list | None = None  # a run in parts: each part's spans (``shards.plan_parts``); None: one stream
+    keep_parts: bool = False  # a run in parts on a cluster: finished parts outlive a failure, and a rerun reuses them
 
 
-def _prepare(config: EncodeConfig, notice) -> _Setup:
-    """Every check before anything is read, in the order they always ran."""
+def prepare(config: EncodeConfig, notice, parts: bool = False) -> _Setup:
+    """Every check before anything is read, in the order they always ran. ``parts``: plan a run
+    in parts whatever the worker count (the workers are a cluster's: ``executors.ray``)."""
     enc = tokenizer.choose_eot(tokenizer.load(config.encoding, config.tokenizer_file, config.pattern or "gpt2"), config.eot_token)
     pipeline.check_pattern(enc, config.tokenizer_file, config.pattern)
     dtype = pipeline.resolve_dtype(enc, config.dtype)
@@ -192,7 +194,7 @@ def _prepare(config: EncodeConfig, notice) -> _Setup:
     if config.resume and not resume.resumable(sources):
         raise ConfigError("--resume cannot continue reading stdin (-): encode a file instead")
     pipeline.check_split_possible(sources, config.split, config.val_fraction)  # the last check before reading: it hides no other
-    plan = _plan(config, spec, enc, sources, workers)
+    plan = _plan(config, spec, enc, sources, 2 if parts else workers)
     if plan is None:  # a run in parts: each worker sets its own (init_part_worker), the coordinator keeps the default
         pool_mod.bound_malloc(fast=enc.backend == "fast", on_main=workers == 1)
     threads = workers if plan is not None else _encoder_threads(enc, workers, sources)
@@ -228,11 +230,17 @@ def _encoder_threads(enc, workers: int, sources) -> int:
 
 def run_local(config: EncodeConfig, *, progress: ProgressFn | None = None, notice: Callable[[str], None] | None = None) -> dict:
     """``encode_corpus`` with its options as one ``EncodeConfig``."""
+    return run_prepared(prepare(config, notice), progress=progress)
+
+
+def run_prepared(setup: _Setup, part_pool=None, *, progress: ProgressFn | None = None) -> dict:
+    """The run ``prepare`` settled. ``part_pool(setup)``: the pool a run in parts hands its parts
+    to, with ``multiprocessing.Pool``'s ``apply_async``, ``terminate`` and ``join`` (Ray tasks:
+    ``executors.ray``); None: forked processes of this machine."""
     t0 = time.perf_counter()
-    setup = _prepare(config, notice)
     # The pool starts before the lock and the staging files exist, so forked workers hold neither.
     if setup.plan is not None:
-        pool = pool_mod.make_part_pool(setup.workers, init_part_worker, setup, __name__)
+        pool = (part_pool or _fork_pool)(setup)
         if setup.enc.backend == "fast":
             # A forked worker keeps the engine the self-check proved (a large tokenizer.json's
             # build: ~0.3 s a worker saved); the coordinator encodes nothing and drops its own.
@@ -251,8 +259,13 @@ def run_local(config: EncodeConfig, *, progress: ProgressFn | None = None, notic
     return pipeline.summary(setup.out_dir, meta, result.stats, setup.sources, time.perf_counter() - t0, extra)
 
 
+def _fork_pool(setup: _Setup):
+    return pool_mod.make_part_pool(setup.workers, init_part_worker, setup, __name__)
+
+
 def _commit(setup: _Setup, pool, progress) -> tuple[_Result, formats.Meta]:
-    """Encode into OUT_DIR/.partial, then commit the set; on an interrupt keep a checkpoint for --resume."""
+    """Encode into OUT_DIR/.partial, then commit the set; on an interrupt keep a checkpoint for
+    --resume (``setup.keep_parts``: on any failure, the finished parts of a run in parts)."""
     out_dir = setup.out_dir
     work = formats.partial_dir(out_dir)
     keep = False
@@ -275,13 +288,16 @@ def _commit(setup: _Setup, pool, progress) -> tuple[_Result, formats.Meta]:
             raise
         signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
         kept = Interrupted(signum)
-        kept.args = (f"{kept}; the work done so far is kept in {work}: rerun with --resume to continue",)
+        again = "rerun to continue" if setup.keep_parts else "rerun with --resume to continue"  # a cluster's run always reuses
+        kept.args = (f"{kept}; the work done so far is kept in {work}: {again}",)
         raise kept from None
     except OSError as e:
         formats.recover(out_dir)
+        keep = setup.keep_parts and shards.any_done(work)
         raise disk.write_error(out_dir, e) from None
     except BaseException:
         formats.recover(out_dir)
+        keep = setup.keep_parts and shards.any_done(work)
         raise
     finally:
         if not keep:
@@ -722,6 +738,11 @@ _PART: dict = {}  # a part worker's setup, given once by its initializer
 
 def init_part_worker(setup: _Setup) -> None:
     pool_mod.worker_started()
+    use_setup(setup)
+
+
+def use_setup(setup: _Setup) -> None:
+    """This process encodes parts of ``setup``'s run (a forked worker, or a Ray task's worker)."""
     pool_mod.bound_malloc(fast=setup.enc.backend == "fast", on_main=True)
     if setup.enc.backend == "fast":  # each worker's engine cache gets its share of the run's budget
         setup.enc.start_budget(processes=setup.workers)
@@ -753,7 +774,8 @@ def _run_parts(setup: _Setup, work: Path, pool, progress) -> _Result:
     """The coordinator of a run in parts: the parts not reused handed to the workers, then merged in order."""
     spec, plan = setup.spec, setup.plan
     c = spec.config
-    parts, key, note = shards.open_parts(work, setup.params, setup.sources, plan, c.resume, spec.dtype)
+    parts, key, note = shards.open_parts(work, setup.params, setup.sources, plan, c.resume or setup.keep_parts, spec.dtype)
+    note = note if c.resume else None  # a run that always reuses (keep_parts) found none: nothing to say
     if progress:
         progress(0, 0, pipeline.known_text_bytes(setup.sources))
         for p in parts.values():

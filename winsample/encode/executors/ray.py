@@ -32,6 +32,12 @@ Split decisions:
 The driver then writes meta.json describing the sharded dataset (``formats`` docstring), or
 with ``merge`` concatenates the shards into train.bin / val.bin (streaming copy, hashed as it
 is copied) and writes the ordinary meta.json, whose split entries equal the local engine's.
+
+``merge`` where the local runner's parts spread the input as shards would (``_parts_spread``):
+no shards at all. The local runner (``local.run_prepared``) runs with ``_PartPool`` as its pool,
+each part a Ray task on a worker that keeps the run's setup; the parts write their ids in place
+and the driver merges as the local coordinator does. Parts outlive a failed run and a rerun
+reuses them (``local._Setup.keep_parts``), as the shards do.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import logging
 import math
 import os
 import shutil
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -61,6 +68,7 @@ from .ray_plan import plan_shards
 from .shards import copy_into, hash_file
 
 MAX_RETRIES = 3  # Ray re-runs a task whose worker died this many times
+CANCEL_WAIT_SECONDS = 10  # a failed run in parts waits this long for its cancelled tasks to end
 INSTALL_HINT = "pip install 'winsample[ray]'"
 
 
@@ -427,8 +435,20 @@ def _prepare(config: EncodeConfig, notice) -> _Setup:
 
 def run_ray(config: EncodeConfig, *, progress=None, notice=None) -> dict:
     """``encode_ray`` with its options as one ``EncodeConfig``."""
-    t0 = time.perf_counter()
     ray = import_ray()
+    if config.merge:
+        from . import local
+
+        setup = local.prepare(config, notice, parts=True)
+        if setup.plan is not None and _parts_spread(setup):  # the local runner's parts, each encoded by a Ray task
+            setup.keep_parts = True
+            return _on_cluster(ray, config, lambda: _parts_on_ray(ray, local, setup, progress))
+    return _run_shards(ray, config, progress, notice)
+
+
+def _run_shards(ray, config: EncodeConfig, progress, notice) -> dict:
+    """A sharded dataset (or, ``merge``, one that makes no parts) from Ray's own shard tasks."""
+    t0 = time.perf_counter()
     setup = _prepare(config, notice)
     enc, sources, out_dir = setup.enc, setup.sources, setup.out_dir
     describe = enc.describe()
@@ -451,6 +471,135 @@ def run_ray(config: EncodeConfig, *, progress=None, notice=None) -> dict:
     return pipeline.summary(out_dir, meta, stats, sources, time.perf_counter() - t0, extra)
 
 
+# --- --merge: the local runner's parts on Ray -----------------------------------------------
+
+
+def _parts_spread(setup) -> bool:
+    """Whether the local runner's parts spread the input as this module's shards would: no text
+    file larger than a shard left whole (with ``--split doc`` a text file's split is known only
+    at its end, so parts never cut one; the shard tasks do, deciding it in a task of its own)."""
+    limit = setup.spec.config.shard_bytes
+    return not any(s.whole and setup.sources[s.index].kind == "text" and (setup.sources[s.index].size or 0) > limit
+                   for part in setup.plan for s in part)
+
+
+def _parts_on_ray(ray, local, setup, progress) -> dict:
+    """``local.run_prepared`` with Ray tasks as its workers: the same parts, the same merge."""
+    setup.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))  # the cluster's, not this machine's
+    summary = local.run_prepared(setup, lambda s: _PartPool(ray, s), progress=progress)
+    resumed = summary.pop("resumed", None) or {}
+    summary.update(engine="ray", merged=True, shards=summary.get("parts", 0), shards_reused=resumed.get("parts", 0))
+    return summary
+
+
+_RUN: dict = {}  # a Ray worker's run in parts: its key and setup, kept for the run's next part
+
+
+def _part_task(key: str, boxed: list, fn, args: tuple):
+    """``fn(*args)`` in a Ray worker set up for run ``key`` (its setup fetched once a worker)."""
+    if _RUN.get("key") != key:
+        from . import local
+
+        setup = import_ray().get(boxed[0])  # in a list: Ray passes the reference, not the value
+        local.use_setup(setup)
+        _RUN.update(key=key, setup=setup)
+    return fn(*args)
+
+
+class _Future:
+    """A Ray task's result as ``multiprocessing``'s ``AsyncResult``: ``ready``, ``get(timeout)``."""
+
+    def __init__(self, callback, error_callback):
+        self.callback, self.error_callback = callback, error_callback
+        self.done = threading.Event()
+        self.value = self.error = None
+
+    def settle(self, value=None, error: BaseException | None = None) -> None:
+        self.value, self.error = value, error
+        self.done.set()
+        if error is None and self.callback:
+            self.callback(value)
+        elif error is not None and self.error_callback:
+            self.error_callback(error)
+
+    def ready(self) -> bool:
+        return self.done.is_set()
+
+    def get(self, timeout: float | None = None):
+        import multiprocessing as mp
+
+        if not self.done.wait(timeout):
+            raise mp.TimeoutError
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class _PartPool:
+    """Ray tasks as the pool of a run in parts: ``apply_async(fn, args)`` runs ``fn`` on the
+    cluster (``MAX_RETRIES`` on a dead worker); a thread of the driver settles the results. A
+    task's own error arrives as itself (``WinsampleError``, a bad range), anything else as InputError."""
+
+    def __init__(self, ray, setup):
+        import uuid
+
+        self.ray = ray
+        self.key = uuid.uuid4().hex
+        self.boxed = [ray.put(setup)]  # pickled once: each worker unpickles (and checks) the tokenizer once
+        self.task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(_part_task)
+        self.lock = threading.Lock()
+        self.pending: dict = {}
+        self.closed = False
+        self.waiter = threading.Thread(target=self._settle, name="winsample-ray-results", daemon=True)
+        self.waiter.start()
+
+    def apply_async(self, fn, args: tuple, callback=None, error_callback=None) -> _Future:
+        fut = _Future(callback, error_callback)
+        ref = self.task.remote(self.key, self.boxed, fn, args)
+        with self.lock:
+            self.pending[ref] = fut
+        return fut
+
+    def _settle(self) -> None:
+        ray = self.ray
+        while not self.closed:
+            with self.lock:
+                refs = list(self.pending)
+            if not refs:
+                time.sleep(0.005)
+                continue
+            done, _ = ray.wait(refs, num_returns=1, timeout=0.1)
+            for ref in done:
+                with self.lock:
+                    fut = self.pending.pop(ref, None)
+                if fut is None:  # terminate() let it go
+                    continue
+                try:
+                    value = ray.get(ref)
+                except ray.exceptions.RayTaskError as e:
+                    cause = getattr(e, "cause", None)
+                    fut.settle(error=cause if isinstance(cause, Exception) else
+                               InputError(f"a Ray task failed: {str(e).splitlines()[0]}"))
+                except ray.exceptions.RayError as e:
+                    fut.settle(error=InputError(f"Ray could not run a task: {str(e).splitlines()[0]}"))
+                else:
+                    fut.settle(value)
+
+    def terminate(self) -> None:
+        self.closed = True
+        with self.lock:
+            self.cancelled, self.pending = list(self.pending), {}
+        for ref in self.cancelled:
+            self.ray.cancel(ref, force=True)
+
+    def join(self) -> None:
+        """Return once no task of the run can still write: a cancelled one may be mid-part."""
+        self.waiter.join()
+        refs = getattr(self, "cancelled", [])
+        if refs:
+            self.ray.wait(refs, num_returns=len(refs), timeout=CANCEL_WAIT_SECONDS)
+
+
 def _on_cluster(ray, config: EncodeConfig, work):
     """``work()`` on the cluster at ``config.address``, or on a local one started (and stopped) for it."""
     started = False
@@ -458,8 +607,9 @@ def _on_cluster(ray, config: EncodeConfig, work):
         if config.address:
             ray.init(address=config.address, log_to_driver=False, logging_level=logging.WARNING)
         else:
-            ray.init(num_cpus=config.workers or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
-                     logging_level=logging.WARNING)
+            # address "local": a cluster of its own even where one runs here already (that one is --address auto's)
+            ray.init(address="local", num_cpus=config.workers or os.cpu_count() or 1, include_dashboard=False,
+                     log_to_driver=False, logging_level=logging.WARNING)
         started = True
     try:
         return work()
