@@ -398,6 +398,16 @@ def test_merge_runs_the_local_parts_on_ray_with_the_local_engines_bytes(cluster,
     assert sorted(os.listdir(tmp_path / "ray")) == sorted(os.listdir(tmp_path / "local"))  # nothing left over
 
 
+def test_merge_of_jsonl_with_split_doc_runs_in_parts_cut_at_lines(cluster, tmp_path):
+    """JSONL alone: its documents are decided where they are read, so --split doc runs in parts too."""
+    jl = _mixed_inputs(tmp_path)[0]
+    kw = dict(split="doc", val_fraction=0.3, seed=2, id_field="id")
+    s = ray_encode([jl], tmp_path / "ray", merge=True, shard_size="8KB", **kw)
+    local_encode([jl], tmp_path / "local", **kw)
+    assert s["parts"] == s["shards"] >= 4 and s["val"]["documents"] > 0
+    same_dataset(tmp_path / "ray", tmp_path / "local")
+
+
 def test_merge_in_parts_keeps_finished_parts_when_it_fails_and_the_rerun_reuses_them(cluster, tmp_path):
     """--engine ray always reuses finished work: a run in parts that fails (here: the driver's
     progress callback raising after the third part) keeps its parts, and the rerun encodes only the others."""

@@ -487,7 +487,7 @@ def _parts_on_ray(ray, local, setup, progress) -> dict:
     """``local.run_prepared`` with Ray tasks as its workers: the same parts, the same merge."""
     setup.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))  # the cluster's, not this machine's
     summary = local.run_prepared(setup, lambda s: _PartPool(ray, s), progress=progress)
-    resumed = summary.pop("resumed", None) or {}
+    resumed = summary.get("resumed") or {}  # the line printed says how many parts a rerun reused
     summary.update(engine="ray", merged=True, shards=summary.get("parts", 0), shards_reused=resumed.get("parts", 0))
     return summary
 
