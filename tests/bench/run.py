@@ -848,6 +848,10 @@ WHY = {
     " of 30 MiB a worker keeps 100 → 400 MB within 1.07 (222 → 238 MB), but encodes 400 MB ~25 % slower"
     " (2.7 s against 2.15 s: cold caches after every rebuild), which would take --workers 2 below 1.3× --workers 1;"
     " 20 MiB is flat and 20–30 % slower still. Speed was kept; the peak stays under 300 MB.",
+    "unique text (39,774 files) 400 MB: fast backend --workers 2 vs --workers 1": "the fast group's own row reads"
+    " 1.30–1.42× run by run against its 1.3 bar: the same folder of files in the parts group, the encode rows"
+    " taken in turns in the same run, reads 1.40×, and the bare library's own two processes 1.35–1.5× one"
+    " on this VM (the ceiling rows beside it).",
     "DeepSeek tokenizer.json": "row 4 (tests/bench/fast_rows.py bench_families) on 82–83 MB: about 1 s of each"
     " run is serial whatever the worker count (interpreter start, the reference tokenizers loaded for the"
     " self-check, ~0.2 s, gigatoken's load of the 4 MB tokenizer.json, ~0.3 s, held the GIL either way, the"

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from winsample.encode import encode_corpus
 from winsample.encode.executors import shards
-from winsample.errors import InputError, Interrupted
+from winsample.errors import InputError, Interrupted, WinsampleError
 
 from ..conftest import CORPUS
 
@@ -379,3 +379,24 @@ def test_a_part_record_naming_a_file_outside_its_folder_is_not_reused(tmp_path):
     assert shards.read_done(folder, {"run": "k"}, 0, 2) is None
     stream["file"] = "train.bin"  # the same record naming a file of its own folder is taken
     assert shards.Stream.from_json(folder, stream, 2).path == folder / "train.bin"
+
+
+def test_a_part_whose_run_has_ended_writes_nothing_into_the_next_runs_output(tmp_path):
+    """Each run maps a places table of its own: a worker still holding an earlier run's table (a
+    task that outlived its run) is refused before it writes into the output or spills a file."""
+    names = ["train"]
+    out = tmp_path / "train.bin"
+    out.write_bytes(b"\0" * 64)
+    first = shards.Places(tmp_path / "places.bin", names, parts=2)
+    first.publish(0, {"train": 0})
+    late = shards.Places(tmp_path / "places.bin", names)  # a worker of the first run
+    placed = shards.PlacedFile(tmp_path / "own.bin", out, late, 0, "train", 1 << 20)
+    shards.Places(tmp_path / "places.bin", names, parts=2)  # the next run's table, same folder
+    with pytest.raises(WinsampleError, match="run it belongs to has ended"):
+        placed.write(b"\1" * 8)
+        placed.close()
+    assert out.read_bytes() == b"\0" * 64 and not (tmp_path / "own.bin").exists()
+    ok = shards.PlacedFile(tmp_path / "own2.bin", out, shards.Places(tmp_path / "places.bin", names), 1, "train", 1 << 20)
+    ok.write(b"\1" * 8)  # a worker of the current run, its place not yet known: held, then its own file
+    ok.close()
+    assert (tmp_path / "own2.bin").read_bytes() == b"\1" * 8

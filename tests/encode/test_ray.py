@@ -398,6 +398,18 @@ def test_merge_runs_the_local_parts_on_ray_with_the_local_engines_bytes(cluster,
     assert sorted(os.listdir(tmp_path / "ray")) == sorted(os.listdir(tmp_path / "local"))  # nothing left over
 
 
+def test_a_part_retried_after_its_worker_died_having_written_everything_starts_afresh(cluster, tmp_path):
+    """The worker of part 1 encodes it whole, records it done, and dies before answering: Ray
+    runs the part again in the same folder, which must not add to what the first attempt wrote."""
+    jl = _mixed_inputs(tmp_path)[0]
+    cluster.write_text("1+")
+    s = ray_encode([jl], tmp_path / "ray", merge=True, shard_size="8KB", id_field="id", split="tail")
+    assert not cluster.exists()  # the crash happened
+    local_encode([jl], tmp_path / "local", id_field="id", split="tail")
+    assert s["parts"] >= 4
+    same_dataset(tmp_path / "ray", tmp_path / "local")
+
+
 def test_merge_of_jsonl_with_split_doc_runs_in_parts_cut_at_lines(cluster, tmp_path):
     """JSONL alone: its documents are decided where they are read, so --split doc runs in parts too."""
     jl = _mixed_inputs(tmp_path)[0]
@@ -444,3 +456,33 @@ def test_bad_utf8_in_a_merge_in_parts_fails_naming_the_file_and_byte(cluster, tm
     assert len(lines) == 1 and "broken.txt" in lines[0] and "invalid UTF-8" in lines[0] and f"byte {len(text)}" in lines[0]
     assert not (tmp_path / "o" / "meta.json").exists()
 
+
+
+def test_a_pool_whose_cluster_stops_answering_fails_every_waiting_part_instead_of_hanging():
+    """The thread that settles the parts' results fails (Ray Client's connection lost): every
+    result waited for, and every later one, is an InputError at once."""
+    import multiprocessing as mp
+    import types
+
+    from winsample.encode.executors.ray import _PartPool
+    from winsample.errors import InputError
+
+    class Remote:
+        def remote(self, *args):
+            return object()
+
+    lost = types.SimpleNamespace(put=lambda obj: obj, remote=lambda **kw: lambda fn: Remote(),
+                                 wait=lambda *a, **kw: (_ for _ in ()).throw(ConnectionError("connection lost")))
+    pool = _PartPool(lost, setup=None)
+    got = []
+    fut = pool.apply_async(len, ((),), error_callback=got.append)
+    with pytest.raises(InputError, match="stopped answering: connection lost"):
+        try:
+            fut.get(5)
+        except mp.TimeoutError:
+            pytest.fail("the result was never settled")
+    assert isinstance(got[0], InputError)
+    with pytest.raises(InputError):
+        pool.apply_async(len, ((),)).get(1)
+    pool.terminate()
+    pool.join()

@@ -741,11 +741,12 @@ def init_part_worker(setup: _Setup) -> None:
     use_setup(setup)
 
 
-def use_setup(setup: _Setup) -> None:
-    """This process encodes parts of ``setup``'s run (a forked worker, or a Ray task's worker)."""
+def use_setup(setup: _Setup, processes: int | None = None) -> None:
+    """This process encodes parts of ``setup``'s run (a forked worker, or a Ray task's worker);
+    ``processes``: how many encode side by side on this machine (default ``setup.workers``)."""
     pool_mod.bound_malloc(fast=setup.enc.backend == "fast", on_main=True)
     if setup.enc.backend == "fast":  # each worker's engine cache gets its share of the run's budget
-        setup.enc.start_budget(processes=setup.workers)
+        setup.enc.start_budget(processes=processes or setup.workers)
     _PART["setup"] = setup
 
 
@@ -755,6 +756,8 @@ def encode_part(k: int, spans: list[Span], folder: str, key: dict, sources: dict
     then recorded done (``shards.write_done``). The inputs come with the part, so that a forked
     worker never touches the coordinator's list of them (a touched page is a copied page)."""
     folder = Path(folder)
+    shutil.rmtree(folder, ignore_errors=True)  # a retried task (Ray) starts afresh: files are appended to
+    folder.mkdir(parents=True)
     setup = dataclasses.replace(_PART["setup"], sources=sources)
     run = _LocalRun(setup, folder, None, None, {"journal": None, "note": None}, part=True)
     work = folder.parent.parent  # shards.part_dir: the run's folder, where the outputs grow
@@ -766,6 +769,8 @@ def encode_part(k: int, spans: list[Span], folder: str, key: dict, sources: dict
     unpacked = {s.index: sources[s.index].decompressed for s in spans if sources[s.index].decompressed is not None}
     part = shards.Part(k, {n: shards.Stream.of_writer(w) for n, w in run.writers.items()}, run.stats, batches.lines, sizes,
                        decompressed=unpacked)
+    if not places.current():  # a task that outlived its run (cancelled, late) records nothing in the next one's folder
+        raise WinsampleError(f"part {k}: the run it belongs to has ended; nothing more is written")
     shards.write_done(folder, key, part)
     return part
 

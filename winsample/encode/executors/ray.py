@@ -148,9 +148,10 @@ def _source(p: dict) -> inputs.Source:
     return inputs.Source(p["label"], Path(p["path"]), p["kind"], p["gz"], p["size"], zst=p["zst"])
 
 
-def _check_unchanged(p: dict) -> None:
+def _check_unchanged(p: dict, st: os.stat_result | None = None) -> None:
+    """DataError if input ``p`` (or ``st``, its stat as a reader opened it) is not as planned."""
     try:
-        st = os.stat(p["path"])
+        st = st or os.stat(p["path"])
     except OSError as e:
         raise InputError(f"{p['label']}: cannot read: {e.strerror}") from None
     if (st.st_size, st.st_mtime_ns) != (p["size"], p["mtime_ns"]):
@@ -278,6 +279,11 @@ class _ShardEncoder:
         tf = TextFile.open(src, p["index"], self.job.errors, 0, self.enc.last_safe_cut_bytes, LONG_RUN_CHARS)
         if tf is None:
             return False
+        try:
+            _check_unchanged(p, tf.stat)  # what was opened, not only what was looked at before
+        except WinsampleError:
+            tf.abort()
+            raise
         try:
             for spec in tf.ranges(PIECE_BYTES, None, None, start, end):
                 ids, _, maxes = encode_texts(self.enc, self.job.dtype, [spec], p["label"])
@@ -443,6 +449,7 @@ def run_ray(config: EncodeConfig, *, progress=None, notice=None) -> dict:
         if setup.plan is not None and _parts_spread(setup):  # the local runner's parts, each encoded by a Ray task
             setup.keep_parts = True
             return _on_cluster(ray, config, lambda: _parts_on_ray(ray, local, setup, progress))
+        notice = None  # what prepare had to say is said: not twice
     return _run_shards(ray, config, progress, notice)
 
 
@@ -487,6 +494,8 @@ def _parts_on_ray(ray, local, setup, progress) -> dict:
     """``local.run_prepared`` with Ray tasks as its workers: the same parts, the same merge."""
     setup.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))  # the cluster's, not this machine's
     summary = local.run_prepared(setup, lambda s: _PartPool(ray, s), progress=progress)
+    # an earlier unmerged run's shards: its meta.json, which named them, is replaced (as the shard path's merge does)
+    shutil.rmtree(setup.out_dir / formats.SHARDS_DIR, ignore_errors=True)
     resumed = summary.get("resumed") or {}  # the line printed says how many parts a rerun reused
     summary.update(engine="ray", merged=True, shards=summary.get("parts", 0), shards_reused=resumed.get("parts", 0))
     return summary
@@ -501,7 +510,7 @@ def _part_task(key: str, boxed: list, fn, args: tuple):
         from . import local
 
         setup = import_ray().get(boxed[0])  # in a list: Ray passes the reference, not the value
-        local.use_setup(setup)
+        local.use_setup(setup, processes=min(setup.workers, os.cpu_count() or 1))  # this node's share
         _RUN.update(key=key, setup=setup)
     return fn(*args)
 
@@ -535,10 +544,16 @@ class _Future:
         return self.value
 
 
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
 class _PartPool:
     """Ray tasks as the pool of a run in parts: ``apply_async(fn, args)`` runs ``fn`` on the
     cluster (``MAX_RETRIES`` on a dead worker); a thread of the driver settles the results. A
-    task's own error arrives as itself (``WinsampleError``, a bad range), anything else as InputError."""
+    task's own exception arrives as itself (``WinsampleError``, a bad range), Ray's failures as
+    InputError; if the thread itself fails (the cluster is gone), every result waiting fails too."""
 
     def __init__(self, ray, setup):
         import uuid
@@ -550,17 +565,30 @@ class _PartPool:
         self.lock = threading.Lock()
         self.pending: dict = {}
         self.closed = False
+        self.broken: InputError | None = None
         self.waiter = threading.Thread(target=self._settle, name="winsample-ray-results", daemon=True)
         self.waiter.start()
 
     def apply_async(self, fn, args: tuple, callback=None, error_callback=None) -> _Future:
         fut = _Future(callback, error_callback)
-        ref = self.task.remote(self.key, self.boxed, fn, args)
-        with self.lock:
-            self.pending[ref] = fut
+        if self.broken is not None:
+            fut.settle(error=self.broken)
+            return fut
+        with self.lock:  # held while submitting: terminate() cancels every task it knows of
+            self.pending[self.task.remote(self.key, self.boxed, fn, args)] = fut
         return fut
 
     def _settle(self) -> None:
+        try:
+            self._settle_results()
+        except BaseException as e:  # Ray Client lost, an error in Ray itself: nothing waits forever
+            self.broken = InputError(f"the Ray cluster stopped answering: {_first_line(e)}")
+            with self.lock:
+                futs, self.pending = list(self.pending.values()), {}
+            for fut in futs:
+                fut.settle(error=self.broken)
+
+    def _settle_results(self) -> None:
         ray = self.ray
         while not self.closed:
             with self.lock:
@@ -578,10 +606,9 @@ class _PartPool:
                     value = ray.get(ref)
                 except ray.exceptions.RayTaskError as e:
                     cause = getattr(e, "cause", None)
-                    fut.settle(error=cause if isinstance(cause, Exception) else
-                               InputError(f"a Ray task failed: {str(e).splitlines()[0]}"))
+                    fut.settle(error=cause if isinstance(cause, Exception) else InputError(f"a Ray task failed: {_first_line(e)}"))
                 except ray.exceptions.RayError as e:
-                    fut.settle(error=InputError(f"Ray could not run a task: {str(e).splitlines()[0]}"))
+                    fut.settle(error=InputError(f"Ray could not run a task: {_first_line(e)}"))
                 else:
                     fut.settle(value)
 

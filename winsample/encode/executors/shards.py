@@ -377,14 +377,26 @@ def hash_range(path: Path, start: int, nbytes: int):
 class Places:
     """Where each part's ids go in each output stream: a byte offset once every part before it is
     known (``publish``, by the coordinator), else -1. A small file of int64 both sides map (it
-    lives in the run's folder), so a worker however started reads what the coordinator wrote."""
+    lives in the run's folder), so a worker however started reads what the coordinator wrote.
+    Each run's table is a new file (``current``: a worker whose run has ended, a Ray task that
+    outlived its cancel, sees that its table is no longer the run folder's and writes nothing)."""
 
     def __init__(self, path: Path, names: list[str], parts: int | None = None):
-        self.names = list(names)
+        self.names, self.path = list(names), path
         if parts is not None:  # the coordinator: a new table, nothing known
             with disk.naming(path):
-                np.full((max(parts, 1), len(names)), -1, np.int64).tofile(path)
+                tmp = path.with_name(path.name + ".new")
+                np.full((max(parts, 1), len(names)), -1, np.int64).tofile(tmp)
+                os.replace(tmp, path)
         self.table = np.memmap(path, np.int64, "r+" if parts is not None else "r").reshape(-1, len(names))
+        self.ino = os.stat(path).st_ino  # the table just mapped (a run replaces it only before its first part)
+
+    def current(self) -> bool:
+        """Whether this table is still its run folder's (the run it belongs to goes on)."""
+        try:
+            return os.stat(self.path).st_ino == self.ino
+        except OSError:
+            return False
 
     def publish(self, k: int, offsets: dict[str, int]) -> None:
         if k < len(self.table):
@@ -432,9 +444,11 @@ class PlacedFile:
                 time.sleep(0.002)
                 at = self.places.get(self.k, self.name)
         if at is not None:
+            self._check_current()
             self.fd = os.open(self.output, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))  # the Merger's own file
             self.placed_at = self.at = at
         elif last or self.held_bytes > self.hold:
+            self._check_current()
             self.file = open(self.own, "wb")
         else:
             return
@@ -444,10 +458,15 @@ class PlacedFile:
             m.close()
             fastengine.hold_outside(-n)
 
+    def _check_current(self) -> None:
+        if not self.places.current():
+            raise WinsampleError(f"part {self.k}: the run it belongs to has ended; nothing more is written")
+
     def _put(self, buf) -> None:
         if self.fd is None:
             self.file.write(buf)
             return
+        self._check_current()  # one stat a block: never into the output of a run that is not ours
         view = memoryview(buf).cast("B")
         while view:
             n = os.pwrite(self.fd, view, self.at)
