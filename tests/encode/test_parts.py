@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from winsample.encode import encode_corpus
 from winsample.encode.executors import shards
 from winsample.errors import InputError, Interrupted, WinsampleError
+from winsample.tokenizer import fastengine
 
 from ..conftest import CORPUS
 
@@ -387,6 +388,7 @@ def test_a_part_whose_run_has_ended_writes_nothing_into_the_next_runs_output(tmp
     names = ["train"]
     out = tmp_path / "train.bin"
     out.write_bytes(b"\0" * 64)
+    held = fastengine.held_outside()
     first = shards.Places(tmp_path / "places.bin", names, parts=2)
     first.publish(0, {"train": 0})
     late = shards.Places(tmp_path / "places.bin", names)  # a worker of the first run
@@ -394,8 +396,9 @@ def test_a_part_whose_run_has_ended_writes_nothing_into_the_next_runs_output(tmp
     shards.Places(tmp_path / "places.bin", names, parts=2)  # the next run's table, same folder
     with pytest.raises(WinsampleError, match="run it belongs to has ended"):
         placed.write(b"\1" * 8)
-        placed.close()
+    placed.close()  # closing what was refused writes nothing either
     assert out.read_bytes() == b"\0" * 64 and not (tmp_path / "own.bin").exists()
+    assert fastengine.held_outside() == held  # the refused ids no longer count as held
     ok = shards.PlacedFile(tmp_path / "own2.bin", out, shards.Places(tmp_path / "places.bin", names), 1, "train", 1 << 20)
     ok.write(b"\1" * 8)  # a worker of the current run, its place not yet known: held, then its own file
     ok.close()

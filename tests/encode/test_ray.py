@@ -464,7 +464,7 @@ def test_a_pool_whose_cluster_stops_answering_fails_every_waiting_part_instead_o
     import multiprocessing as mp
     import types
 
-    from winsample.encode.executors.ray import _PartPool
+    from winsample.encode.executors.ray_parts import PartPool
     from winsample.errors import InputError
 
     class Remote:
@@ -473,7 +473,7 @@ def test_a_pool_whose_cluster_stops_answering_fails_every_waiting_part_instead_o
 
     lost = types.SimpleNamespace(put=lambda obj: obj, remote=lambda **kw: lambda fn: Remote(),
                                  wait=lambda *a, **kw: (_ for _ in ()).throw(ConnectionError("connection lost")))
-    pool = _PartPool(lost, setup=None)
+    pool = PartPool(lost, setup=None)
     got = []
     fut = pool.apply_async(len, ((),), error_callback=got.append)
     with pytest.raises(InputError, match="stopped answering: connection lost"):

@@ -188,6 +188,55 @@ def new_stats(dedup: bool = False) -> dict:
 # --- ids ------------------------------------------------------------------------------------
 
 
+class DocHolder:
+    """The ids of the document being read, until its split is known: in memory up to
+    ``hold_bytes``, then in a spill file in ``stage``."""
+
+    def __init__(self, stage: Path, dtype: str, hold_bytes: int):
+        self.path = stage / "document.spill.raw"
+        self.hold_bytes = hold_bytes
+        self.dtype = dtype
+        self.parts: list[tuple[np.ndarray, int]] = []  # (ids, their max)
+        self.nbytes = 0
+        self.spill = None
+        self.spilled = 0
+
+    def add(self, ids: np.ndarray, max_id: int) -> None:
+        self.parts.append((ids, max_id))
+        self.nbytes += ids.nbytes
+        if self.nbytes > self.hold_bytes:
+            with disk.naming(self.path):
+                if self.spill is None:
+                    self.spill = open(self.path, "w+b")
+                for p, _ in self.parts:
+                    self.spill.write(p.data)
+            self.spilled += self.nbytes
+            self.parts, self.nbytes = [], 0
+
+    def flush_to(self, writer: SplitWriter | None) -> None:
+        """Write everything held to ``writer`` (None: drop it) and start empty."""
+        if self.spilled:
+            if writer is not None:
+                self.spill.seek(0)
+                left = self.spilled
+                while left:
+                    data = self.spill.read(min(left, disk.checksums.CHUNK_BYTES))
+                    left -= len(data)
+                    writer.write(np.frombuffer(data, dtype=self.dtype))
+            self.spill.seek(0)
+            self.spill.truncate()
+            self.spilled = 0
+        if writer is not None:
+            for p, m in self.parts:
+                writer.write(p, m)
+        self.parts, self.nbytes = [], 0
+
+    def close(self) -> None:
+        if self.spill is not None:
+            self.spill.close()
+            self.path.unlink(missing_ok=True)
+
+
 def encode_texts(tok: tokenizer.Tokenizer, dtype: str, texts: Sequence[str], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Concatenated ids of ``texts`` (cast to ``dtype`` after a range check), each one's length and max id.
 

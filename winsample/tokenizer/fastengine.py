@@ -312,6 +312,11 @@ def hold_outside(nbytes: int) -> None:
     _held_outside += nbytes
 
 
+def held_outside() -> int:
+    """Bytes this process holds outside its engines' budget now (``hold_outside``'s sum)."""
+    return _held_outside
+
+
 def _budget_view() -> int | None:
     """The resident size the budget compares: ``resident_bytes`` less what is held outside it."""
     now = resident_bytes()

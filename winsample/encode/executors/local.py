@@ -68,57 +68,6 @@ PARTS_IN_FLIGHT = 2  # parts handed to the pool per worker (a run in parts): the
 ProgressFn = Callable[..., None]
 
 
-# --- main side: writers -------------------------------------------------------------------
-
-
-class _Holder:
-    """The ids of the document being read, until its split is known; spills past HOLD_BYTES."""
-
-    def __init__(self, stage: Path, dtype: str):
-        self.path = stage / "document.spill.raw"
-        self.dtype = dtype
-        self.parts: list[tuple[np.ndarray, int]] = []  # (ids, their max)
-        self.nbytes = 0
-        self.spill = None
-        self.spilled = 0
-
-    def add(self, ids: np.ndarray, max_id: int) -> None:
-        self.parts.append((ids, max_id))
-        self.nbytes += ids.nbytes
-        if self.nbytes > HOLD_BYTES:
-            with disk.naming(self.path):
-                if self.spill is None:
-                    self.spill = open(self.path, "w+b")
-                for p, _ in self.parts:
-                    self.spill.write(p.data)
-            self.spilled += self.nbytes
-            self.parts, self.nbytes = [], 0
-
-    def flush_to(self, writer: SplitWriter | None) -> None:
-        """Write everything held to ``writer`` (None: drop it) and start empty."""
-        if self.spilled:
-            if writer is not None:
-                self.spill.seek(0)
-                left = self.spilled
-                while left:
-                    data = self.spill.read(min(left, disk.checksums.CHUNK_BYTES))
-                    left -= len(data)
-                    writer.write(np.frombuffer(data, dtype=self.dtype))
-            self.spill.seek(0)
-            self.spill.truncate()
-            self.spilled = 0
-        if writer is not None:
-            for p, m in self.parts:
-                writer.write(p, m)
-        self.parts, self.nbytes = [], 0
-
-    def close(self) -> None:
-        if self.spill is not None:
-            self.spill.close()
-            self.path.unlink(missing_ok=True)
-
-
-
 # --- the run ------------------------------------------------------------------------------
 
 
@@ -346,7 +295,7 @@ class _LocalRun:
         self.part = part  # one part of a run in parts: no checkpoints; bad input is the coordinator's to report
         self.sources, self.enc, self.spec = setup.sources, setup.enc, setup.spec
         self.writers, self.stats, self.resumed, self.seen = checkpoint.resume_writers(stage, self.spec, start)
-        self.holder = _Holder(stage, self.spec.dtype)
+        self.holder = pipeline.DocHolder(stage, self.spec.dtype, HOLD_BYTES)
         self.rule = DocRule.of(self.spec)
         self.checkpoints = not part and resume.resumable(self.sources)  # a part never walks every input
         self.syncer = checkpoint.Checkpointer()
@@ -762,9 +711,16 @@ def encode_part(k: int, spans: list[Span], folder: str, key: dict, sources: dict
     run = _LocalRun(setup, folder, None, None, {"journal": None, "note": None}, part=True)
     work = folder.parent.parent  # shards.part_dir: the run's folder, where the outputs grow
     places = shards.Places(work / shards.PLACES, list(run.writers))
-    for name, w in run.writers.items():  # ids straight into the output once the part's place is known
-        w.send_to(shards.PlacedFile(w.path, work / formats.bin_name(name), places, k, name, shards.PLACE_HOLD_BYTES))
-    batches = run.encode(spans)
+    placed = [shards.PlacedFile(w.path, work / formats.bin_name(name), places, k, name, shards.PLACE_HOLD_BYTES)
+              for name, w in run.writers.items()]
+    for w, p in zip(run.writers.values(), placed):  # ids straight into the output once the part's place is known
+        w.send_to(p)
+    try:
+        batches = run.encode(spans)
+    except BaseException:
+        for p in placed:  # a worker that goes on (a Ray task's) must not count ids it no longer holds
+            p.discard()
+        raise
     sizes = sum((s.end - s.start) if not s.whole else (sources[s.index].size or 0) for s in spans)
     unpacked = {s.index: sources[s.index].decompressed for s in spans if sources[s.index].decompressed is not None}
     part = shards.Part(k, {n: shards.Stream.of_writer(w) for n, w in run.writers.items()}, run.stats, batches.lines, sizes,

@@ -460,7 +460,20 @@ class PlacedFile:
 
     def _check_current(self) -> None:
         if not self.places.current():
+            self.discard()
             raise WinsampleError(f"part {self.k}: the run it belongs to has ended; nothing more is written")
+
+    def discard(self) -> None:
+        """Give back what is held (its count too: the process may encode other parts) and close."""
+        held, self.held, self.held_bytes = self.held, [], 0
+        for m, n in held:
+            m.close()
+            fastengine.hold_outside(-n)
+        if self.fd is not None and self.fd >= 0:
+            os.close(self.fd)
+        if self.file is not None:
+            self.file.close()
+        self.fd = -1  # closed: close() writes nothing more
 
     def _put(self, buf) -> None:
         if self.fd is None:
@@ -487,7 +500,8 @@ class PlacedFile:
         if self.fd is None and self.file is None:
             self._decide(last=True)
         if self.fd is not None:
-            os.close(self.fd)
+            if self.fd >= 0:
+                os.close(self.fd)
             self.fd = -1  # closed; placed_at stays
         elif self.file is not None:
             self.file.close()
