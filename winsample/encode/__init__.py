@@ -9,6 +9,7 @@
 - ``resume``: the checkpoint journal of ``--resume``;
 - ``executors.local``: the local runner (encoder processes or threads);
 - ``executors.ray``: ``--engine ray``, the same bytes from Ray tasks (Ray imported only there);
+  ``executors.ray_parts``: ``--merge``, the local runner's parts as Ray tasks;
 - ``sft``: ``--chat`` / ``--prompt-field``: records rendered whole, with a loss mask beside the tokens.
 """
 
