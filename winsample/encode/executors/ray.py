@@ -43,6 +43,8 @@ import logging
 import math
 import os
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -478,6 +480,7 @@ def _on_cluster(ray, config: EncodeConfig, work):
     """``work()`` on the cluster at ``config.address``, or on a local one started (and stopped) for it."""
     started = False
     if not ray.is_initialized():
+        handlers = _python_handlers()
         if config.address:
             ray.init(address=config.address, log_to_driver=False, logging_level=logging.WARNING)
         else:
@@ -485,11 +488,23 @@ def _on_cluster(ray, config: EncodeConfig, work):
             ray.init(address="local", num_cpus=config.workers or os.cpu_count() or 1, include_dashboard=False,
                      log_to_driver=False, logging_level=logging.WARNING)
         started = True
+        # Ray's driver puts its own handlers (they print a stack and exit 15) where the CLI's were:
+        # the CLI's go back, so that a signal cancels the tasks, keeps the finished work and says so
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
     try:
         return work()
     finally:
         if started:
             ray.shutdown()
+
+
+def _python_handlers() -> dict:
+    """The Python handlers of SIGTERM, SIGINT and SIGHUP (this thread the main one), to put back."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    sigs = [signal.SIGTERM, signal.SIGINT] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    return {s: h for s in sigs if callable(h := signal.getsignal(s))}
 
 
 def _write_dataset(out_dir: Path, config: EncodeConfig, meta: formats.Meta, metas: list, splits: dict, prov_segs: dict) -> None:
