@@ -455,6 +455,7 @@ def test_bad_utf8_in_a_merge_in_parts_fails_naming_the_file_and_byte(cluster, tm
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "broken.txt" in lines[0] and "invalid UTF-8" in lines[0] and f"byte {len(text)}" in lines[0]
     assert not (tmp_path / "o" / "meta.json").exists()
+    assert not (tmp_path / "o" / formats.PARTIAL_DIR).exists()  # bad input: a rerun needs another input, no part is kept
 
 
 

@@ -244,9 +244,10 @@ def _commit(setup: _Setup, pool, progress) -> tuple[_Result, formats.Meta]:
         formats.recover(out_dir)
         keep = setup.keep_parts and shards.any_done(work)
         raise disk.write_error(out_dir, e) from None
-    except BaseException:
+    except BaseException as e:
         formats.recover(out_dir)
-        keep = setup.keep_parts and shards.any_done(work)
+        # bad input is fixed by a changed input, whose rerun could reuse no part: nothing to keep
+        keep = setup.keep_parts and not isinstance(e, DataError) and shards.any_done(work)
         raise
     finally:
         if not keep:
