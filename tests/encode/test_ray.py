@@ -232,6 +232,7 @@ def test_bad_utf8_in_a_cut_file_fails_the_job_naming_the_file(cluster, tmp_path,
     assert len(lines) == 1 and "broken.txt" in lines[0] and "invalid UTF-8" in lines[0]
     assert f"byte {len(text)}" in lines[0]  # the first bad byte, counted from the file start
     assert not (tmp_path / "o" / "meta.json").exists()
+    assert not list((tmp_path / "o").glob("shards/.work-*"))  # the failed shard's work is not left half-written
 
 
 def test_cli_ray_engine_json_summary_and_local_only_options(cluster, tmp_path):
@@ -487,3 +488,21 @@ def test_a_pool_whose_cluster_stops_answering_fails_every_waiting_part_instead_o
         pool.apply_async(len, ((),)).get(1)
     pool.terminate()
     pool.join()
+
+
+def test_bad_inputs_in_a_small_merge_are_all_listed_nothing_is_left_and_no_local_only_option_is_hinted(cluster, tmp_path):
+    """An input of one part runs in parts on Ray too: every bad input listed as the local engine
+    lists them, the output folder the run made removed again, and the hints name no option that
+    --engine ray refuses (--on-bad-input, --input-encoding)."""
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.jsonl").write_text('{"text": "fine"}\n{"text": "broken\n{"text": "fine too"}\n', encoding="utf-8")
+    (src / "b.txt").write_bytes(b"good text " * 20 + b"\xff\xfe" + b" more text" * 20)
+    res = CliRunner().invoke(main, ["encode", str(src), "-o", str(tmp_path / "o"), "--engine", "ray", "--merge", "-q"])
+    assert res.exit_code == 1
+    lines = res.stderr.strip().splitlines()
+    assert [ln.split(":")[0] for ln in lines[:2]] == ["bad input", "bad input"], lines
+    assert "a.jsonl:2" in lines[0] and "b.txt" in lines[1] and "invalid UTF-8 at byte 200" in lines[1]
+    assert "2 bad inputs" in lines[2] and len(lines) == 3
+    assert "--on-bad-input" not in res.stderr and "--input-encoding" not in res.stderr
+    assert not (tmp_path / "o").exists()

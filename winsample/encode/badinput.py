@@ -63,4 +63,4 @@ def every_bad(sources: list[Source], first: BadInput, reading: Reading, text_fie
         return BadInput(probe.bad[0]["error"], first.src, probe.bad[0]["byte"], probe.bad[0]["line"])
     if total <= 1:
         return first
-    return many_bad([b["error"] for b in probe.bad], total)
+    return many_bad([b["error"] for b in probe.bad], total, probe.hint)

@@ -116,8 +116,8 @@ class Reading:
     """One run's way of reading its inputs, and what it counted doing so.
 
     ``errors`` (``strict`` / ``replace``), ``encoding`` (a codec from ``codec_of``; None: UTF-8),
-    ``skip`` (``--on-bad-input skip``), ``hint`` (the command has ``--input-encoding``: its
-    errors may name it). Counts: ``replaced`` (a ``Replaced``), ``boms``, ``skipped_inputs`` (files left out), ``skipped_records`` (JSONL
+    ``skip`` (``--on-bad-input skip``), ``hint`` (the command has ``--input-encoding`` and
+    ``--on-bad-input``, as the local engine's does: its errors may name them). Counts: ``replaced`` (a ``Replaced``), ``boms``, ``skipped_inputs`` (files left out), ``skipped_records`` (JSONL
     lines left out); ``bad``: the first ``BAD_KEPT`` of those as entries."""
 
     def __init__(self, errors: str = "strict", encoding: str | None = None, skip: bool = False,
@@ -171,12 +171,13 @@ def add_counts(stats: dict, base: dict, reading: Reading) -> None:
         stats["bad_inputs"] = bad[:BAD_KEPT]
 
 
-def many_bad(errors: list[str], total: int) -> BadInputs:
+def many_bad(errors: list[str], total: int, hint: bool = True) -> BadInputs:
     """The error of a run that found ``total`` bad inputs (``errors``: the first ones' messages),
-    each listed in its ``details`` (the first ``BAD_SHOWN``)."""
+    each listed in its ``details`` (the first ``BAD_SHOWN``); ``hint``: name ``--on-bad-input skip``."""
     shown = errors[:BAD_SHOWN]
     more = f" (the first {len(shown)} listed above)" if total > len(shown) else " (listed above)"
-    err = BadInputs(f"{total} bad inputs{more}: fix them, or pass --on-bad-input skip to leave them out and list them")
+    fix = ", or pass --on-bad-input skip to leave them out and list them" if hint else ""
+    err = BadInputs(f"{total} bad inputs{more}: fix them{fix}")
     err.details = tuple(f"bad input: {e}" for e in shown)
     return err
 

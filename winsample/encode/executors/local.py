@@ -143,7 +143,7 @@ def prepare(config: EncodeConfig, notice, parts: bool = False) -> _Setup:
     if config.resume and not resume.resumable(sources):
         raise ConfigError("--resume cannot continue reading stdin (-): encode a file instead")
     pipeline.check_split_possible(sources, config.split, config.val_fraction)  # the last check before reading: it hides no other
-    plan = _plan(config, spec, enc, sources, 2 if parts else workers)
+    plan = _plan(config, spec, enc, sources, workers, parts)
     if plan is None:  # a run in parts: each worker sets its own (init_part_worker), the coordinator keeps the default
         pool_mod.bound_malloc(fast=enc.backend == "fast", on_main=workers == 1)
     threads = workers if plan is not None else _encoder_threads(enc, workers, sources)
@@ -151,16 +151,17 @@ def prepare(config: EncodeConfig, notice, parts: bool = False) -> _Setup:
     return _Setup(spec, enc, backend_entry, describe, chosen, sources, out_dir, workers, threads, params, plan)
 
 
-def _plan(config: EncodeConfig, spec: RunSpec, enc, sources, workers: int) -> list | None:
+def _plan(config: EncodeConfig, spec: RunSpec, enc, sources, workers: int, parts: bool = False) -> list | None:
     """The parts of a run in parts, or None for one stream: one worker, stdin, ``--dedup`` (a
     document is kept only if no earlier one had its text: one stream's question), or an input
-    that makes fewer than two parts (one compressed file: the encoder pool spreads its batches)."""
-    if workers == 1 or config.dedup is not None or not resume.resumable(sources):
+    that makes fewer than two parts (one compressed file: the encoder pool spreads its batches).
+    ``parts``: the workers are a cluster's (``prepare``): parts whatever their number."""
+    if (workers == 1 and not parts) or config.dedup is not None or not resume.resumable(sources):
         return None
     skip = config.on_bad_input == "skip"  # a bad text file is left out whole: it is read whole first
     early = DocRule.of(spec).early is not None and not skip
     plan = shards.plan_parts(sources, config.shard_bytes, enc, early, RANGE_MIN_BYTES, config.errors, config.input_encoding)
-    return plan if len(plan) > 1 else None
+    return plan if len(plan) > 1 or parts else None
 
 
 def _encoder_threads(enc, workers: int, sources) -> int:
@@ -479,7 +480,7 @@ class _Batches:
         # document goes to one worker whole, and those longer than one piece are counted.
         self.whole = not tok.can_cut
         c = self.config  # how this run decodes, and its counts: replaced, BOMs, bad input skipped
-        self.reading = decoding.Reading(c.errors, c.input_encoding, c.on_bad_input == "skip", hint=True)
+        self.reading = decoding.Reading(c.errors, c.input_encoding, c.on_bad_input == "skip", hint=c.engine == "local")
         self.replaced = self.reading.replaced
         self.lines: dict[int, int] = {}  # span position -> JSONL lines read in it (a part of a file)
         self.items: list = []
@@ -754,7 +755,7 @@ def _run_parts(setup: _Setup, work: Path, pool, progress) -> _Result:
     except RangeFault as f:
         raise range_error(setup.sources[f.args[0]], f.args[1], f.args[2]) from None
     except decoding.BadInput as e:  # the first bad input found; others may lie in earlier parts
-        reading = decoding.Reading(c.errors, c.input_encoding, False, hint=True)
+        reading = decoding.Reading(c.errors, c.input_encoding, False, hint=c.engine == "local")  # Ray refuses both options
         raise badinput.every_bad(setup.sources, e, reading, c.text_field, c.id_field, start=0) from None
     ordered = [parts[k] for k in range(len(plan))]
     for p in ordered:  # a .gz / .zst input's decompressed size, as the worker that read it found it

@@ -373,7 +373,7 @@ def shard_task(job: ShardJob, shard: dict, *decisions) -> formats.ShardMeta:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     encoder = _ShardEncoder(job, work)
-    encoder.run(shard["pieces"], decisions)
+    encoder.run(shard["pieces"], decisions)  # if it fails, the driver removes the work folder (_run_tasks)
     entries = encoder.entries(work, out, idx)
     inputs_ = []
     for k, (p, s, e, _) in enumerate(shard["pieces"]):
@@ -591,6 +591,10 @@ def _run_tasks(ray, job: ShardJob, sources, plan, progress) -> list[dict]:
     except BaseException:
         for r in pending:
             ray.cancel(r, force=True)
+        if pending:  # a task killed mid-shard leaves its work folder: gone once no task can write on
+            ray.wait(pending, num_returns=len(pending), timeout=10)
+        for work in (Path(job.out_dir) / formats.SHARDS_DIR).glob(".work-*"):
+            shutil.rmtree(work, ignore_errors=True)
         raise
     return [results[k] for k in range(len(plan))]
 
