@@ -706,12 +706,10 @@ def encode_part(k: int, spans: list[Span], folder: str, key: dict, sources: dict
     ``folder`` as one stream of a single run is (this process's own encoder, on its main thread),
     then recorded done (``shards.write_done``). The inputs come with the part, so that a forked
     worker never touches the coordinator's list of them (a touched page is a copied page)."""
-    folder = Path(folder)
-    shutil.rmtree(folder, ignore_errors=True)  # a retried task (Ray) starts afresh: files are appended to
-    folder.mkdir(parents=True)
+    work = Path(folder).parent.parent  # shards.part_dir: the run's folder, where the outputs grow
+    folder = shards.fresh_part_dir(work, k)  # emptied here: a retried task (Ray) must not append to a dead attempt's files
     setup = dataclasses.replace(_PART["setup"], sources=sources)
     run = _LocalRun(setup, folder, None, None, {"journal": None, "note": None}, part=True)
-    work = folder.parent.parent  # shards.part_dir: the run's folder, where the outputs grow
     places = shards.Places(work / shards.PLACES, list(run.writers))
     placed = [shards.PlacedFile(w.path, work / formats.bin_name(name), places, k, name, shards.PLACE_HOLD_BYTES)
               for name, w in run.writers.items()]

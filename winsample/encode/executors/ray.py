@@ -278,10 +278,6 @@ class _ShardEncoder:
             return False
         try:
             _check_unchanged(p, tf.stat)  # what was opened, not only what was looked at before
-        except WinsampleError:
-            tf.abort()
-            raise
-        try:
             for spec in tf.ranges(PIECE_BYTES, None, None, start, end):
                 ids, _, maxes = encode_texts(self.enc, self.job.dtype, [spec], p["label"])
                 w.write(ids, int(maxes[0]))

@@ -44,7 +44,7 @@ def run_parts_on_ray(ray, setup, progress) -> dict:
     return summary
 
 
-_RUN: dict = {}  # a Ray worker's run in parts: its key and setup, kept for the run's next part
+_RUN: dict = {}  # a Ray worker's run in parts: its key (the setup itself is the local runner's to keep)
 
 
 def _part_task(key: str, boxed: list, fn, args: tuple):
@@ -54,7 +54,7 @@ def _part_task(key: str, boxed: list, fn, args: tuple):
 
         setup = ray.get(boxed[0])  # in a list: Ray passes the reference, not the value
         local.use_setup(setup, processes=min(setup.workers, os.cpu_count() or 1))  # this node's share
-        _RUN.update(key=key, setup=setup)
+        _RUN["key"] = key
     return fn(*args)
 
 

@@ -275,7 +275,7 @@ def encode_parts(plan: list[list[Span]], task, pool, in_flight: int, work: Path,
         while todo and len(running) < in_flight and not failed:
             k = todo.popleft()
             running.add(k)
-            pool.apply_async(task, (k, plan[k], str(fresh_part_dir(work, k)), dict(key, part=k), inputs_of(k)),
+            pool.apply_async(task, (k, plan[k], str(part_dir(work, k)), dict(key, part=k), inputs_of(k)),
                              callback=lambda p, k=k: done.put((k, p, None)), error_callback=lambda e, k=k: done.put((k, None, e)))
 
     submit()
@@ -386,7 +386,9 @@ class Places:
         if parts is not None:  # the coordinator: a new table, nothing known
             with disk.naming(path):
                 tmp = path.with_name(path.name + ".new")
-                np.full((max(parts, 1), len(names)), -1, np.int64).tofile(tmp)
+                tmp.unlink(missing_ok=True)  # created afresh: never written through a link planted there
+                with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as f:
+                    np.full((max(parts, 1), len(names)), -1, np.int64).tofile(f)
                 os.replace(tmp, path)
         self.table = np.memmap(path, np.int64, "r+" if parts is not None else "r").reshape(-1, len(names))
         self.ino = os.stat(path).st_ino  # the table just mapped (a run replaces it only before its first part)
