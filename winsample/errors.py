@@ -39,18 +39,21 @@ class ConfigError(WinsampleError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGINT (exit 130), SIGTERM (143) or SIGHUP (129) arrived; nothing was committed.
+    """SIGINT (exit 130), SIGTERM (143) or SIGHUP (129) arrived; nothing was committed (or,
+    given ``committed``, the cleanup after a commit was cut short).
 
     A ``KeyboardInterrupt``, not a WinsampleError: no ``except Exception`` (a fallback, a retry,
     a third-party library's) can swallow a signal and carry on; only cleanup code that re-raises
     sees it. The CLI turns it into one line and exit 128 + signum."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, committed: str | None = None):
         import signal
 
         self.signum = signum
         self.exit_code = 128 + signum
-        super().__init__(f"interrupted by {signal.Signals(signum).name}; nothing was written")
+        # ``committed``: the output the run had already committed, whole, when the signal came
+        done = f"{committed} was committed whole before it arrived" if committed else "nothing was written"
+        super().__init__(f"interrupted by {signal.Signals(signum).name}; {done}")
 
 
 def json_place(e, line: bool = False) -> str:

@@ -85,3 +85,64 @@ def test_sigterm_during_a_merge_in_parts_keeps_the_finished_parts_and_the_rerun_
     encode_corpus([str(src)], tmp_path / "local", workers=1, split="tail")
     for name in ("train.bin", "val.bin"):
         assert (tmp_path / "o" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+
+
+def _session_alive(sid: int) -> list[str]:
+    """The processes still in session ``sid`` (a run started in a session of its own, and what it started)."""
+    out = subprocess.run(["ps", "-e", "-o", "sid=,pid=,args="], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if line.split() and line.split()[0] == str(sid)]
+
+
+def test_a_run_with_a_cluster_of_its_own_is_quiet_and_a_sigterm_at_any_moment_ends_it_in_one_line(tmp_path):
+    """Ray's defaults as a user meets them (token authentication unset, a fresh home): with -q a
+    run prints nothing. A SIGTERM at any moment (starting the cluster, encoding, committing,
+    stopping the cluster) ends the run with exit 143 and one line that tells the truth (nothing
+    written, or the output committed whole, as the folder shows), and leaves no Ray process behind.
+    Before: Ray's notice on every run; exit 15 without a word, a stack and an abort (134), or a
+    crash at exit (139); "nothing was written" beside a committed set."""
+    short = Path(tempfile.mkdtemp(prefix="ws-ray-", dir="/tmp"))  # Ray's socket paths must stay short
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(HOME=str(tmp_path / "home"), RAY_TMPDIR=str(short))  # Ray writes ~/.ray/auth_token
+    src = tmp_path / "plays.txt"
+    src.write_text(CORPUS.joinpath("hamlet.txt").read_text("utf-8") * 20, encoding="utf-8")  # ~3.6 MB
+    encode_corpus([str(src)], tmp_path / "local", workers=1, split="tail")
+    want = {n: (tmp_path / "local" / n).read_bytes() for n in ("train.bin", "val.bin")}
+
+    def start(out: Path) -> subprocess.Popen:
+        return subprocess.Popen(encode_cmd(str(src), "-o", str(out), "--engine", "ray", "--merge", "--workers", "2",
+                                           "--split", "tail", "-q"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+
+    runs = []
+    try:
+        t = time.monotonic()
+        whole = start(tmp_path / "whole")
+        runs.append(whole)
+        out, err = whole.communicate(timeout=300)
+        seconds = time.monotonic() - t
+        assert (whole.returncode, out, err) == (0, "", "")
+        for frac in (0.1, 0.35, 0.6, 0.8, 0.9, 0.97):
+            dest = tmp_path / f"at-{frac}"
+            run = start(dest)
+            runs.append(run)
+            time.sleep(frac * seconds)
+            run.send_signal(signal.SIGTERM)
+            out, err = run.communicate(timeout=120)
+            if run.returncode == 0:  # it ended first
+                assert (out, err) == ("", "")
+            else:
+                assert run.returncode == 128 + signal.SIGTERM, (frac, err)
+                lines = err.splitlines()
+                assert len(lines) == 1 and lines[0].startswith("error: interrupted by SIGTERM; "), (frac, err)
+                assert lines[0].endswith(f"{dest} was committed whole before it arrived") == (dest / "meta.json").exists()
+            if (dest / "meta.json").exists():
+                assert {n: (dest / n).read_bytes() for n in want} == want
+            deadline = time.monotonic() + 30
+            while _session_alive(run.pid):
+                assert time.monotonic() < deadline, (frac, _session_alive(run.pid))
+                time.sleep(0.2)
+    finally:
+        for run in runs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(run.pid, signal.SIGKILL)
+        shutil.rmtree(short, ignore_errors=True)

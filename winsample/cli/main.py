@@ -83,15 +83,15 @@ def _usage_line(e: click.UsageError) -> str:
 def entry(prog_name: str = "winsample") -> None:
     """The ``winsample`` command: ``main``, and an exit that always happens.
 
-    After a signal (exit 128 + N) a helper thread may still be blocked in a read; Python would
-    wait for it at exit, so the process ends with ``os._exit`` instead (output flushed first)."""
-    import threading
-
+    After a signal (exit 128 + N), when its cleanup is done, the process ends with ``os._exit``
+    (output flushed first): a helper thread may still be blocked in a read, which Python would
+    wait for at exit, and Ray's C++ exit handler raced its own threads after cancelled tasks
+    (a crash at exit, seen once in a few SIGTERMs)."""
     try:
         main(prog_name=prog_name)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        if code >= 128 and threading.active_count() > 1:
+        if code >= 128:
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()

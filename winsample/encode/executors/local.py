@@ -197,12 +197,19 @@ def run_prepared(setup: _Setup, part_pool=None, *, progress: ProgressFn | None =
             setup.enc.release()
     else:
         pool = pool_mod.make_pool(setup.threads, setup.enc, setup.spec.dtype) if setup.workers > 1 else None
+    committed = False
     try:
-        with disk.locked(setup.out_dir):
-            result, meta = _commit(setup, pool, progress)
-    finally:
-        if pool is not None:
-            pool_mod.close_pool(pool) if setup.plan is not None else pool.close()
+        try:
+            with disk.locked(setup.out_dir):
+                result, meta = _commit(setup, pool, progress)
+                committed = True
+        finally:
+            if pool is not None:
+                pool_mod.close_pool(pool) if setup.plan is not None else pool.close()
+    except Interrupted as e:  # a signal after the commit (the lock let go, the pool closed): the set is whole
+        if not committed:
+            raise
+        raise Interrupted(e.signum, committed=str(setup.out_dir)) from None
     extra = {"resumed": result.resumed, "encoding": setup.enc.name, "backend": setup.backend_entry["name"],
              "dtype": setup.spec.dtype, "layouts": list(setup.chosen), "workers": setup.workers, "encoders": setup.threads,
              **({"parts": len(setup.plan)} if setup.plan is not None else {})}

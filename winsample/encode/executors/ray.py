@@ -39,12 +39,9 @@ the local runner with Ray tasks as its pool (``ray_parts``).
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import shutil
-import signal
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -62,22 +59,11 @@ from ..pipeline import LONG_RUN_CHARS, PIECE_CHARS, DocRule, SplitWriter, check_
 from ..ranges import RangeFault, range_error
 from ..textfile import TextFile
 from .local import PIECE_BYTES
+from .ray_cluster import import_ray, on_cluster
 from .ray_plan import plan_shards
 from .shards import copy_into, hash_file
 
 MAX_RETRIES = 3  # Ray re-runs a task whose worker died this many times
-INSTALL_HINT = "pip install 'winsample[ray]'"
-
-
-def import_ray():
-    """The ray module, or ConfigError naming the extra to install."""
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError(f"--engine ray needs Ray, which is not installed: {INSTALL_HINT}") from None
-    return ray
-
-
 # --- the shard task -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -442,7 +428,7 @@ def run_ray(config: EncodeConfig, *, progress=None, notice=None) -> dict:
         setup = local.prepare(config, notice, parts=True)
         if setup.plan is not None and parts_spread(setup):  # the local runner's parts, each encoded by a Ray task
             setup.keep_parts = True
-            return _on_cluster(ray, config, lambda: run_parts_on_ray(ray, setup, progress))
+            return on_cluster(ray, config, lambda: run_parts_on_ray(ray, setup, progress))
         notice = None  # what prepare had to say is said: not twice
     return _run_shards(ray, config, progress, notice)
 
@@ -457,7 +443,7 @@ def _run_shards(ray, config: EncodeConfig, progress, notice) -> dict:
     with disk.locked(out_dir):
         formats.recover(out_dir)
         plan = plan_shards(sources, config.shard_bytes, enc)
-        metas = _on_cluster(ray, config, lambda: _run_tasks(ray, job, sources, plan, progress))
+        metas = on_cluster(ray, config, lambda: _run_tasks(ray, job, sources, plan, progress))
         splits, stats = _finish(out_dir, metas, config, sources, setup.spec.dtype)
         for shard, m in zip(plan, metas):  # a compressed input's decompressed size, as its task read it
             for (i, _a, _b), rec in zip(shard, m.inputs):
@@ -470,37 +456,6 @@ def _run_shards(ray, config: EncodeConfig, progress, notice) -> dict:
     extra = {"encoding": enc.name, "dtype": setup.spec.dtype, "engine": "ray", "merged": config.merge, "shards": len(metas),
              "shards_reused": sum(m.reused for m in metas)}
     return pipeline.summary(out_dir, meta, stats, sources, time.perf_counter() - t0, extra)
-
-
-def _on_cluster(ray, config: EncodeConfig, work):
-    """``work()`` on the cluster at ``config.address``, or on a local one started (and stopped) for it."""
-    started = False
-    if not ray.is_initialized():
-        handlers = _python_handlers()
-        if config.address:
-            ray.init(address=config.address, log_to_driver=False, logging_level=logging.WARNING)
-        else:
-            # address "local": a cluster of its own even where one runs here already (that one is --address auto's)
-            ray.init(address="local", num_cpus=config.workers or os.cpu_count() or 1, include_dashboard=False,
-                     log_to_driver=False, logging_level=logging.WARNING)
-        started = True
-        # Ray's driver puts its own handlers (they print a stack and exit 15) where the CLI's were:
-        # the CLI's go back, so that a signal cancels the tasks, keeps the finished work and says so
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
-    try:
-        return work()
-    finally:
-        if started:
-            ray.shutdown()
-
-
-def _python_handlers() -> dict:
-    """The Python handlers of SIGTERM, SIGINT and SIGHUP (this thread the main one), to put back."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    sigs = [signal.SIGTERM, signal.SIGINT] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
-    return {s: h for s in sigs if callable(h := signal.getsignal(s))}
 
 
 def _write_dataset(out_dir: Path, config: EncodeConfig, meta: formats.Meta, metas: list, splits: dict, prov_segs: dict) -> None:

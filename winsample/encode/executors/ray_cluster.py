@@ -1,0 +1,145 @@
+"""The driver's Ray cluster: imported, joined (or started for one run) and left, with the
+CLI's signal handling kept throughout (``on_cluster``). Ray is imported only here, inside
+functions: ``import winsample`` never loads it."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+
+from ...errors import ConfigError, Interrupted
+from ..config import EncodeConfig
+
+INSTALL_HINT = "pip install 'winsample[ray]'"
+
+
+def import_ray():
+    """The ray module, or ConfigError naming the extra to install.
+
+    Ray's failure-signal handler (C++, installed as ``ray.init`` connects, and reset to the
+    default action by ``ray.shutdown``) takes SIGTERM too: a signal in that window printed a stack
+    and aborted, and after the run the CLI's handler was gone. It is off unless the environment
+    asks for it (``RAY_DISABLE_FAILURE_SIGNAL_HANDLER=0``); Ray reads the variable on import."""
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"--engine ray needs Ray, which is not installed: {INSTALL_HINT}") from None
+    return ray
+
+
+def on_cluster(ray, config: EncodeConfig, work):
+    """``work()`` on the cluster at ``config.address``, or on a local one started (and stopped) for it.
+
+    Signals (SIGTERM, SIGINT, SIGHUP, where the caller handles them, as the CLI does) are held
+    while Ray starts and while it shuts down, then raised as ``Interrupted``: cut short, either
+    left Ray's processes running (its agents outlived the run) and the driver crashing at exit.
+    A second signal ends the wait at once, so a start or a shutdown that hangs still ends."""
+    started = False
+    handlers = _python_handlers() if not ray.is_initialized() else {}
+    if not ray.is_initialized():
+        try:
+            with _held(handlers) as held, _ray_leaves_sigterm_alone():
+                if config.address:
+                    ray.init(address=config.address, log_to_driver=False, logging_level=logging.WARNING)
+                else:
+                    # address "local": a cluster of its own even where one runs here already (that one is --address auto's)
+                    _quiet_token_notice()
+                    ray.init(address="local", num_cpus=config.workers or os.cpu_count() or 1, include_dashboard=False,
+                             log_to_driver=False, logging_level=logging.WARNING)
+        except (SystemExit, KeyboardInterrupt) as e:
+            # a second signal, or Ray's own handler (sys.exit(15)) where it could not be kept off:
+            # what the init started is stopped
+            if isinstance(e, SystemExit) and e.code != signal.SIGTERM:
+                raise
+            _shutdown(ray, handlers)
+            raise (Interrupted(signal.SIGTERM) if isinstance(e, SystemExit) else e) from None
+        if held:
+            _shutdown(ray, handlers)
+            raise Interrupted(held[0])
+        started = True
+    try:
+        result = work()
+    except BaseException:
+        if started:
+            _shutdown(ray, handlers)
+        raise
+    held = _shutdown(ray, handlers) if started else None
+    if held is not None:  # the work was done: the output is complete, and the message says so
+        raise Interrupted(held, committed=str(config.out_dir))
+    return result
+
+
+def _shutdown(ray, handlers: dict) -> int | None:
+    """``ray.shutdown()`` with the signals of ``handlers`` held; returns the first one held (None: none came)."""
+    with _held(handlers) as held:
+        ray.shutdown()
+    return held[0] if held else None
+
+
+@contextlib.contextmanager
+def _held(handlers: dict):
+    """The signals of ``handlers`` held while the body runs: the first is recorded in the list
+    yielded, a second raises ``Interrupted`` at once. The handlers are back afterwards."""
+    held: list[int] = []
+
+    def hold(signum, frame):
+        if held:
+            raise Interrupted(signum)
+        held.append(signum)
+
+    for signum in handlers:
+        signal.signal(signum, hold)
+    try:
+        yield held
+    finally:
+        _restore(handlers)
+
+
+@contextlib.contextmanager
+def _ray_leaves_sigterm_alone():
+    """Ray's init puts a SIGTERM handler of its own (``sys.exit(15)``) in place of the caller's, as
+    it starts: kept off while it runs (the CLI's handler is put back after it anyway). Where a Ray
+    version has no such hook, its handler stays, and ``on_cluster`` takes the ``SystemExit``."""
+    try:
+        import importlib
+
+        utils = importlib.import_module("ray._private.utils")
+    except ImportError:
+        utils = None
+    setter = getattr(utils, "set_sigterm_handler", None)
+    if setter is None:
+        yield
+        return
+    utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        utils.set_sigterm_handler = setter
+
+
+def _quiet_token_notice() -> None:
+    """Drop Ray's notice that a new local cluster uses token authentication (Ray's default, kept):
+    it would be printed on every run of a cluster of our own. Its warning that a cluster runs
+    *without* authentication still shows."""
+    logging.getLogger("ray._private.authentication.authentication_token_setup").addFilter(_not_token_enabled)
+
+
+def _not_token_enabled(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Token authentication is enabled for this Ray cluster")
+
+
+def _restore(handlers: dict) -> None:
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+
+
+def _python_handlers() -> dict:
+    """The Python handlers of SIGTERM, SIGINT and SIGHUP (this thread the main one), to put back."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    sigs = [signal.SIGTERM, signal.SIGINT] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    return {s: h for s in sigs if callable(h := signal.getsignal(s))}
