@@ -350,6 +350,49 @@ def test_file_shrinking_while_read_is_refused_exit_1(tmp_path):
     assert data_set(out) == {} and leftovers(out) == []
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("kind", ["text cut in parts", "small text", "jsonl"])
+@pytest.mark.parametrize("swap", ["removed", "fifo"])
+def test_an_input_removed_or_made_a_fifo_after_it_was_listed_is_one_line_exit_2(tmp_path, monkeypatch, workers, kind, swap):
+    """Whichever reader meets it first (a worker's byte range, a part's JSONL lines, the one
+    stream's reader): `FILE: no such file`, or not a regular file, exit 2 as when it is missing
+    at the start, nothing written, no hang. Before: "the file changed ... (N bytes before, 0
+    after)" (exit 1) or "cannot read" by timing, a removed JSONL reported as an error writing
+    OUT_DIR, and a FIFO opened by a worker blocked it."""
+    from winsample.encode import inputs
+    from winsample.encode.executors import shards
+
+    text = CORPUS.joinpath("hamlet.txt").read_text("utf-8")
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.txt").write_text(text, encoding="utf-8")
+    name, body = {"text cut in parts": ("z.txt", text * 3), "small text": ("z.txt", text[:5_000]),
+                  "jsonl": ("z.jsonl", "\n".join(json.dumps({"text": text[i : i + 3_000]}) for i in range(0, 2 * len(text), 3_000)))}[kind]
+    victim = folder / name
+    victim.write_text(body, encoding="utf-8")
+
+    def swap_it():
+        victim.unlink()
+        if swap == "fifo":
+            os.mkfifo(victim)
+
+    # after the plan (the workers open the file), or after the listing (the one stream opens it)
+    target, fn = (shards, "plan_parts") if workers > 1 else (inputs, "resolve_inputs")
+    real = getattr(target, fn)
+    monkeypatch.setattr(target, fn, lambda *a, **k: (real(*a, **k), swap_it())[0])
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the run hung on the swapped input"))
+    signal.alarm(60)
+    try:
+        with pytest.raises(InputError) as e:
+            encode_corpus([str(folder)], tmp_path / "out", workers=workers, shard_size="64KB", split="tail")
+    finally:
+        signal.alarm(0)
+    assert e.value.exit_code == 2
+    said = "no such file" if swap == "removed" else "not a regular file (a FIFO, socket or device); expected an input file"
+    assert str(e.value) == f"{victim}: {said}"
+    assert not (tmp_path / "out").exists()
+
+
 # --- resume -------------------------------------------------------------------------------------
 
 

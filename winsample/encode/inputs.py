@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from .. import disk
 from ..errors import ConfigError, DataError, InputError, json_place
 from ..records import MISSING, field_value
 from .decoding import BadInput, Reading, Replaced, encoded_len, sniff, splits_lines, utf16_hint
@@ -334,10 +335,8 @@ class Reader:
         self._disk_pos = 0
         if src.path is None and sys.stdin is None:  # `<&-`: Python sets sys.stdin to None
             raise InputError(f"{src.label}: standard input is closed: pipe the text in, or name the files")
-        try:
-            self.raw = sys.stdin.buffer if src.path is None else open(src.path, "rb")
-        except OSError as e:
-            raise InputError(f"{src.label}: cannot read: {e.strerror}") from None
+        # open_regular: InputError if the file went, or something else took its place, since it was listed
+        self.raw = sys.stdin.buffer if src.path is None else disk.open_regular(src.path, "an input file")
         self.stat = None if src.path is None else os.fstat(self.raw.fileno())
         if self.stat is not None:
             src.mtime_ns = self.stat.st_mtime_ns

@@ -12,7 +12,8 @@ import codecs
 import os
 from collections.abc import Iterator
 
-from ..errors import DataError, InputError
+from .. import disk
+from ..errors import DataError
 from ..tokenizer.chunking import last_safe_cut_bytes
 from .decoding import sniff
 from .inputs import READ_BYTES, Source, changed_error
@@ -41,10 +42,7 @@ class TextFile:
             return None
         if src.size is None or src.size < min_bytes:
             return None
-        try:
-            f = open(src.path, "rb", buffering=0)
-        except OSError as e:
-            raise InputError(f"{src.label}: cannot read: {e.strerror}") from None
+        f = disk.open_regular(src.path, "an input file")  # InputError: gone, unreadable, or no longer a regular file
         try:
             st = os.fstat(f.fileno())
             head = os.pread(f.fileno(), HEAD_BYTES, 0)
