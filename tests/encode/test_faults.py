@@ -522,16 +522,34 @@ def test_resume_never_writes_through_a_link_planted_in_the_partial_folder(tmp_pa
     assert_clean(out)
 
 
-def test_plain_run_after_crash_removes_partial_and_starts_over(tmp_path, small_batches):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_plain_run_after_crash_removes_partial_starts_over_and_says_so(tmp_path, small_batches, workers):
+    """The work kept for --resume is dropped by a run without it, and the summary line says so
+    (it was dropped silently, found in a new-user trial)."""
+    from winsample.cli.render import encode_summary
+    from winsample.encode.executors import shards
+
     src = _docs(tmp_path / "in")
     out = tmp_path / "out"
-    _crash_after_checkpoints(out, [str(src)], val_fraction=0.3, workers=1)
+    if workers == 1:
+        _crash_after_checkpoints(out, [str(src)], val_fraction=0.3, workers=1)
+    else:  # a run in parts: stopped once a part is done
+        def stop(nbytes, ntokens, total=None):
+            if shards.any_done(out / formats.PARTIAL_DIR):
+                raise KeyboardInterrupt
+
+        with pytest.raises(Interrupted):
+            encode_corpus([str(src)], out, progress=stop, val_fraction=0.3, workers=2, shard_size="2KB")
+        assert shards.any_done(out / formats.PARTIAL_DIR)
     assert (out / formats.PARTIAL_DIR).is_dir()
-    s = encode_corpus([str(src)], out, val_fraction=0.3, workers=1)
-    assert s["resumed"] is None
+    s = encode_corpus([str(src)], out, val_fraction=0.3, workers=workers, shard_size="2KB")
+    dropped = "an interrupted run's work was dropped: a run without --resume starts over"
+    assert s["resumed"] == ({"inputs": 0, "discarded": dropped} if workers == 1 else {"parts": 0, "discarded": dropped})
+    assert f", nothing resumed ({dropped}):" in encode_summary(s, out)
     encode_corpus([str(src)], tmp_path / "clean", val_fraction=0.3, workers=1)
     assert data_set(out) == data_set(tmp_path / "clean")
     assert_clean(out)
+    assert encode_corpus([str(src)], out, val_fraction=0.3, workers=workers, shard_size="2KB")["resumed"] is None  # nothing to drop
 
 
 def test_bad_data_after_checkpoints_removes_the_partial(tmp_path, small_batches):

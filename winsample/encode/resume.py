@@ -30,6 +30,7 @@ from ..errors import WinsampleError
 JOURNAL_FORMAT = "winsample-partial"
 JOURNAL_VERSION = 1
 CHECKPOINT_SECONDS = 1.0  # at most one fsync'ed checkpoint per second: cheap, loses ≤ 1 s + one input
+DROPPED = "an interrupted run's work was dropped: a run without --resume starts over"  # a plain run's note when it drops a checkpoint
 
 
 class Stale(Exception):

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from ... import disk
+from ... import disk, formats
 from .. import dedup, pipeline, resume
 from ..config import RunSpec
 from ..pipeline import DocRule, SplitWriter
@@ -21,7 +21,8 @@ CHECKPOINT_IN_BACKGROUND = True  # tests that stop a run right after a checkpoin
 def open_partial(work: Path, params: dict, sources, want: bool) -> dict:
     """{"journal": the checkpoint to continue from, or None, "note": why none was used}.
 
-    Without a usable checkpoint ``work`` is made empty (a plain run always starts over).
+    Without a usable checkpoint ``work`` is made empty (a plain run always starts over, and
+    says so when it drops one: ``resume.DROPPED``).
     """
     note = None
     if want:
@@ -29,6 +30,8 @@ def open_partial(work: Path, params: dict, sources, want: bool) -> dict:
             return {"journal": resume.read_journal(work, params, sources), "note": None}
         except resume.Stale as e:
             note = str(e)
+    elif (work / formats.PARTIAL_JOURNAL).exists():
+        note = resume.DROPPED
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     return {"journal": None, "note": note}

@@ -743,7 +743,7 @@ def _run_parts(setup: _Setup, work: Path, pool, progress) -> _Result:
     spec, plan = setup.spec, setup.plan
     c = spec.config
     parts, key, note = shards.open_parts(work, setup.params, setup.sources, plan, c.resume or setup.keep_parts, spec.dtype)
-    note = note if c.resume else None  # a run that always reuses (keep_parts) found none: nothing to say
+    note = note if c.resume or not setup.keep_parts else None  # a run that always reuses (keep_parts) found none: nothing to say
     if progress:
         progress(0, 0, pipeline.known_text_bytes(setup.sources))
         for p in parts.values():

@@ -229,7 +229,8 @@ def read_done(folder: Path, key: dict, k: int, item: int) -> Part | None:
 def open_parts(work: Path, params: dict, sources, plan: list[list[Span]], want: bool, dtype: str) -> tuple[dict, dict, str | None]:
     """(the parts of an earlier run to reuse by number, the key of this run's parts, why none
     were reused or None). Without ``want`` (``--resume``), or when the earlier run had other
-    options, inputs or parts, ``work`` is made empty."""
+    options, inputs or parts, ``work`` is made empty (without ``want``, the note says so when
+    finished parts were dropped)."""
     from .. import resume  # the input identity a checkpoint uses
 
     key = {"run": xxhash.xxh3_128_hexdigest(json.dumps(
@@ -243,6 +244,8 @@ def open_parts(work: Path, params: dict, sources, plan: list[list[Span]], want: 
                 parts[k] = p
         if not parts:
             note = "no part of an earlier run with these inputs and options was complete"
+    elif any_done(work):
+        note = resume.DROPPED
     if not parts:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
