@@ -424,6 +424,15 @@ def test_inputs_with_no_text_at_all_exit_1(tmp_path):
     assert not (tmp_path / "out" / "meta.json").exists()
 
 
+def test_an_empty_jsonl_file_says_it_holds_no_document(tmp_path):
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    r = cli([tmp_path / "empty.jsonl", "-o", tmp_path / "out", "--split", "tail"])
+    assert r.exit_code == 1 and r.stdout == ""
+    assert r.stderr == (f"error: {tmp_path / 'empty.jsonl'}: no document has any text (the input holds no document at all);"
+                        " nothing to encode\n")
+    assert not (tmp_path / "out").exists()
+
+
 def test_parquet_without_pyarrow_names_the_extra(tmp_path, monkeypatch):
     import sys
 

@@ -239,7 +239,16 @@ def test_a_new_set_removes_layout_files_the_old_set_had(tmp_path, corpus):
     assert not (out / "train.idx").exists() and not (out / "train.bin").exists()
     assert run("verify", out, "--show", "0").exit_code == 0
     assert run("encode", path, "-o", out, "-q").exit_code == 0
-    assert not list((out / "llmc").glob("*.bin")) and (out / "train.bin").exists()
+    assert not (out / "llmc").exists() and (out / "train.bin").exists()  # the folder the old set alone filled goes too
+
+
+def test_a_folder_the_old_set_shared_with_a_users_file_stays_with_that_file(tmp_path, corpus):
+    path, _ = corpus
+    out = tmp_path / "out"
+    assert run("encode", path, "-o", out, "--layout", "nanogpt,llmc", "-q").exit_code == 0
+    (out / "llmc" / "README.txt").write_text("mine")
+    assert run("encode", path, "-o", out, "-q").exit_code == 0
+    assert [p.name for p in (out / "llmc").iterdir()] == ["README.txt"]
 
 
 def test_the_three_layouts_hold_the_same_documents(tmp_path, corpus):

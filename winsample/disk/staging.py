@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -24,7 +25,7 @@ def commit_staged(stage: Path, out_dir: str | Path, names: list[str], remove: It
     A name may lie in a subfolder (``llmc/train_000000.bin``): the folder is made in
     ``out_dir`` as needed. ``remove``: names in ``out_dir`` the new set no longer has (a layout
     an earlier run wrote), deleted before the last name goes in, so no stale file stays
-    beside the new set. Files are fsynced, then a COMMIT mark (the names) is written: from
+    beside the new set (nor a subfolder they alone filled). Files are fsynced, then a COMMIT mark (the names) is written: from
     that moment the new set is the truth, and ``recover`` finishes the moves if the process
     dies midway. Before the mark, an interrupted run leaves the previous set untouched.
     """
@@ -73,6 +74,9 @@ def roll_forward(stage: Path, out_dir: Path, names: list[str] | dict, remove: It
         if i == len(names) - 1:
             for r in remove:
                 (out_dir / r).unlink(missing_ok=True)
+            for d in sorted({(out_dir / r).parent for r in remove} - {out_dir}, key=lambda d: len(d.parts), reverse=True):
+                with contextlib.suppress(OSError):  # only a folder the old set alone filled: rmdir leaves any other
+                    d.rmdir()
         if (stage / name).exists():
             (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
             os.replace(stage / name, out_dir / name)

@@ -639,10 +639,9 @@ def check_outcome(sources, stats: dict, train_tokens: int, val_tokens: int, frac
     fraction above 0, val) empty — the same words whichever runner found it."""
     kept = stats["documents"] - stats["documents_skipped_empty"]
     if kept == 0:
-        raise DataError(
-            f"{', '.join(s.label for s in sources[:3])}: no document has any text"
-            f" ({stats['documents_skipped_empty']} empty or whitespace-only); nothing to encode"
-        )
+        empty = stats["documents_skipped_empty"]
+        why = f"{empty} empty or whitespace-only" if empty else "the input holds no document at all"
+        raise DataError(f"{', '.join(s.label for s in sources[:3])}: no document has any text ({why}); nothing to encode")
     hint = "a single or few documents want --split tail" if not tail else "use more text or a larger --val-fraction"
     if train_tokens == 0:
         raise ConfigError(f"the split leaves train empty ({kept} document(s), --val-fraction {fraction}): {hint}")
