@@ -51,6 +51,7 @@ class Interrupted(KeyboardInterrupt):
 
         self.signum = signum
         self.exit_code = 128 + signum
+        self.committed = committed
         # ``committed``: the output the run had already committed, whole, when the signal came
         done = f"{committed} was committed whole before it arrived" if committed else "nothing was written"
         super().__init__(f"interrupted by {signal.Signals(signum).name}; {done}")

@@ -204,3 +204,22 @@ def test_byte_ranges_and_the_chunker_cut_a_run_at_the_end_of_a_file_alike(tmp_pa
     tf = textfile.TextFile.open(sources.resolve_inputs([str(path)])[0], 0, "strict", 1, None, L)
     assert [r[3] for r in tf.ranges(500)] == ends and tf.forced_cuts == c.forced_cuts == (1 if extra >= 0 else 0)
     tf.close()
+
+
+def test_a_range_the_worker_could_not_open_names_why_when_the_file_opens_again(tmp_path):
+    """A passing open failure in a worker (too many open files): `cannot read: why`, exit 2, not
+    "the file changed (N bytes before, N after)" as if it had changed."""
+    from winsample.encode.ranges import RangeFault, range_error, read_text_range
+    from winsample.errors import InputError
+
+    path = tmp_path / "t.txt"
+    path.write_text("some text\n" * 100)
+    src = sources.resolve_inputs([str(path)])[0]
+    e = range_error(src, "unreadable", src.size, "Too many open files")
+    assert isinstance(e, InputError) and e.exit_code == 2 and str(e) == f"{path}: cannot read: Too many open files"
+    path.unlink()
+    with pytest.raises(RangeFault) as fault:
+        read_text_range(0, str(path), 0, 10, src.size, src.mtime_ns)
+    assert fault.value.args == (0, "unreadable", src.size, "No such file or directory")
+    with pytest.raises(InputError, match=f"^{path}: no such file$"):
+        range_error(src, *fault.value.args[1:])

@@ -350,17 +350,23 @@ def test_file_shrinking_while_read_is_refused_exit_1(tmp_path):
     assert data_set(out) == {} and leftovers(out) == []
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-@pytest.mark.parametrize("kind", ["text cut in parts", "small text", "jsonl"])
+SWAPS = [(kind, workers, when) for kind in ("text cut in parts", "small text", "jsonl") for workers in (1, 2)
+         for when in ("after the listing", "after the plan", "after the text file is opened")
+         if not (when == "after the plan" and workers == 1) and not (when == "after the text file is opened" and kind != "text cut in parts")]
+
+
+@pytest.mark.parametrize(("kind", "workers", "when"), SWAPS)
 @pytest.mark.parametrize("swap", ["removed", "fifo"])
-def test_an_input_removed_or_made_a_fifo_after_it_was_listed_is_one_line_exit_2(tmp_path, monkeypatch, workers, kind, swap):
-    """Whichever reader meets it first (a worker's byte range, a part's JSONL lines, the one
-    stream's reader): `FILE: no such file`, or not a regular file, exit 2 as when it is missing
-    at the start, nothing written, no hang. Before: "the file changed ... (N bytes before, 0
-    after)" (exit 1) or "cannot read" by timing, a removed JSONL reported as an error writing
-    OUT_DIR, and a FIFO opened by a worker blocked it."""
+def test_an_input_removed_or_made_a_fifo_after_it_was_listed_is_one_line_exit_2(tmp_path, monkeypatch, kind, workers, when, swap):
+    """Whichever reader meets it first (the plan's look for cut points, a worker's byte range, a
+    part's JSONL lines, the one stream's reader): `FILE: no such file`, or not a regular file,
+    exit 2 as when it is missing at the start, nothing written, no hang. Before: "the file
+    changed ... (N bytes before, 0 after)" (exit 1) or "cannot read" by timing, an internal
+    error in the plan, a removed JSONL reported as an error writing OUT_DIR, and a FIFO opened by
+    the plan or a worker blocked it."""
     from winsample.encode import inputs
     from winsample.encode.executors import shards
+    from winsample.encode.textfile import TextFile
 
     text = CORPUS.joinpath("hamlet.txt").read_text("utf-8")
     folder = tmp_path / "in"
@@ -376,17 +382,28 @@ def test_an_input_removed_or_made_a_fifo_after_it_was_listed_is_one_line_exit_2(
         if swap == "fifo":
             os.mkfifo(victim)
 
-    # after the plan (the workers open the file), or after the listing (the one stream opens it)
-    target, fn = (shards, "plan_parts") if workers > 1 else (inputs, "resolve_inputs")
-    real = getattr(target, fn)
-    monkeypatch.setattr(target, fn, lambda *a, **k: (real(*a, **k), swap_it())[0])
-    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the run hung on the swapped input"))
+    def after(fn):
+        def call(*a, **k):
+            out = fn(*a, **k)
+            if victim.is_file() and (when != "after the text file is opened" or out is not None and out.src.path == victim):
+                swap_it()
+            return out
+        return call
+
+    if when == "after the listing":
+        monkeypatch.setattr(inputs, "resolve_inputs", after(inputs.resolve_inputs))
+    elif when == "after the plan":
+        monkeypatch.setattr(shards, "plan_parts", after(shards.plan_parts))
+    else:
+        monkeypatch.setattr(TextFile, "open", classmethod(after(TextFile.open.__func__)))
+    saved = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the run hung on the swapped input"))
     signal.alarm(60)
     try:
         with pytest.raises(InputError) as e:
             encode_corpus([str(folder)], tmp_path / "out", workers=workers, shard_size="64KB", split="tail")
     finally:
         signal.alarm(0)
+        signal.signal(signal.SIGALRM, saved)
     assert e.value.exit_code == 2
     said = "no such file" if swap == "removed" else "not a regular file (a FIFO, socket or device); expected an input file"
     assert str(e.value) == f"{victim}: {said}"
@@ -522,16 +539,16 @@ def test_resume_never_writes_through_a_link_planted_in_the_partial_folder(tmp_pa
     assert_clean(out)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_plain_run_after_crash_removes_partial_starts_over_and_says_so(tmp_path, small_batches, workers):
+@pytest.mark.parametrize(("crashed", "workers"), [(1, 1), (2, 2), (1, 2), (2, 1)])
+def test_plain_run_after_crash_removes_partial_starts_over_and_says_so(tmp_path, small_batches, crashed, workers):
     """The work kept for --resume is dropped by a run without it, and the summary line says so
-    (it was dropped silently, found in a new-user trial)."""
+    (it was dropped silently, found in a new-user trial), whichever mode left it."""
     from winsample.cli.render import encode_summary
     from winsample.encode.executors import shards
 
     src = _docs(tmp_path / "in")
     out = tmp_path / "out"
-    if workers == 1:
+    if crashed == 1:
         _crash_after_checkpoints(out, [str(src)], val_fraction=0.3, workers=1)
     else:  # a run in parts: stopped once a part is done
         def stop(nbytes, ntokens, total=None):

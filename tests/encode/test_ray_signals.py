@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import signal
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -30,8 +32,10 @@ class FakeRay:
     """``init`` may install Ray's driver handler and then meet a SIGTERM; ``shutdown`` may meet
     ``signals`` while it runs and always records that it ran to its end."""
 
-    def __init__(self, term_in_init: bool = False, signals_in_shutdown: int = 0, hook: bool = True):
+    def __init__(self, term_in_init: bool = False, signals_in_shutdown: int = 0, hook: bool = True,
+                 init_fails: Exception | None = None):
         self.term_in_init, self.signals_in_shutdown, self.hook = term_in_init, signals_in_shutdown, hook
+        self.init_fails = init_fails
         self.up, self.shutdowns_finished, self.inits_finished = False, 0, 0
 
     def is_initialized(self) -> bool:
@@ -46,6 +50,8 @@ class FakeRay:
             signal.signal(signal.SIGTERM, handler)
         if self.term_in_init:
             os.kill(os.getpid(), signal.SIGTERM)
+        if self.init_fails is not None:  # after minutes of retries, say
+            raise self.init_fails
         self.inits_finished += 1
 
     def shutdown(self) -> None:
@@ -87,6 +93,23 @@ def test_where_ray_puts_its_own_sigterm_handler_its_exit_still_ends_the_run_as_i
     assert signal.getsignal(signal.SIGTERM) is _cli_handler
 
 
+def test_a_signal_held_while_ray_init_runs_ends_the_run_even_if_the_init_then_fails(tmp_path, cli_handlers):
+    ray = FakeRay(term_in_init=True, init_fails=ConnectionError("could not connect"))
+    with pytest.raises(Interrupted) as e:
+        on_cluster(ray, config(tmp_path), lambda: pytest.fail("the work must not start"))
+    assert e.value.signum == signal.SIGTERM and ray.shutdowns_finished == 1
+
+
+def test_a_signal_while_joining_a_cluster_at_an_address_ends_the_run_at_once(tmp_path, cli_handlers):
+    """Joining starts no process that could outlive the run: nothing to wait for."""
+    ray = FakeRay(term_in_init=True)
+    cfg = EncodeConfig.of([str(CORPUS / "sonnets.txt")], tmp_path / "o", engine="ray", address="auto")
+    with pytest.raises(Interrupted) as e:
+        on_cluster(ray, cfg, lambda: pytest.fail("the work must not start"))
+    assert e.value.signum == signal.SIGTERM and ray.inits_finished == 0 and ray.shutdowns_finished == 1
+    assert signal.getsignal(signal.SIGTERM) is _cli_handler
+
+
 def test_after_ray_init_the_clis_handler_is_back(tmp_path, cli_handlers):
     seen = []
     on_cluster(FakeRay(), config(tmp_path), lambda: seen.append(signal.getsignal(signal.SIGTERM)))
@@ -102,6 +125,14 @@ def test_a_sigterm_while_ray_shuts_down_after_the_work_waits_for_the_shutdown_an
     assert e.value.exit_code == 143
     assert str(e.value) == f"interrupted by SIGTERM; {tmp_path / 'o'} was committed whole before it arrived"
     assert signal.getsignal(signal.SIGTERM) is _cli_handler
+
+
+def test_a_signal_while_ray_shuts_down_before_the_caller_commits_says_nothing_was_written(tmp_path, cli_handlers):
+    """The shard path commits after the cluster is left (``commits=False``)."""
+    ray = FakeRay(signals_in_shutdown=1)
+    with pytest.raises(Interrupted) as e:
+        on_cluster(ray, config(tmp_path), lambda: "shards done", commits=False)
+    assert str(e.value) == "interrupted by SIGTERM; nothing was written" and ray.shutdowns_finished == 1
 
 
 def test_a_second_signal_while_ray_shuts_down_ends_the_wait_at_once(tmp_path, cli_handlers):
@@ -123,21 +154,48 @@ def test_a_signal_while_ray_shuts_down_after_failed_work_keeps_the_works_error(t
     assert e.value.signum == signal.SIGINT and ray.shutdowns_finished == 1
 
 
-def test_a_signal_after_a_local_run_in_parts_has_committed_says_the_output_is_whole(tmp_path, monkeypatch):
-    """The pool is closed after the commit: a signal there must not claim that nothing was written."""
-    close = pool_mod.close_pool
+@pytest.mark.parametrize("where", ["closing the pool", "moving the set in", "removing .partial"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_after_a_local_run_in_parts_has_committed_says_the_output_is_whole(tmp_path, monkeypatch, where, signum):
+    """After the COMMIT mark, a signal must not claim that nothing was written: closing the pool,
+    the moves of the committed set (finished by recovery), removing a big .partial. Ctrl-C is a
+    bare KeyboardInterrupt (the CLI handles SIGINT as Python does), SIGTERM the CLI's Interrupted."""
+    from winsample.disk import staging
 
-    def close_then_signal(pool):
-        close(pool)
-        raise Interrupted(signal.SIGTERM)  # what the CLI's handler raises
+    def stop():
+        raise Interrupted(signum) if signum == signal.SIGTERM else KeyboardInterrupt
 
-    monkeypatch.setattr(pool_mod, "close_pool", close_then_signal)
+    if where == "closing the pool":
+        close = pool_mod.close_pool
+        monkeypatch.setattr(pool_mod, "close_pool", lambda pool: (close(pool), stop()))
+    elif where == "moving the set in":  # the COMMIT mark written, nothing moved yet: recovery moves it all
+        roll_forward, stopped = staging.roll_forward, []
+
+        def stop_first(*a, **k):
+            if not stopped:
+                stopped.append(1)
+                stop()
+            return roll_forward(*a, **k)
+
+        monkeypatch.setattr(staging, "roll_forward", stop_first)
+    else:  # the committed set in place, the old .partial being removed
+        rmtree = shutil.rmtree
+
+        def rmtree_then_stop(p, *a, **k):
+            rmtree(p, *a, **k)
+            if Path(p).name == ".partial" and (tmp_path / "o" / "meta.json").exists():
+                stop()
+
+        monkeypatch.setattr(shutil, "rmtree", rmtree_then_stop)
     src = tmp_path / "plays.txt"
     src.write_text(CORPUS.joinpath("hamlet.txt").read_text("utf-8") * 3, encoding="utf-8")
-    with pytest.raises(Interrupted) as e:
+    with pytest.raises(KeyboardInterrupt) as e:
         encode_corpus([str(src)], tmp_path / "o", workers=2, shard_size="64KB", split="tail")
-    assert str(e.value) == f"interrupted by SIGTERM; {tmp_path / 'o'} was committed whole before it arrived"
-    monkeypatch.setattr(pool_mod, "close_pool", close)
+    name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT"
+    assert str(e.value) == f"interrupted by {name}; {tmp_path / 'o'} was committed whole before it arrived"
+    assert e.value.exit_code == 128 + signum
+    monkeypatch.undo()
     encode_corpus([str(src)], tmp_path / "one", workers=1, split="tail")
-    for name in ("train.bin", "val.bin"):
+    for name in ("train.bin", "val.bin", "meta.json"):
         assert (tmp_path / "o" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())

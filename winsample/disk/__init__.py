@@ -40,4 +40,4 @@ from .names import (
     require_regular,
 )
 from .oserror import NO_ROOM, naming, os_error_text, write_error
-from .staging import COMMIT_MARK, STAGING_DIR, commit_staged, read_commit_mark, roll_forward
+from .staging import COMMIT_MARK, STAGING_DIR, commit_staged, read_commit_mark, roll_forward, was_committed

@@ -54,23 +54,25 @@ def require_regular(path: str | Path, what: str = "file") -> os.stat_result:
     return st
 
 
-def open_regular(path: str | Path, what: str = "file"):
+def open_regular(path: str | Path, what: str = "file", label: str | None = None):
     """``open(path, "rb")`` that never blocks: O_NONBLOCK open, then a regular-file check on the
-    opened file (so a FIFO swapped in after a stat is still refused); InputError otherwise."""
+    opened file (so a FIFO swapped in after a stat is still refused); InputError otherwise,
+    naming it ``label`` (default: the path)."""
     path = Path(path)
+    name = path if label is None else label
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
+        raise InputError(f"{name}: no such file") from None
     except IsADirectoryError:
-        raise InputError(f"{path}: a folder; expected {what}") from None
+        raise InputError(f"{name}: a folder; expected {what}") from None
     except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+        raise InputError(f"{name}: cannot read: {e.strerror}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, socket or device)"
-            raise InputError(f"{path}: {kind}; expected {what}")
+            raise InputError(f"{name}: {kind}; expected {what}")
         if hasattr(os, "O_NONBLOCK"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")

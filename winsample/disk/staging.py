@@ -39,6 +39,12 @@ def commit_staged(stage: Path, out_dir: str | Path, names: list[str], remove: It
     roll_forward(stage, out_dir, names, remove)
 
 
+def was_committed(stage: Path) -> bool:
+    """Whether the set staged in ``stage`` was committed: its COMMIT mark is written (``roll_forward``
+    finishes the moves) or the folder is gone (the moves done; nothing else removes it)."""
+    return not stage.exists() or (stage / COMMIT_MARK).exists()
+
+
 def read_commit_mark(mark: Path) -> tuple[list[str], list[str]]:
     """(names, remove) of a COMMIT mark; DataError (nothing moved) unless each is a relative
     path of plain names (``train.bin``, ``llmc/train_000000.bin``) inside the folder.

@@ -336,7 +336,7 @@ class Reader:
         if src.path is None and sys.stdin is None:  # `<&-`: Python sets sys.stdin to None
             raise InputError(f"{src.label}: standard input is closed: pipe the text in, or name the files")
         # open_regular: InputError if the file went, or something else took its place, since it was listed
-        self.raw = sys.stdin.buffer if src.path is None else disk.open_regular(src.path, "an input file")
+        self.raw = sys.stdin.buffer if src.path is None else disk.open_regular(src.path, "an input file", src.label)
         self.stat = None if src.path is None else os.fstat(self.raw.fileno())
         if self.stat is not None:
             src.mtime_ns = self.stat.st_mtime_ns

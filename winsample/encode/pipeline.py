@@ -640,8 +640,13 @@ def check_outcome(sources, stats: dict, train_tokens: int, val_tokens: int, frac
     kept = stats["documents"] - stats["documents_skipped_empty"]
     if kept == 0:
         empty = stats["documents_skipped_empty"]
-        why = f"{empty} empty or whitespace-only" if empty else "the input holds no document at all"
-        raise DataError(f"{', '.join(s.label for s in sources[:3])}: no document has any text ({why}); nothing to encode")
+        why = [f"{empty} empty or whitespace-only"] if empty else []
+        for key, unit in (("skipped_records", "record"), ("skipped_inputs", "file")):  # --on-bad-input skip
+            n = stats.get(key, 0)
+            why += [f"{n} {unit}{'s' if n != 1 else ''} skipped as bad input"] if n else []
+        what = "the input holds" if len(sources) == 1 else "the inputs hold"
+        raise DataError(f"{', '.join(s.label for s in sources[:3])}: no document has any text"
+                        f" ({', '.join(why) or what + ' no document at all'}); nothing to encode")
     hint = "a single or few documents want --split tail" if not tail else "use more text or a larger --val-fraction"
     if train_tokens == 0:
         raise ConfigError(f"the split leaves train empty ({kept} document(s), --val-fraction {fraction}): {hint}")

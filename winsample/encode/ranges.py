@@ -5,11 +5,12 @@ decodes its own range; a ``RangeFault`` becomes the one-line error the decoded p
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from typing import NamedTuple
 
 from .. import disk
-from ..errors import WinsampleError
+from ..errors import InputError, WinsampleError
 from .decoding import Reading, Replaced
 from .inputs import READ_BYTES, Origin, Reader, Source, changed_error, jsonl_docs, text_chunks
 
@@ -20,7 +21,7 @@ class RangeReader:
     def __init__(self, label: str, path, start: int, end: int, replaced: Replaced | None = None):
         self.src = Part(f"{label} (part from byte {start})")
         self.replaced = replaced if replaced is not None else Replaced()
-        self.f = disk.open_regular(path, "an input file")  # InputError if it went (or a FIFO came) since it was listed
+        self.f = disk.open_regular(path, "an input file", label)  # InputError if it went (or a FIFO came) since it was listed
         self.f.seek(start)
         self.base, self.left, self.offset = start, end - start, 0
 
@@ -62,7 +63,7 @@ class SpanReader(RangeReader):
         """The lines of the file before this part (the b"\\n" bytes before its first byte)."""
         if self._before is None:
             n, pos = 0, 0
-            with disk.open_regular(self.src.path, "an input file") as f:
+            with disk.open_regular(self.src.path, "an input file", self.src.label) as f:
                 while pos < self.base:
                     data = f.read(min(READ_BYTES, self.base - pos))
                     if not data:
@@ -116,7 +117,7 @@ def range_documents(label: str, path, kind: str, index: int, start: int, end: in
 
 class RangeFault(Exception):
     """A byte range could not be used as text: ``args = (source index, "bytes" | "changed" |
-    "unreadable", size planned)`` (unreadable: the file could not be opened).
+    "unreadable", size planned[, why it could not be opened])``.
 
     Raised in an encoder worker; the main process turns it into the exact one-line error
     (``TextFile.error``) that reading the file through ``iter_documents`` would give.
@@ -127,12 +128,14 @@ def read_text_range(i: int, path: str, start: int, end: int, size: int, mtime_ns
     """Bytes ``[start, end)`` of a file, checked (size and mtime as when planned, no NUL) and
     decoded as strict UTF-8 (``as_bytes``: checked to be UTF-8 and returned as they are, for an
     encoder that takes UTF-8 itself); ``RangeFault(i, kind)`` otherwise."""
-    try:  # non-blocking: a FIFO put in the file's place must not hang the worker (its size differs: "changed")
+    try:  # non-blocking: a FIFO put in the file's place must not hang the worker
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        raise RangeFault(i, "unreadable", size) from None
+    except OSError as e:
+        raise RangeFault(i, "unreadable", size, e.strerror or str(e)) from None
     try:
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RangeFault(i, "unreadable", size, "not a regular file")
         if (st.st_size, st.st_mtime_ns) != (size, mtime_ns):
             raise RangeFault(i, "changed", size)
         parts, pos = [], start
@@ -156,12 +159,14 @@ def read_text_range(i: int, path: str, start: int, end: int, size: int, mtime_ns
     return data if as_bytes else text
 
 
-def range_error(src: Source, kind: str, size: int) -> WinsampleError:
+def range_error(src: Source, kind: str, size: int, why: str | None = None) -> WinsampleError:
     """The one-line error for a ``RangeFault`` on ``src``: for bad bytes, exactly the one the
     decoded path gives (the file is read again from its start to find it); for a file that
-    cannot be opened, the InputError opening it gives (``no such file``: removed since it was listed)."""
+    could not be opened (``why``), the InputError opening it gives (``no such file``: removed
+    since it was listed; not a regular file), else ``cannot read: why`` (a passing failure)."""
     if kind == "unreadable":
-        disk.open_regular(src.path, "an input file").close()  # raises what is wrong with it now
+        disk.open_regular(src.path, "an input file", src.label).close()  # raises what is wrong with it now
+        return InputError(f"{src.label}: cannot read: {why}")
     if kind == "bytes":
         reader = Reader(src, None)
         try:

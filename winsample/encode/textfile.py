@@ -42,7 +42,7 @@ class TextFile:
             return None
         if src.size is None or src.size < min_bytes:
             return None
-        f = disk.open_regular(src.path, "an input file")  # InputError: gone, unreadable, or no longer a regular file
+        f = disk.open_regular(src.path, "an input file", src.label)  # InputError: gone, unreadable, or no longer a regular file
         try:
             st = os.fstat(f.fileno())
             head = os.pread(f.fileno(), HEAD_BYTES, 0)

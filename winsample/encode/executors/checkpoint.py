@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from ... import disk, formats
+from ... import disk
 from .. import dedup, pipeline, resume
 from ..config import RunSpec
 from ..pipeline import DocRule, SplitWriter
@@ -30,7 +30,7 @@ def open_partial(work: Path, params: dict, sources, want: bool) -> dict:
             return {"journal": resume.read_journal(work, params, sources), "note": None}
         except resume.Stale as e:
             note = str(e)
-    elif (work / formats.PARTIAL_JOURNAL).exists():
+    elif work.is_dir() and any(work.iterdir()):  # a checkpoint, or a run in parts' parts
         note = resume.DROPPED
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()

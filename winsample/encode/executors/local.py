@@ -206,10 +206,10 @@ def run_prepared(setup: _Setup, part_pool=None, *, progress: ProgressFn | None =
         finally:
             if pool is not None:
                 pool_mod.close_pool(pool) if setup.plan is not None else pool.close()
-    except Interrupted as e:  # a signal after the commit (the lock let go, the pool closed): the set is whole
-        if not committed:
+    except KeyboardInterrupt as e:  # a signal after the commit (the lock let go, the pool closed): the set is whole
+        if not committed or getattr(e, "committed", None):
             raise
-        raise Interrupted(e.signum, committed=str(setup.out_dir)) from None
+        raise Interrupted(getattr(e, "signum", signal.SIGINT), committed=str(setup.out_dir)) from None
     extra = {"resumed": result.resumed, "encoding": setup.enc.name, "backend": setup.backend_entry["name"],
              "dtype": setup.spec.dtype, "layouts": list(setup.chosen), "workers": setup.workers, "encoders": setup.threads,
              **({"parts": len(setup.plan)} if setup.plan is not None else {})}
@@ -226,6 +226,7 @@ def _commit(setup: _Setup, pool, progress) -> tuple[_Result, formats.Meta]:
     out_dir = setup.out_dir
     work = formats.partial_dir(out_dir)
     keep = False
+    stage = None
     try:
         # Inside the try: a signal that lands right after the staging folder is made must
         # still remove it (seen in the SIGTERM test on a loaded machine).
@@ -238,12 +239,15 @@ def _commit(setup: _Setup, pool, progress) -> tuple[_Result, formats.Meta]:
         meta = _stage(setup, work, stage, result)
         return result, meta
     except (KeyboardInterrupt, Interrupted) as e:
+        signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+        if stage is not None and disk.was_committed(stage):  # the COMMIT mark is written: recover finishes the moves
+            formats.recover(out_dir)
+            raise Interrupted(signum, committed=str(out_dir)) from None
         # Interrupted from outside: a checkpoint is work --resume can reuse.
         keep = (work / formats.PARTIAL_JOURNAL).exists() or shards.any_done(work)
         formats.recover(out_dir)  # no COMMIT mark yet: drops the staging folder
         if not keep:
             raise
-        signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
         kept = Interrupted(signum)
         again = "rerun to continue" if setup.keep_parts else "rerun with --resume to continue"  # a cluster's run always reuses
         kept.args = (f"{kept}; the work done so far is kept in {work}: {again}",)
@@ -259,7 +263,12 @@ def _commit(setup: _Setup, pool, progress) -> tuple[_Result, formats.Meta]:
         raise
     finally:
         if not keep:
-            shutil.rmtree(work, ignore_errors=True)
+            try:  # a run in parts' .partial can be gigabytes: a signal may land here, after the commit
+                shutil.rmtree(work, ignore_errors=True)
+            except KeyboardInterrupt as e:
+                if getattr(e, "committed", None) or not (stage is not None and disk.was_committed(stage)):
+                    raise
+                raise Interrupted(getattr(e, "signum", signal.SIGINT), committed=str(out_dir)) from None
 
 
 def _stage(setup: _Setup, work: Path, stage: Path, result: _Result) -> formats.Meta:
@@ -397,7 +406,7 @@ class _LocalRun:
         try:
             out = get()
         except RangeFault as f:  # a byte range of a text file: the exact error reading it gives
-            raise range_error(self.sources[f.args[0]], f.args[1], f.args[2]) from None
+            raise range_error(self.sources[f.args[0]], *f.args[1:]) from None
         self.consume(items, *out)
         self.sync()
 
@@ -450,7 +459,7 @@ class _LocalRun:
                     try:
                         pool.get(fut)
                     except RangeFault as f:
-                        raise range_error(self.sources[f.args[0]], f.args[1], f.args[2]) from None
+                        raise range_error(self.sources[f.args[0]], *f.args[1:]) from None
                     except Exception:
                         pass
                 raise
@@ -546,7 +555,7 @@ class _Batches:
                     try:
                         read_text_range(*t)
                     except RangeFault as f:
-                        raise range_error(self.sources[f.args[0]], f.args[1], f.args[2]) from None
+                        raise range_error(self.sources[f.args[0]], *f.args[1:]) from None
             raise
         if self.items:
             yield self.items, self.texts, self.where0 or ""
@@ -758,7 +767,7 @@ def _run_parts(setup: _Setup, work: Path, pool, progress) -> _Result:
             merger.close()
             raise
     except RangeFault as f:
-        raise range_error(setup.sources[f.args[0]], f.args[1], f.args[2]) from None
+        raise range_error(setup.sources[f.args[0]], *f.args[1:]) from None
     except decoding.BadInput as e:  # the first bad input found; others may lie in earlier parts
         reading = decoding.Reading(c.errors, c.input_encoding, False, hint=c.engine == "local")  # Ray refuses both options
         raise badinput.every_bad(setup.sources, e, reading, c.text_field, c.id_field, start=0) from None

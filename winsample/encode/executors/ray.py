@@ -269,7 +269,7 @@ class _ShardEncoder:
                 w.write(ids, int(maxes[0]))
         except RangeFault as f:
             tf.abort()
-            raise range_error(src, f.args[1], f.args[2]) from None
+            raise range_error(src, *f.args[1:]) from None
         except BaseException:
             tf.abort()
             raise
@@ -443,7 +443,7 @@ def _run_shards(ray, config: EncodeConfig, progress, notice) -> dict:
     with disk.locked(out_dir):
         formats.recover(out_dir)
         plan = plan_shards(sources, config.shard_bytes, enc)
-        metas = on_cluster(ray, config, lambda: _run_tasks(ray, job, sources, plan, progress))
+        metas = on_cluster(ray, config, lambda: _run_tasks(ray, job, sources, plan, progress), commits=False)  # committed below
         splits, stats = _finish(out_dir, metas, config, sources, setup.spec.dtype)
         for shard, m in zip(plan, metas):  # a compressed input's decompressed size, as its task read it
             for (i, _a, _b), rec in zip(shard, m.inputs):

@@ -31,18 +31,25 @@ def import_ray():
     return ray
 
 
-def on_cluster(ray, config: EncodeConfig, work):
+def on_cluster(ray, config: EncodeConfig, work, commits: bool = True):
     """``work()`` on the cluster at ``config.address``, or on a local one started (and stopped) for it.
 
+    ``commits``: ``work`` commits the output (a signal after it says the output is whole);
+    otherwise the caller commits after this returns.
+
     Signals (SIGTERM, SIGINT, SIGHUP, where the caller handles them, as the CLI does) are held
-    while Ray starts and while it shuts down, then raised as ``Interrupted``: cut short, either
-    left Ray's processes running (its agents outlived the run) and the driver crashing at exit.
-    A second signal ends the wait at once, so a start or a shutdown that hangs still ends."""
-    started = False
-    handlers = _python_handlers() if not ray.is_initialized() else {}
-    if not ray.is_initialized():
-        try:
-            with _held(handlers) as held, _ray_leaves_sigterm_alone():
+    while a cluster of our own starts and while any cluster is left, then raised as
+    ``Interrupted``: cut short, either left Ray's processes running (its agents outlived the run)
+    and the driver crashing at exit. A second signal ends the wait at once, so a start or a
+    shutdown that hangs still ends. Joining a cluster at ``--address`` starts no process: a
+    signal there ends the run at once."""
+    if ray.is_initialized():  # a cluster the caller joined: theirs to leave
+        return work()
+    handlers = _python_handlers()
+    left = done = False
+    try:
+        with _held(handlers if not config.address else {}) as held, _ray_leaves_sigterm_alone(handlers):
+            try:
                 if config.address:
                     ray.init(address=config.address, log_to_driver=False, logging_level=logging.WARNING)
                 else:
@@ -50,27 +57,33 @@ def on_cluster(ray, config: EncodeConfig, work):
                     _quiet_token_notice()
                     ray.init(address="local", num_cpus=config.workers or os.cpu_count() or 1, include_dashboard=False,
                              log_to_driver=False, logging_level=logging.WARNING)
-        except (SystemExit, KeyboardInterrupt) as e:
-            # a second signal, or Ray's own handler (sys.exit(15)) where it could not be kept off:
-            # what the init started is stopped
-            if isinstance(e, SystemExit) and e.code != signal.SIGTERM:
+            except Exception:
+                if held:  # the signal held is why the run ends, not what the init met after it
+                    raise Interrupted(held[0]) from None
                 raise
-            _shutdown(ray, handlers)
-            raise (Interrupted(signal.SIGTERM) if isinstance(e, SystemExit) else e) from None
+        _restore(handlers)  # Ray's driver handlers, where it could set them, give way to the caller's
         if held:
-            _shutdown(ray, handlers)
             raise Interrupted(held[0])
-        started = True
-    try:
         result = work()
+        done = left = True  # left: a second signal during the shutdown ends the run without another
+        signum = _shutdown(ray, handlers)
+        if signum is not None:
+            raise Interrupted(signum, committed=str(config.out_dir) if commits else None)
+        return result
+    except (SystemExit, KeyboardInterrupt) as e:
+        # Ray's own handler (sys.exit(15)) where it could not be kept off, or a signal outside the held parts
+        if not left:
+            _shutdown(ray, handlers)
+        if isinstance(e, SystemExit) and e.code != signal.SIGTERM:
+            raise
+        if isinstance(e, Interrupted) and (e.committed or not (done and commits)):
+            raise
+        signum = getattr(e, "signum", signal.SIGTERM if isinstance(e, SystemExit) else signal.SIGINT)
+        raise Interrupted(signum, committed=str(config.out_dir) if done and commits else None) from None
     except BaseException:
-        if started:
+        if not left:
             _shutdown(ray, handlers)
         raise
-    held = _shutdown(ray, handlers) if started else None
-    if held is not None:  # the work was done: the output is complete, and the message says so
-        raise Interrupted(held, committed=str(config.out_dir))
-    return result
 
 
 def _shutdown(ray, handlers: dict) -> int | None:
@@ -100,7 +113,7 @@ def _held(handlers: dict):
 
 
 @contextlib.contextmanager
-def _ray_leaves_sigterm_alone():
+def _ray_leaves_sigterm_alone(handlers: dict):
     """Ray's init puts a SIGTERM handler of its own (``sys.exit(15)``) in place of the caller's, as
     it starts: kept off while it runs (the CLI's handler is put back after it anyway). Where a Ray
     version has no such hook, its handler stays, and ``on_cluster`` takes the ``SystemExit``."""
@@ -111,7 +124,7 @@ def _ray_leaves_sigterm_alone():
     except ImportError:
         utils = None
     setter = getattr(utils, "set_sigterm_handler", None)
-    if setter is None:
+    if setter is None or not handlers:  # no handler of the caller's to keep (not the main thread: no patch)
         yield
         return
     utils.set_sigterm_handler = lambda handler: None

@@ -17,7 +17,7 @@ import threading
 import time
 
 from ... import formats
-from ...errors import InputError
+from ...errors import InputError, Interrupted
 from . import local
 from .ray import MAX_RETRIES
 
@@ -36,7 +36,12 @@ def parts_spread(setup) -> bool:
 def run_parts_on_ray(ray, setup, progress) -> dict:
     """``local.run_prepared`` with Ray tasks as its workers: the same parts, the same merge."""
     setup.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))  # the cluster's, not this machine's
-    summary = local.run_prepared(setup, lambda s: PartPool(ray, s), progress=progress)
+    try:
+        summary = local.run_prepared(setup, lambda s: PartPool(ray, s), progress=progress)
+    except Interrupted as e:
+        if e.committed:  # a signal after the commit: the new set is in place all the same
+            shutil.rmtree(setup.out_dir / formats.SHARDS_DIR, ignore_errors=True)
+        raise
     # an earlier unmerged run's shards: its meta.json, which named them, is replaced (as the shard path's merge does)
     shutil.rmtree(setup.out_dir / formats.SHARDS_DIR, ignore_errors=True)
     resumed = summary.get("resumed") or {}  # the line printed says how many parts a rerun reused

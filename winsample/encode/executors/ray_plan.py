@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ... import tokenizer
+from ... import disk, tokenizer
 from ...tokenizer.chunking import iter_safe_cuts
 from ..decoding import sniff
 
@@ -19,23 +19,24 @@ TAPER = 4  # with taper: the last this many shards' worth of input goes in shard
 
 
 def _splittable(src) -> bool:
-    return src.path is not None and not src.compressed and src.kind in ("text", "jsonl") and not _wide(src.path)
+    return src.path is not None and not src.compressed and src.kind in ("text", "jsonl") and not _wide(src.path, src.label)
 
 
-def _wide(path: Path) -> bool:
+def _wide(path: Path, label: str | None = None) -> bool:
     """Whether the file starts with a UTF-16 or UTF-32 byte-order mark: its text is in that
-    codec, which only a read from its first byte knows, so it stays one piece."""
+    codec, which only a read from its first byte knows, so it stays one piece. InputError if
+    it went, or is no longer a regular file, since it was listed (a FIFO must not block here)."""
     try:
-        with open(path, "rb") as f:
+        with disk.open_regular(path, "an input file", label) as f:
             codec, _ = sniff(f.read(4))
-    except OSError:  # the task reading it says what is wrong
+    except OSError:  # a read error: the task reading it says what is wrong
         return False
     return codec not in (None, "utf-8")
 
 
 def _jsonl_cut(path: Path, at: int, size: int) -> int | None:
     """First byte offset >= ``at`` that starts a line (just after a \\n), below ``size``."""
-    with open(path, "rb") as f:
+    with disk.open_regular(path, "an input file") as f:
         pos = at - 1
         while pos < size:
             f.seek(pos)
@@ -58,7 +59,7 @@ def _text_cut(path: Path, at: int, size: int, cuts=iter_safe_cuts) -> int | None
     file decodes to (UTF-8 resynchronises at every lead byte). ``cuts``: the tokenizer's
     ``iter_safe_cuts``.
     """
-    with open(path, "rb") as f:
+    with disk.open_regular(path, "an input file") as f:
         while at < size:
             base = max(at - 8, 0)
             f.seek(base)

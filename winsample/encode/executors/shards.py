@@ -244,7 +244,7 @@ def open_parts(work: Path, params: dict, sources, plan: list[list[Span]], want: 
                 parts[k] = p
         if not parts:
             note = "no part of an earlier run with these inputs and options was complete"
-    elif any_done(work):
+    elif work.is_dir() and any(work.iterdir()):  # finished parts, or a one-stream run's checkpoint
         note = resume.DROPPED
     if not parts:
         shutil.rmtree(work, ignore_errors=True)
