@@ -424,6 +424,14 @@ def test_inputs_with_no_text_at_all_exit_1(tmp_path):
     assert not (tmp_path / "out" / "meta.json").exists()
 
 
+def test_inputs_whose_records_were_all_skipped_as_bad_say_so(tmp_path):
+    (tmp_path / "a.jsonl").write_text('{"title": 1}\n{"body": 2}\n')
+    r = cli([tmp_path / "a.jsonl", "-o", tmp_path / "out", "--split", "tail", "--on-bad-input", "skip"])
+    assert r.exit_code == 1 and r.stdout == ""
+    assert r.stderr.splitlines()[-1] == (f"error: {tmp_path / 'a.jsonl'}: no document has any text (2 records skipped as bad"
+                                         " input); nothing to encode")
+
+
 def test_an_empty_jsonl_file_says_it_holds_no_document(tmp_path):
     (tmp_path / "empty.jsonl").write_bytes(b"")
     r = cli([tmp_path / "empty.jsonl", "-o", tmp_path / "out", "--split", "tail"])

@@ -199,3 +199,24 @@ def test_a_signal_after_a_local_run_in_parts_has_committed_says_the_output_is_wh
     for name in ("train.bin", "val.bin", "meta.json"):
         assert (tmp_path / "o" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_an_earlier_runs_shards_go_when_a_merge_in_parts_was_committed_before_a_signal(tmp_path, monkeypatch, committed):
+    """The new merged set's meta.json no longer names them; before the commit they stay (still the set)."""
+    from types import SimpleNamespace
+
+    from winsample import formats
+    from winsample.encode.executors import local, ray_parts
+
+    out = tmp_path / "o"
+    (out / formats.SHARDS_DIR).mkdir(parents=True)
+
+    def run_prepared(setup, pool, progress=None):
+        raise Interrupted(signal.SIGTERM, committed=str(out) if committed else None)
+
+    monkeypatch.setattr(local, "run_prepared", run_prepared)
+    ray = SimpleNamespace(cluster_resources=lambda: {"CPU": 2})
+    with pytest.raises(Interrupted):
+        ray_parts.run_parts_on_ray(ray, SimpleNamespace(out_dir=out, workers=2), None)
+    assert (out / formats.SHARDS_DIR).exists() == (not committed)
