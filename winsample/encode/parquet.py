@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from .. import disk
 from . import tables
 from .decoding import BadInput, Reading
 from .inputs import Source
@@ -22,6 +23,9 @@ def _rows(src: Source, field: str, progress, id_field: str | None, reading: Read
     pa = tables.pyarrow(src.label, "Parquet", "parquet")
     import pyarrow.parquet as pq
 
+    # pyarrow opens by path, blocking on a FIFO: the file is checked first (gone, or a FIFO
+    # since it was listed: InputError, exit 2, as for any input)
+    disk.open_regular(src.path, "an input file", src.label).close()
     try:
         pf = pq.ParquetFile(src.path)
     except (OSError, pa.ArrowException) as e:
