@@ -56,6 +56,14 @@ class Interrupted(KeyboardInterrupt):
         done = f"{committed} was committed whole before it arrived" if committed else "nothing was written"
         super().__init__(f"interrupted by {signal.Signals(signum).name}; {done}")
 
+    @classmethod
+    def after_commit(cls, e: KeyboardInterrupt, committed: str) -> Interrupted:
+        """``e`` (the CLI's Interrupted, or Ctrl-C's bare KeyboardInterrupt) as a signal that came
+        after ``committed`` was committed whole."""
+        if isinstance(e, Interrupted) and e.committed:
+            return e
+        return cls(getattr(e, "signum", 2), committed=committed)  # 2: SIGINT, a bare KeyboardInterrupt's
+
 
 def json_place(e, line: bool = False) -> str:
     """A ``json.JSONDecodeError`` as words with its place, for a message: "Expecting value at

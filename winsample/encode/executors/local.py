@@ -207,9 +207,9 @@ def run_prepared(setup: _Setup, part_pool=None, *, progress: ProgressFn | None =
             if pool is not None:
                 pool_mod.close_pool(pool) if setup.plan is not None else pool.close()
     except KeyboardInterrupt as e:  # a signal after the commit (the lock let go, the pool closed): the set is whole
-        if not committed or getattr(e, "committed", None):
+        if not committed:
             raise
-        raise Interrupted(getattr(e, "signum", signal.SIGINT), committed=str(setup.out_dir)) from None
+        raise Interrupted.after_commit(e, str(setup.out_dir)) from None
     extra = {"resumed": result.resumed, "encoding": setup.enc.name, "backend": setup.backend_entry["name"],
              "dtype": setup.spec.dtype, "layouts": list(setup.chosen), "workers": setup.workers, "encoders": setup.threads,
              **({"parts": len(setup.plan)} if setup.plan is not None else {})}
@@ -239,16 +239,15 @@ def _commit(setup: _Setup, pool, progress) -> tuple[_Result, formats.Meta]:
         meta = _stage(setup, work, stage, result)
         return result, meta
     except (KeyboardInterrupt, Interrupted) as e:
-        signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
         if stage is not None and disk.was_committed(stage):  # the COMMIT mark is written: recover finishes the moves
             formats.recover(out_dir)
-            raise Interrupted(signum, committed=str(out_dir)) from None
+            raise Interrupted.after_commit(e, str(out_dir)) from None
         # Interrupted from outside: a checkpoint is work --resume can reuse.
         keep = (work / formats.PARTIAL_JOURNAL).exists() or shards.any_done(work)
         formats.recover(out_dir)  # no COMMIT mark yet: drops the staging folder
         if not keep:
             raise
-        kept = Interrupted(signum)
+        kept = Interrupted(e.signum if isinstance(e, Interrupted) else signal.SIGINT)
         again = "rerun to continue" if setup.keep_parts else "rerun with --resume to continue"  # a cluster's run always reuses
         kept.args = (f"{kept}; the work done so far is kept in {work}: {again}",)
         raise kept from None
@@ -266,9 +265,9 @@ def _commit(setup: _Setup, pool, progress) -> tuple[_Result, formats.Meta]:
             try:  # a run in parts' .partial can be gigabytes: a signal may land here, after the commit
                 shutil.rmtree(work, ignore_errors=True)
             except KeyboardInterrupt as e:
-                if getattr(e, "committed", None) or not (stage is not None and disk.was_committed(stage)):
+                if not (stage is not None and disk.was_committed(stage)):
                     raise
-                raise Interrupted(getattr(e, "signum", signal.SIGINT), committed=str(out_dir)) from None
+                raise Interrupted.after_commit(e, str(out_dir)) from None
 
 
 def _stage(setup: _Setup, work: Path, stage: Path, result: _Result) -> formats.Meta:

@@ -74,12 +74,13 @@ def on_cluster(ray, config: EncodeConfig, work, commits: bool = True):
         # Ray's own handler (sys.exit(15)) where it could not be kept off, or a signal outside the held parts
         if not left:
             _shutdown(ray, handlers)
-        if isinstance(e, SystemExit) and e.code != signal.SIGTERM:
-            raise
-        if isinstance(e, Interrupted) and (e.committed or not (done and commits)):
-            raise
-        signum = getattr(e, "signum", signal.SIGTERM if isinstance(e, SystemExit) else signal.SIGINT)
-        raise Interrupted(signum, committed=str(config.out_dir) if done and commits else None) from None
+        if isinstance(e, SystemExit):
+            if e.code != signal.SIGTERM:
+                raise
+            raise Interrupted(signal.SIGTERM) from None
+        if done and commits:
+            raise Interrupted.after_commit(e, str(config.out_dir)) from None
+        raise
     except BaseException:
         if not left:
             _shutdown(ray, handlers)
