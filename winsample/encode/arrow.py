@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .. import disk
 from . import tables
 from .decoding import BadInput, Reading
 from .inputs import Source
@@ -23,7 +22,7 @@ def arrow_docs(src: Source, field: str, progress, id_field: str | None = None,
 
 def _rows(src: Source, field: str, progress, id_field: str | None, reading) -> Iterator[tuple[str, str, int, object]]:
     pa = tables.pyarrow(src.label, "Arrow files", "arrow")
-    disk.open_regular(src.path, "an input file", src.label).close()  # as parquet._rows: never a FIFO's blocking open
+    src.open().close()  # as parquet._rows: never a FIFO's blocking open
     try:
         mapped = pa.memory_map(str(src.path))
     except (OSError, pa.ArrowException) as e:

@@ -99,6 +99,9 @@ class Origin(NamedTuple):
     id: str | int | None = None
 
 
+INPUT_FILE = "an input file"  # what open_regular says an input was expected to be
+
+
 @dataclass
 class Source:
     """One input to read. ``label`` is the path as the user wrote it (or as found in their folder)."""
@@ -119,6 +122,11 @@ class Source:
     def compressed(self) -> bool:
         """Read through a decompressor: one stream, never cut in byte ranges; offsets count decompressed bytes."""
         return self.gz or self.zst
+
+    def open(self):
+        """The file opened to read (binary), never blocking: InputError naming ``label`` if it
+        went, or is no longer a regular file (a FIFO), since it was listed."""
+        return disk.open_regular(self.path, INPUT_FILE, self.label)
 
     def meta(self) -> dict:
         # A name that is not UTF-8 (surrogate-escaped by Python) shows its bytes as \xNN.
@@ -336,7 +344,7 @@ class Reader:
         if src.path is None and sys.stdin is None:  # `<&-`: Python sets sys.stdin to None
             raise InputError(f"{src.label}: standard input is closed: pipe the text in, or name the files")
         # open_regular: InputError if the file went, or something else took its place, since it was listed
-        self.raw = sys.stdin.buffer if src.path is None else disk.open_regular(src.path, "an input file", src.label)
+        self.raw = sys.stdin.buffer if src.path is None else src.open()
         self.stat = None if src.path is None else os.fstat(self.raw.fileno())
         if self.stat is not None:
             src.mtime_ns = self.stat.st_mtime_ns

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .. import disk
 from . import tables
 from .decoding import BadInput, Reading
 from .inputs import Source
@@ -25,7 +24,7 @@ def _rows(src: Source, field: str, progress, id_field: str | None, reading: Read
 
     # pyarrow opens by path, blocking on a FIFO: the file is checked first (gone, or a FIFO
     # since it was listed: InputError, exit 2, as for any input)
-    disk.open_regular(src.path, "an input file", src.label).close()
+    src.open().close()
     try:
         pf = pq.ParquetFile(src.path)
     except (OSError, pa.ArrowException) as e:

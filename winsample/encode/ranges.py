@@ -12,7 +12,7 @@ from typing import NamedTuple
 from .. import disk
 from ..errors import InputError, WinsampleError
 from .decoding import Reading, Replaced
-from .inputs import READ_BYTES, Origin, Reader, Source, changed_error, jsonl_docs, text_chunks
+from .inputs import INPUT_FILE, READ_BYTES, Origin, Reader, Source, changed_error, jsonl_docs, text_chunks
 
 
 class RangeReader:
@@ -21,7 +21,7 @@ class RangeReader:
     def __init__(self, label: str, path, start: int, end: int, replaced: Replaced | None = None):
         self.src = Part(f"{label} (part from byte {start})")
         self.replaced = replaced if replaced is not None else Replaced()
-        self.f = disk.open_regular(path, "an input file", label)  # InputError if it went (or a FIFO came) since it was listed
+        self.f = disk.open_regular(path, INPUT_FILE, label)  # InputError if it went (or a FIFO came) since it was listed
         self.f.seek(start)
         self.base, self.left, self.offset = start, end - start, 0
 
@@ -63,7 +63,7 @@ class SpanReader(RangeReader):
         """The lines of the file before this part (the b"\\n" bytes before its first byte)."""
         if self._before is None:
             n, pos = 0, 0
-            with disk.open_regular(self.src.path, "an input file", self.src.label) as f:
+            with self.src.open() as f:
                 while pos < self.base:
                     data = f.read(min(READ_BYTES, self.base - pos))
                     if not data:
@@ -165,7 +165,7 @@ def range_error(src: Source, kind: str, size: int, why: str | None = None) -> Wi
     could not be opened (``why``), the InputError opening it gives (``no such file``: removed
     since it was listed; not a regular file), else ``cannot read: why`` (a passing failure)."""
     if kind == "unreadable":
-        disk.open_regular(src.path, "an input file", src.label).close()  # raises what is wrong with it now
+        src.open().close()  # raises what is wrong with it now
         return InputError(f"{src.label}: cannot read: {why}")
     if kind == "bytes":
         reader = Reader(src, None)

@@ -12,7 +12,6 @@ import codecs
 import os
 from collections.abc import Iterator
 
-from .. import disk
 from ..errors import DataError
 from ..tokenizer.chunking import last_safe_cut_bytes
 from .decoding import sniff
@@ -42,7 +41,7 @@ class TextFile:
             return None
         if src.size is None or src.size < min_bytes:
             return None
-        f = disk.open_regular(src.path, "an input file", src.label)  # InputError: gone, unreadable, or no longer a regular file
+        f = src.open()  # InputError: gone, unreadable, or no longer a regular file
         try:
             st = os.fstat(f.fileno())
             head = os.pread(f.fileno(), HEAD_BYTES, 0)

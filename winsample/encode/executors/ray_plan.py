@@ -13,6 +13,7 @@ from pathlib import Path
 from ... import disk, tokenizer
 from ...tokenizer.chunking import iter_safe_cuts
 from ..decoding import sniff
+from ..inputs import INPUT_FILE
 
 SEARCH_BYTES = 1 << 20  # bytes read per step when looking for a cut point
 TAPER = 4  # with taper: the last this many shards' worth of input goes in shards a quarter the size
@@ -27,7 +28,7 @@ def _wide(path: Path, label: str | None = None) -> bool:
     codec, which only a read from its first byte knows, so it stays one piece. InputError if
     it went, or is no longer a regular file, since it was listed (a FIFO must not block here)."""
     try:
-        with disk.open_regular(path, "an input file", label) as f:
+        with disk.open_regular(path, INPUT_FILE, label) as f:
             codec, _ = sniff(f.read(4))
     except OSError:  # a read error: the task reading it says what is wrong
         return False
@@ -36,7 +37,7 @@ def _wide(path: Path, label: str | None = None) -> bool:
 
 def _jsonl_cut(path: Path, at: int, size: int) -> int | None:
     """First byte offset >= ``at`` that starts a line (just after a \\n), below ``size``."""
-    with disk.open_regular(path, "an input file") as f:
+    with disk.open_regular(path, INPUT_FILE) as f:
         pos = at - 1
         while pos < size:
             f.seek(pos)
@@ -59,7 +60,7 @@ def _text_cut(path: Path, at: int, size: int, cuts=iter_safe_cuts) -> int | None
     file decodes to (UTF-8 resynchronises at every lead byte). ``cuts``: the tokenizer's
     ``iter_safe_cuts``.
     """
-    with disk.open_regular(path, "an input file") as f:
+    with disk.open_regular(path, INPUT_FILE) as f:
         while at < size:
             base = max(at - 8, 0)
             f.seek(base)
