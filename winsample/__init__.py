@@ -25,3 +25,7 @@ def __getattr__(name: str):
         return importlib.import_module(f"{__name__}.{name}")
     except ModuleNotFoundError:
         raise AttributeError(f"module 'winsample' has no attribute {name!r}") from None
+
+
+def __dir__() -> list[str]:  # dir() and tab completion show the API that loads on first use
+    return sorted({*globals(), *__all__})

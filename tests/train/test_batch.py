@@ -100,3 +100,15 @@ def test_get_batch_and_the_loader_refuse_a_batch_size_that_is_no_size(bad):
         winsample.get_batch("no-such-plan.npy", "no-such.bin", bad, 0)
     with pytest.raises(ConfigError, match="batch_size must be"):
         winsample.Loader("no-such-plan.npy", "no-such.bin", bad, 0)
+
+
+def test_the_api_loaded_on_first_use_is_listed_by_dir_before_it_loads():
+    """dir(winsample) and tab completion show Loader, get_batch, chunk, … although `import winsample`
+    loads none of them (a fresh interpreter: this one's tests have loaded them already)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, winsample; names = dir(winsample); "
+            "print(sorted(n for n in winsample.__all__ if n not in names), 'winsample.train' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["[]", "False"]

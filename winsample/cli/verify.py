@@ -37,7 +37,7 @@ class _VerifyCommand(click.Command):
 @click.option("--max-leakage", type=click.FloatRange(0, 1), default=0.01, show_default=True,
               help="Most share of val's 32-token shingles also found in train.")
 @click.option("--show", type=click.IntRange(min=0), default=5, show_default=True,
-              help="Decode and print this many windows (the article reads five before every run).")
+              help="Decode and print this many windows, for a person to read before training.")
 @click.option("--meta", "meta_path", type=click.Path(path_type=str), default=None,
               help="meta.json to use for a single .bin, or for llm.c shards named on their own (default: the one beside"
               " the .bin; the data folder's, above the shards' llmc/ folder).")
