@@ -114,6 +114,36 @@ def test_n8_t8_has_no_full_window(tmp_path):
     assert len(rows) == 0 and side["stats"]["uncovered_tokens"] == 8
 
 
+def test_the_summary_names_the_tokens_short_drop_leaves_out(tmp_path):
+    """807 tokens, T 1000 (span 1001), --short drop: no window; the line and --json say all 807
+    are in a document no window reaches, not only "0 tail tokens uncovered"."""
+    b = bin_file(tmp_path / "a.bin", 807)
+    r = run_cli(b, "-T", 1000, "--short", "drop", "-o", tmp_path / "p.npy")
+    assert r.exit_code == 0 and r.stdout == ""
+    assert "0 tail tokens uncovered, and 807 tokens in documents no window reaches" in r.stderr
+    r = run_cli(b, "-T", 1000, "--short", "drop", "-o", tmp_path / "p.npy", "--json")
+    assert json.loads(r.stdout)["uncovered_dropped"] == 807
+
+
+def test_short_drop_over_documents_counts_the_tokens_of_each_short_one(tmp_path):
+    """Documents of 6 and of 201 tokens (gpt2: "word" then " word"s, and the EOT), T 100: the
+    summary's dropped tokens are the short documents' tokens, counted here from the EOT ids."""
+    src = tmp_path / "d.jsonl"
+    src.write_text("".join(json.dumps({"text": "word" + " word" * (4 if i % 3 else 199)}) + "\n" for i in range(30)))
+    r = CliRunner().invoke(main, ["encode", str(src), "-o", str(tmp_path / "out"), "-q", "--val-fraction", "0"])
+    assert r.exit_code == 0, r.stderr
+    ids = np.fromfile(tmp_path / "out" / "train.bin", np.uint16)
+    ends = np.flatnonzero(ids == 50256) + 1
+    lengths = np.diff(np.concatenate([[0], ends]))
+    assert sorted(set(lengths.tolist())) == [6, 201]  # as the comment says
+    short = int(lengths[lengths < 101].sum())
+    r = run_cli(tmp_path / "out" / "train.bin", "-T", 100, "--boundaries", "doc", "--short", "drop", "-o",
+                tmp_path / "p.npy", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["uncovered_dropped"] == short == 20 * 6
+    assert f"and {short} tokens in documents no window reaches" in r.stderr
+
+
 def test_overlap_half_at_span_512_is_stride_256():
     assert planning.resolve_stride(512, 512, overlap=0.5) == 256  # round(512 * 0.5)
     assert planning.resolve_stride(512, 511, overlap=0.5) == 256  # T=511 with targets: span 512

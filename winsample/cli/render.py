@@ -142,11 +142,15 @@ def packing_line(s: dict) -> str:
 
 
 def uncovered(s: dict) -> str:
-    """Where the tokens no window covers are: head (an offset), tail, or both."""
+    """Where the tokens no window covers are: head (an offset), tail, and the documents no window
+    reaches (``--short drop``: shorter than the span), each named when there are any."""
     parts = [plural(s["uncovered_tail"], "tail token")]
     if s.get("uncovered_head"):
         parts.insert(0, plural(s["uncovered_head"], "head token"))
-    return " and ".join(parts) + " uncovered"
+    said = " and ".join(parts) + " uncovered"
+    if s.get("uncovered_dropped"):
+        said += f", and {plural(s['uncovered_dropped'], 'token')} in documents no window reaches"
+    return said
 
 
 _MARK = {"pass": "✓", "fail": "✗", "warn": "!", "skip": "·"}
