@@ -384,7 +384,7 @@ def test_semantic_plan_invariants_and_edges(lengths, span, sdiv, offset, short, 
     ["-T", "8", "--offset", "3", "--random-offset", "--seed", "1"],
     ["-T", "8", "--random-offset"],
     ["-T", "8", "--stride", "20"],
-    ["-T", "8", "--pack"],
+    ["-T", "8", "--pack", "--boundaries", "none"],  # greedy packing places whole documents
     ["-T", "8", "--epoch", "3"],  # --epoch without --random-offset or --shuffle would change nothing
     ["-T", "abc"],
 ])
@@ -593,6 +593,22 @@ def test_pack_puts_whole_short_documents_together(tmp_path):
     rows, _ = plan_of(tmp_path / "p.npy")
     # docs of 2, 3, 4, 2 tokens into span 6: [2+3] [4+2]
     assert list(zip(rows["start"].tolist(), rows["length"].tolist(), rows["doc"].tolist())) == [(0, 5, 0), (5, 6, 2)]
+
+
+def test_pack_alone_packs_along_document_edges_as_with_boundaries_doc(tmp_path):
+    """--pack (greedy) implies --boundaries doc, as --pack best-fit needs none given: the same
+    rows as the two written out, the sidecar saying doc, and the line saying it is packed."""
+    toks = np.array([1, 50256, 2, 3, 50256, 4, 5, 6, 50256, 7, 50256], "<u2")
+    toks.tofile(tmp_path / "a.bin")
+    alone = run_cli(tmp_path / "a.bin", "-T", 5, "--pack", "-o", tmp_path / "p.npy")
+    assert alone.exit_code == 0, alone.stderr
+    assert "(T 5, greedy packing, long documents at stride" in alone.stderr
+    both = run_cli(tmp_path / "a.bin", "-T", 5, "--boundaries", "doc", "--pack", "-o", tmp_path / "q.npy", "-q")
+    assert both.exit_code == 0, both.stderr
+    (rows, side), (rows_doc, _) = plan_of(tmp_path / "p.npy"), plan_of(tmp_path / "q.npy")
+    assert rows.tolist() == rows_doc.tolist()
+    assert list(zip(rows["start"].tolist(), rows["length"].tolist())) == [(0, 5), (5, 6)]  # [2+3] [4+2], by hand
+    assert side["params"]["boundaries"] == "doc"
 
 
 def test_jsonl_decode_adds_text(tmp_path, ref_gpt2):

@@ -46,7 +46,7 @@ def _parse_scales(ctx, param, values):
               help="Never cross documents (doc); also end/start on paragraph or sentence edges when they fit"
                    " [default: none; doc for records with a loss mask (encode --chat / --prompt-field)].")
 @click.option("--pack", type=click.Choice(planning.PACKS), is_flag=False, flag_value="greedy",
-              help="Pack whole documents into shared windows. greedy (--pack alone; with --boundaries doc): in file order,"
+              help="Pack whole documents into shared windows (implies --boundaries doc). greedy (--pack alone): in file order,"
                    " each window filled while the next document fits, long documents windowed as usual; best-fit: best-fit"
                    " decreasing, much fuller windows (fill near 1 with many short documents), segments from anywhere in the"
                    " file. Choose best-fit to train on packed documents with winsample.Loader (positions=\"doc\","

@@ -90,8 +90,9 @@ def run(bin_path, out: str, o: Options, meta_path=None, stream=None, progress=No
     ``out`` is the plan path (``-`` with ``stream``, a text stream, for txt/jsonl).
     Every check happens before anything is written.
     """
-    if o.boundaries is None:  # not given: records (a loss mask beside the tokens) are never cut
-        o = dataclasses.replace(o, boundaries=implied_boundaries(bin_path, meta_path, o.encoding, o.dtype))
+    if o.boundaries is None:  # not given: greedy packing places whole documents; records (a loss mask beside the tokens) are never cut
+        implied = "doc" if o.pack in (True, "greedy") else implied_boundaries(bin_path, meta_path, o.encoding, o.dtype)
+        o = dataclasses.replace(o, boundaries=implied)
     check_options(o)
     multi = len(o.T) > 1
     if not out:
@@ -184,7 +185,8 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
                    "uncovered_tail": stats["uncovered_tail"], "T": params["T"], "stride": params["stride"],
                    "overlap": params["overlap"], "offset": params["offset"], "tokens": src.n,
                    "covered_tokens": stats["covered_tokens"], "uncovered_tokens": stats["uncovered_tokens"],
-                   "uncovered_head": stats["uncovered_head"], "uncovered_dropped": stats["uncovered_dropped"], "files": []}
+                   "uncovered_head": stats["uncovered_head"], "uncovered_dropped": stats["uncovered_dropped"],
+                   "pack": params.get("pack") or None, "files": []}
         if plan.get("warnings"):
             summary["warnings"] = list(plan["warnings"])
         if "fill" in stats:  # a best-fit plan: how full its windows are, what --long did
