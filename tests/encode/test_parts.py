@@ -366,6 +366,23 @@ def test_a_partial_of_other_options_is_not_reused(tmp_path):
     assert files_of(out)["meta.json"] != first["meta.json"]
 
 
+def test_resume_after_a_finished_run_says_there_was_no_checkpoint(tmp_path):
+    """A finished run leaves no .partial: --resume then says so, as a one-stream run does, and
+    says 'no part … was complete' only where an interrupted run's parts were found and none fits."""
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps({"text": f"row {k} " * 30}) + "\n" for k in range(3000)))
+    out = tmp_path / "out"
+    encode_corpus([str(tmp_path / "a.jsonl")], out, workers=2, shard_size=SMALL_PARTS)
+    s = encode_corpus([str(tmp_path / "a.jsonl")], out, workers=2, shard_size=SMALL_PARTS, resume_partial=True)
+    assert s["resumed"] == {"parts": 0, "discarded": f"no checkpoint in {out / '.partial'}"}
+    one = encode_corpus([str(tmp_path / "a.jsonl")], tmp_path / "one", workers=1, resume_partial=True)
+    assert one["resumed"]["discarded"] == f"no checkpoint in {tmp_path / 'one' / '.partial'}"
+    unfinished = shards.part_dir(out / ".partial", 0)  # an interrupted run's part, never finished
+    unfinished.mkdir(parents=True)
+    (unfinished / "train.bin").write_bytes(b"\0\0")
+    s = encode_corpus([str(tmp_path / "a.jsonl")], out, workers=2, shard_size=SMALL_PARTS, resume_partial=True)
+    assert s["resumed"]["discarded"] == "no part of an earlier run with these inputs and options was complete"
+
+
 def test_a_part_record_naming_a_file_outside_its_folder_is_not_reused(tmp_path):
     folder = shards.part_dir(tmp_path, 0)
     folder.mkdir(parents=True)

@@ -242,14 +242,21 @@ def open_parts(work: Path, params: dict, sources, plan: list[list[Span]], want: 
             p = read_done(part_dir(work, k), dict(key, part=k), k, item)
             if p is not None:
                 parts[k] = p
-        if not parts:
-            note = "no part of an earlier run with these inputs and options was complete"
+        if not parts:  # a finished run leaves no parts behind: say so, as the one-stream runner does
+            note = ("no part of an earlier run with these inputs and options was complete" if any_part(work)
+                    else f"no checkpoint in {work}")
     elif work.is_dir() and any(work.iterdir()):  # finished parts, or a one-stream run's checkpoint
         note = resume.DROPPED
     if not parts:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
     return parts, key, note
+
+
+def any_part(work: Path) -> bool:
+    """Whether ``work`` holds a part's folder, finished or not (an interrupted run in parts)."""
+    folder = work / PARTS_DIR
+    return folder.is_dir() and any(folder.iterdir())
 
 
 def any_done(work: Path) -> bool:
