@@ -646,3 +646,22 @@ def test_llmc_stream_passes_a_piece_inside_one_long_document_on_without_copying(
     assert np.concatenate(pieces).tolist() == [EOT, *range(1, 101)]
     assert not np.shares_memory(pieces[0], tokens)  # the document's start: EOT inserted, a new array
     assert all(np.shares_memory(p, tokens) for p in pieces[1:])  # the rest: the .bin's own ids
+
+
+def test_verify_and_windows_read_more_llmc_shards_than_the_process_may_open_files(tmp_path):
+    """~300 shards under a limit of 128 open files (llm.c's FineWeb-100B is ~1,000 shards against
+    the usual 1,024): each shard's map is dropped once read, so verify passes and windows plans
+    the whole stream, in a process whose RLIMIT_NOFILE is 128."""
+    docs = make_docs(n=200)
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in docs))
+    out = tmp_path / "out"
+    assert run("encode", path, "-o", out, "--layout", "llmc", "--shard-tokens", "100", "-q").exit_code == 0
+    shards = sorted((out / "llmc").glob("*.bin"))
+    assert len(shards) > 256
+    limited = ("import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128));"
+               " from winsample.cli.main import entry; sys.argv[0] = 'winsample'; entry()")
+    for args in (["verify", str(out), "-q"], ["windows", str(out / "llmc" / "train_*.bin"), "-T", "64", "--boundaries",
+                                               "doc", "-o", str(tmp_path / "p.npy"), "-q"]):
+        r = subprocess.run([sys.executable, "-c", limited, *args], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, (args[0], r.stderr)

@@ -15,6 +15,9 @@ from ..formats.tokens import open_tokens
 # --- sharded splits: one logical stream ------------------------------------------------------
 
 
+OPEN_MAPS = 64  # files of a ConcatTokens mapped at once (ConcatTokens._part)
+
+
 class ConcatTokens:
     """The concatenation of token files ``paths`` (``counts`` tokens each), read lazily.
 
@@ -51,7 +54,15 @@ class ConcatTokens:
         return len(self) * self.dtype.itemsize
 
     def _part(self, j: int) -> np.ndarray:
-        m = self._maps.get(j)
+        """File ``j``'s ids, mapped; at most ``OPEN_MAPS`` files stay mapped (each map holds a file
+        descriptor: a stream of a thousand llm.c shards would pass the usual limit of 1024). A view
+        handed out keeps its own map alive, so dropping one here never invalidates a caller's array."""
+        m = self._maps.pop(j, None)
+        if m is not None:
+            self._maps[j] = m  # most recently used last
+            return m
+        if len(self._maps) >= OPEN_MAPS:
+            del self._maps[next(iter(self._maps))]
         if m is None and self.header_bytes:
             m = np.zeros(0, self.dtype) if self.counts[j] == 0 else np.memmap(
                 self.paths[j], dtype=self.dtype, mode="r", offset=self.header_bytes, shape=(self.counts[j],))
@@ -71,11 +82,12 @@ class ConcatTokens:
         if j0 == j1:  # one file: a view, no copy
             off = int(self.offsets[j0])
             return self._part(j0)[lo - off : hi - off]
-        parts = []
+        out = np.empty(hi - lo, self.dtype)  # each file's piece copied at once: no map held for the rest
         for j in range(j0, j1 + 1):
             off = int(self.offsets[j])
-            parts.append(self._part(j)[max(lo - off, 0) : min(hi - off, self.counts[j])])
-        return np.concatenate(parts)
+            a, b = max(lo - off, 0), min(hi - off, self.counts[j])
+            out[off + a - lo : off + b - lo] = self._part(j)[a:b]
+        return out
 
     def take(self, idx) -> np.ndarray:
         """Ids at token positions ``idx`` (any shape; negative counts from the end)."""

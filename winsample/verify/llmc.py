@@ -63,6 +63,7 @@ def scan_llmc(files: list[Path], n_vocab: int, label: str, progress=None) -> tup
     shard_scans = []
     for f in files:
         sc = scan_file(f, fmt.dtype, n_vocab, label=f.name, progress=progress, offset=tokensrc.LLMC_HEADER_BYTES)
+        sc.release()  # a thousand shards must not hold a thousand open files
         shard_scans.append(sc)
         parts.append((sc.size + tokensrc.LLMC_HEADER_BYTES, sc.checksum))
         if sc.bad_count and first_bad is None:

@@ -52,6 +52,10 @@ class FileScan:
             self._map = np.memmap(self.path, dtype=self.dtype, mode="r", offset=self.offset, shape=(self.n,))
         return self._map
 
+    def release(self) -> None:
+        """Drop the mapping and its file descriptor (``tokens()`` maps the file again when asked)."""
+        self._map = None
+
 
 def require_file(path: Path) -> None:
     if not path.exists():
