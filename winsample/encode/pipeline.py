@@ -498,16 +498,18 @@ def check_out_dir(out_dir, sources, tokenizer_file=None, sharded: bool = False) 
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"{out_dir}: output path is a file, not a folder; pick another -o")
-    outs = [out_dir / formats.META_JSON]
+    outs = [out_dir / formats.META_JSON, out_dir / disk.LOCK_NAME]  # the lock file is written with the writer's pid
     for split in formats.SPLITS:  # every layout's names: a run may also remove another layout's files
         outs += [out_dir / formats.bin_name(split), out_dir / formats.doc_index_name(split),
                  out_dir / tokensrc.megatron_index_name(split)]
-    subdirs = [out_dir / tokensrc.LLMC_DIR] + ([out_dir / formats.SHARDS_DIR] if sharded else [])
+    # folders a run writes or removes whole: the layouts', and its work and staging folders
+    subdirs = [out_dir / tokensrc.LLMC_DIR, out_dir / formats.PARTIAL_DIR, out_dir / disk.STAGING_DIR] + (
+        [out_dir / formats.SHARDS_DIR] if sharded else [])
     ins = [s.path for s in sources if s.path is not None] + ([tokenizer_file] if tokenizer_file else [])
     known = {(s.dev, s.ino): s.path for s in sources if s.path is not None and s.ino}  # stated when found
     rest = [s.path for s in sources if s.path is not None and not s.ino] + ([tokenizer_file] if tokenizer_file else [])
     disk.refuse_overwrite(outs + subdirs, rest, known)
-    for sub in subdirs:  # an input inside OUT_DIR/llmc or OUT_DIR/shards could be overwritten or removed
+    for sub in subdirs:  # an input inside OUT_DIR/llmc, OUT_DIR/.partial, … could be overwritten or removed
         i = disk.first_inside(sub, ins)
         if i is not None:
             raise ConfigError(f"{i}: is inside {sub}, which this run writes: pick another -o")
