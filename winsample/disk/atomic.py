@@ -52,8 +52,13 @@ def fsync_dir(folder: Path) -> None:
 
 def check_replaceable(path: str | Path) -> None:
     """InputError unless ``path`` is absent or a regular file: an atomic write renames over it,
-    which would replace a device such as /dev/null with a plain file (as root) or fail on a folder."""
+    which would replace a device such as /dev/null with a plain file (as root) or fail on a folder,
+    and would replace a symbolic link itself, not write through it (``/dev/stdout``, a link to
+    ``/proc/self/fd/1``, became a plan file)."""
     path = Path(path)
+    if os.path.islink(path):
+        raise InputError(f"{path}: cannot write: it is a symbolic link, which writing the file whole would replace"
+                         " rather than write through; give the path of a new or regular file")
     if os.path.lexists(path) and not path.is_file():
         what = "a folder" if path.is_dir() else "not a regular file"
         raise InputError(f"{path}: cannot write: it exists and is {what}; give a new or regular file's path")
