@@ -204,6 +204,8 @@ def test_a_plan_with_an_extra_field_is_refused_by_name(tmp_path):
     ({"params": {"T": 4, "span": 5, "pack": "yes"}}, "params.pack is 'yes', not one of false, true, best-fit"),
     ({"params": {"T": 4, "span": 5, "pack": 1}}, "params.pack is 1, not one of false, true, best-fit"),
     ({"params": {"T": 4, "span": 5, "stride": 0}}, "params.stride"),
+    ({"params": {"T": 2**63, "span": 5}}, "params.T is 9223372036854775808, above 2147483647"),  # the rows' int32 length
+    ({"params": {"T": 4, "span": 2**31}}, "params.span is 2147483648, above 2147483647"),
 ])
 def test_sidecar_values_windows_never_writes_are_refused_by_name(tmp_path, side, words):
     # #29 class 11: validated like the rest, not left for a reader to trip on

@@ -31,6 +31,7 @@ PACKED_DTYPE = np.dtype([("window", "<i8"), ("start", "<i8"), ("length", "<i4"),
 # a mixture: one row per source plan (the sidecar's ``sources``, in order): its windows, the
 # windows it serves per epoch, and the tokens its windows span (one pass over its plan)
 MIXTURE_DTYPE = np.dtype([("windows", "<i8"), ("count", "<i8"), ("tokens", "<i8")])
+MAX_SPAN = (1 << 31) - 1  # a window's length is an int32 in the rows: params.T, span and stride at most this
 
 
 def plan_staging_dir(plan_path: str | Path) -> Path:
@@ -318,9 +319,9 @@ class PlanSidecar:
         params = get_obj(obj, "params", where, "") or {}
         if params.get("pack") == "best-fit" and version < PACKED_VERSION:
             schema_error(where, f"params.pack 'best-fit' needs plan version {PACKED_VERSION}, the file says {version}")
-        for key in ("T", "span", "stride"):
+        for key in ("T", "span", "stride"):  # a window's length is an int32 in the rows
             if key in params and params[key] is not None:
-                get_int(params, key, where, "params", lo=1)
+                get_int(params, key, where, "params", lo=1, hi=MAX_SPAN)
         for key, allowed in (("tail", ("align", "short", "drop")), ("pack", (False, True, "best-fit")),
                              ("long", ("split", "truncate", "drop"))):  # the values windows writes, and only those
             v = params.get(key)
