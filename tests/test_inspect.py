@@ -502,3 +502,23 @@ def test_a_folder_shows_whether_each_document_starts_with_bos_and_which_backend_
         assert meta["backend"]["name"] == "reference"
         text = CliRunner().invoke(main, ["inspect", str(out)]).stdout
         assert ("bos_prepended" in text) is bos and "backend" in text
+
+
+def test_a_plan_row_outside_its_tokens_is_shown_and_named_not_an_error(tmp_path):
+    """An edited row (start -1) of a plan whose data has provenance: inspect shows the plan, that
+    row without a source, and one warning naming the plan and the row (verify is what fails it)."""
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"text": f"document {k} " * 9}) + "\n" for k in range(6)))
+    cli_run = CliRunner().invoke
+    assert cli_run(main, ["encode", str(tmp_path / "d.jsonl"), "-o", str(tmp_path / "data"), "--val-fraction", "0", "-q"]).exit_code == 0
+    plan = tmp_path / "p.npy"
+    assert cli_run(main, ["windows", str(tmp_path / "data" / "train.bin"), "-T", "4", "-o", str(plan), "-q"]).exit_code == 0
+    rows = np.load(plan)
+    rows["start"][2] = -1
+    np.save(plan, rows)
+    r = run(plan, "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    shown = {w["row"]: w for w in doc["windows"]}
+    assert shown[2]["start"] == -1 and "source" not in shown[2] and "source" in shown[1]
+    n = doc["source"]["tokens"]
+    assert doc["warnings"] == [f"{plan}: row 2 starts at -1, outside its tokens [0, {n}); run `winsample verify`"]
