@@ -614,7 +614,11 @@ def test_library_rejects_bad_options_before_touching_disk(tmp_path):
         encode_corpus([str(CORPUS)], tmp_path / "o", split="random")
     with pytest.raises(InputError):
         encode_corpus([], tmp_path / "o")
+    for seed in (-1, 1 << 64, True, 1.5):  # the range windows takes for its seeds: [0, 2**64)
+        with pytest.raises(ConfigError, match=r"--seed must be an integer in \[0, 2\*\*64\)"):
+            encode_corpus([str(CORPUS)], tmp_path / "o", seed=seed)
     assert not (tmp_path / "o").exists()
+    encode_corpus([str(CORPUS)], tmp_path / "o", seed=(1 << 64) - 1, val_fraction=0)  # the largest is fine
 
 
 def test_json_summary_on_stdout_and_summary_line_on_stderr(tmp_path):

@@ -387,6 +387,7 @@ def test_semantic_plan_invariants_and_edges(lengths, span, sdiv, offset, short, 
     ["-T", "8", "--pack", "--boundaries", "none"],  # greedy packing places whole documents
     ["-T", "8", "--epoch", "3"],  # --epoch without --random-offset or --shuffle would change nothing
     ["-T", "abc"],
+    ["-T", "10,,20"],  # an empty item is a typo, not nothing
 ])
 def test_bad_options_exit_2_and_write_nothing(tmp_path, args):
     b = bin_file(tmp_path / "a.bin", 100)

@@ -18,7 +18,7 @@ def _parse_scales(ctx, param, values):
     scales = []
     for value in values:
         try:
-            scales += [int(v) for v in str(value).split(",") if v.strip()]
+            scales += [int(v) for v in str(value).split(",")]  # an empty item (10,,20) is a typo, not nothing
         except ValueError:
             raise click.BadParameter(f"{value!r}: give an integer or a comma list like 512,1024") from None
     if not scales:

@@ -104,6 +104,8 @@ class EncodeConfig:
         if self.engine not in ENGINES:
             raise ConfigError(f"unknown engine {self.engine!r}: choose local or ray")
         check_options(self.split, self.errors, self.val_fraction, self.workers)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 1 << 64:
+            raise ConfigError(f"--seed must be an integer in [0, 2**64), as windows takes it, got {self.seed!r}")
         if (self.prompt_field is None) != (self.response_field is None):
             raise ConfigError("--prompt-field and --response-field go together: give both")
         if self.loss is not None and not self.records:

@@ -129,4 +129,5 @@ def plan_tokens(plan_path, source) -> Path:
             continue
         return p
     raise DataError(f"{plan_path}: its token file is not where its sidecar says (tried {', '.join(tried) or 'nothing'},"
-                    f" {source.bytes} bytes{', ' + source.checksum if source.checksum else ''}): pass tokens_path")
+                    f" {source.bytes} bytes{', ' + source.checksum if source.checksum else ''}): name the token file"
+                    " (winsample verify DATA --plan PLAN; tokens_path= in Python)")
