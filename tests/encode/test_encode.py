@@ -535,6 +535,17 @@ def test_output_path_that_is_a_file_exit_2(tmp_path):
     assert (tmp_path / "taken").read_text() == "I am a file"
 
 
+def test_output_path_that_is_a_fifo_or_a_dangling_link_says_what_it_is(tmp_path):
+    write_tree(tmp_path / "in")
+    os.mkfifo(tmp_path / "fifo")
+    r = cli([tmp_path / "in", "-o", tmp_path / "fifo"])
+    assert r.exit_code == 2 and r.stderr.strip().endswith("fifo: output path is not a folder (a FIFO, socket or device); pick another -o")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    r = cli([tmp_path / "in", "-o", tmp_path / "dangling"])
+    assert r.exit_code == 2 and f"dangling: output path is a symbolic link to {tmp_path / 'gone'}, which does not exist" in r.stderr
+    assert not (tmp_path / "gone").exists()
+
+
 def test_second_writer_fails_fast_while_first_holds_lock(tmp_path, previous_set):
     out, before = previous_set
     fd = os.open(out / disk.LOCK_NAME, os.O_RDWR)

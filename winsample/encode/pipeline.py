@@ -497,7 +497,11 @@ def check_out_dir(out_dir, sources, tokenizer_file=None, sharded: bool = False) 
         raise ConfigError("-o is empty: give the output folder (-o . for the current one)")
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"{out_dir}: output path is a file, not a folder; pick another -o")
+        what = "a file" if out_dir.is_file() else "not a folder (a FIFO, socket or device)"
+        raise InputError(f"{out_dir}: output path is {what}; pick another -o")
+    if not out_dir.exists() and os.path.islink(out_dir):
+        raise InputError(f"{out_dir}: output path is a symbolic link to {os.readlink(out_dir)}, which does not exist;"
+                         " create that folder, or pick another -o")
     outs = [out_dir / formats.META_JSON, out_dir / disk.LOCK_NAME]  # the lock file is written with the writer's pid
     for split in formats.SPLITS:  # every layout's names: a run may also remove another layout's files
         outs += [out_dir / formats.bin_name(split), out_dir / formats.doc_index_name(split),
