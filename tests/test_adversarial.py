@@ -205,7 +205,7 @@ KINDS = [
     # --- compressed ---
     Kind("gzip-truncated", enc(file("a.txt.gz", gzip.compress(words(50_000).encode())[:-30])), 1,
          ("a.txt.gz: broken gzip data",)),
-    Kind("gz-not-gzip", enc(file("a.jsonl.gz", jl(text="plain"))), 1, ("a.jsonl.gz: broken gzip data", "Not a gzipped file")),
+    Kind("gz-not-gzip", enc(file("a.jsonl.gz", jl(text="plain"))), 1, ("a.jsonl.gz: not gzip data: its first bytes are not gzip's magic number", "Not a gzipped file")),
     # --- files and folders ---
     Kind("symlink-loop-folder-not-followed", enc(both(folder("in", **{"a.txt": "once"}), symlink("in/sub/up", ".."))), 0,
          texts=lambda t: ["once"]),

@@ -171,6 +171,18 @@ def test_a_broken_zst_is_one_line_naming_the_file_exit_1_and_nothing_written(tmp
     assert len(zstd.compress(text[: len(text) // 4])) // 2 < near <= len(packed)
 
 
+@pytest.mark.parametrize("name", ["plain.txt.zst", "plain.txt.gz"])
+def test_a_file_named_compressed_that_is_not_says_so_at_byte_0(tmp_path, name):
+    """Plain text named .zst or .gz: the fault is its first bytes (the reader's position, past
+    what it read ahead, is not where the fault is)."""
+    (tmp_path / name).write_text("plain text, never compressed\n")
+    r = cli(tmp_path / name, "-o", tmp_path / "out", "--val-fraction", "0", "--workers", "1")
+    codec = "zstd" if name.endswith(".zst") else "gzip"
+    assert r.exit_code == 1 and r.stdout == "" and r.stderr.count("\n") == 1
+    assert r.stderr.startswith(f"error: {tmp_path / name}: not {codec} data: its first bytes are not {codec}'s magic number")
+    assert not (tmp_path / "out").exists()
+
+
 def test_dolma_style_json_gz_and_json_zst_are_jsonl_and_a_folder_takes_them_but_not_plain_json(tmp_path, ref_gpt2):
     import gzip
 

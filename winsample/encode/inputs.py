@@ -400,9 +400,13 @@ class Reader:
         except (OSError, ValueError):
             raw_at = None
         where = f"near compressed byte {raw_at:,}" if raw_at is not None else "in its data"
+        codec = COMPRESSED[".gz" if self.src.gz else ".zst"]
+        if at == 0 and any(m in str(e) for m in ("Unknown frame descriptor", "Not a gzipped file")):
+            # the reader had read ahead (its position is past the fault): the fault is byte 0
+            return BadInput(f"{self.src.label}: not {codec} data: its first bytes are not {codec}'s magic number"
+                            f" (is it compressed at all?): {e}", self.src, 0)
         hint = ("; bytes follow the last gzip member (trailing garbage): cut them off, or decompress what is valid"
                 if "Not a gzipped file" in str(e) and raw_at else "")
-        codec = COMPRESSED[".gz" if self.src.gz else ".zst"]
         return BadInput(f"{self.src.label}: broken {codec} data {where} ({at:,} bytes decompressed before it): {e}{hint}",
                         self.src, at)
 
