@@ -533,6 +533,19 @@ def test_empty_bin_fails_min_length_and_passes_vocab_range(tmp_path):
     assert one(doc, "vocab_range")["status"] == "pass"
 
 
+def test_a_one_token_bin_fails_min_length_as_an_empty_one_does(tmp_path):
+    """Any T needs T + 1 ≥ 2 tokens: one token holds no (x, y) pair, with or without -T."""
+    p = tmp_path / "one.bin"
+    write_bin(p, [7])
+    code, doc = run_json(p)
+    assert code == 1
+    check = one(doc, "min_length")
+    assert check["status"] == "fail" and "1 token, not one (x, y) pair fits" in check["detail"]
+    write_bin(p, [7, 8])
+    code, doc = run_json(p)  # two tokens: T = 1 fits, so without -T the check cannot judge
+    assert one(doc, "min_length")["status"] == "skip"
+
+
 # --- could not run: exit 2 -------------------------------------------------------------------------
 
 

@@ -71,8 +71,9 @@ def check_min_length(report: Report, s: FileScan, T: int | None) -> None:
             f"N = {s.n} {rel} T + 1 = {T + 1}" + ("" if status == Status.PASS else ": not one (x, y) pair of length T fits"),
             tokens=s.n, required=T + 1,
         )
-    elif s.n == 0 and not s.stray:
-        report.add(MIN_LENGTH, s.label, Status.FAIL, "empty file: 0 tokens, not one (x, y) pair fits", tokens=0, required=2)
+    elif s.n < 2 and not s.stray:  # any T needs T + 1 ≥ 2 tokens
+        what = "empty file: 0 tokens" if s.n == 0 else "1 token"
+        report.add(MIN_LENGTH, s.label, Status.FAIL, f"{what}, not one (x, y) pair fits", tokens=s.n, required=2)
     else:
         report.add(MIN_LENGTH, s.label, Status.SKIP, f"N = {s.n}; pass -T (or --plan) to check N ≥ T + 1", tokens=s.n)
 
