@@ -12,8 +12,10 @@ prefix named alone has its ``.idx`` checked (#29, class 2); plan sidecars gained
 (a sampled checksum the Loader compares, #29 class 6); ``windows --format jsonl --decode`` rows
 gained ``window``, ``char_start``, ``char_end``, ``split_char``, ``prev`` and ``next`` (#32, after
 ``text``; the fields before it unchanged); encode's ``unsplittable_runs`` count (meta.json's stats,
-the summary) is ``forced_cuts`` (#29 class 3: such runs are now cut, not encoded whole); every
-other byte is unchanged.
+the summary) is ``forced_cuts`` (#29 class 3: such runs are now cut, not encoded whole);
+``windows --json`` reports gained ``uncovered_dropped`` (tokens in documents no window reaches,
+after ``uncovered_head``) and, for a greedy-packed plan, ``pack`` (after ``files``); every other
+byte is unchanged.
 """
 
 from __future__ import annotations

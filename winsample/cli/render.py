@@ -101,7 +101,7 @@ def plan_summary(s: dict) -> list[str]:
     where = ", ".join(s["files"]) or "stdout"
     if "fill" in s:
         return [packing_line(s) + f" → {where}"]
-    packed = "greedy packing, long documents at " if s.get("pack") else ""
+    packed = "greedy packing, long documents at " if s.get("pack") == "greedy" else ""
     lines.append(f"{plural(s['windows'], 'window')} of span {s['span']} (T {s['T']}, {packed}stride {s['stride']},"
                    f" overlap {s['overlap']:.1%}) over {plural(s['tokens'], 'token')}: coverage {percent(s['coverage'])},"
                    f" {uncovered(s)} → {where}")

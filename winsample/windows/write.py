@@ -185,8 +185,9 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
                    "uncovered_tail": stats["uncovered_tail"], "T": params["T"], "stride": params["stride"],
                    "overlap": params["overlap"], "offset": params["offset"], "tokens": src.n,
                    "covered_tokens": stats["covered_tokens"], "uncovered_tokens": stats["uncovered_tokens"],
-                   "uncovered_head": stats["uncovered_head"], "uncovered_dropped": stats["uncovered_dropped"],
-                   "pack": params.get("pack") or None, "files": []}
+                   "uncovered_head": stats["uncovered_head"], "uncovered_dropped": stats["uncovered_dropped"], "files": []}
+        if params.get("pack") is True:  # greedy packing (best-fit's figures are added below)
+            summary["pack"] = "greedy"
         if plan.get("warnings"):
             summary["warnings"] = list(plan["warnings"])
         if "fill" in stats:  # a best-fit plan: how full its windows are, what --long did
