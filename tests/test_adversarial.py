@@ -460,6 +460,11 @@ CLASS_KINDS = [
                                                    edit=lambda t: (t / "out.npy").symlink_to("/proc/self/fd/1")), 2,
          ("out.npy: cannot write: it is a symbolic link",),
          extra=lambda t, r: os.readlink(t / "out.npy") == "/proc/self/fd/1" and not (t / "out.npy.json").exists()),
+    Kind("out-plan-sidecar-is-a-link", on_data(lambda t: ["windows", t / "data/train.bin", "-T", "64", "--materialize", "-o", t / "s.npy"],
+                                               edit=lambda t: (t / "s.npy.json").symlink_to("/proc/self/fd/1")), 2,
+         ("s.npy.json: cannot write: it is a symbolic link",),
+         extra=lambda t, r: os.readlink(t / "s.npy.json") == "/proc/self/fd/1" and not (t / "s.npy").exists()
+         and not (t / "s.tokens.npy").exists()),
     Kind("out-through-hard-link", on_data(lambda t: ["windows", t / "data/train.bin", "-T", "64", "--format", "txt", "-o", t / "hard.bin"],
                                           edit=lambda t: os.link(t / "data/val.bin", t / "hard.bin")), 2,
          ("hard.bin: is an input", "(the same file as"), extra=unchanged),

@@ -535,6 +535,17 @@ def test_output_path_that_is_a_file_exit_2(tmp_path):
     assert (tmp_path / "taken").read_text() == "I am a file"
 
 
+def test_an_output_name_that_is_a_link_is_refused_before_anything_is_encoded(tmp_path):
+    """OUT/meta.json a link: the commit would replace the link (the Ray runner found it only after
+    the whole run); refused first, exit 2, nothing written."""
+    write_tree(tmp_path / "in")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "meta.json").symlink_to(tmp_path / "elsewhere.json")
+    r = cli([tmp_path / "in", "-o", tmp_path / "out"])
+    assert r.exit_code == 2 and "meta.json: cannot write: it is a symbolic link" in r.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["meta.json"]
+
+
 def test_output_path_that_is_a_fifo_or_a_dangling_link_says_what_it_is(tmp_path):
     write_tree(tmp_path / "in")
     os.mkfifo(tmp_path / "fifo")

@@ -486,6 +486,22 @@ def three(tmp_path):
     return [plan_file(tmp_path, n, k) for n, k in (("web", 1000), ("code", 1000), ("books", 1000))]
 
 
+def test_mix_over_an_older_pair_whose_sidecar_is_a_link_writes_neither(tmp_path, three):
+    """The rows and the sidecar are checked before either is written: a refused sidecar (a link,
+    which writing it whole would replace) never leaves new rows beside the old sidecar."""
+    web, code, _ = three
+    out = tmp_path / "m.plan.npy"
+    assert mix(tmp_path, f"web=1:{web}", f"code=1:{code}", "-o", out)[0].exit_code == 0
+    before = out.read_bytes()
+    real = tmp_path / "elsewhere.json"
+    real.write_bytes(formats.plan_sidecar(out).read_bytes())
+    formats.plan_sidecar(out).unlink()
+    formats.plan_sidecar(out).symlink_to(real)
+    r, _ = mix(tmp_path, f"web=2:{web}", f"code=1:{code}", "-o", out)
+    assert r.exit_code == 2 and "m.plan.npy.json: cannot write: it is a symbolic link" in r.stderr
+    assert out.read_bytes() == before and formats.plan_sidecar(out).is_symlink()
+
+
 def test_mix_default_windows_and_epoch_of_write_those_counts(tmp_path, three):
     web, code, books = three
     srcs = [f"web=0.6:{web}", f"code=0.3:{code}", f"books=0.1:{books}"]

@@ -108,3 +108,49 @@ def test_open_split_of_bare_bin_and_refusals(tmp_path):
     with pytest.raises(InputError, match="not a .bin"):
         tokensrc.open_split(tmp_path / "t.txt")
     assert [s.name for s in tokensrc.open_folder(GOLDEN)] == ["train", "val"]
+
+
+def test_a_stream_of_many_files_read_on_threads_while_maps_are_dropped_gives_every_id(tmp_path, monkeypatch):
+    """8 threads slice a ConcatTokens of 300 files with room for 16 maps (planning.boundaries scans
+    one stream on several threads): every slice equals the same slice of the concatenation,
+    nothing raises, and no more than 16 files stay mapped."""
+    import sys
+    import threading
+
+    from winsample.tokensrc import sharded
+
+    monkeypatch.setattr(sharded, "OPEN_MAPS", 16)
+    rng = np.random.default_rng(5)
+    counts = rng.integers(0, 40, 300).tolist()
+    whole = np.arange(sum(counts), dtype="<u2")
+    paths, at = [], 0
+    for k, c in enumerate(counts):
+        p = tmp_path / f"s{k:03d}.bin"
+        whole[at : at + c].tofile(p)
+        paths.append(p)
+        at += c
+    stream = sharded.ConcatTokens(paths, counts, "<u2")
+    errors = []
+
+    def reader(seed):
+        r = np.random.default_rng(seed)
+        try:
+            for _ in range(200):
+                lo = int(r.integers(0, len(whole)))
+                hi = min(len(whole), lo + int(r.integers(1, 200)))
+                assert np.array_equal(stream[lo:hi], whole[lo:hi])
+        except BaseException as e:  # noqa: BLE001 - the thread's failure is the test's
+            errors.append(e)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: races show
+    try:
+        threads = [threading.Thread(target=reader, args=(s,)) for s in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []
+    assert len(stream._maps) <= 16

@@ -513,6 +513,8 @@ def check_out_dir(out_dir, sources, tokenizer_file=None, sharded: bool = False) 
     known = {(s.dev, s.ino): s.path for s in sources if s.path is not None and s.ino}  # stated when found
     rest = [s.path for s in sources if s.path is not None and not s.ino] + ([tokenizer_file] if tokenizer_file else [])
     disk.refuse_overwrite(outs + subdirs, rest, known)
+    for o in outs:  # a commit renames over each name: a link there would be replaced, found only at the end
+        disk.check_replaceable(o)
     for sub in subdirs:  # an input inside OUT_DIR/llmc, OUT_DIR/.partial, … could be overwritten or removed
         i = disk.first_inside(sub, ins)
         if i is not None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..disk.atomic import TMP_SUFFIX, atomic_open, write_json_atomic
+from ..disk.atomic import TMP_SUFFIX, atomic_open, check_replaceable, write_json_atomic
 from ..disk.checksums import format_checksum, new_hasher
 from ..disk.names import glob_escape
 from ..disk.staging import COMMIT_MARK, STAGING_DIR, read_commit_mark, roll_forward
@@ -399,6 +399,8 @@ def write_plan(path: str | Path, plan: np.ndarray, sidecar: dict | PlanSidecar) 
     if packed:
         side["version"] = MIXTURE_VERSION if packed == "mixture" else PACKED_VERSION
     side["rows_checksum"] = rows_checksum(plan)
+    for name in (path, plan_sidecar(path)):  # both, before either is written: never rows beside an old sidecar
+        check_replaceable(name)
     with atomic_open(path) as f:
         np.save(f, plan)
     write_json_atomic(plan_sidecar(path), side)

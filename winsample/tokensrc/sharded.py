@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,20 @@ from ..formats.tokens import open_tokens
 # --- sharded splits: one logical stream ------------------------------------------------------
 
 
-OPEN_MAPS = 64  # files of a ConcatTokens mapped at once (ConcatTokens._part)
+def _open_maps() -> int:
+    """Files of a ConcatTokens mapped at once (``ConcatTokens._part``): a quarter of this process's
+    limit on open files (each map holds one), at least 64; FineWeb-10B's ~100 llm.c shards stay
+    mapped under the usual 1024, a thousand shards do not pass it."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 64
+    return 1 << 16 if soft == resource.RLIM_INFINITY else max(64, soft // 4)
+
+
+OPEN_MAPS = _open_maps()
 
 
 class ConcatTokens:
@@ -35,7 +49,8 @@ class ConcatTokens:
         self.counts = [int(c) for c in counts]
         self.dtype = np.dtype(dtype)
         self.offsets = np.concatenate([[0], np.cumsum(self.counts, dtype=np.int64)]).astype(np.int64)
-        self._maps: dict[int, np.ndarray] = {}
+        self._maps: dict[int, np.ndarray] = {}  # mapped files, least recently used first
+        self._lock = threading.Lock()
         self._doc_parts = doc_parts  # [(doc index path, continues)] per file, or None
 
     def __len__(self) -> int:
@@ -57,20 +72,21 @@ class ConcatTokens:
         """File ``j``'s ids, mapped; at most ``OPEN_MAPS`` files stay mapped (each map holds a file
         descriptor: a stream of a thousand llm.c shards would pass the usual limit of 1024). A view
         handed out keeps its own map alive, so dropping one here never invalidates a caller's array."""
-        m = self._maps.pop(j, None)
-        if m is not None:
-            self._maps[j] = m  # most recently used last
-            return m
-        if len(self._maps) >= OPEN_MAPS:
-            del self._maps[next(iter(self._maps))]
-        if m is None and self.header_bytes:
+        with self._lock:  # threads share a stream (planning.boundaries scans it on several)
+            m = self._maps.pop(j, None)
+            if m is not None:
+                self._maps[j] = m  # most recently used last
+                return m
+            while len(self._maps) >= OPEN_MAPS:
+                del self._maps[next(iter(self._maps))]
+        if self.header_bytes:
             m = np.zeros(0, self.dtype) if self.counts[j] == 0 else np.memmap(
                 self.paths[j], dtype=self.dtype, mode="r", offset=self.header_bytes, shape=(self.counts[j],))
-            self._maps[j] = m
-        elif m is None:
+        else:
             m = open_tokens(self.paths[j], self.dtype.str)
             if len(m) != self.counts[j]:
                 raise DataError(f"{self.paths[j]}: holds {len(m)} tokens, meta.json says {self.counts[j]}")
+        with self._lock:
             self._maps[j] = m
         return m
 

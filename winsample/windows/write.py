@@ -109,9 +109,8 @@ def run(bin_path, out: str, o: Options, meta_path=None, stream=None, progress=No
         if (o.format == "npy" and text_name) or (o.format != "npy" and suffix == ".npy"):
             raise ConfigError(f"-o {out} with --format {o.format}: the name says {suffix[1:]}, the contents would be"
                               f" {o.format}; name it {Path(out).stem}.{'npy' if o.format == 'npy' else o.format} or pick the other --format")
-        for T in o.T:
-            for p in output_paths(out, T, multi, o.shards):
-                check_writable(p)
+        for p in written_paths(out, o):  # the sidecars and materialized windows too: each is renamed into place
+            check_writable(p)
     return _plan_and_write(bin_path, out, o, meta_path, stream, progress, multi)
 
 
