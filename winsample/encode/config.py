@@ -7,6 +7,8 @@ derives from it and the tokenizer (the token dtype, the EOT / BOS ids) is :class
 
 from __future__ import annotations
 
+import operator
+
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
@@ -104,8 +106,11 @@ class EncodeConfig:
         if self.engine not in ENGINES:
             raise ConfigError(f"unknown engine {self.engine!r}: choose local or ray")
         check_options(self.split, self.errors, self.val_fraction, self.workers)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 1 << 64:
-            raise ConfigError(f"--seed must be an integer in [0, 2**64), as windows takes it, got {self.seed!r}")
+        # Any integer: the seed is the split hash's text prefix, and datasets made with negative
+        # ones must rebuild byte for byte (windows' seeds feed a 64-bit generator: [0, 2**64) there).
+        if isinstance(self.seed, bool) or not hasattr(self.seed, "__index__"):
+            raise ConfigError(f"--seed must be an integer, got {self.seed!r}")
+        object.__setattr__(self, "seed", operator.index(self.seed))
         if (self.prompt_field is None) != (self.response_field is None):
             raise ConfigError("--prompt-field and --response-field go together: give both")
         if self.loss is not None and not self.records:
