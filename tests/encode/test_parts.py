@@ -21,10 +21,11 @@ from hypothesis import strategies as st
 
 from winsample.encode import encode_corpus
 from winsample.encode.executors import shards
-from winsample.errors import InputError, Interrupted, WinsampleError
+from winsample.errors import ConfigError, InputError, Interrupted, WinsampleError
 from winsample.tokenizer import fastengine
 
 from ..conftest import CORPUS
+from .test_faults import _crash_after_checkpoints, small_batches  # noqa: F401 (a fixture)
 
 SMALL_PARTS = "16KB"  # parts this small cut the test inputs into many
 
@@ -381,6 +382,25 @@ def test_resume_after_a_finished_run_says_there_was_no_checkpoint(tmp_path):
     (unfinished / "train.bin").write_bytes(b"\0\0")
     s = encode_corpus([str(tmp_path / "a.jsonl")], out, workers=2, shard_size=SMALL_PARTS, resume_partial=True)
     assert s["resumed"]["discarded"] == "no part of an earlier run with these inputs and options was complete"
+
+
+def test_resume_in_parts_refuses_to_drop_a_one_stream_runs_checkpoint(tmp_path, small_batches):
+    """A --workers 1 run interrupted after some inputs leaves a journal; --resume with --workers 2
+    cannot continue it, and says how to, instead of deleting it as 'no checkpoint'."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for k in range(40):
+        (src / f"d{k:02d}.txt").write_text(f"file {k} " * 2000)
+    out = tmp_path / "out"
+    _crash_after_checkpoints(out, [str(src)], after=3, workers=1)
+    journal = out / ".partial" / "journal.json"
+    assert journal.is_file()
+    before = journal.read_bytes()
+    with pytest.raises(ConfigError, match="resume it with --workers 1 --resume"):
+        encode_corpus([str(src)], out, workers=2, shard_size=SMALL_PARTS, resume_partial=True)
+    assert journal.read_bytes() == before
+    s = encode_corpus([str(src)], out, workers=1, resume_partial=True)
+    assert s["resumed"] and s["resumed"].get("inputs", 0) > 0
 
 
 def test_a_part_record_naming_a_file_outside_its_folder_is_not_reused(tmp_path):

@@ -8,7 +8,6 @@ derives from it and the tokenizer (the token dtype, the EOT / BOS ids) is :class
 from __future__ import annotations
 
 import operator
-
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
