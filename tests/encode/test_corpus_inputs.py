@@ -183,6 +183,17 @@ def test_a_file_named_compressed_that_is_not_says_so_at_byte_0(tmp_path, name):
     assert not (tmp_path / "out").exists()
 
 
+def test_an_empty_gzip_member_then_junk_is_trailing_garbage_not_a_plain_file(tmp_path):
+    """Nothing decompressed, but the file does start with gzip's magic number: the junk after the
+    member is the fault (the first bytes are read, not guessed from the error)."""
+    import gzip
+
+    (tmp_path / "e.txt.gz").write_bytes(gzip.compress(b"") + b"junk")
+    r = cli(tmp_path / "e.txt.gz", "-o", tmp_path / "out", "--val-fraction", "0", "--workers", "1")
+    assert r.exit_code == 1 and "broken gzip data near compressed byte" in r.stderr
+    assert "bytes follow the last gzip member (trailing garbage)" in r.stderr and "not gzip data" not in r.stderr
+
+
 def test_dolma_style_json_gz_and_json_zst_are_jsonl_and_a_folder_takes_them_but_not_plain_json(tmp_path, ref_gpt2):
     import gzip
 

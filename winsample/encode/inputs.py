@@ -393,6 +393,17 @@ class Reader:
             self._disk_pos = pos
         return data
 
+    def _starts_compressed(self) -> bool:
+        """Whether the file's first bytes are its codec's magic number (gzip ``1f 8b``; a zstd
+        frame ``28 b5 2f fd`` or a skippable frame ``5? 2a 4d 18``); True where they cannot be read."""
+        try:
+            head = os.pread(self.raw.fileno(), 4, 0)
+        except (OSError, ValueError, AttributeError):
+            return True
+        if self.src.gz:
+            return head[:2] == b"\x1f\x8b"
+        return head == b"\x28\xb5\x2f\xfd" or (len(head) == 4 and head[0] >> 4 == 5 and head[1:] == b"\x2a\x4d\x18")
+
     def _broken(self, e: BaseException, at: int) -> BadInput:
         """The one line for compressed data that fails to decompress, ``at`` bytes into its stream."""
         try:
@@ -401,7 +412,7 @@ class Reader:
             raw_at = None
         where = f"near compressed byte {raw_at:,}" if raw_at is not None else "in its data"
         codec = COMPRESSED[".gz" if self.src.gz else ".zst"]
-        if at == 0 and any(m in str(e) for m in ("Unknown frame descriptor", "Not a gzipped file")):
+        if at == 0 and not self._starts_compressed():
             # the reader had read ahead (its position is past the fault): the fault is byte 0
             return BadInput(f"{self.src.label}: not {codec} data: its first bytes are not {codec}'s magic number"
                             f" (is it compressed at all?): {e}", self.src, 0)
