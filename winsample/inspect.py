@@ -367,9 +367,8 @@ def _trace(path: Path, side: formats.PlanSidecar, rows: list[dict], warnings: li
         warnings.append(f"no sources shown: {e}")
     if tracer is not None:
         for w in rows:  # "doc" becomes the document the window starts in, as windows --format jsonl says
-            if not 0 <= w["start"] < max(tracer.n, 1):  # an edited or broken row: shown as it is, and named
-                where = f"row {w['row']}" if "row" in w else f"window {w.get('window')}"
-                warnings.append(f"{path}: {where} starts at {w['start']}, outside its tokens [0, {tracer.n});"
+            if not 0 <= w["start"] < tracer.n:  # an edited or broken row (a window's, or a segment's): shown, and named
+                warnings.append(f"{path}: row {w['row']} starts at {w['start']}, outside its tokens [0, {tracer.n});"
                                 " run `winsample verify`")
                 continue
             w.update(tracer.window(w["start"]))
