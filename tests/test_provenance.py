@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from winsample import formats, provenance
 from winsample.cli import main
 from winsample.encode import encode_corpus
+from winsample.errors import DataError
 
 from .conftest import FIXTURES
 
@@ -275,6 +276,10 @@ def test_python_api_traces_a_document_a_position_and_a_plan_row(tmp_path):
     d = int(np.searchsorted(starts, rows["start"][7], "right")) - 1
     assert got["start"] == int(rows["start"][7]) and got["doc"] == d and got["source"]["id"] == want[d][2]["id"]
     assert got["doc_offset"] == int(rows["start"][7]) - int(starts[d])
+    rows["start"][7] = -1  # an edited row: the error names the plan and the row
+    np.save(plan, rows)
+    with pytest.raises(DataError, match=r"p\.npy: row 7 starts at -1, outside its tokens \[0, "):
+        provenance.trace_row(plan, 7)
 
 
 def test_api_says_so_when_a_dataset_has_no_provenance(tmp_path):

@@ -133,7 +133,9 @@ def trace_row(plan_path, row: int) -> dict:
     r = rows[row]
     last = "window" if side.best_fit else "fresh"  # a best-fit plan's rows are segments of windows
     out = {"row": int(row), "start": int(r["start"]), "length": int(r["length"]), last: int(r[last])}
-    out.update(t.window(int(r["start"])))
+    if not 0 <= out["start"] < t.n:  # an edited or broken plan: name it and the row, not the token file
+        raise DataError(f"{plan_path}: row {row} starts at {out['start']}, outside its tokens [0, {t.n}); run `winsample verify`")
+    out.update(t.window(out["start"]))
     return out
 
 
