@@ -555,6 +555,9 @@ def test_output_path_that_is_a_fifo_or_a_dangling_link_says_what_it_is(tmp_path)
     r = cli([tmp_path / "in", "-o", tmp_path / "dangling"])
     assert r.exit_code == 2 and f"dangling: output path is a symbolic link to {tmp_path / 'gone'}, which does not exist" in r.stderr
     assert not (tmp_path / "gone").exists()
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    r = cli([tmp_path / "in", "-o", tmp_path / "loop"])
+    assert r.exit_code == 2 and "loop: output path is a symbolic link to" in r.stderr and "leads back to itself" in r.stderr
 
 
 def test_second_writer_fails_fast_while_first_holds_lock(tmp_path, previous_set):
