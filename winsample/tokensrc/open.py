@@ -101,12 +101,16 @@ def open_planned(path, source, *, strict: bool = True) -> OpenSplit:
     return src
 
 
-def plan_tokens(plan_path, source) -> Path:
+PLAN_HINT = "name the token file (winsample verify DATA --plan PLAN; tokens_path= in Python)"
+MIXTURE_HINT = "run where the mixture's source plans were made, or make them again beside their token files"
+
+
+def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
     """The token file a plan was made for, found from its sidecar's ``source`` (a
     ``formats.PlanSource``): ``source.path`` as given to ``windows`` (relative to where it ran),
     else that path from the plan's folder, else ``source.file`` beside the plan. A candidate counts only when its size is
     ``source.bytes`` and, where a meta.json describes it, its recorded checksum is
-    ``source.checksum`` (no token is read); DataError naming what was tried otherwise."""
+    ``source.checksum`` (no token is read); DataError naming what was tried otherwise, and ``hint``."""
     plan_path = Path(plan_path)
     tried = []
     given = Path(source.path) if source.path else None
@@ -129,5 +133,4 @@ def plan_tokens(plan_path, source) -> Path:
             continue
         return p
     raise DataError(f"{plan_path}: its token file is not where its sidecar says (tried {', '.join(tried) or 'nothing'},"
-                    f" {source.bytes} bytes{', ' + source.checksum if source.checksum else ''}): name the token file"
-                    " (winsample verify DATA --plan PLAN; tokens_path= in Python)")
+                    f" {source.bytes} bytes{', ' + source.checksum if source.checksum else ''}): {hint}")

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import DataError
 from ..planning import boundaries as bnd
 from ..planning import mixture
-from ..tokensrc import open_planned, plan_tokens
+from ..tokensrc import MIXTURE_HINT, open_planned, plan_tokens
 from .batch import Plan, check_sample, open_mask, read_plan
 from .samples import Batch, Layout, fast_reader, gather, regular_layout
 
@@ -68,7 +68,7 @@ class Mixed:
         """Source ``i``'s tokens (a memmap), opened when first needed."""
         if self._tokens[i] is None:
             p = self.plans[i]
-            src = open_planned(plan_tokens(p.path, p.sidecar.source), p.sidecar.source)
+            src = open_planned(plan_tokens(p.path, p.sidecar.source, MIXTURE_HINT), p.sidecar.source)
             one_file = src.files is None and not src.sharded and src.path.is_file()
             check_sample(p.path, p.sidecar.source, src.path if one_file else None, {})
             if len(p.windows) and int((p.windows["start"] + p.windows["length"]).max()) > src.n:

@@ -130,7 +130,7 @@ def verify_sources(report: Report, opts, mix: Mixture) -> None:
         if s.got is None or s.got.side.mixture:  # mixture_sources said why
             continue
         try:
-            tokens = tokensrc.plan_tokens(s.path, s.got.side.source)
+            tokens = tokensrc.plan_tokens(s.path, s.got.side.source, tokensrc.MIXTURE_HINT)
         except DataError as e:
             report.add(PLAN_BOUNDS, s.label, Status.FAIL, str(e), **mix.figures(s))
             continue
