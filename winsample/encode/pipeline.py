@@ -520,7 +520,8 @@ def check_out_dir(out_dir, sources, tokenizer_file=None, sharded: bool = False) 
     rest = [s.path for s in sources if s.path is not None and not s.ino] + ([tokenizer_file] if tokenizer_file else [])
     disk.refuse_overwrite(outs + subdirs, rest, known)
     for o in outs:  # a commit renames over each name: a link there would be replaced, found only at the end
-        disk.check_replaceable(o)
+        if o.name != disk.LOCK_NAME:  # the lock is opened, never renamed over: disk.locked says what a planted one is
+            disk.check_replaceable(o)
     for sub in subdirs:  # an input inside OUT_DIR/llmc, OUT_DIR/.partial, … could be overwritten or removed
         i = disk.first_inside(sub, ins)
         if i is not None:
