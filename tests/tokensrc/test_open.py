@@ -154,3 +154,16 @@ def test_a_stream_of_many_files_read_on_threads_while_maps_are_dropped_gives_eve
         sys.setswitchinterval(old)
     assert errors == []
     assert len(stream._maps) <= 16
+
+
+def test_a_stream_of_files_pickles_as_its_file_list_and_reads_the_same_ids(tmp_path):
+    import pickle
+
+    from winsample.tokensrc import sharded
+
+    for k in range(3):
+        np.arange(k * 10, k * 10 + 10, dtype="<u2").tofile(tmp_path / f"s{k}.bin")
+    stream = sharded.ConcatTokens([tmp_path / f"s{k}.bin" for k in range(3)], [10, 10, 10], "<u2")
+    assert stream[5:25].tolist() == list(range(5, 25))  # maps are open now
+    again = pickle.loads(pickle.dumps(stream))
+    assert again[0:30].tolist() == list(range(30))

@@ -56,6 +56,12 @@ class ConcatTokens:
     def __len__(self) -> int:
         return int(self.offsets[-1])
 
+    def __getstate__(self):  # to another process: the file list, not its maps or its lock
+        return {**self.__dict__, "_maps": {}, "_lock": None}
+
+    def __setstate__(self, state) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
+
     @property
     def shape(self) -> tuple[int]:
         return (len(self),)
