@@ -384,6 +384,24 @@ def test_resume_after_a_finished_run_says_there_was_no_checkpoint(tmp_path):
     assert s["resumed"]["discarded"] == "no part of an earlier run with these inputs and options was complete"
 
 
+def test_parts_written_by_the_reference_backend_are_not_resumed_by_the_fast_one(tmp_path, monkeypatch):
+    """meta.json names the backend that wrote the ids: a --resume under another backend encodes
+    every part again (same bytes: the fast engine proved it agrees), and says none was reused."""
+    src = _jsonl(tmp_path, corpus_text())
+    out = tmp_path / "out"
+    finish = shards.Merger.finish
+    monkeypatch.setattr(shards.Merger, "finish", lambda self, *a, **k: (_ for _ in ()).throw(Interrupted(signal.SIGTERM)))
+    with pytest.raises(Interrupted):
+        encode_corpus([str(src)], out, workers=2, shard_size=SMALL_PARTS, backend="reference")
+    monkeypatch.setattr(shards.Merger, "finish", finish)
+    assert shards.any_done(out / ".partial")
+    s = encode_corpus([str(src)], out, workers=2, shard_size=SMALL_PARTS, resume_partial=True)
+    assert s["backend"] == "fast" and s["resumed"]["parts"] == 0
+    assert json.loads((out / "meta.json").read_text())["backend"]["name"] == "fast"
+    s = encode_corpus([str(src)], tmp_path / "again", workers=2, shard_size=SMALL_PARTS, backend="reference")
+    assert files_of(out)["train.bin"] == files_of(tmp_path / "again")["train.bin"]
+
+
 def test_resume_in_parts_refuses_to_drop_a_one_stream_runs_checkpoint(tmp_path, small_batches):
     """A --workers 1 run interrupted after some inputs leaves a journal; --resume with --workers 2
     cannot continue it, and says how to, instead of deleting it as 'no checkpoint'."""

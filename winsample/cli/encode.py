@@ -42,7 +42,7 @@ from .main import main
               " [default: 32MB; --engine ray without --merge: 256MB per shard]. The bytes written do not depend on it.")
 @click.option("--merge", is_flag=True, help="--engine ray: write train.bin / val.bin as the local engine does (its parts, each"
               " encoded by a Ray task) instead of shards.")
-@click.option("--resume", is_flag=True, help="Continue an interrupted run from OUT_DIR/.partial (same inputs and options); same bytes as a clean run."
+@click.option("--resume", is_flag=True, help="Continue an interrupted run from OUT_DIR/.partial (same inputs, options and backend); same bytes as a clean run."
               " Kept: each finished part (--workers 2 or more), or each finished input file (--workers 1).")
 @click.option("--layout", default="nanogpt", show_default=True,
               help="Comma list of layouts to write: nanogpt (train.bin, val.bin), megatron (+ train.idx, val.idx), llmc (llmc/train_000000.bin, … shards).")

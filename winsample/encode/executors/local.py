@@ -147,7 +147,9 @@ def prepare(config: EncodeConfig, notice, parts: bool = False) -> _Setup:
     if plan is None:  # a run in parts: each worker sets its own (init_part_worker), the coordinator keeps the default
         pool_mod.bound_malloc(fast=enc.backend == "fast", on_main=workers == 1)
     threads = workers if plan is not None else _encoder_threads(enc, workers, sources)
-    params = dict(spec.options(), format=config.fmt, tokenizer=describe, winsample_version=__version__)
+    # what a checkpoint must match to be resumed: the backend too, so that meta.json's names the one that wrote every id
+    params = dict(spec.options(), format=config.fmt, tokenizer=describe, winsample_version=__version__,
+                  backend=backend_entry["name"])
     return _Setup(spec, enc, backend_entry, describe, chosen, sources, out_dir, workers, threads, params, plan)
 
 
