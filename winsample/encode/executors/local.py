@@ -227,11 +227,8 @@ def _commit(setup: _Setup, pool, progress) -> tuple[_Result, formats.Meta]:
     --resume (``setup.keep_parts``: on any failure, the finished parts of a run in parts)."""
     out_dir = setup.out_dir
     work = formats.partial_dir(out_dir)
-    if (setup.plan is not None and setup.spec.config.resume and (work / formats.PARTIAL_JOURNAL).is_file()
-            and not shards.any_part(work)):
-        # a one-stream run's checkpoint: a run in parts cannot continue it, and --resume must not drop it
-        raise ConfigError(f"{work} holds the checkpoint of a run as one stream (--workers 1, stdin or --dedup), which a run"
-                          " in parts cannot continue: resume it with --workers 1 --resume, or run without --resume to start over")
+    if setup.plan is not None and setup.spec.config.resume:
+        shards.refuse_one_stream_checkpoint(work)
     keep = False
     stage = None
     try:

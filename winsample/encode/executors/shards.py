@@ -44,7 +44,7 @@ import numpy as np
 import xxhash
 
 from ... import disk, formats
-from ...errors import WinsampleError
+from ...errors import ConfigError, WinsampleError
 from ...tokenizer import fastengine
 from ..inputs import Source
 from ..pipeline import starts_chunks
@@ -257,6 +257,14 @@ def any_part(work: Path) -> bool:
     """Whether ``work`` holds a part's folder, finished or not (an interrupted run in parts)."""
     folder = work / PARTS_DIR
     return folder.is_dir() and any(folder.iterdir())
+
+
+def refuse_one_stream_checkpoint(work: Path) -> None:
+    """ConfigError when ``work`` holds a one-stream run's checkpoint (its journal, no part): a run
+    in parts cannot continue it, and ``--resume`` must not drop it."""
+    if (work / formats.PARTIAL_JOURNAL).is_file() and not any_part(work):
+        raise ConfigError(f"{work} holds the checkpoint of a run as one stream (--workers 1, stdin or --dedup), which a run"
+                          " in parts cannot continue: resume it with --workers 1 --resume, or run without --resume to start over")
 
 
 def any_done(work: Path) -> bool:
@@ -642,5 +650,5 @@ def _merge_prov(plan, parts: list[Part], stage: Path, name: str, sources) -> Pro
     return ProvFiles(rec_path, ids_path, count, id_base)
 
 
-__all__ = ["Span", "encode_parts", "plan_parts", "plan_key", "Stream", "Part", "part_dir", "fresh_part_dir", "open_parts", "any_done",
-           "write_done", "read_done", "merge_stats", "Merger", "merge_index", "copy_into", "hash_file"]
+__all__ = ["Span", "encode_parts", "plan_parts", "plan_key", "Stream", "Part", "part_dir", "fresh_part_dir", "open_parts", "any_done", "any_part",
+           "refuse_one_stream_checkpoint", "write_done", "read_done", "merge_stats", "Merger", "merge_index", "copy_into", "hash_file"]
