@@ -501,12 +501,12 @@ def check_out_dir(out_dir, sources, tokenizer_file=None, sharded: bool = False) 
         what = "a file" if out_dir.is_file() else "not a folder (a FIFO, socket or device)"
         raise InputError(f"{out_dir}: output path is {what}; pick another -o")
     if not out_dir.exists() and os.path.islink(out_dir):
+        why = "which does not exist; create that folder, or pick another -o"
         try:
             os.stat(out_dir)
-            why = "which does not exist; create that folder, or pick another -o"
         except OSError as e:
-            why = ("which leads back to itself (a loop of links); pick another -o" if e.errno == errno.ELOOP
-                   else "which does not exist; create that folder, or pick another -o")
+            if e.errno == errno.ELOOP:
+                why = "which leads back to itself (a loop of links); pick another -o"
         raise InputError(f"{out_dir}: output path is a symbolic link to {os.readlink(out_dir)}, {why}")
     outs = [out_dir / formats.META_JSON, out_dir / disk.LOCK_NAME]  # the lock file is written with the writer's pid
     for split in formats.SPLITS:  # every layout's names: a run may also remove another layout's files
