@@ -665,3 +665,40 @@ def test_verify_and_windows_read_more_llmc_shards_than_the_process_may_open_file
                                                "doc", "-o", str(tmp_path / "p.npy"), "-q"]):
         r = subprocess.run([sys.executable, "-c", limited, *args], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, (args[0], r.stderr)
+
+
+def _resident() -> int:
+    with open("/proc/self/statm", "rb") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the resident size from /proc")
+def test_llmc_pass_over_a_48_MB_bin_leaves_its_pages_out_of_the_resident_set(tmp_path):
+    # Mapped file pages count in the process's resident size: a pass that kept every page of the
+    # .bin it read mapped grew by the whole file (the coordinator's peak in a --layout llmc run).
+    from winsample import formats, tokensrc
+
+    n = 24 << 20  # 48 MB of uint16 ids
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, EOT, n, dtype=np.uint16)
+    starts = np.array([0, 5, n // 3, n - 7], "<i8")
+    ids[starts[1:] - 1] = EOT  # each document but the last ends with its appended EOT
+    ids[-1] = EOT
+    ids.tofile(tmp_path / "train.bin")
+    del ids
+    tokens = formats.open_tokens(tmp_path / "train.bin", "<u2")
+    before = _resident()
+    entry = tokensrc.write_llmc_split(tmp_path, "train", tokens, starts, EOT, True, shard_tokens=16 << 20)
+    grew = _resident() - before
+    assert entry["tokens"] == n  # an EOT put before each of the 4 documents, the 4 appended ones left out
+    assert grew < 16 << 20, f"the pass left {grew >> 20} MB resident"
+    first = llmc_read_shard(tmp_path / entry["shards"][0]["file"])
+    assert first[0] == EOT and first[1:6].tolist() == tokens[:5].tolist()[:4] + [EOT]  # doc 0's 4 ids, its EOT left out, doc 1's EOT
+
+
+def test_release_pages_leaves_an_in_memory_array_as_it_is():
+    from winsample import formats
+
+    a = np.arange(10, dtype=np.uint16)
+    formats.release_pages(a)
+    assert a.tolist() == list(range(10))

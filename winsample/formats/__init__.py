@@ -225,6 +225,7 @@ from .tokens import (
     normalize_dtype,
     open_tokens,
     refuse_unlabelled,
+    release_pages,
     token_count,
     wider_ids_share,
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,3 +140,13 @@ def iter_chunks(tokens: np.ndarray, chunk_tokens: int) -> Iterator[tuple[int, np
     """(offset, view) pairs covering ``tokens`` in order, each at most ``chunk_tokens`` long."""
     for lo in range(0, len(tokens), chunk_tokens):
         yield lo, tokens[lo : lo + chunk_tokens]
+
+
+def release_pages(tokens: np.ndarray) -> None:
+    """Drop the pages of a read-only memmap (``open_tokens``) that this process has touched from
+    its resident set; the page cache keeps them, and a later read maps them again. A pass over a
+    large file calls it after each bounded piece, so that mapped pages (counted in the process's
+    resident size) stay bounded too. Does nothing for an array that maps no file."""
+    held = getattr(tokens, "_mmap", None)  # np.memmap's own mmap object (views share it)
+    if isinstance(held, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        held.madvise(mmap.MADV_DONTNEED)

@@ -161,6 +161,7 @@ def llmc_count(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_appende
             last = _doc_ends_in(doc_starts, n, lo, min(n, lo + INDEX_STEP * 64)) - 1
             if len(last):
                 dropped += int(np.count_nonzero(np.asarray(tokens[last]) == eot))
+                formats.release_pages(tokens)
     return n + d - dropped, dropped
 
 
@@ -178,6 +179,7 @@ def _llmc_edits(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_append
             last = _doc_ends_in(doc_starts, n, lo, hi) - 1 - lo
             drop = last[chunk[last] == eot]
         yield lo, chunk, at, drop
+        formats.release_pages(tokens)  # a mapped .bin: its read pages leave the resident set piece by piece
 
 
 def _edited(piece: np.ndarray, at: np.ndarray, inserted, drop: np.ndarray) -> np.ndarray:
@@ -218,6 +220,7 @@ def llmc_mask_stream(tokens: np.ndarray, mask: np.ndarray, doc_starts: np.ndarra
             p = prev[has]
             vals[has] = np.where(np.asarray(tokens[p]) == eot, np.asarray(mask[p], np.uint8), 0)
         yield _edited(np.asarray(mask[lo : lo + len(chunk)], np.uint8), at, vals, drop)
+        formats.release_pages(mask)
 
 
 def write_llmc_masks(folder: str | Path, split: str, pieces: Iterator[np.ndarray], shards: list[dict]) -> list[str]:
