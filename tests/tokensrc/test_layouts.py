@@ -505,6 +505,32 @@ def test_windows_plans_an_llmc_glob_and_verify_checks_the_plan(layered, tmp_path
     assert r.exit_code == 0, r.output
 
 
+def test_a_plan_of_an_llmc_glob_finds_its_shards_from_its_sidecar(layered, tmp_path, monkeypatch):
+    # the sidecar records the glob as given: verify with no PATH, verify of the shards' folder
+    # (train and val, two streams) and the Loader must all find the stream through it
+    monkeypatch.chdir(layered)
+    (tmp_path / "plans").mkdir()
+    plan = tmp_path / "plans" / "p.npy"
+    assert run("windows", "llmc/train_*.bin", "-T", "64", "--boundaries", "doc", "-o", plan, "-q").exit_code == 0
+    for args in (["verify", "--plan", plan], ["verify", "llmc", "--plan", plan]):
+        r = run(*args, "--show", "0", "--json")
+        assert r.exit_code == 0, r.output
+        bounds = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "plan_bounds"]
+        assert [c["status"] for c in bounds] == ["pass"], bounds
+    stream = np.concatenate([llmc_read_shard(f) for f in sorted(Path("llmc").glob("train_*.bin"))])
+    import winsample
+
+    x, y = winsample.Loader(plan, batch_size=2, seed=0).batch(0, 0)
+    spans = {tuple(stream[s : s + 65].tolist()) for s in np.load(plan)["start"].tolist()}
+    assert x.shape == (2, 64)
+    assert all(tuple(xr.tolist()) + (int(yr[-1]),) in spans and yr[:-1].tolist() == xr[1:].tolist() for xr, yr in zip(x, y))
+    # a plan of another stream is named as such, with the folder it is not in
+    other = tmp_path / "plans" / "t.npy"
+    assert run("windows", "train.bin", "-T", "64", "-o", other, "-q").exit_code == 0
+    r = run("verify", "llmc", "--plan", other, "--show", "0")
+    assert r.exit_code == 1 and "plan is for 'train.bin', which is not in llmc" in r.stdout
+
+
 def test_windows_and_verify_take_a_megatron_prefix_without_meta(layered, tmp_path):
     other = tmp_path / "mg"
     other.mkdir()

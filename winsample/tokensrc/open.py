@@ -105,6 +105,13 @@ PLAN_HINT = "name the token file (winsample verify DATA --plan PLAN; tokens_path
 MIXTURE_HINT = "run where the mixture's source plans were made, or make them again beside their token files"
 
 
+def _globbed(p: Path) -> bool:
+    """True when ``p`` is a glob (``windows 'data/llmc/train_*.bin'``) that names at least one file."""
+    import glob
+
+    return any(c in str(p) for c in "*?[") and any(Path(q).is_file() for q in glob.iglob(str(p)))
+
+
 def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
     """The token file a plan was made for, found from its sidecar's ``source`` (a
     ``formats.PlanSource``): ``source.path`` as given to ``windows`` (relative to where it ran),
@@ -120,7 +127,7 @@ def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
             continue
         tried.append(str(cand))
         p = Path(cand)
-        if not p.exists() and not (p.parent / f"{p.name}.idx").exists():
+        if not p.exists() and not (p.parent / f"{p.name}.idx").exists() and not _globbed(p):
             continue
         try:
             src = open_source(p)

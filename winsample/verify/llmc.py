@@ -264,7 +264,9 @@ def _check_group(report: Report, path: Path, groups: dict, name: str, files: lis
     if scan is not None:
         check_min_length(report, scan, opts.T)
         check_vocab(report, scan, n_vocab)
-        key = path if len(groups) == 1 else Path(label)
+        # several groups (a folder of train and val shards): each stream as a path that opens it alone,
+        # whose name is the one a plan records (``windows 'llmc/train_*.bin'``: ``train_*.bin``)
+        key = path if len(groups) == 1 else files[0] if len(files) == 1 else files[0].parent / f"{name}_*.bin"
         scans[key] = scan
         targets.append(Target(key, label))
 

@@ -117,8 +117,12 @@ def _locate(report: Report, plan_path: Path, got, path: Path, folder, scans) -> 
         report.add(PLAN_BOUNDS, label, Status.FAIL, f"{formats.plan_sidecar(plan_path)}: sidecar names no source.file")
         return None
     scan = scans.get(file_path)
+    if scan is None and folder is None and side.source.file:  # PATH holds several streams (llm.c groups): the plan's own
+        named = [k for k in scans if k.name == side.source.file]
+        if len(named) == 1:
+            file_path, scan = named[0], scans[named[0]]
     if scan is None:
-        report.add(PLAN_BOUNDS, label, Status.FAIL, f"plan is for {side.source.file!r}, which is not in {folder}")
+        report.add(PLAN_BOUNDS, label, Status.FAIL, f"plan is for {side.source.file!r}, which is not in {folder or path}")
         return None
     if scan.stray:
         report.add(PLAN_BOUNDS, label, Status.SKIP, f"{scan.label} is not whole tokens (see dtype_divisible)")
