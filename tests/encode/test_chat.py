@@ -280,6 +280,27 @@ def test_verify_show_marks_the_trained_text(tmp_path, models):
     assert "«" not in text.split("<|im_start|>assistant\n")[0]
 
 
+def test_verify_show_prints_the_part_a_window_shares_with_the_previous_one_once(tmp_path, models):
+    # windows of 32 at stride 16 over one long answer: the trained run crosses each window's shared part
+    answer = " ".join(f"word{i}" for i in range(120))
+    src = write_jsonl(tmp_path / "c.jsonl", [{"messages": [{"role": "user", "content": "Count."},
+                                                         {"role": "assistant", "content": answer}]}])
+    out = tmp_path / "out"
+    assert encode(src, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", out, "--val-fraction", "0").exit_code == 0
+    plan = tmp_path / "p.npy"
+    assert CliRunner().invoke(main, ["windows", str(out / "train.bin"), "-T", "32", "--stride", "16", "-o", str(plan), "-q"]).exit_code == 0
+    args = ["verify", str(out), "--plan", str(plan), "--show", "4"]
+    windows = json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout)["windows"]
+    human = CliRunner().invoke(main, args).stdout
+    shared = [w for w in windows if w["overlap"]]
+    assert len(shared) == 3 and all("«" in w["text"] for w in shared)
+    for w in shared:
+        body = human.split(f"[{w['start']}, {w['start'] + w['length']})", 1)[1].split("\n", 1)[1]
+        assert body.startswith("⟦")
+        shown = body.replace("⟦", "", 1).replace("⟧", "", 1)
+        assert shown.startswith(w["text"]), (body[:200], w["text"][:200])  # the shared part, then the rest: once
+
+
 def test_exposure_counts_only_the_trained_labels(tmp_path, models, chats):
     out = tmp_path / "out"
     assert encode(chats, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", out, "--val-fraction", "0").exit_code == 0

@@ -229,15 +229,18 @@ def verify_text(report, strict: bool, quiet: bool, colour: bool) -> str:
                 continue
             at = "" if w.position is None else f" window {w.window}"
             head = f"── {_position(w)}{safe(w.file)}{at} [{w.start}, {w.start + w.length}) {w.length} tokens"
+            # the shared part is marked where it is the text's own beginning (a character cut by the
+            # window edge decodes otherwise): else the text is shown unmarked, never twice
+            marked = bool(w.overlap) and w.text.startswith(w.overlap_text)
             if w.overlap:
-                head += f", first {w.overlap} shared with the previous window {OVERLAP_OPEN}…{OVERLAP_CLOSE}"
+                head += f", first {w.overlap} shared with the previous window" + (f" {OVERLAP_OPEN}…{OVERLAP_CLOSE}" if marked else "")
             if w.source is not None:
                 from ..provenance import source_text
 
                 head += f" · from {safe(source_text(w.source), keep='')}"
             lines.append(paint(head, bold=True))
-            rest = w.text[len(w.overlap_text):] if w.text.startswith(w.overlap_text) else w.text
-            if w.overlap:
+            if marked:
+                rest = w.text[len(w.overlap_text):]
                 lines.append(paint(OVERLAP_OPEN + safe(w.overlap_text) + OVERLAP_CLOSE, dim=True) + safe(rest))
             else:
                 lines.append(safe(w.text))

@@ -77,6 +77,8 @@ def show_windows(report: Report, plan: Plan | None, targets, scans, enc, enc_err
         try:
             text = _text(enc, ids, None if mask is None else mask[s0:e0])
             otext = _text(enc, ids[:ov], None if mask is None else mask[s0 : s0 + ov])
+            if mask is not None and 0 < ov < len(ids) and mask[s0 + ov - 1] and mask[s0 + ov]:
+                otext = otext[: -len(TRAINED[1])]  # a trained run goes on past the shared part: left open, as in text
         except Exception as e:  # ids outside the vocabulary: tiktoken raises
             text, otext, problems = f"<cannot decode: {type(e).__name__}>", "", problems + 1
         source = tracer.document(int(tracer.doc_at(s0))) if tracer is not None and s0 < n else None
