@@ -524,6 +524,11 @@ def test_bad_records_are_all_listed_or_skipped_and_ids_are_kept(tmp_path, models
     assert r.exit_code == 0, r.stderr
     meta = json.loads((tmp_path / "skip" / "meta.json").read_text())
     assert meta["stats"]["skipped_records"] == 3 and meta["splits"]["train"]["documents"] == 2
+    # the skipped records are counted as skipped only, as plain JSONL's bad lines are
+    assert meta["stats"]["documents"] == 2
+    r = CliRunner().invoke(main, ["encode", str(src), "--chat", "--tokenizer-file", str(models["qwen2_5"]), "-o",
+                                  str(tmp_path / "json"), "--val-fraction", "0", "--on-bad-input", "skip", "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["documents"] == 2
     t = winsample.provenance.open_tracer(tmp_path / "skip" / "train.bin")
     assert [t.document(d)["id"] for d in range(2)] == ["r1", "r5"]
 

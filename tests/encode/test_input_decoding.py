@@ -283,6 +283,19 @@ def test_skip_with_every_input_bad_says_there_is_nothing_to_encode(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_skip_with_every_record_bad_names_the_first_reason_in_its_one_line(tmp_path, workers):
+    # the records have text: what is wrong is the --id-field, and the error must say so
+    src = tmp_path / "five.jsonl"
+    src.write_text("".join(json.dumps({"body": f"text {i}", "id": i}) + "\n" for i in range(5)))
+    r = cli([src, "--text-field", "body", "--id-field", "nope", "-o", tmp_path / "out", "--val-fraction", "0",
+             "--on-bad-input", "skip", "--workers", workers])
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "(5 records skipped as bad input, the first: " in r.stderr
+    assert f"{src}:1: no field 'nope' for --id-field" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_skip_cannot_leave_out_bad_text_on_stdin_and_says_so(tmp_path):
     (tmp_path / "a.txt").write_text("a good file\n")
     r = cli(["-", tmp_path / "a.txt", "-o", tmp_path / "out", "--on-bad-input", "skip", "--val-fraction", "0"],

@@ -226,10 +226,10 @@ def _write(recipe: Recipe, config: EncodeConfig, spec: RunSpec, sources, work: P
     skip = config.on_bad_input == "skip"
     bad: list[str] = []
     for (_where, _record, origin), got in _encoded(recipe, _records(sources, read, config.id_field, reading), config.workers or 1):
-        stats["documents"] += 1
-        if isinstance(got, str):  # a record that is no usable one (its message names file and line)
+        if isinstance(got, str):  # a record that is no usable one (its message names file and line): counted as skipped, not read
             reading.left_out(decoding.BadInput(got, sources[origin.input], origin.offset, origin.line, record=True))
             continue
+        stats["documents"] += 1
         ids, mask, val, digest = got
         if reading.bad and not skip:  # the run is failing: it only looks for the other bad records
             continue
