@@ -147,6 +147,42 @@ def test_without_markers_the_mask_is_each_assistant_content_and_its_end_of_turn(
         assert [tok.decode_bytes(run).decode() for run in runs] == want
 
 
+@pytest.mark.parametrize("template, header, end_of_turn", [
+    ("{% for m in messages %}{{ '### ' + m['role'] + ':\\n' + m['content'] + '\\n\\n' }}{% endfor %}", "### assistant:\n", "\n\n"),
+    ("{% for m in messages %}{% if m['role'] == 'user' %}{{ '<｜User｜>' + m['content'] }}{% else %}"
+     "{{ '<｜Assistant｜>' + m['content'] + '<｜end▁of▁sentence｜>' }}{% endif %}{% endfor %}", "<｜Assistant｜>",
+     "<｜end▁of▁sentence｜>")])
+def test_a_template_with_no_generation_prompt_branch_trains_no_header(tmp_path, models, chats, template, header, end_of_turn):
+    """No ``add_generation_prompt`` branch: nothing tells the header from the turn but the content
+    itself. By hand from each template: an assistant turn is header + content + end of turn, and
+    only content + end of turn is trained (the guide: "never its header")."""
+    path = tmp_path / "t.jinja"
+    path.write_text(template)
+    r = encode(chats, "--chat", "--chat-template", path, "--tokenizer-file", models["deepseekv3"], "-o", tmp_path / "out",
+               "--val-fraction", "0")
+    assert r.exit_code == 0, r.stderr
+    tok = winsample.tokenizer.load_file(str(models["deepseekv3"]))
+    for (ids, mask), messages in zip(documents(tmp_path / "out"), CONVERSATIONS):
+        text = tok.decode_bytes(ids).decode()
+        trained = [tok.decode_bytes([i for i, m in zip(ids[a:b], mask[a:b]) if m]).decode()
+                   for a, b in _runs(mask)]
+        want = [m["content"] + end_of_turn for m in messages if m["role"] == "assistant"]
+        assert trained == want
+        assert text.count(header) >= len(want) and all(header not in t for t in trained)
+
+
+def _runs(mask: list[int]) -> list[tuple[int, int]]:
+    """[start, end) of each run of 1s."""
+    out, start = [], None
+    for k, m in enumerate([*mask, 0]):
+        if m and start is None:
+            start = k
+        elif not m and start is not None:
+            out.append((start, k))
+            start = None
+    return out
+
+
 def test_prompt_response_pairs_are_prompt_response_eot_and_train_on_the_response(tmp_path):
     pairs = [{"q": "What is 2+2?", "a": " 4"}, {"q": "Say hi in French.", "a": " Bonjour ! <|endoftext|>"}]
     src = write_jsonl(tmp_path / "pairs.jsonl", pairs)

@@ -24,7 +24,10 @@ the conversation up to and including it adds to rendering the conversation befor
 ``add_generation_prompt=True``, from where the two first differ (its content and the
 template's end of turn, not its header; not a think block the generation prompt opens),
 so a template must render earlier turns the same whatever follows (``prefix-preserving``);
-one that does not is refused, naming the turn. ``all`` trains on every token.
+one that does not is refused, naming the turn. A template with no ``add_generation_prompt``
+branch has no prompt to tell the header by: the header is then what the turn renders before
+its content (found by rendering it again with a marker for the content). ``all`` trains on
+every token.
 """
 
 from __future__ import annotations
@@ -191,9 +194,28 @@ class ChatTemplate:
             # the turn starts where its text leaves the generation prompt (a prompt that opens a
             # think block, DeepSeek-R1's '<｜Assistant｜><think>\n', is the prompt's, not the turn's)
             start = max(len(plain), len(os.path.commonprefix([prompt, upto])))
+            if prompt == plain:  # no generation prompt to tell the header by: where the content begins
+                start += self._header_length(messages, i, plain, upto, tools)
             if len(upto) > start:
                 spans.append((start, len(upto)))
         return Rendered(whole.text, spans)
+
+
+    def _header_length(self, messages: list[dict], i: int, plain: str, upto: str, tools) -> int:
+        """The characters assistant turn ``i`` renders before its content, for a template with no
+        ``add_generation_prompt`` branch: rendered again with ``CONTENT_MARK`` for its content, the
+        text before the mark, when the real turn begins with that same text; else 0."""
+        if not isinstance(messages[i].get("content"), str) or not messages[i]["content"]:
+            return 0
+        probe = self.render([*messages[:i], dict(messages[i], content=CONTENT_MARK)], tools=tools).text
+        at = probe.find(CONTENT_MARK, len(plain))
+        if at < 0 or not probe.startswith(plain):
+            return 0
+        header = probe[len(plain) : at]
+        return len(header) if upto.startswith(header, len(plain)) else 0
+
+
+CONTENT_MARK = "winsample0content0mark"  # lowercase letters and digits: a template's trim or escape leaves it whole
 
 
 def check_messages(messages) -> list[dict]:
