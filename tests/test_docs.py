@@ -45,6 +45,7 @@ def test_format_md_examples_are_what_the_demo_commands_write(tmp_path):
     side = json.loads((tmp_path / "p.npy.json").read_text())
     shown = _json_after(doc, "## Plan sidecar")
     side["source"]["path"] = shown["source"]["path"]  # where this run put it
+    side["output"] = shown["output"]  # and under which name
     assert side == shown
 
 

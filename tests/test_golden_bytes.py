@@ -14,8 +14,9 @@ gained ``window``, ``char_start``, ``char_end``, ``split_char``, ``prev`` and ``
 ``text``; the fields before it unchanged); encode's ``unsplittable_runs`` count (meta.json's stats,
 the summary) is ``forced_cuts`` (#29 class 3: such runs are now cut, not encoded whole);
 ``windows --json`` reports gained ``uncovered_dropped`` (tokens in documents no window reaches,
-after ``uncovered_head``) and, for a greedy-packed plan, ``pack`` (after ``files``); every other
-byte is unchanged.
+after ``uncovered_head``) and, for a greedy-packed plan, ``pack`` (after ``files``); plan sidecars
+written by ``windows`` gained ``output`` (the -o name, last: which run's set a file belongs to);
+every other byte is unchanged.
 """
 
 from __future__ import annotations

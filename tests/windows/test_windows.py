@@ -765,6 +765,28 @@ def test_a_new_plan_set_replaces_every_file_an_older_run_wrote_under_its_name(tm
     assert keep.read_bytes() == b"mine"
 
 
+def test_plans_of_other_runs_whose_names_look_like_the_family_are_kept(tmp_path):
+    """Adversarial trial: ``-o plans/train.npy`` deleted the user's own ``-o plans/train.T256.npy``
+    and ``-o plans/train.shard0of2.npy`` (and their sidecars). Only files a run with this same
+    -o wrote (their sidecar's ``output``) are an older set; a plan with no ``output`` recorded
+    (written before it was) stays too."""
+    bin_file(tmp_path / "t.bin", 5000)
+    wrote = lambda out, *a: CliRunner().invoke(main, ["windows", str(tmp_path / "t.bin"), *a, "-o", str(tmp_path / out), "-q"])  # noqa: E731
+    assert wrote("train.T256.npy", "-T", "256").exit_code == 0
+    assert wrote("train.shard0of2.npy", "-T", "64").exit_code == 0
+    old = tmp_path / "train.T32.npy.json"  # an older winsample's multi-scale file: no output recorded
+    assert wrote("train.T32.npy", "-T", "32").exit_code == 0
+    side = json.loads(old.read_text())
+    del side["output"]
+    old.write_text(json.dumps(side))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert json.loads((tmp_path / "train.T256.npy.json").read_text())["output"] == "train.T256.npy"
+    assert wrote("train.npy", "-T", "512").exit_code == 0
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert set(after) == set(before) | {"train.npy", "train.npy.json"}
+    assert all(after[n] == b for n, b in before.items())
+
+
 def test_plan_family_is_exact_names_only(tmp_path):
     """A name that only ends like the plan's (a trailing newline, another stem) is not the plan's."""
     for name in ("p.npy", "p.npy.json", "p.T64.shard1of2.tokens.npy", "p.npy\n", "xp.npy", "p.npy.bak"):

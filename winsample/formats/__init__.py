@@ -178,6 +178,7 @@ from .plan import (
     read_plan,
     recover_plan,
     rows_checksum,
+    stale_family,
     write_plan,
 )
 from .provenance import (

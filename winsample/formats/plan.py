@@ -14,9 +14,9 @@ from ..disk.atomic import TMP_SUFFIX, atomic_open, check_replaceable, write_json
 from ..disk.checksums import format_checksum, new_hasher
 from ..disk.names import glob_escape
 from ..disk.staging import COMMIT_MARK, STAGING_DIR, read_commit_mark, roll_forward
-from ..errors import DataError
+from ..errors import DataError, WinsampleError
 from .meta import check_version
-from .names import plan_sidecar
+from .names import plan_family, plan_sidecar
 from .npy import load_npy
 from .schema import extra_keys, get_dtype, get_int, get_name, get_obj, get_str, read_json, schema_error
 
@@ -205,7 +205,7 @@ class PlanStats(_Fields):
 
 
 _SIDECAR_KEYS = ("format", "version", "source", "params", "stats", "plan_stats", "tokenizer", "materialized", "sources",
-                 "rows_checksum")
+                 "rows_checksum", "output")
 
 
 @dataclass
@@ -274,6 +274,7 @@ class PlanSidecar:
     rows_checksum: str | None = None  # xxh3-128 of the rows as write_plan saved them; None: a plan from before it was kept
     sources: list[MixtureSource] | None = None  # a mixture: its source plans, in row order
     version: int = 1  # write_plan writes PACKED_VERSION for a segment plan, MIXTURE_VERSION for a mixture, 1 for every other
+    output: str | None = None  # the -o name of the windows run that wrote the file (``stale_family``); None: not recorded
     extra: dict = field(default_factory=dict)
     has_source: bool = field(default=True, repr=False, compare=False)
 
@@ -337,6 +338,7 @@ class PlanSidecar:
             get_name(mat, "file", where, "materialized")
             get_dtype(mat, "dtype", where, "materialized", required=False)
         rows_sum = get_str(obj, "rows_checksum", where, "", required=False)
+        output = get_name(obj, "output", where, "", required=False)
         sources = obj.get("sources")
         if sources is not None:
             if version < MIXTURE_VERSION:
@@ -346,7 +348,7 @@ class PlanSidecar:
             sources = [MixtureSource.from_json(x, where, i) for i, x in enumerate(sources)]
         return cls(sources=sources, source=PlanSource.from_json(src or {}, where), params=PlanParams(params), stats=PlanStats(stats),
                    plan_stats=PlanStats(plan_stats) if plan_stats is not None else None, tokenizer=tok,
-                   materialized=mat, rows_checksum=rows_sum, version=version, extra=extra_keys(obj, _SIDECAR_KEYS),
+                   materialized=mat, rows_checksum=rows_sum, version=version, output=output, extra=extra_keys(obj, _SIDECAR_KEYS),
                    has_source=src is not None)
 
     def to_json(self) -> dict:
@@ -364,6 +366,8 @@ class PlanSidecar:
             out["sources"] = [x.to_json() for x in self.sources]
         if self.rows_checksum is not None:
             out["rows_checksum"] = self.rows_checksum
+        if self.output is not None:
+            out["output"] = self.output
         out.update(self.extra)
         return out
 
@@ -383,6 +387,37 @@ def rows_dtype(packed: bool | str) -> np.dtype:
 def _kind(rows: np.ndarray) -> bool | str:
     names = rows.dtype.names or ()
     return "mixture" if "count" in names else "window" in names
+
+
+def stale_family(plan_path: str | Path, keep: set[str]) -> list[str]:
+    """The names of ``plan_family(plan_path)`` not in ``keep`` that an earlier ``windows -o`` of
+    this same name wrote, as their sidecars record (``output``): a new set replaces those. A
+    plan of another run whose name only looks like one of the family's (``-o train.T256.npy``
+    beside ``-o train.npy``), and a file whose sidecar is missing or records no ``output`` (a
+    plan written before winsample recorded it), is left where it is."""
+    p = Path(plan_path)
+    stale = []
+    for q in plan_family(p):
+        if q.name in keep:
+            continue
+        if q.name.endswith(".json"):
+            side = q
+        elif q.name.endswith(".tokens.npy") and not os.path.lexists(plan_sidecar(q)):
+            side = plan_sidecar(q.with_name(q.name[: -len(".tokens.npy")] + ".npy"))  # materialized windows: their plan's
+        else:
+            side = plan_sidecar(q)
+        if _recorded_output(side) == p.name:
+            stale.append(q.name)
+    return stale
+
+
+def _recorded_output(sidecar: Path) -> str | None:
+    """The ``output`` a plan sidecar records, None for anything else (missing, no plan's, not read)."""
+    try:
+        obj = read_json(sidecar, "a plan sidecar")
+    except (WinsampleError, OSError, ValueError):
+        return None
+    return obj.get("output") if isinstance(obj, dict) and obj.get("format") == PLAN_FORMAT else None
 
 
 def write_plan(path: str | Path, plan: np.ndarray, sidecar: dict | PlanSidecar) -> None:

@@ -162,9 +162,9 @@ def _write_all(plans, out: str, o: Options, multi: bool, stream, summaries: list
             _write_plans(plans, out, o, multi, stream, stage, names, summaries)
             if stage is not None:
                 names.sort(key=lambda n: n.endswith(".json"))  # sidecars last: a plan is current only with its sidecar
-                # files an older run wrote under this plan's names (another -T, --shards, --materialize)
-                # go with the same commit: a set is never mixed with an older one's files
-                stale = [q.name for q in formats.plan_family(out) if q.name not in names]
+                # files an older run with this -o wrote (another -T, --shards, --materialize) go with
+                # the same commit: a set is never mixed with an older one's files; plans of other runs stay
+                stale = formats.stale_family(out, set(names))
                 disk.commit_staged(stage, Path(out).parent, names, remove=stale)
         except BrokenPipeError:  # `-o - | head` closed stdout: the CLI stops quietly, as after any command
             raise
@@ -207,7 +207,7 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
         for r, (p, part) in enumerate(zip(paths, parts)):
             side_params = dict(params, shard=r if o.shards else None)
             side = formats.PlanSidecar(source=source, params=side_params, stats=stats,
-                                       tokenizer=src.tokenizer_entry or None)
+                                       tokenizer=src.tokenizer_entry or None, output=Path(out).name)
             if o.shards:  # a shard's stats describe its own rows; the whole plan's go to plan_stats
                 side.stats = formats.PlanStats(shard_stats(part, src.n, plan["doc_starts"], plan["doc_ends"]))
                 side.plan_stats = formats.PlanStats(stats)
