@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import disk, formats
+from . import disk, formats, tokensrc
 from .errors import ConfigError, DataError
 from .planning import mixture
 from .train import Plan, read_plan
@@ -81,7 +81,7 @@ def build(specs: list[SourceSpec], out: str | Path, windows: int | None = None, 
             if most > max_repeats:
                 raise ConfigError(f"source {s.name}: its share needs each window up to {most} times an epoch,"
                                   f" more than --max-repeats {max_repeats}; lower its weight or the epoch")
-    inputs = [q for s in specs for q in (s.plan, formats.plan_sidecar(s.plan))]
+    inputs = [q for s in specs for q in tokensrc.plan_inputs(s.plan)]  # the plans and the datasets behind them
     disk.refuse_overwrite([out, formats.plan_sidecar(out)], inputs)
     folder = out.parent if str(out.parent) else Path(".")
     if not folder.is_dir():

@@ -60,6 +60,8 @@ def dataset_files(path: str | Path, meta_path: str | Path | None = None) -> list
     path = Path(path)
     folder = path if path.is_dir() else path.parent
     files = [] if path.is_dir() else [path]
+    if meta_path and Path(meta_path) != folder / META_JSON:  # --meta elsewhere: the token file's own folder is the dataset's too
+        files += dataset_files(path)
     mp = Path(meta_path) if meta_path else folder / META_JSON
     files.append(mp)
     for split in SPLITS:

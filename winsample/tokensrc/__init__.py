@@ -70,5 +70,5 @@ from .nanogpt import (
     width,
     write_meta_pkl,
 )
-from .open import MIXTURE_HINT, foreign_source, open_planned, open_source, plan_tokens
+from .open import MIXTURE_HINT, foreign_source, open_planned, open_source, plan_inputs, plan_tokens
 from .sharded import ConcatTokens, stream_of

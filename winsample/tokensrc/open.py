@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError, InputError
+from .. import formats
+from ..errors import DataError, InputError, WinsampleError
 from ..formats.tokens import normalize_dtype
 from . import kinds, llmc, megatron
 from .layouts import MEGATRON
@@ -141,3 +142,38 @@ def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
         return p
     raise DataError(f"{plan_path}: its token file is not where its sidecar says (tried {', '.join(tried) or 'nothing'},"
                     f" {source.bytes} bytes{', ' + source.checksum if source.checksum else ''}): {hint}")
+
+
+def plan_inputs(plan_path) -> list[Path]:
+    """Every file a plan stands for, which no output may replace: the plan, its sidecar and
+    materialized windows, and the files of the dataset its token file belongs to
+    (``formats.dataset_files``, the token file found as ``plan_tokens`` finds it); a mixture's,
+    those of each of its source plans. What cannot be read or found is left out: never raises."""
+    p = Path(plan_path)
+    files = [p, formats.plan_sidecar(p), formats.materialized_path(p)]
+    try:
+        side = formats.PlanSidecar.from_json(formats.read_json(formats.plan_sidecar(p), "a plan sidecar"),
+                                             str(formats.plan_sidecar(p)))
+    except (WinsampleError, OSError, ValueError, RecursionError):
+        return files
+    if side.mixture:
+        for src in side.sources or []:
+            q = p.parent / src.plan
+            files += [q, formats.plan_sidecar(q), formats.materialized_path(q)]
+            try:
+                files += formats.dataset_files(plan_tokens(q, _source_of(q)))
+            except (WinsampleError, OSError, ValueError, RecursionError):
+                pass
+        return files
+    try:
+        files += formats.dataset_files(plan_tokens(p, side.source))
+    except (WinsampleError, OSError, ValueError, RecursionError):
+        pass
+    return files
+
+
+def _source_of(plan_path: Path):
+    """The ``source`` a plan's sidecar records."""
+    side = formats.PlanSidecar.from_json(formats.read_json(formats.plan_sidecar(plan_path), "a plan sidecar"),
+                                         str(formats.plan_sidecar(plan_path)))
+    return side.source

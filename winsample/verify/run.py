@@ -156,8 +156,8 @@ def _check_inputs(path: Path | None, opts: VerifyOptions, foreign) -> None:
         raise InputError(f"{path}: no such file or folder")
     if opts.writes:  # --plot PNG: never one of the files checked
         ins = formats.dataset_files(path, opts.meta_path) if path is not None else []
-        for p in opts.plans:
-            ins += [Path(p), formats.plan_sidecar(p), formats.materialized_path(p)]
+        for p in opts.plans:  # with no PATH too: the dataset each plan's sidecar names
+            ins += tokensrc.plan_inputs(p)
         disk.refuse_overwrite(opts.writes, ins)
     if opts.T is not None and opts.T < 1:
         raise InputError(f"-T {opts.T}: the window length must be at least 1 token")
