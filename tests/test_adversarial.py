@@ -490,6 +490,9 @@ CLASS_KINDS = [
                                                              edit=lambda t: ((t / "m2").mkdir(), shutil.copy(t / "data/meta.json", t / "m2/meta.json"),
                                                                              os.link(t / "data/meta.json", t / "data/own.npy"))), 2,
          ("data/own.npy: is an input",), extra=unchanged),
+    Kind("out-windows-input-in-plan-staging-folder", on_data(lambda t: ["windows", t / f".p.npy{disk.STAGING_DIR}/train.bin", "-T", "64", "-o", t / "p.npy"],
+                                                             edit=lambda t: shutil.copytree(t / "data", t / f".p.npy{disk.STAGING_DIR}")), 2,
+         (f".p.npy{disk.STAGING_DIR}/train.bin: is inside", "which this run writes and removes"), extra=unchanged),
     Kind("out-encode-over-input", enc(file("in/train.bin", "a text file named like a token file"), more=[]), 0,
          texts=lambda t: ["a text file named like a token file"]),  # control: -o tmp/out, no clash
     Kind("out-encode-into-inputs-folder", lambda t: ["encode", file("in/train.bin", "text")(t), "-o", t / "in"], 2,

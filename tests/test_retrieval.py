@@ -361,3 +361,17 @@ def test_chunks_never_overwrite_a_file_of_a_data_folder(tmp_path):
         r = CliRunner().invoke(main, ["chunk", str(src), "-o", str(tmp_path / "d" / name)])
         assert r.exit_code == 2 and "would destroy it" in r.stderr and (tmp_path / "d" / name).read_bytes() == before
     assert CliRunner().invoke(main, ["chunk", str(src), "-o", str(tmp_path / "d" / "chunks.jsonl"), "-q"]).exit_code == 0
+
+
+def test_chunk_of_stdin_redirected_from_the_output_file_is_refused_and_the_file_kept(tmp_path):
+    # `winsample chunk - -o notes.txt < notes.txt`: standard input is that file, an input like any other
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the text a user keeps\n" * 50)
+    before = notes.read_bytes()
+    with open(notes, "rb") as stdin:
+        p = subprocess.run([sys.executable, "-m", "winsample", "chunk", "-", "-T", "8", "-o", str(notes)], stdin=stdin,
+                           capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip() == (f"error: {notes}: is an input of this command or a file of the dataset it reads (the same"
+                                " file as standard input); writing it would destroy it: pick another output path")
+    assert notes.read_bytes() == before and sorted(q.name for q in tmp_path.iterdir()) == ["notes.txt"]

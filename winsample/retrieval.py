@@ -222,7 +222,8 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
     if out != "-":
         folder = Path(out).parent
         owned = formats.dataset_files(folder) if (folder / formats.META_JSON).is_file() else []  # a data folder's files
-        disk.refuse_overwrite([out], [s.path for s in sources if s.path is not None] + owned)
+        stdin = ["-"] if any(s.path is None for s in sources) else []  # redirected from a file (`< notes.txt`)
+        disk.refuse_overwrite([out], [s.path for s in sources if s.path is not None] + owned + stdin)
     counts = {"documents": 0, "chunks": 0, "characters": 0, "split_char": 0, "max_tokens": 0}
 
     def lines() -> Iterator[str]:

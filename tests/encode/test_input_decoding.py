@@ -406,3 +406,21 @@ def test_skip_keeps_every_whole_record_before_a_break_in_compressed_data(tmp_pat
     assert r.exit_code == 0, r.stderr
     summary = json.loads(r.stdout)
     assert summary["documents"] == whole_lines and summary["skipped_inputs"] == 1
+
+
+def test_encode_of_stdin_redirected_from_a_file_of_the_output_folder_is_refused(tmp_path):
+    # `winsample encode - -o d < d/val.bin` would replace the text it is reading with token ids
+    import subprocess
+    import sys
+
+    out = tmp_path / "d"
+    out.mkdir()
+    text = out / "val.bin"
+    text.write_text("a text file that happens to be named val.bin\n" * 100)
+    before = text.read_bytes()
+    with open(text, "rb") as stdin:
+        p = subprocess.run([sys.executable, "-m", "winsample", "encode", "-", "-o", str(out), "--split", "tail"], stdin=stdin,
+                           capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1
+    assert p.stderr.startswith(f"error: {text}: is an input of this command") and "(the same file as standard input)" in p.stderr
+    assert text.read_bytes() == before and sorted(q.name for q in out.iterdir()) == ["val.bin"]

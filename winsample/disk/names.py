@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -139,15 +140,18 @@ def refuse_overwrite(outputs: Iterable[str | Path], inputs: Iterable[str | Path]
             raise ConfigError(f"{o}: is an input of this command or a file of the dataset it reads{same};"
                               " writing it would destroy it: pick another output path")
     for i in inputs:
-        if i is None or str(i) in ("", "-"):
+        if i is None or str(i) == "":
             continue
         try:
-            st = os.stat(i)
-        except OSError:
+            # "-": standard input, when it is a file (`< data/val.bin`): that file is read
+            st = os.fstat(sys.stdin.fileno()) if str(i) == "-" else os.stat(i)
+        except (OSError, ValueError, AttributeError):  # a stdin with no file behind it (a test runner's)
+            continue
+        if str(i) == "-" and not stat.S_ISREG(st.st_mode):
             continue
         o = wanted.get((st.st_dev, st.st_ino))
         if o is not None:
-            same = "" if str(i) == o else f" (the same file as {i})"
+            same = "" if str(i) == o else f" (the same file as {'standard input' if str(i) == '-' else i})"
             raise ConfigError(f"{o}: is an input of this command or a file of the dataset it reads{same};"
                               " writing it would destroy it: pick another output path")
 

@@ -518,6 +518,7 @@ def check_out_dir(out_dir, sources, tokenizer_file=None, sharded: bool = False) 
     ins = [s.path for s in sources if s.path is not None] + ([tokenizer_file] if tokenizer_file else [])
     known = {(s.dev, s.ino): s.path for s in sources if s.path is not None and s.ino}  # stated when found
     rest = [s.path for s in sources if s.path is not None and not s.ino] + ([tokenizer_file] if tokenizer_file else [])
+    rest += ["-"] if any(s.path is None for s in sources) else []  # stdin redirected from a file (`< OUT/val.bin`)
     disk.refuse_overwrite(outs + subdirs, rest, known)
     for o in outs:  # a commit renames over each name: a link there would be replaced, found only at the end
         if o.name != disk.LOCK_NAME:  # the lock is opened, never renamed over: disk.locked says what a planted one is

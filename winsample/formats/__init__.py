@@ -174,6 +174,7 @@ from .plan import (
     PlanSource,
     PlanStats,
     load_plan,
+    plan_stage_path,
     plan_staging_dir,
     read_plan,
     recover_plan,

@@ -42,13 +42,14 @@ def plan_staging_dir(plan_path: str | Path) -> Path:
     discarded first (``recover_plan``).
     """
     recover_plan(plan_path)
-    stage = _plan_stage(plan_path)
+    stage = plan_stage_path(plan_path)
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
     return stage
 
 
-def _plan_stage(plan_path: str | Path) -> Path:
+def plan_stage_path(plan_path: str | Path) -> Path:
+    """The staging folder a run writing ``plan_path`` commits from (``.PLAN.npy.winsample-staging``)."""
     p = Path(plan_path)
     return p.parent / f".{p.name}{STAGING_DIR}"
 
@@ -57,7 +58,7 @@ def recover_plan(plan_path: str | Path) -> str | None:
     """``recover`` for the files of one plan: roll a committed stage forward or drop it,
     and remove stale ``*.tmp`` files of the plan's own names (all scales and shards)."""
     p = Path(plan_path)
-    stage = _plan_stage(p)
+    stage = plan_stage_path(p)
     result = None
     if stage.is_dir():
         mark = stage / COMMIT_MARK
