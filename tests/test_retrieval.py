@@ -9,6 +9,7 @@ windows rows are recomputed by brute force: the doc's tokens decoded up to the w
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -375,3 +376,14 @@ def test_chunk_of_stdin_redirected_from_the_output_file_is_refused_and_the_file_
     assert p.stderr.strip() == (f"error: {notes}: is an input of this command or a file of the dataset it reads (the same"
                                 " file as standard input); writing it would destroy it: pick another output path")
     assert notes.read_bytes() == before and sorted(q.name for q in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_chunk_to_a_full_stdout_is_one_line_exit_2(tmp_path):
+    doc = tmp_path / "a.txt"
+    doc.write_text("words and more words\n" * 2000)
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, "-m", "winsample", "chunk", str(doc), "-T", "8", "-o", "-", "-q"], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    assert p.returncode == 2
+    assert p.stderr == "error: standard output: cannot write: no space left on the device; free some space and run again\n"

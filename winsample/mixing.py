@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import disk, formats, tokensrc
-from .errors import ConfigError, DataError
+from .errors import ConfigError, DataError, InputError
 from .planning import mixture
 from .train import Plan, read_plan
 
@@ -101,7 +101,13 @@ def build(specs: list[SourceSpec], out: str | Path, windows: int | None = None, 
                                        weight=s.weight, rows_checksum=p.sidecar.rows_checksum,
                                        tokens_checksum=p.sidecar.source.checksum)
                  for s, p in zip(specs, plans)])
-    formats.write_plan(out, rows, side)
+    # writers into one folder take turns (as windows' do): two runs with one -o never leave the
+    # rows of one beside the sidecar of the other
+    try:
+        with disk.locked_folder(folder):
+            formats.write_plan(out, rows, side)
+    except OSError as e:  # a read-only folder, a full disk: the old pair is left as it was
+        raise InputError(f"{out}: cannot write: {disk.os_error_text(e)}; nothing was written") from None
     return summary(specs, rows, reps, str(out))
 
 

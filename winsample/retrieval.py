@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from . import disk, formats, tokenizer
-from .errors import ConfigError
+from .errors import ConfigError, InputError
 from .planning import boundaries as bnd
 from .planning import plan_semantic
 from .tokenizer.offsets import CharOffsets
@@ -243,11 +243,19 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
                 counts["max_tokens"] = max(counts["max_tokens"], c.tokens)
                 yield _line(c.to_json())
 
-    if out == "-":
-        for line in lines():
-            (stream or sys.stdout).write(line)
-    else:
-        with disk.naming(out), disk.atomic_open(out, "w") as f:
+    try:
+        if out == "-":
             for line in lines():
-                f.write(line)
+                (stream or sys.stdout).write(line)
+        else:
+            with disk.naming(out), disk.atomic_open(out, "w") as f:
+                for line in lines():
+                    f.write(line)
+    except BrokenPipeError:  # `-o - | head`: the CLI stops quietly
+        raise
+    except OSError as e:  # a read-only folder, a full disk (a file, or stdout on /dev/full); not an input's error
+        if e.filename is not None and Path(e.filename).name not in (Path(out).name, disk.tmp_path(out).name):
+            raise
+        where = "standard output" if out == "-" else out
+        raise InputError(f"{where}: cannot write: {disk.os_error_text(e)}" + ("" if out == "-" else "; nothing was written")) from None
     return {"file": out, "T": T, "overlap": chunker.overlap, "boundaries": boundaries, "tokenizer": chunker.tok.name, **counts}

@@ -250,6 +250,28 @@ def test_mix_refuses_more_repeats_than_max_repeats_naming_the_source(data, tmp_p
     ok("mix", *srcs, "--windows", 1500, "--max-repeats", most, "-o", tmp_path / "m.plan.npy", "-q")
 
 
+def test_mix_into_a_full_disk_is_one_line_and_leaves_the_old_pair_whole(data, tmp_path, monkeypatch):
+    # the disk fills while the sidecar is written: neither file is replaced (the rows were written
+    # first, and before atomic_paths they were renamed into place beside the old sidecar)
+    import errno
+
+    from winsample.formats import plan as plan_mod
+
+    srcs = [f"{n}={w}:{data / n / 'train.plan.npy'}" for n, w in zip(SOURCES, ("0.6", "0.3", "0.1"))]
+    out = tmp_path / "m.plan.npy"
+    ok("mix", *srcs, "-o", out, "-q")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def full(obj, f):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(plan_mod, "dump_json", full)
+    r = cli("mix", *[s.replace("0.6", "0.5") for s in srcs], "-o", out)
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr == f"error: {out}: cannot write: no space left on the device; free some space and run again; nothing was written\n"
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
 def test_a_source_replanned_after_mixing_is_refused(data, tmp_path):
     for name in SOURCES:
         shutil.copytree(data / name, tmp_path / name)

@@ -93,7 +93,36 @@ def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[Any]:
             yield f
 
 
+@contextmanager
+def atomic_paths(*paths: str | Path) -> Iterator[list[Path]]:
+    """``atomic_path`` for files written together: yield a temp path for each; on success fsync
+    them all, then rename each over its path in the order given (the last last); on any
+    exception (a full disk while writing any of them included) remove them all and replace none."""
+    paths_ = [Path(p) for p in paths]
+    for p in paths_:
+        check_replaceable(p)
+    tmps = [tmp_path(p) for p in paths_]
+    try:
+        yield tmps
+        for t in tmps:
+            with open(t, "rb+") as f:
+                os.fsync(f.fileno())
+        for t, p in zip(tmps, paths_):
+            os.replace(t, p)
+        for folder in dict.fromkeys(p.parent for p in paths_):
+            fsync_dir(folder)
+    except BaseException:
+        for t in tmps:
+            t.unlink(missing_ok=True)
+        raise
+
+
+def dump_json(obj: Any, f) -> None:
+    """winsample's JSON files as written: two-space indent, keys in order, UTF-8 text, a final newline."""
+    json.dump(obj, f, indent=2, sort_keys=False, ensure_ascii=False)
+    f.write("\n")
+
+
 def write_json_atomic(path: str | Path, obj: Any) -> None:
     with atomic_open(path, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=False, ensure_ascii=False)
-        f.write("\n")
+        dump_json(obj, f)

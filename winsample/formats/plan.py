@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..disk.atomic import TMP_SUFFIX, atomic_open, check_replaceable, write_json_atomic
+from ..disk.atomic import TMP_SUFFIX, atomic_paths, dump_json
 from ..disk.checksums import format_checksum, new_hasher
 from ..disk.names import glob_escape
 from ..disk.staging import COMMIT_MARK, STAGING_DIR, read_commit_mark, roll_forward
@@ -425,7 +425,8 @@ def write_plan(path: str | Path, plan: np.ndarray, sidecar: dict | PlanSidecar) 
     """Write ``plan`` (PLAN_DTYPE rows, or PACKED_DTYPE segments) to ``path`` and its sidecar to
     ``path.json``, atomically.
 
-    The plan goes first and the sidecar last, so a plan without a sidecar is never current.
+    Both are written whole first, then renamed, the plan first and the sidecar last, so a plan
+    without its sidecar is never current.
     The sidecar's ``rows_checksum`` is set to the rows' (``rows_checksum``): an edited row shows;
     its ``version`` is PACKED_VERSION for segments, 1 for window rows (which version 1 readers read).
     """
@@ -435,11 +436,13 @@ def write_plan(path: str | Path, plan: np.ndarray, sidecar: dict | PlanSidecar) 
     if packed:
         side["version"] = MIXTURE_VERSION if packed == "mixture" else PACKED_VERSION
     side["rows_checksum"] = rows_checksum(plan)
-    for name in (path, plan_sidecar(path)):  # both, before either is written: never rows beside an old sidecar
-        check_replaceable(name)
-    with atomic_open(path) as f:
-        np.save(f, plan)
-    write_json_atomic(plan_sidecar(path), side)
+    # both written whole before either is renamed into place, the sidecar last: a full disk or an
+    # interrupt while writing leaves the old pair, never new rows beside an old sidecar
+    with atomic_paths(path, plan_sidecar(path)) as (rows_tmp, side_tmp):
+        with open(rows_tmp, "wb") as f:
+            np.save(f, plan)
+        with open(side_tmp, "w", encoding="utf-8") as f:
+            dump_json(side, f)
 
 
 def rows_checksum(rows: np.ndarray) -> str:
