@@ -434,6 +434,19 @@ def meta_edit(tmp, edit):
     return ["verify", data, "--show", "0"]
 
 
+def pairs_meta_edit(tmp, edit):
+    """A prompt/response dataset (a loss mask per split) with its meta.json edited by ``edit(dict)``: verify's argv."""
+    src = tmp / "pairs.jsonl"
+    src.write_text("".join(json.dumps({"prompt": f"Question {i}?", "response": f"Answer {i}."}) + "\n" for i in range(40)))
+    r = CliRunner().invoke(main, ["encode", str(src), "--prompt-field", "prompt", "--response-field", "response",
+                                  "-o", str(tmp / "sft"), "-q"])
+    assert r.exit_code == 0, r.stderr
+    meta = json.loads((tmp / "sft" / "meta.json").read_text())
+    edit(meta)
+    (tmp / "sft" / "meta.json").write_text(json.dumps(meta))
+    return ["verify", tmp / "sft", "--show", "0"]
+
+
 def plan_txt(tmp):
     return tmp / "data" / "train.bin"
 
@@ -557,6 +570,8 @@ CLASS_KINDS = [
     Kind("meta-version-negative", lambda t: meta_edit(t, lambda m: m.update(version=-5)), 1, ("meta", "version",)),
     Kind("meta-version-bool", lambda t: meta_edit(t, lambda m: m.update(version=True)), 1, ("meta", "version",)),
     Kind("meta-entry-removed-file-kept", lambda t: meta_edit(t, lambda m: m["splits"].pop("val")), 1, ("meta", "val.bin",)),
+    Kind("meta-mask-entry-removed-file-kept", lambda t: pairs_meta_edit(t, lambda m: m["splits"]["train"].pop("mask")), 1,
+         ("meta", "train.mask.bin is in", "records no loss mask")),
     Kind("sidecar-materialized-escapes", lambda t: mat_plan(t, side_edit(lambda s: s["materialized"].update(file="../data/val.bin"))), 1,
          ("plan.npy", "'../data/val.bin'",)),
     # --- 4: nothing hangs; special files refused before they are opened ---

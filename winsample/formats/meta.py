@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..disk.atomic import write_json_atomic
-from .names import META_JSON, SPLITS, bin_name
+from .names import META_JSON, SPLITS, bin_name, mask_name
 from .schema import extra_keys, get_dtype, get_int, get_name, get_str, is_int, read_json, schema_error
 
 FORMAT_NAME = "winsample"
@@ -313,13 +313,18 @@ class Meta:
         return meta
 
     def check_folder(self, folder: str | Path, where: str = META_JSON) -> None:
-        """DataError if a split's token file lies in ``folder`` but no entry describes it."""
+        """DataError if a split's token file or loss mask lies in ``folder`` but no entry describes it."""
         described = {e.file for e in self.splits.values()}
+        masks = {e.mask.file for e in self.splits.values() if e.mask is not None}
         for split in SPLITS:
             name = bin_name(split)
             if name not in described and (Path(folder) / name).exists():
                 schema_error(where, f"{name} is in {folder} but splits.{split} does not describe it"
                      " (its entry was removed?); re-encode, or restore the entry")
+            # a loss mask no entry records would be read as none: every label trained, prompts too
+            if mask_name(split) not in masks and (Path(folder) / mask_name(split)).exists():
+                schema_error(where, f"{mask_name(split)} is in {folder} but splits.{split} records no loss mask"
+                     " (its mask entry was removed?); re-encode, or restore the entry")
 
     def to_json(self) -> dict:
         out: dict = {"format": FORMAT_NAME, "version": self.version}
