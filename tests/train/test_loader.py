@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import re
 import tempfile
 from pathlib import Path
 
@@ -357,3 +358,26 @@ def test_a_pad_id_that_is_no_token_id_is_refused_up_front(bad):
     plan = make_plan([0, 20, 40], [11] * 3, 11, 60)
     with pytest.raises(ConfigError, match="pad_id must be"):
         winsample.Loader(plan, np.arange(60, dtype=np.uint32), 1, 0, pad_id=bad)
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda s: s["params"].update(T=32), "params.span 65 but T 32 with targets true spans 33"),
+    (lambda s: s["params"].update(T=128), "params.span 65 but T 128 with targets true spans 129"),
+    (lambda s: s["tokenizer"].update(eot=-7), "tokenizer.eot is -7, below 0"),
+    (lambda s: s["tokenizer"].update(eot=70000), "tokenizer.eot is 70000, above 50256"),
+    (lambda s: s["tokenizer"].update(eot=10**30), "tokenizer.eot is 1000000000000000000000000000000, above 50256"),
+    (lambda s: s["params"].update(seed="x"), "params.seed is 'x', not an integer"),
+    (lambda s: s["params"].update(seed=None), "params.random_offset is true but params.seed is missing"),
+])
+def test_a_sidecar_edited_out_of_shape_is_refused_by_the_loader_naming_the_field(data, tmp_path, edit, words):
+    """Adversarial trial: the Loader served truncated (T 32) or half-padding (T 128) batches, padded
+    with ids outside the vocabulary (eot -7, 70000), or raised bare errors (OverflowError, ValueError)."""
+    import json
+
+    p = tmp_path / "p.npy"
+    _cli("windows", data / "train.bin", "-T", 64, "--random-offset", "--seed", 3, "-o", p, "-q")
+    side = json.loads((tmp_path / "p.npy.json").read_text())
+    edit(side)
+    (tmp_path / "p.npy.json").write_text(json.dumps(side))
+    with pytest.raises(DataError, match=re.escape(words)):
+        winsample.Loader(p, batch_size=2, seed=0)

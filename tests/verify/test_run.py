@@ -226,13 +226,15 @@ def test_book_N10_T4_start_6_fails_alignment_and_bounds(tmp_path):
     assert b["status"] == "fail" and b["bad_windows"] == 1 and "row 6" in b["detail"]
 
 
-def test_targets_plan_whose_span_is_not_T_plus_1_fails_alignment(tmp_path):
+def test_targets_plan_whose_span_is_not_T_plus_1_is_refused_as_its_sidecar_says(tmp_path):
+    # x and y from 4 tokens: y would lose one (the Loader served truncated batches from such a sidecar)
     p = tmp_path / "ten.bin"
     write_bin(p, range(10))
     plan = make_plan(tmp_path / "p.npy", p, [0, 4], 4, T=4)
-    edit_sidecar(plan, lambda side: side["params"].update(span=4))  # x and y from 4 tokens: y loses one
+    edit_sidecar(plan, lambda side: side["params"].update(span=4))
     code, doc = run_json(p, "--plan", plan)
-    assert code == 1 and one(doc, "alignment")["status"] == "fail"
+    bounds = one(doc, "plan_bounds")
+    assert code == 1 and bounds["status"] == "fail" and "params.span 4 but T 4 with targets true spans 5" in bounds["detail"]
 
 
 def test_no_targets_plan_needs_span_tokens_and_skips_alignment(tmp_path):

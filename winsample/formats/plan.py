@@ -324,6 +324,16 @@ class PlanSidecar:
         for key in ("T", "span", "stride"):  # a window's length is an int32 in the rows
             if key in params and params[key] is not None:
                 get_int(params, key, where, "params", lo=1, hi=MAX_SPAN)
+        T, span = params.get("T"), params.get("span")
+        if T is not None and span is not None and not isinstance(T, list):  # windows writes span = T + 1 with targets, T without
+            targets = params.get("targets", True) is not False
+            if span != T + targets:
+                schema_error(where, f"params.span {span} but T {T} with targets {json_name(targets)} spans {T + targets}")
+        for key in ("seed", "epoch"):  # the draws of a seeded plan are re-made from them (the Loader, verify)
+            if params.get(key) is not None:
+                get_int(params, key, where, "params", lo=0, hi=(1 << 64) - 1)
+        if params.get("random_offset") is True and params.get("seed") is None:  # the Loader re-plans each epoch from it
+            schema_error(where, "params.random_offset is true but params.seed is missing (its draws come from the seed)")
         for key, allowed in (("tail", ("align", "short", "drop")), ("pack", (False, True, "best-fit")),
                              ("long", ("split", "truncate", "drop"))):  # the values windows writes, and only those
             v = params.get(key)
@@ -334,6 +344,9 @@ class PlanSidecar:
             get_int(stats, "windows", where, "stats")
         plan_stats = get_obj(obj, "plan_stats", where, "")
         tok = get_obj(obj, "tokenizer", where, "")
+        if tok is not None:  # the Loader pads with the EOT: an id the model has, or none
+            n_vocab = get_int(tok, "n_vocab", where, "tokenizer", lo=1, hi=1 << 32, required=False, nullable=True)
+            get_int(tok, "eot", where, "tokenizer", lo=0, hi=(n_vocab or 1 << 32) - 1, required=False, nullable=True)
         mat = get_obj(obj, "materialized", where, "")
         if mat is not None:
             get_name(mat, "file", where, "materialized")
