@@ -72,6 +72,13 @@ def test_at_2_count_3_shows_tokens_2_to_4(golden, ref_gpt2):
     assert doc["pieces"] == ["<|endoftext|>", "⟨e6⟩", "⟨bb⟩"]
 
 
+def test_a_count_of_more_than_a_million_is_refused_before_anything_is_read(golden):
+    # adversarial trial: --count 10**20 on a 600 MB file grew to 20 GB; inspect is a look, not an export
+    r = run(golden / "train.bin", "--count", 10**20)
+    assert r.exit_code == 2 and r.stdout == "" and "'--count': 100000000000000000000 is not in the range 0<=x<=1000000" in r.stderr
+    assert run(golden / "train.bin", "--count", 10**6, "--json").exit_code == 0
+
+
 def test_count_past_the_end_is_clipped(golden):
     doc = json.loads(run(golden / "val.bin", "--at", 1, "--count", 100, "--json").stdout)
     assert len(doc["ids"]) == 3 and doc["ids"][-1] == EOT

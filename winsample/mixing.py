@@ -45,6 +45,9 @@ class SourceSpec:
         return cls(name, weight, plan)
 
 
+MAX_EPOCH_WINDOWS = 1 << 32  # an epoch's order (source, window) is held whole by the Loader, verify and inspect
+
+
 def build(specs: list[SourceSpec], out: str | Path, windows: int | None = None, epoch_of: str | None = None,
           max_repeats: int | None = None, seed: int | None = None) -> dict:
     """Check the sources, compute one epoch's counts and write the mixture plan ``out``; the summary.
@@ -62,6 +65,9 @@ def build(specs: list[SourceSpec], out: str | Path, windows: int | None = None, 
         raise ConfigError(f"--seed must be in [0, 2**63), got {seed}")
     if windows is not None and epoch_of is not None:
         raise ConfigError("--windows and --epoch-of both set: give one")
+    if windows is not None and windows > MAX_EPOCH_WINDOWS:
+        raise ConfigError(f"--windows {windows:,}: an epoch's order is held in memory by every reader (~10 bytes a window),"
+                          f" at most {MAX_EPOCH_WINDOWS:,} windows; mix a shorter epoch (the Loader walks epoch after epoch)")
     if epoch_of is not None and epoch_of not in names:
         raise ConfigError(f"--epoch-of {epoch_of}: no source of that name (sources: {', '.join(names)})")
     out = Path(out)
@@ -75,6 +81,10 @@ def build(specs: list[SourceSpec], out: str | Path, windows: int | None = None, 
             raise ConfigError(f"source {s.name} ({s.plan}): the plan has no windows")
     counts = mixture.epoch_counts([s.weight for s in specs], sizes, windows,
                                   names.index(epoch_of) if epoch_of is not None else None)
+    if sum(counts) > MAX_EPOCH_WINDOWS:
+        raise ConfigError(f"the epoch would hold {sum(counts):,} windows, more than the {MAX_EPOCH_WINDOWS:,} a reader holds in"
+                          " memory; give a shorter one with --windows")
+    refuse_unserved(specs, counts)
     reps = mixture.repeats(counts, sizes)
     if max_repeats is not None:
         for s, (_, most) in zip(specs, reps):
@@ -109,6 +119,15 @@ def build(specs: list[SourceSpec], out: str | Path, windows: int | None = None, 
     except OSError as e:  # a read-only folder, a full disk: the old pair is left as it was
         raise InputError(f"{out}: cannot write: {disk.os_error_text(e)}; nothing was written") from None
     return summary(specs, rows, reps, str(out))
+
+
+def refuse_unserved(specs: list[SourceSpec], counts: list[int]) -> None:
+    """ConfigError for a source an epoch serves no window of: a source listed and never served
+    is a weight that went wrong."""
+    for s, c in zip(specs, counts):
+        if c == 0:
+            raise ConfigError(f"source {s.name}: weight {s.weight} gives it none of the epoch's {sum(counts):,} windows;"
+                              " raise its weight or the epoch (--windows), or leave it out")
 
 
 def summary(specs: list[SourceSpec], rows: np.ndarray, reps: list[tuple[int, int]], out: str) -> dict:

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 import winsample
+from winsample import formats
 from winsample.cli import main
 from winsample.errors import ConfigError, DataError
 from winsample.planning import mixture
@@ -270,6 +271,30 @@ def test_mix_into_a_full_disk_is_one_line_and_leaves_the_old_pair_whole(data, tm
     assert r.exit_code == 2 and r.stdout == ""
     assert r.stderr == f"error: {out}: cannot write: no space left on the device; free some space and run again; nothing was written\n"
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_mix_refuses_a_source_its_weight_gives_no_window_and_exposure_reads_an_older_one(data, tmp_path, monkeypatch):
+    srcs = [f"{n}={w}:{data / n / 'train.plan.npy'}" for n, w in zip(SOURCES, ("0.00001", "1", "1"))]
+    r = cli("mix", *srcs, "-o", tmp_path / "m.plan.npy")
+    assert r.exit_code == 2 and not (tmp_path / "m.plan.npy").exists()
+    assert r.stderr.startswith("error: source web: weight 0.00001 gives it none of the epoch's")
+    # a mixture written before the refusal: the source served nothing, and exposure says so (it raised IndexError)
+    import winsample.mixing
+
+    monkeypatch.setattr(winsample.mixing, "refuse_unserved", lambda specs, counts: None)
+    ok("mix", *srcs, "-o", tmp_path / "m.plan.npy", "-q")
+    assert formats.load_plan(tmp_path / "m.plan.npy")[0]["count"][0] == 0
+    e = winsample.Loader(tmp_path / "m.plan.npy", batch_size=2, seed=0).exposure(0)
+    web = e.sources[0]
+    assert web["name"] == "web" and web["served"] == 0 and web["trained_tokens"] == 0 and web["untrained"] == web["targetable"] > 0
+
+
+def test_mix_refuses_an_epoch_no_reader_could_hold_before_reading_the_plans(data, tmp_path):
+    # adversarial trial: --windows 10**12 was written (exit 0), then verify, inspect and the Loader ran out of memory
+    srcs = [f"{n}=1:{data / n / 'train.plan.npy'}" for n in SOURCES]
+    r = cli("mix", *srcs, "--windows", 10**12, "-o", tmp_path / "m.plan.npy")
+    assert r.exit_code == 2 and r.stderr.startswith("error: --windows 1,000,000,000,000: an epoch's order is held in memory")
+    assert "at most 4,294,967,296 windows" in r.stderr and not (tmp_path / "m.plan.npy").exists()
 
 
 def test_a_source_replanned_after_mixing_is_refused(data, tmp_path):

@@ -14,8 +14,8 @@ _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim"
 @click.argument("path", type=click.Path(path_type=str))
 @click.option("--at", "at", type=int, default=0, show_default=True, metavar="I",
               help="First token (of a .bin), row (of a plan), window (of a best-fit plan) or position (of a mixture) to show.")
-@click.option("--count", "count", type=click.IntRange(min=0), default=32, show_default=True, metavar="K",
-              help="How many tokens, plan rows, best-fit windows or mixture positions to show.")
+@click.option("--count", "count", type=click.IntRange(min=0, max=1_000_000), default=32, show_default=True, metavar="K",
+              help="How many tokens, plan rows, best-fit windows or mixture positions to show (at most 1,000,000: a look, not an export).")
 @click.option("--meta", "meta_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="meta.json describing PATH, when it is not beside it.")
 @click.option("--encoding", default=None, metavar="NAME",

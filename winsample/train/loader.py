@@ -344,6 +344,8 @@ class Loader:
     def _label_rows(self, plan: Plan, index: np.ndarray, docs=None) -> np.ndarray:
         """PLAN_DTYPE rows whose label ranges ``[start + max(fresh, 1), start + length)`` are exactly
         the labels windows ``index`` train on, one row per segment (for ``label_counts``)."""
+        if not len(index):  # a source an epoch draws no window of (a mixture written before mix refused that)
+            return np.zeros(0, formats.PLAN_DTYPE)
         win = plan.windows[index]
         mask = self.cross_doc_labels == "mask"
         if plan.best_fit:
