@@ -434,6 +434,15 @@ def meta_edit(tmp, edit):
     return ["verify", data, "--show", "0"]
 
 
+def doc_start_moved(tmp, by: int):
+    """The data folder with train's second document start moved ``by`` tokens: verify's argv."""
+    data = data_folder(tmp)
+    starts = np.load(data / "train.docs.npy")
+    starts[1] += by
+    np.save(data / "train.docs.npy", starts)
+    return ["verify", data, "--show", "0"]
+
+
 def pairs_meta_edit(tmp, edit):
     """A prompt/response dataset (a loss mask per split) with its meta.json edited by ``edit(dict)``: verify's argv."""
     src = tmp / "pairs.jsonl"
@@ -570,6 +579,8 @@ CLASS_KINDS = [
     Kind("meta-version-negative", lambda t: meta_edit(t, lambda m: m.update(version=-5)), 1, ("meta", "version",)),
     Kind("meta-version-bool", lambda t: meta_edit(t, lambda m: m.update(version=True)), 1, ("meta", "version",)),
     Kind("meta-entry-removed-file-kept", lambda t: meta_edit(t, lambda m: m["splits"].pop("val")), 1, ("meta", "val.bin",)),
+    Kind("doc-index-start-moved-into-a-document", lambda t: doc_start_moved(t, 3), 1,
+         ("meta", "train.docs.npy: 1 document(s) do not end with the EOT 50256 encode appended", "a start moved into a document?")),
     Kind("meta-mask-entry-removed-file-kept", lambda t: pairs_meta_edit(t, lambda m: m["splits"]["train"].pop("mask")), 1,
          ("meta", "train.mask.bin is in", "records no loss mask")),
     Kind("sidecar-materialized-escapes", lambda t: mat_plan(t, side_edit(lambda s: s["materialized"].update(file="../data/val.bin"))), 1,

@@ -828,9 +828,11 @@ WHY = {
     'edited parameter): ~0.05 s for these 976k windows, on the plan thread beside the scans (0.24 when it ran after them).',
     "encode 100 MB --layout": "the llm.c shards come from a second pass over the split's token file (uint16, in"
     " 1M-token pieces, each passed on as it is when no document starts or ends in it) and the .idx from the"
-    " document starts; that pass and fsyncing the shards (the same bytes again) cost ~0.25–0.4 s, while the"
-    " encode itself, with the fast engine, now takes ~1.4–1.7 s: 1.12 and 1.13 in two runs of this stop's"
-    " code, 1.21 and 1.28 in two others, against a bar of 1.15.",
+    " document starts. Measured by hand on this machine (2026-12-05, 100 MB of prose, --workers 2): the pass takes"
+    " ~0.03 s and fsyncing the shards (the same bytes again) ~0.03 s, against ~0.7 s for the whole encode (1.06–1.09"
+    " in six interleaved pairs). The pass drops each piece's mapped pages once it is written: it used to keep the"
+    " whole split mapped, and those pages (a file's, counted in the resident size) made the coordinator the tree's"
+    " peak, 128 MB against 104 MB for --layout nanogpt (1.24, over the bar).",
     "encode scaling, --backend reference --workers 2": "the row sits near its bar: the main process still finds cut points,"
     " receives the ids and writes and hashes the output (~0.6 s of CPU per 100 MB, against ~7.3 s in the"
     " workers), and on two cores that competes with the workers; other load on the machine tips it under.",

@@ -428,8 +428,10 @@ def test_inputs_whose_records_were_all_skipped_as_bad_say_so(tmp_path):
     (tmp_path / "a.jsonl").write_text('{"title": 1}\n{"body": 2}\n')
     r = cli([tmp_path / "a.jsonl", "-o", tmp_path / "out", "--split", "tail", "--on-bad-input", "skip"])
     assert r.exit_code == 1 and r.stdout == ""
-    assert r.stderr.splitlines()[-1] == (f"error: {tmp_path / 'a.jsonl'}: no document has any text (2 records skipped as bad"
-                                         " input); nothing to encode")
+    a = tmp_path / "a.jsonl"
+    assert r.stderr.splitlines()[-1] == (f"error: {a}: no document has any text (2 records skipped as bad input, the first:"
+                                         f" {a}:1: no field 'text' (fields: title); pick one with --text-field (a.b for a"
+                                         " field inside an object)); nothing to encode")
 
 
 def test_an_empty_jsonl_file_says_it_holds_no_document(tmp_path):

@@ -78,7 +78,8 @@ def check_meta(report, meta, meta_file, targets, scans, enc, enc_error, ranks_sh
             problems.append(f"{where}.doc_index is None, not a file name")
             continue
         di = e.doc_index or formats.doc_index_name(t.split)  # v1 files written before doc_index: the default name
-        problems += _doc_index_problems(meta_file.parent / di, e, s, where)
+        eot = meta.tokenizer.get("eot") if meta.eot_appended and isinstance(meta.tokenizer, dict) else None
+        problems += _doc_index_problems(meta_file.parent / di, e, s, where, eot if formats.is_int(eot) else None)
     tok = meta.tokenizer
     if enc_error is not None:
         problems.append(f"tokenizer {meta.tokenizer_name!r} does not load: {enc_error}")
@@ -115,7 +116,9 @@ def check_provenance(report: Report, meta: formats.Meta, meta_file: Path, target
                        records=docs)
 
 
-def _doc_index_problems(p: Path, e: formats.SplitEntry, s: FileScan, where: str) -> list[str]:
+def _doc_index_problems(p: Path, e: formats.SplitEntry, s: FileScan, where: str, eot: int | None = None) -> list[str]:
+    """The document index against meta.json and the tokens; ``eot``: the id encode appended to
+    every document (meta.json's ``eot_appended``), so the id before each start is that EOT."""
     if not p.exists():
         return [f"{where}: document index {p.name} is missing"]
     try:
@@ -128,6 +131,14 @@ def _doc_index_problems(p: Path, e: formats.SplitEntry, s: FileScan, where: str)
     if len(starts):
         if starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= max(s.n, 1):
             out.append(f"{p.name}: document starts must begin at 0, increase, and stay below N = {s.n}")
+        elif eot is not None and not s.stray and s.n:
+            # one id per document, gathered: a start moved into a document no longer follows its EOT
+            # (the file's last id is not looked at: --split tail cuts a document between train and val)
+            ends = np.asarray(starts[1:], np.int64) - 1
+            off = ends[np.asarray(s.tokens()[ends]) != eot]
+            if len(off):
+                out.append(f"{p.name}: {len(off)} document(s) do not end with the EOT {eot} encode appended, the first"
+                           f" at token {int(off[0])} (a start moved into a document?)")
     return out
 
 
