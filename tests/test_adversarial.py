@@ -456,6 +456,20 @@ def pairs_meta_edit(tmp, edit):
     return ["verify", tmp / "sft", "--show", "0"]
 
 
+def pairs_mask_inverted(tmp):
+    """A prompt/response dataset whose train mask is inverted, its checksum and trained count
+    updated in meta.json, its records gone (nothing to encode again): verify's argv."""
+    argv = pairs_meta_edit(tmp, lambda m: None)
+    (tmp / "pairs.jsonl").unlink()
+    sft = tmp / "sft"
+    inv = (1 - np.fromfile(sft / "train.mask.bin", np.uint8)).astype(np.uint8)
+    inv.tofile(sft / "train.mask.bin")
+    meta = json.loads((sft / "meta.json").read_text())
+    meta["splits"]["train"]["mask"].update(checksum=disk.checksum_file(sft / "train.mask.bin"), trained=int(inv.sum()))
+    (sft / "meta.json").write_text(json.dumps(meta))
+    return argv
+
+
 def plan_txt(tmp):
     return tmp / "data" / "train.bin"
 
@@ -581,6 +595,8 @@ CLASS_KINDS = [
     Kind("meta-entry-removed-file-kept", lambda t: meta_edit(t, lambda m: m["splits"].pop("val")), 1, ("meta", "val.bin",)),
     Kind("doc-index-start-moved-into-a-document", lambda t: doc_start_moved(t, 3), 1,
          ("meta", "train.docs.npy: 1 document(s) do not end with the EOT 50256 encode appended", "a start moved into a document?")),
+    Kind("mask-inverted-with-its-checksum", pairs_mask_inverted, 1,
+         ("loss_mask", "document 0 is not its prompt (untrained) then its response (trained)")),
     Kind("meta-mask-entry-removed-file-kept", lambda t: pairs_meta_edit(t, lambda m: m["splits"]["train"].pop("mask")), 1,
          ("meta", "train.mask.bin is in", "records no loss mask")),
     Kind("sidecar-materialized-escapes", lambda t: mat_plan(t, side_edit(lambda s: s["materialized"].update(file="../data/val.bin"))), 1,

@@ -29,7 +29,7 @@ from .report import Report, Status
 CHUNK = 1 << 24  # mask bytes read at a time
 
 
-@check("loss_mask", help="each split's loss mask: one 0/1 byte per token, its checksum, and a trained token in every record",
+@check("loss_mask", help="each split's loss mask: one 0/1 byte per token, its checksum, a trained token in every record (a prompt/response pair: its prompt untrained, then its response)",
        reads="mask files, document indexes, meta.json", stage="dataset")
 def loss_mask(report: Report, ctx) -> None:
     if ctx.meta is None or ctx.folder is None:
@@ -79,8 +79,25 @@ def _check_mask(path, entry, t) -> tuple[Status, str]:
                 return Status.FAIL, (f"{path.name}: {len(zero)} record(s) train on no token (the first: document {int(zero[0])}):"
                                      " its template marked no assistant turn, or it has none")
             idle = len(starts)
+            if m.loss == "completion" and (wrong := _not_prompt_then_response(mask, np.asarray(starts, np.int64))) is not None:
+                return Status.FAIL, (f"{path.name}: document {wrong} is not its prompt (untrained) then its response (trained):"
+                                     " a trained token comes before an untrained one")
     where = f", every one of {idle} record(s) trains on at least one" if idle else ""
     return Status.PASS, f"{size} tokens, {trained} trained ({m.loss}){where}; checksum agrees"
+
+
+def _not_prompt_then_response(mask: np.ndarray, starts: np.ndarray) -> int | None:
+    """The first document whose mask is not 0…0 1…1 (a prompt/response pair's, whatever its
+    records say: a mask edited with its checksum is caught without them), else None."""
+    n = len(mask)
+    for a in range(0, n - 1, CHUNK):
+        part = np.asarray(mask[a : min(n, a + CHUNK + 1)])
+        falls = np.flatnonzero((part[:-1] == 1) & (part[1:] == 0)) + a + 1  # a 0 right after a 1
+        at = np.searchsorted(starts, falls)
+        inside = falls[(at >= len(starts)) | (starts[np.minimum(at, len(starts) - 1)] != falls)]
+        if len(inside):
+            return int(np.searchsorted(starts, inside[0], "right") - 1)
+    return None
 
 
 class Rerender:
