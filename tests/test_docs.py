@@ -46,6 +46,7 @@ def test_format_md_examples_are_what_the_demo_commands_write(tmp_path):
     shown = _json_after(doc, "## Plan sidecar")
     side["source"]["path"] = shown["source"]["path"]  # where this run put it
     side["output"] = shown["output"]  # and under which name
+    side["source"]["from_plan"] = shown["source"]["from_plan"]
     assert side == shown
 
 

@@ -15,7 +15,9 @@ gained ``window``, ``char_start``, ``char_end``, ``split_char``, ``prev`` and ``
 the summary) is ``forced_cuts`` (#29 class 3: such runs are now cut, not encoded whole);
 ``windows --json`` reports gained ``uncovered_dropped`` (tokens in documents no window reaches,
 after ``uncovered_head``) and, for a greedy-packed plan, ``pack`` (after ``files``); plan sidecars
-written by ``windows`` gained ``output`` (the -o name, last: which run's set a file belongs to);
+written by ``windows`` gained ``output`` (the -o name, last: which run's set a file belongs to)
+and ``source.from_plan`` (the token file's path from the plan's folder, last in ``source``; also
+in ``inspect``'s report of a plan);
 every other byte is unchanged.
 """
 

@@ -378,3 +378,27 @@ def test_a_plan_made_in_its_own_folder_finds_its_tokens_from_anywhere(tmp_path, 
     assert side.source.path == "data/train.bin"
     assert tokensrc.plan_tokens(proj / "p.npy", side.source) == proj / "data" / "train.bin"
     winsample.Loader(proj / "p.npy", batch_size=1, seed=0)  # no tokens_path
+
+
+def test_plans_kept_in_a_folder_of_their_own_find_their_tokens_from_any_working_folder(tmp_path, monkeypatch):
+    # new-user trial: plans made in proj/ and written to proj/plans/, then mixed there; from inside
+    # plans/ or from / the mixture's sources found their plans but not the plans' token files
+    proj = tmp_path / "proj"
+    for name, play in (("a", "sonnets.txt"), ("b", "tempest.txt")):
+        ok("encode", CORPUS / play, "-o", proj / name, "--val-fraction", 0, "-q")
+    monkeypatch.chdir(proj)
+    (proj / "plans").mkdir()
+    for name in ("a", "b"):
+        ok("windows", f"{name}/train.bin", "-T", T, "-o", f"plans/{name}.npy", "-q")
+    ok("mix", "a=1:plans/a.npy", "b=1:plans/b.npy", "-o", "plans/mix.npy", "-q")
+    side = winsample.read_plan(proj / "plans" / "a.npy").sidecar
+    assert side.source.path == "a/train.bin" and side.source.from_plan == "../a/train.bin"
+    want = winsample.Loader(proj / "plans" / "mix.npy", batch_size=2, seed=0).batch(0, 0).x
+    moved = tmp_path / "moved"
+    proj.rename(moved)  # the whole tree moved together
+    for where in (moved / "plans", Path("/")):
+        monkeypatch.chdir(where)
+        got = winsample.Loader(moved / "plans" / "mix.npy", batch_size=2, seed=0).batch(0, 0).x
+        assert np.array_equal(got, want)
+        r = cli("verify", "--plan", moved / "plans" / "a.npy", "--show", "0", "-q")
+        assert r.exit_code == 0, r.output

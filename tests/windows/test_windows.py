@@ -480,7 +480,8 @@ def test_sidecar_names_source_and_checksum_from_bytes(tmp_path):
     sample = xxhash.xxh3_128((2000).to_bytes(8, "little") + data + b"".join(data[2000 * i // 17 :] for i in range(1, 17)) + data)
     assert side["source"] == {"path": str(b), "file": "a.bin", "bytes": 2000,
                               "checksum": "xxh3_128:" + xxhash.xxh3_128(data).hexdigest(),
-                              "dtype": "<u2", "tokens": 1000, "sample": "xxh3_128-sampled:" + sample.hexdigest()}
+                              "dtype": "<u2", "tokens": 1000, "sample": "xxh3_128-sampled:" + sample.hexdigest(),
+                              "from_plan": "a.bin"}  # the plan lies beside it
     p = side["params"]
     assert (p["T"], p["span"], p["stride"], p["targets"], p["tail"], p["boundaries"]) == (100, 101, 50, True, "align", "none")
     assert p["overlap"] == pytest.approx(1 - 50 / 101)

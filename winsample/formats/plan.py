@@ -89,9 +89,10 @@ class PlanSource:
     dtype: str | None = None
     tokens: int | None = None
     sample: str | None = None  # disk.sample_checksum of the token file: what the Loader compares, cheaply
+    from_plan: str | None = None  # its path relative to the plan's folder when written: found from any working folder
     extra: dict = field(default_factory=dict)
 
-    KEYS = ("path", "file", "bytes", "checksum", "dtype", "tokens", "sample")
+    KEYS = ("path", "file", "bytes", "checksum", "dtype", "tokens", "sample", "from_plan")
 
     @classmethod
     def from_json(cls, obj: dict, where: str) -> PlanSource:
@@ -103,6 +104,7 @@ class PlanSource:
             dtype=get_dtype(obj, "dtype", where, "source", required=False),
             tokens=get_int(obj, "tokens", where, "source", required=False),
             sample=get_str(obj, "sample", where, "source", required=False, nullable=True),
+            from_plan=get_str(obj, "from_plan", where, "source", required=False, nullable=True),
             extra=extra_keys(obj, cls.KEYS),
         )
 

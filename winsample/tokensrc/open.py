@@ -123,7 +123,8 @@ def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
     tried = []
     given = Path(source.path) if source.path else None
     beside = plan_path.parent / given if given is not None and not given.is_absolute() else None  # windows run where the plan lies
-    for cand in (source.path, beside, plan_path.parent / source.file if source.file else None):
+    from_plan = plan_path.parent / source.from_plan if source.from_plan else None  # from any working folder
+    for cand in (source.path, from_plan, beside, plan_path.parent / source.file if source.file else None):
         if not cand or str(cand) in tried:
             continue
         tried.append(str(cand))

@@ -210,7 +210,8 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
             pad_id = enc.eot if enc else src.eot
         for r, (p, part) in enumerate(zip(paths, parts)):
             side_params = dict(params, shard=r if o.shards else None)
-            side = formats.PlanSidecar(source=source, params=side_params, stats=stats,
+            here = os.path.relpath(os.path.abspath(source.path), os.path.abspath(p.parent))  # the plan's folder moved with its data
+            side = formats.PlanSidecar(source=dataclasses.replace(source, from_plan=here), params=side_params, stats=stats,
                                        tokenizer=src.tokenizer_entry or None, output=Path(out).name)
             if o.shards:  # a shard's stats describe its own rows; the whole plan's go to plan_stats
                 side.stats = formats.PlanStats(shard_stats(part, src.n, plan["doc_starts"], plan["doc_ends"]))
