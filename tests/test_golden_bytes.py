@@ -17,7 +17,8 @@ the summary) is ``forced_cuts`` (#29 class 3: such runs are now cut, not encoded
 after ``uncovered_head``) and, for a greedy-packed plan, ``pack`` (after ``files``); plan sidecars
 written by ``windows`` gained ``output`` (the -o name, last: which run's set a file belongs to)
 and ``source.from_plan`` (the token file's path from the plan's folder, last in ``source``; also
-in ``inspect``'s report of a plan);
+in ``inspect``'s report of a plan); ``windows --json`` reports of window plans gained ``short_windows``
+(after ``files``, before ``pack``);
 every other byte is unchanged.
 """
 

@@ -799,3 +799,24 @@ def test_ten_thousand_scales_are_refused_before_anything_is_read(tmp_path):
     scales = ",".join(str(t) for t in range(2, 10_002))
     r = run_cli(tmp_path / "missing.bin", "-T", scales, "-o", tmp_path / "p.npy")
     assert r.exit_code == 2 and "10,000 scales in one run; at most 256" in r.stderr
+
+
+def test_a_plan_mostly_of_short_windows_says_the_loader_leaves_them_out(tmp_path):
+    """New-user trial: chat records under T, planned by default (per document), gave 43 short
+    windows of 58, and the Loader (short='drop' by default) trained on 1 conversation of 44, silently."""
+    src = tmp_path / "pairs.jsonl"
+    src.write_text("".join(json.dumps({"prompt": f"Question {i}?", "response": f"Answer {i}."}) + "\n" for i in range(30)))
+    assert CliRunner().invoke(main, ["encode", str(src), "--prompt-field", "prompt", "--response-field", "response", "-o",
+                                     str(tmp_path / "sft"), "--val-fraction", "0", "-q"]).exit_code == 0
+    r = run_cli(tmp_path / "sft" / "train.bin", "-T", 64, "-o", tmp_path / "p.npy")
+    assert r.exit_code == 0
+    rows = np.load(tmp_path / "p.npy")
+    short = int((rows["length"] < 65).sum())
+    assert short == len(rows) == 30  # one window per record, each a record of a few tokens
+    assert r.stderr.splitlines()[1] == (f"note: {short} of the {short} windows are shorter than the span (ended by a document,"
+                                        " paragraph or sentence edge): winsample.Loader leaves short windows out unless"
+                                        " short='pad', and get_batch draws full windows only; pad them (short='pad'), or pack"
+                                        " them into full windows (--pack best-fit)")
+    assert json.loads(run_cli(tmp_path / "sft" / "train.bin", "-T", 64, "-o", tmp_path / "p.npy", "--json").stdout)["short_windows"] == 30
+    full = run_cli(tmp_path / "sft" / "train.bin", "-T", 4, "-o", tmp_path / "q.npy")  # windows shorter than the records: no note
+    assert full.exit_code == 0 and "note:" not in full.stderr

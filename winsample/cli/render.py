@@ -109,8 +109,13 @@ def plan_summary(s: dict) -> list[str]:
         lines.append(f"note: no window fits in {plural(s['tokens'], 'token')} (span {s['span']}): the plan is empty;"
                  " verify fails its min_length and the Loader refuses it")
     elif s["tokens"] < s["span"]:  # by the contract (--short keep), but rarely meant
-        lines.append(f"note: {plural(s['tokens'], 'token')} < span {s['span']}: no full window, only a short one"
+        lines.append(f"note: {plural(s['tokens'], 'token')} < span {s['span']}: no full window, only"
+                     f" {'a short one' if s['windows'] == 1 else 'short ones'}"
                  " (get_batch draws full windows only; --short drop skips short ones)")
+    elif s.get("short_windows", 0) * 4 >= s["windows"]:  # records, short documents: most of the data in short windows
+        lines.append(f"note: {s['short_windows']:,} of the {plural(s['windows'], 'window')} are shorter than the span (ended"
+                     " by a document, paragraph or sentence edge): winsample.Loader leaves short windows out unless short='pad',"
+                     " and get_batch draws full windows only; pad them (short='pad'), or pack them into full windows (--pack best-fit)")
     return lines
 
 

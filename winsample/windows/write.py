@@ -189,6 +189,8 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
                    "overlap": params["overlap"], "offset": params["offset"], "tokens": src.n,
                    "covered_tokens": stats["covered_tokens"], "uncovered_tokens": stats["uncovered_tokens"],
                    "uncovered_head": stats["uncovered_head"], "uncovered_dropped": stats["uncovered_dropped"], "files": []}
+        if "window" not in (rows.dtype.names or ()):  # window rows (not best-fit segments): how many are short
+            summary["short_windows"] = int(np.count_nonzero(rows["length"] < params["span"]))
         if params.get("pack") is True:  # greedy packing (best-fit's figures are added below)
             summary["pack"] = "greedy"
         if plan.get("warnings"):
