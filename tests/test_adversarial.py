@@ -529,6 +529,9 @@ CLASS_KINDS = [
     Kind("out-windows-input-in-plan-staging-folder", on_data(lambda t: ["windows", t / f".p.npy{disk.STAGING_DIR}/train.bin", "-T", "64", "-o", t / "p.npy"],
                                                              edit=lambda t: shutil.copytree(t / "data", t / f".p.npy{disk.STAGING_DIR}")), 2,
          (f".p.npy{disk.STAGING_DIR}/train.bin: is inside", "which this run writes and removes"), extra=unchanged),
+    Kind("out-plan-over-encode-lock", on_data(lambda t: ["windows", t / "data/train.bin", "-T", "64", "-o", t / f"data/{disk.LOCK_NAME}"],
+                                              edit=lambda t: (t / "data" / disk.LOCK_NAME).write_text("4242\n")), 2,
+         (f"data/{disk.LOCK_NAME}: is an input",), extra=unchanged),
     Kind("out-encode-over-input", enc(file("in/train.bin", "a text file named like a token file"), more=[]), 0,
          texts=lambda t: ["a text file named like a token file"]),  # control: -o tmp/out, no clash
     Kind("out-encode-into-inputs-folder", lambda t: ["encode", file("in/train.bin", "text")(t), "-o", t / "in"], 2,

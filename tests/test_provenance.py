@@ -214,6 +214,18 @@ def test_sampled_windows_text_is_found_in_the_named_records_text(tmp_path):
         assert EOT_TEXT not in text and text in by_id[r["source"]["id"]], r
 
 
+def test_a_rows_character_range_is_its_text_less_the_separator_it_ends_with(tmp_path):
+    # docs/format.md's promise, row by row: document[char_start:char_end] is text, less a trailing <|endoftext|>
+    src = sft_corpus(tmp_path / "sft.jsonl", n=60, seed=13, crlf=False)
+    encode_corpus([str(src)], tmp_path / "out", workers=1, id_field="id")
+    by_id = {obj["id"]: obj["text"] for _, _, obj in records_of(src.read_bytes())}
+    rows = [r for r in windows_jsonl(tmp_path / "out", "--boundaries", "doc") if not r["split_char"]]
+    ends = [r for r in rows if r["text"].endswith(EOT_TEXT)]
+    assert rows and ends  # some windows end their document with its separator
+    for r in rows:
+        assert by_id[r["source"]["id"]][r["char_start"] : r["char_end"]] == r["text"].removesuffix(EOT_TEXT), r
+
+
 def test_windows_crossing_documents_name_the_document_they_start_in(tmp_path):
     src = sft_corpus(tmp_path / "sft.jsonl", n=120, seed=12, crlf=False)
     encode_corpus([str(src)], tmp_path / "out", workers=1, id_field="id")

@@ -243,3 +243,14 @@ def test_a_terminal_gets_a_real_bar(monkeypatch, capsys):
     bar.update(10)
     bar.close()
     assert "encode" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", ["encode", "windows", "verify", "inspect", "chunk"])
+def test_an_empty_encoding_is_refused_not_read_as_gpt2(data, tmp_path, cmd):
+    # adversarial trial: --encoding "" was read as gpt2, silently
+    target = {"encode": CORPUS / "hamlet.txt", "chunk": CORPUS / "hamlet.txt"}.get(cmd, data / "train.bin")
+    out = {"encode": ["-o", tmp_path / "o"], "windows": ["-T", "8", "-o", tmp_path / "p.npy"], "chunk": ["-o", tmp_path / "c.jsonl"]}
+    r = CliRunner().invoke(main, [cmd, str(target), "--encoding", " ", *map(str, out.get(cmd, []))])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert "Invalid value for '--encoding': is empty: give a tokenizer's name, or leave the option out" in r.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -728,3 +728,8 @@ def test_release_pages_leaves_an_in_memory_array_as_it_is():
     a = np.arange(10, dtype=np.uint16)
     formats.release_pages(a)
     assert a.tolist() == list(range(10))
+
+
+def test_a_glob_over_two_groups_of_shards_hints_at_a_glob_in_their_folder(layered):
+    r = run("windows", f"{layered}/llmc/*.bin", "-T", "32", "-o", layered / "x.npy")
+    assert r.exit_code == 2 and r.stderr.strip().endswith(f"plan one at a time, e.g. {layered}/llmc/train_*.bin")

@@ -90,11 +90,18 @@ def emit_json(obj, wrote: str | None = None) -> None:
 quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary on stderr.")
 
 
+def named(ctx, param, value):
+    """An option callback: an empty name (``--encoding ""``) is refused, not read as the default."""
+    if value is not None and not str(value).strip():
+        raise click.BadParameter("is empty: give a tokenizer's name, or leave the option out")
+    return value
+
+
 def tokenizer_options(f):
     """--encoding, --tokenizer-file, --pattern: the tokenizer a command encodes text with (encode, chunk)."""
     f = click.option("--pattern", type=click.Choice(["gpt2", "cl100k", "o200k"]), default=None, help="Pre-tokenizer regex for a .tiktoken --tokenizer-file (default gpt2); a tokenizer.json or SentencePiece file has its own.")(f)
     f = click.option("--tokenizer-file", type=click.Path(), help="Instead of --encoding: a Hugging Face tokenizer.json (or its folder, with tokenizer_config.json), a SentencePiece model, or a .tiktoken ranks file (optionally .gz); told apart by content.")(f)
-    return click.option("--encoding", default="gpt2", show_default=True, help="tiktoken encoding name (gpt2 works offline).")(f)
+    return click.option("--encoding", default="gpt2", show_default=True, callback=named, help="tiktoken encoding name (gpt2 works offline).")(f)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 bare_dtype_option = click.option(
     "--dtype", type=click.Choice(["uint16", "uint32"]), default=None,

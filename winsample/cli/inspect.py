@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import bare_dtype_option, emit, emit_json, json_option, quiet_option, use_color
+from .common import bare_dtype_option, emit, emit_json, json_option, named, quiet_option, use_color
 from .main import main
 
 _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim": True}, "warn": {"fg": "yellow"}}
@@ -18,7 +18,7 @@ _INSPECT_STYLES = {"head": {"bold": True}, "key": {"fg": "cyan"}, "mark": {"dim"
               help="How many tokens, plan rows, best-fit windows or mixture positions to show (at most 1,000,000: a look, not an export).")
 @click.option("--meta", "meta_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="meta.json describing PATH, when it is not beside it.")
-@click.option("--encoding", default=None, metavar="NAME",
+@click.option("--encoding", callback=named, default=None, metavar="NAME",
               help="Tokenizer to decode with, instead of the one meta.json names: a tiktoken name, or a tokenizer file or folder (gpt2 without meta).")
 @bare_dtype_option
 @quiet_option  # accepted as by every command; inspect draws no bar and its report is the data (stdout)

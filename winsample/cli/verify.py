@@ -6,7 +6,7 @@ import click
 
 from ..errors import WinsampleError
 from . import render
-from .common import EXIT_CODE_KEY, bare_dtype_option, emit, emit_json, json_option, progress, quiet_option, say, use_color
+from .common import EXIT_CODE_KEY, bare_dtype_option, emit, emit_json, json_option, named, progress, quiet_option, say, use_color
 from .main import main
 
 
@@ -41,7 +41,7 @@ class _VerifyCommand(click.Command):
 @click.option("--meta", "meta_path", type=click.Path(path_type=str), default=None,
               help="meta.json to use for a single .bin, or for llm.c shards named on their own (default: the one beside"
               " the .bin; the data folder's, above the shards' llmc/ folder).")
-@click.option("--encoding", default=None, help="Tokenizer when there is no meta.json: a tiktoken name, or a tokenizer file or folder (tokenizer.json, SentencePiece, .tiktoken) [default gpt2].")
+@click.option("--encoding", callback=named, default=None, help="Tokenizer when there is no meta.json: a tiktoken name, or a tokenizer file or folder (tokenizer.json, SentencePiece, .tiktoken) [default gpt2].")
 @bare_dtype_option
 @click.option("--retokenize-sample", type=click.IntRange(min=0), default=64, show_default=True,
               help="Documents the retokenize check decodes and encodes again with the reference tokenizer;"

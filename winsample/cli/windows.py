@@ -9,7 +9,7 @@ import click
 from .. import planning
 from .. import windows as windows_mod
 from . import render
-from .common import bare_dtype_option, emit_json, json_option, progress, quiet_option, say
+from .common import bare_dtype_option, emit_json, json_option, named, progress, quiet_option, say
 from .main import main
 
 
@@ -63,7 +63,7 @@ def _parse_scales(ctx, param, values):
 @click.option("-o", "--output", required=True, help="Plan file (PLAN.npy), or - for txt/jsonl on stdout.")
 @click.option("--meta", "meta_path", type=click.Path(dir_okay=False),
               help="meta.json describing BIN [default: the one beside it; for llm.c shards, the data folder's above llmc/].")
-@click.option("--encoding", help="Tokenizer when meta.json does not name a usable one: a tiktoken name, or a tokenizer file or folder [bare .bin: gpt2].")
+@click.option("--encoding", callback=named, help="Tokenizer when meta.json does not name a usable one: a tiktoken name, or a tokenizer file or folder [bare .bin: gpt2].")
 @bare_dtype_option
 @quiet_option
 @json_option

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from ..disk.atomic import remove_stale_tmp
+from ..disk.lock import LOCK_NAME
 from ..disk.names import read_small_text
 from ..disk.staging import COMMIT_MARK, STAGING_DIR, read_commit_mark, roll_forward
 from ..errors import WinsampleError
@@ -66,6 +67,7 @@ def dataset_files(path: str | Path, meta_path: str | Path | None = None) -> list
     files.append(mp)
     for split in SPLITS:
         files += [folder / bin_name(split), folder / doc_index_name(split)]
+    files.append(folder / LOCK_NAME)  # encode's lock: replaced, a second encode into the folder would no longer wait
     try:
         meta = json.loads(read_small_text(mp, "meta.json"))
     except (WinsampleError, ValueError, RecursionError):

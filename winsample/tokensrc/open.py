@@ -61,7 +61,9 @@ def foreign_source(path: Path, layout: str, what, encoding=None, meta_path=None)
     if layout == MEGATRON:
         return _megatron_source(what, encoding, layout)
     if len(what) != 1:
-        raise InputError(f"{path}: holds {len(what)} groups of llm.c shards ({', '.join(what)}); plan one at a time, e.g. {path}/{next(iter(what))}_*.bin")
+        folder = path.parent if any(c in str(path) for c in "*?[") else path  # a glob: its folder
+        raise InputError(f"{path}: holds {len(what)} groups of llm.c shards ({', '.join(what)}); plan one at a time,"
+                         f" e.g. {folder}/{next(iter(what))}_*.bin")
     files = next(iter(what.values()))
     counts, fmt = llmc.read_llmc_stream(files)
     stream = ConcatTokens(files, counts, fmt.dtype, header_bytes=llmc.LLMC_HEADER_BYTES)
