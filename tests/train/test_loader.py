@@ -381,3 +381,16 @@ def test_a_sidecar_edited_out_of_shape_is_refused_by_the_loader_naming_the_field
     (tmp_path / "p.npy.json").write_text(json.dumps(side))
     with pytest.raises(DataError, match=re.escape(words)):
         winsample.Loader(p, batch_size=2, seed=0)
+
+
+def test_a_plan_whose_rows_were_edited_by_hand_is_refused_by_the_loader(data, tmp_path):
+    # adversarial trial: only verify compared rows_checksum; the Loader served start + 1
+    p = tmp_path / "p.npy"
+    _cli("windows", data / "train.bin", "-T", 64, "-o", p, "-q")
+    rows = np.load(p)
+    rows["start"][3] += 1
+    np.save(p, rows)
+    with pytest.raises(DataError, match=re.escape("its rows are not the ones its sidecar records (rows_checksum)")):
+        winsample.Loader(p, batch_size=2, seed=0)
+    with pytest.raises(DataError, match=re.escape("its rows are not the ones its sidecar records")):
+        winsample.get_batch(p, data / "train.bin", 2, 0)
