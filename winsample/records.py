@@ -53,7 +53,8 @@ def read_record(path, offset: int, where: str) -> dict:
 class RecordRule:
     """How a records run turns a JSONL object into ids and a mask. ``loss``: ``assistant``,
     ``completion`` or ``all``; ``eot``: the id after a pair (None: none); ``template``: the
-    ``--chat-template`` choice (None: the tokenizer's own), ``template_sha256`` its text's."""
+    ``--chat-template`` choice (None: the tokenizer's own), ``template_sha256`` its text's;
+    ``mask_rule``: which rule found the assistant turns (``chat.MASK_RULE``; 1 before rule 2)."""
 
     chat: bool
     loss: str
@@ -63,6 +64,7 @@ class RecordRule:
     eot: int | None = None
     template: str | None = None
     template_sha256: str | None = None
+    mask_rule: int = 1  # chat.MASK_RULE when encoded; absent (1): a dataset encoded before the header rule, read by its own
 
     @property
     def kind(self) -> str:
@@ -109,7 +111,7 @@ def encode_record(tok, template: chat.ChatTemplate | None, rule: RecordRule, whe
         messages = messages_of(rule, where, record)
         tools = record.get("tools") if rule.prompt_field is None else None  # a conversation's tool schemas
         try:
-            ids, mask = chat.encode_conversation(tok, template, messages, rule.loss, tools)
+            ids, mask = chat.encode_conversation(tok, template, messages, rule.loss, tools, rule.mask_rule)
         except chat.TemplateRefused as e:
             raise chat.refused(where, e) from None
         key = json.dumps([messages, tools] if tools is not None else messages, ensure_ascii=False, sort_keys=True)

@@ -171,6 +171,59 @@ def test_a_template_with_no_generation_prompt_branch_trains_no_header(tmp_path, 
         assert text.count(header) >= len(want) and all(header not in t for t in trained)
 
 
+NO_BRANCH = "{% for m in messages %}{{ '### ' + m['role'] + ':\\n' + m['content'] + '\\n\\n' }}{% endfor %}"
+
+
+def test_an_empty_assistant_turn_trains_its_end_of_turn_only(tmp_path, models):
+    path = tmp_path / "t.jinja"
+    path.write_text(NO_BRANCH)
+    src = write_jsonl(tmp_path / "c.jsonl", [{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": ""}]}])
+    r = encode(src, "--chat", "--chat-template", path, "--tokenizer-file", models["deepseekv3"], "-o", tmp_path / "out",
+               "--val-fraction", "0")
+    assert r.exit_code == 0, r.stderr
+    tok = winsample.tokenizer.load_file(str(models["deepseekv3"]))
+    (ids, mask), = documents(tmp_path / "out")
+    # by hand: "### assistant:\n" + "" + "\n\n"; trained: the tokens that overlap the last two characters
+    # (transformers' rule), whatever the tokenizer merges ("assistant" itself never)
+    text, trained, at = "", [], 0
+    for i, m in zip(ids, mask):
+        piece = tok.decode_bytes([i]).decode()
+        if m:
+            trained.append((at, at + len(piece)))
+        text, at = text + piece, at + len(piece)
+    assert text.endswith("### assistant:\n\n\n") and trained
+    assert trained[-1][1] == len(text) and trained[0][0] < len(text) - 2 < trained[0][1] + 1
+    assert "assistant" not in text[trained[0][0] :]
+
+
+def test_a_dataset_encoded_before_the_header_rule_verifies_by_its_own_rule(tmp_path, models, chats, monkeypatch):
+    """meta.json's records entry without mask_rule: the records are encoded again by rule 1
+    (the header of a template with no generation prompt trained, as they were written), so
+    verify's retokenize passes them; a dataset of today's rule records mask_rule 2."""
+    from winsample.tokenizer import chat
+
+    path = tmp_path / "t.jinja"
+    path.write_text(NO_BRANCH)
+    monkeypatch.setattr(chat, "MASK_RULE", 1)  # what encode wrote before rule 2
+    r = encode(chats, "--chat", "--chat-template", path, "--tokenizer-file", models["deepseekv3"], "-o", tmp_path / "old",
+               "--val-fraction", "0")
+    assert r.exit_code == 0, r.stderr
+    monkeypatch.undo()
+    meta = json.loads((tmp_path / "old" / "meta.json").read_text())
+    assert meta["records"].pop("mask_rule") == 1
+    (tmp_path / "old" / "meta.json").write_text(json.dumps(meta))
+    tok = winsample.tokenizer.load_file(str(models["deepseekv3"]))
+    ids, mask = documents(tmp_path / "old")[0]
+    assert tok.decode_bytes([i for i, m in zip(ids, mask) if m]).decode().startswith("### assistant:\n")  # rule 1 trained it
+    v = CliRunner().invoke(main, ["verify", str(tmp_path / "old"), "--show", "0", "--json"])
+    checks = {(c["name"], c["file"]): c for c in json.loads(v.stdout)["checks"]}
+    assert checks[("retokenize", "train.bin")]["status"] == "pass", checks[("retokenize", "train.bin")]
+    assert v.exit_code == 0
+    r = encode(chats, "--chat", "--chat-template", path, "--tokenizer-file", models["deepseekv3"], "-o", tmp_path / "new",
+               "--val-fraction", "0")
+    assert r.exit_code == 0 and json.loads((tmp_path / "new" / "meta.json").read_text())["records"]["mask_rule"] == 2
+
+
 def _runs(mask: list[int]) -> list[tuple[int, int]]:
     """[start, end) of each run of 1s."""
     out, start = [], None

@@ -506,3 +506,23 @@ def test_bad_inputs_in_a_small_merge_are_all_listed_nothing_is_left_and_no_local
     assert "2 bad inputs" in lines[2] and len(lines) == 3
     assert "--on-bad-input" not in res.stderr and "--input-encoding" not in res.stderr
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("merge", [False, True])
+def test_plain_text_over_a_records_folder_leaves_no_loss_mask_behind(cluster, tmp_path, merge):
+    # review: only the local engine removed an earlier records run's masks; meta.json now refuses a
+    # mask it does not record, so a Ray run over such a folder left a dataset nothing could read
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"prompt": f"Q{i}?", "response": f"A{i}."}) + "\n" for i in range(40)))
+    out = tmp_path / "out"
+    from click.testing import CliRunner
+
+    from winsample.cli import main
+
+    r = CliRunner().invoke(main, ["encode", str(pairs), "--prompt-field", "prompt", "--response-field", "response",
+                                  "-o", str(out), "-q"])
+    assert r.exit_code == 0, r.stderr
+    assert (out / formats.mask_name("train")).is_file()
+    ray_encode([CORPUS], out, merge=merge)
+    assert not any((out / formats.mask_name(s)).exists() for s in formats.SPLITS)
+    formats.load_meta(out / "meta.json")  # reads: no mask beside it that it does not record

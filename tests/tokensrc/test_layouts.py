@@ -733,3 +733,12 @@ def test_release_pages_leaves_an_in_memory_array_as_it_is():
 def test_a_glob_over_two_groups_of_shards_hints_at_a_glob_in_their_folder(layered):
     r = run("windows", f"{layered}/llmc/*.bin", "-T", "32", "-o", layered / "x.npy")
     assert r.exit_code == 2 and r.stderr.strip().endswith(f"plan one at a time, e.g. {layered}/llmc/train_*.bin")
+
+
+def test_a_plan_over_part_of_a_groups_glob_is_placed_on_its_stream_by_its_checksum(layered, tmp_path):
+    # review: 'train_0*.bin' is not the folder's key 'train_*.bin'; the stream is the one of its checksum
+    plan = tmp_path / "p.npy"
+    assert run("windows", f"{layered}/llmc/train_0*.bin", "-T", "32", "-o", plan, "-q").exit_code == 0
+    r = run("verify", layered / "llmc", "--plan", plan, "--show", "0", "--json")
+    bounds = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "plan_bounds"]
+    assert r.exit_code == 0 and [c["status"] for c in bounds] == ["pass"], r.stdout

@@ -394,3 +394,15 @@ def test_a_plan_whose_rows_were_edited_by_hand_is_refused_by_the_loader(data, tm
         winsample.Loader(p, batch_size=2, seed=0)
     with pytest.raises(DataError, match=re.escape("its rows are not the ones its sidecar records")):
         winsample.get_batch(p, data / "train.bin", 2, 0)
+
+
+def test_a_sidecar_with_a_negative_seed_and_no_randomness_still_reads(data, tmp_path):
+    # review: plans once written with a negative --seed that nothing draws from must keep loading
+    import json
+
+    p = tmp_path / "p.npy"
+    _cli("windows", data / "train.bin", "-T", 64, "-o", p, "-q")
+    side = json.loads((tmp_path / "p.npy.json").read_text())
+    side["params"]["seed"] = -3
+    (tmp_path / "p.npy.json").write_text(json.dumps(side))
+    assert winsample.Loader(p, batch_size=2, seed=0).batch(0, 0).x.shape == (2, 64)

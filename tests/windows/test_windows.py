@@ -820,3 +820,21 @@ def test_a_plan_mostly_of_short_windows_says_the_loader_leaves_them_out(tmp_path
     assert json.loads(run_cli(tmp_path / "sft" / "train.bin", "-T", 64, "-o", tmp_path / "p.npy", "--json").stdout)["short_windows"] == 30
     full = run_cli(tmp_path / "sft" / "train.bin", "-T", 4, "-o", tmp_path / "q.npy")  # windows shorter than the records: no note
     assert full.exit_code == 0 and "note:" not in full.stderr
+
+
+def test_files_named_like_the_family_that_record_no_run_are_kept_and_named_in_a_warning(tmp_path):
+    # review: plans written before sidecars recorded `output` cannot be told from the user's own; kept, and said
+    bin_file(tmp_path / "t.bin", 5000)
+    r = run_cli(tmp_path / "t.bin", "-T", "32,64", "-o", tmp_path / "p.npy", "-q")
+    assert r.exit_code == 0
+    for name in ("p.T32.npy.json", "p.T64.npy.json"):  # as an older winsample wrote them
+        side = json.loads((tmp_path / name).read_text())
+        del side["output"]
+        (tmp_path / name).write_text(json.dumps(side))
+    r = run_cli(tmp_path / "t.bin", "-T", "128", "-o", tmp_path / "p.npy", "-q")
+    assert r.exit_code == 0 and r.stdout == ""
+    assert r.stderr == (f"warning: 4 file(s) beside {tmp_path / 'p.npy'} are named like this plan's other -T, --shards or"
+                        " --materialize files but record no run (written before winsample recorded it): p.T32.npy,"
+                        " p.T32.npy.json, p.T64.npy, p.T64.npy.json; left in place: remove them if they are an older set of this plan\n")
+    assert sorted(q.name for q in tmp_path.glob("p.*")) == ["p.T32.npy", "p.T32.npy.json", "p.T64.npy", "p.T64.npy.json",
+                                                           "p.npy", "p.npy.json"]

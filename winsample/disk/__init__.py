@@ -31,6 +31,7 @@ from .names import (
     first_inside,
     glob_escape,
     inside_name,
+    is_glob,
     is_plain_name,
     open_own,
     open_regular,

@@ -96,8 +96,10 @@ def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[Any]:
 @contextmanager
 def atomic_paths(*paths: str | Path) -> Iterator[list[Path]]:
     """``atomic_path`` for files written together: yield a temp path for each; on success fsync
-    them all, then rename each over its path in the order given (the last last); on any
-    exception (a full disk while writing any of them included) remove them all and replace none."""
+    them all, then rename each over its path in the order given (the last last). An exception
+    while they are written (a full disk included) removes them all and replaces none; one that
+    lands between two renames (a signal) leaves the earlier files new beside the later ones old,
+    which the caller must be able to tell (a plan's rows against its sidecar's rows_checksum)."""
     paths_ = [Path(p) for p in paths]
     for p in paths_:
         check_replaceable(p)

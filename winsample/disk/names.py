@@ -119,7 +119,7 @@ def refuse_overwrite(outputs: Iterable[str | Path], inputs: Iterable[str | Path]
     """ConfigError (exit 2, nothing written) if an output path names one of the inputs.
 
     Compared by device and inode, so no spelling of an input's path gets past (a symlink, a
-    hard link, ``..``). Only an output that exists can name an input (the inputs exist), so with
+    hard link, ``..``). An input ``"-"`` is standard input: the file it is redirected from, if any. Only an output that exists can name an input (the inputs exist), so with
     none the inputs are not looked at: a run over many files stats them only when it must.
     ``known``: inputs already stated, ``{(st_dev, st_ino): name}`` (not stated again)."""
     live = []
@@ -154,6 +154,11 @@ def refuse_overwrite(outputs: Iterable[str | Path], inputs: Iterable[str | Path]
             same = "" if str(i) == o else f" (the same file as {'standard input' if str(i) == '-' else i})"
             raise ConfigError(f"{o}: is an input of this command or a file of the dataset it reads{same};"
                               " writing it would destroy it: pick another output path")
+
+
+def is_glob(path: str | Path) -> bool:
+    """True when ``path`` holds a glob character (``*``, ``?``, ``[``): a pattern of names, such as llm.c shards'."""
+    return any(c in str(path) for c in "*?[")
 
 
 def first_inside(folder: str | Path, paths: Iterable[str | Path]) -> str | None:

@@ -639,6 +639,15 @@ def build_meta(sources, tokenizer_entry: dict, spec: RunSpec, splits: dict[str, 
     )
 
 
+def plain_set_leftovers(out_dir: Path, id_field: str | None) -> list[str]:
+    """Names in OUT_DIR of an earlier set that a set of plain text (every engine's) does not have
+    and must remove as it commits: provenance ids without ``--id-field``, and the loss masks of an
+    earlier records run (left, the dataset would read them as this set's: meta.json refuses that)."""
+    names = [formats.prov_ids_name(s) for s in formats.SPLITS] if id_field is None else []
+    names += [formats.mask_name(s) for s in formats.SPLITS]
+    return [n for n in names if (Path(out_dir) / n).is_file()]
+
+
 def commit_set(work: Path, stage: Path, out_dir: Path, names: list[str], meta: formats.Meta, remove: list[str]) -> None:
     """Move ``names`` from ``work`` to ``stage``, write meta.json there, and commit the set into
     OUT_DIR as one (``disk.commit_staged``: meta.json last; ``remove``: names of an earlier set)."""

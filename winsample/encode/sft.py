@@ -44,7 +44,8 @@ class Recipe:
         self.rule = records.RecordRule(
             chat=config.chat, loss=config.loss or ("assistant" if config.chat else "completion"),
             messages_field=config.messages_field, prompt_field=config.prompt_field, response_field=config.response_field,
-            eot=spec.eot_id if config.eot and not config.chat else None, template=config.chat_template)
+            eot=spec.eot_id if config.eot and not config.chat else None, template=config.chat_template,
+            mask_rule=chat.MASK_RULE)
         self.split_rule = DocRule(config.split, config.val_fraction, config.seed, False, None, spec.dtype)  # the split rule only
         self._template = None
 

@@ -177,9 +177,11 @@ from .plan import (
     plan_stage_path,
     plan_staging_dir,
     read_plan,
+    read_sidecar,
     recover_plan,
     rows_checksum,
     stale_family,
+    unrecorded_family,
     write_plan,
 )
 from .provenance import (

@@ -77,7 +77,8 @@ def materialized_path(plan_path: str | Path) -> Path:
 def plan_family(plan_path: str | Path) -> list[Path]:
     """The files that exist beside ``plan_path`` under the names a run with ``-o plan_path``
     writes (``plan_for_scale``, ``plan_shard``, ``materialized_path``, sidecars, in any
-    combination): a new run's set replaces them all, so no file of an older set stays behind."""
+    combination), whoever wrote them: ``plan.stale_family`` picks those an earlier run with this
+    same -o wrote, which a new run's set replaces."""
     import re
 
     p = Path(plan_path)

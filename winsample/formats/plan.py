@@ -327,13 +327,13 @@ class PlanSidecar:
             if key in params and params[key] is not None:
                 get_int(params, key, where, "params", lo=1, hi=MAX_SPAN)
         T, span = params.get("T"), params.get("span")
-        if T is not None and span is not None and not isinstance(T, list):  # windows writes span = T + 1 with targets, T without
-            targets = params.get("targets", True) is not False
+        if T is not None and span is not None:  # windows writes span = T + 1 with targets, T without
+            targets = bool(params.get("targets", True))  # PlanSidecar.targets' rule
             if span != T + targets:
                 schema_error(where, f"params.span {span} but T {T} with targets {json_name(targets)} spans {T + targets}")
         for key in ("seed", "epoch"):  # the draws of a seeded plan are re-made from them (the Loader, verify)
             if params.get(key) is not None:
-                get_int(params, key, where, "params", lo=0, hi=(1 << 64) - 1)
+                get_int(params, key, where, "params", lo=None)
         if params.get("random_offset") is True and params.get("seed") is None:  # the Loader re-plans each epoch from it
             schema_error(where, "params.random_offset is true but params.seed is missing (its draws come from the seed)")
         for key, allowed in (("tail", ("align", "short", "drop")), ("pack", (False, True, "best-fit")),
@@ -412,28 +412,31 @@ def stale_family(plan_path: str | Path, keep: set[str]) -> list[str]:
     beside ``-o train.npy``), and a file whose sidecar is missing or records no ``output`` (a
     plan written before winsample recorded it), is left where it is."""
     p = Path(plan_path)
-    stale = []
-    for q in plan_family(p):
-        if q.name in keep:
-            continue
-        if q.name.endswith(".json"):
-            side = q
-        elif q.name.endswith(".tokens.npy") and not os.path.lexists(plan_sidecar(q)):
-            side = plan_sidecar(q.with_name(q.name[: -len(".tokens.npy")] + ".npy"))  # materialized windows: their plan's
-        else:
-            side = plan_sidecar(q)
-        if _recorded_output(side) == p.name:
-            stale.append(q.name)
-    return stale
+    return [q.name for q in plan_family(p) if q.name not in keep and _recorded_output(_sidecar_of(q)) == p.name]
+
+
+def unrecorded_family(plan_path: str | Path, keep: set[str]) -> list[str]:
+    """The names of ``plan_family(plan_path)`` not in ``keep`` whose sidecar records no ``output``
+    (plans written before it was recorded): ``stale_family`` leaves them, and the run says so."""
+    p = Path(plan_path)
+    return [q.name for q in plan_family(p) if q.name not in keep and _recorded_output(_sidecar_of(q)) is None]
+
+
+def _sidecar_of(q: Path) -> Path:
+    """The sidecar a file of a plan family belongs to (materialized windows: their plan's)."""
+    if q.name.endswith(".json"):
+        return q
+    if q.name.endswith(".tokens.npy") and not os.path.lexists(plan_sidecar(q)):
+        return plan_sidecar(q.with_name(q.name[: -len(".tokens.npy")] + ".npy"))
+    return plan_sidecar(q)
 
 
 def _recorded_output(sidecar: Path) -> str | None:
     """The ``output`` a plan sidecar records, None for anything else (missing, no plan's, not read)."""
     try:
-        obj = read_json(sidecar, "a plan sidecar")
-    except (WinsampleError, OSError, ValueError):
+        return PlanSidecar.from_json(read_json(sidecar, "a plan sidecar"), str(sidecar)).output
+    except (WinsampleError, OSError, ValueError, RecursionError):
         return None
-    return obj.get("output") if isinstance(obj, dict) and obj.get("format") == PLAN_FORMAT else None
 
 
 def write_plan(path: str | Path, plan: np.ndarray, sidecar: dict | PlanSidecar) -> None:
@@ -504,6 +507,12 @@ def _read_sidecar_json(path: Path) -> Any:
     if not os.path.lexists(side_path):
         raise DataError(f"{side_path}: missing sidecar of plan {path}")
     return read_json(side_path, "a plan sidecar")  # InputError (exit 2) for a FIFO, a folder, no permission
+
+
+def read_sidecar(path: str | Path) -> PlanSidecar:
+    """The typed sidecar of the plan ``path`` alone (its rows not read): DataError or InputError
+    as ``load_plan`` gives them."""
+    return PlanSidecar.from_json(_read_sidecar_json(Path(path)), str(plan_sidecar(path)))
 
 
 def load_plan(path: str | Path) -> tuple[np.ndarray, PlanSidecar]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 from collections.abc import Iterator
 from pathlib import Path
@@ -142,11 +143,32 @@ def iter_chunks(tokens: np.ndarray, chunk_tokens: int) -> Iterator[tuple[int, np
         yield lo, tokens[lo : lo + chunk_tokens]
 
 
-def release_pages(tokens: np.ndarray) -> None:
-    """Drop the pages of a read-only memmap (``open_tokens``) that this process has touched from
-    its resident set; the page cache keeps them, and a later read maps them again. A pass over a
-    large file calls it after each bounded piece, so that mapped pages (counted in the process's
-    resident size) stay bounded too. Does nothing for an array that maps no file."""
-    held = getattr(tokens, "_mmap", None)  # np.memmap's own mmap object (views share it)
-    if isinstance(held, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
-        held.madvise(mmap.MADV_DONTNEED)
+def release_pages(tokens: np.ndarray, lo: int = 0, hi: int | None = None) -> None:
+    """Drop the pages of ``tokens[lo:hi]`` from this process's resident set, where ``tokens`` is a
+    read-only memmap of a file (``open_tokens``); the page cache keeps them, and a later read maps
+    them again. A pass over a large file calls it after each bounded piece, so that its mapped
+    pages (counted in the process's resident size) stay bounded too. Anything else (an array in
+    memory, whose pages would be lost) is left alone; so is a kernel that refuses the advice."""
+    if not isinstance(tokens, np.memmap) or tokens.mode != "r" or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    hi = len(tokens) if hi is None else min(hi, len(tokens))
+    if hi <= lo:
+        return
+    page = mmap.PAGESIZE
+    a = tokens[lo:hi].ctypes.data
+    start = a - a % page
+    length = tokens[lo:hi].ctypes.data + (hi - lo) * tokens.itemsize - start
+    try:
+        _libc().madvise(ctypes.c_void_p(start), ctypes.c_size_t(length), mmap.MADV_DONTNEED)
+    except (OSError, AttributeError, ValueError):
+        pass
+
+
+def _libc():
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
+_LIBC = None

@@ -174,8 +174,9 @@ class ChatTemplate:
         spans = [(s, s + len(t)) for s, t in tracking["pending"]]
         return Rendered(text, spans)
 
-    def assistant_spans(self, messages: list[dict], tools: list | None = None) -> Rendered:
-        """The conversation's text and its assistant spans (the module docstring's rule)."""
+    def assistant_spans(self, messages: list[dict], tools: list | None = None, header_rule: bool = True) -> Rendered:
+        """The conversation's text and its assistant spans (the module docstring's rule; without
+        ``header_rule``, rule 1: where no generation prompt tells the header, the turn from its start)."""
         whole = self.render(messages, tools=tools)
         if self.marked:
             return whole
@@ -194,7 +195,7 @@ class ChatTemplate:
             # the turn starts where its text leaves the generation prompt (a prompt that opens a
             # think block, DeepSeek-R1's '<｜Assistant｜><think>\n', is the prompt's, not the turn's)
             start = max(len(plain), len(os.path.commonprefix([prompt, upto])))
-            if prompt == plain:  # no generation prompt to tell the header by: where the content begins
+            if prompt == plain and header_rule:  # no generation prompt to tell the header by: where the content begins
                 start += self._header_length(messages, i, plain, upto, tools)
             if len(upto) > start:
                 spans.append((start, len(upto)))
@@ -205,7 +206,7 @@ class ChatTemplate:
         """The characters assistant turn ``i`` renders before its content, for a template with no
         ``add_generation_prompt`` branch: rendered again with ``CONTENT_MARK`` for its content, the
         text before the mark, when the real turn begins with that same text; else 0."""
-        if not isinstance(messages[i].get("content"), str) or not messages[i]["content"]:
+        if not isinstance(messages[i].get("content"), str):  # tool calls, no content: nothing to find the header by
             return 0
         probe = self.render([*messages[:i], dict(messages[i], content=CONTENT_MARK)], tools=tools).text
         at = probe.find(CONTENT_MARK, len(plain))
@@ -215,6 +216,7 @@ class ChatTemplate:
         return len(header) if upto.startswith(header, len(plain)) else 0
 
 
+MASK_RULE = 2  # the assistant-turn rule encode records (records.RecordRule.mask_rule): 2 finds a header no generation prompt tells
 CONTENT_MARK = "winsample0content0mark"  # lowercase letters and digits: a template's trim or escape leaves it whole
 
 
@@ -286,17 +288,18 @@ def template_for(tok, choice: str | None) -> ChatTemplate:
 
 
 def encode_conversation(tok, template: ChatTemplate, messages, loss: str = "assistant",
-                        tools: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+                        tools: list | None = None, mask_rule: int = MASK_RULE) -> tuple[np.ndarray, np.ndarray]:
     """(ids, mask) of one conversation: ids equal to transformers'
     ``apply_chat_template(messages, tools=tools, tokenize=True)``; mask 1 on the tokens ``loss``
-    trains on. TemplateRefused (the caller names the record) for a conversation the template refuses."""
+    trains on, its assistant turns found by rule ``mask_rule`` (``MASK_RULE``). TemplateRefused
+    (the caller names the record) for a conversation the template refuses."""
     messages = check_messages(messages)
     if tools is not None and not isinstance(tools, list):
         raise TemplateRefused(f"tools is {type(tools).__name__}, not a list of tool schemas")
     if loss == "all":
         r = template.render(messages, tools=tools)
     else:
-        r = template.assistant_spans(messages, tools=tools)
+        r = template.assistant_spans(messages, tools=tools, header_rule=mask_rule >= 2)
     ids, offsets = tok.encode_with_specials(r.text)
     mask = np.ones(len(ids), np.uint8) if loss == "all" else mask_of(offsets, r.spans)
     return ids, mask

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import formats
+from .. import disk, formats
 from ..errors import ConfigError, WinsampleError
 from .layouts import LLMC, MEGATRON, parse_layouts
 from .llmc import group_shards, is_llmc_shard, llmc_groups, llmc_owner, llmc_shard_files
@@ -23,7 +23,7 @@ def foreign_layout(path: str | Path, meta_path=None) -> tuple[str, object] | Non
         groups = llmc_groups(p, s)
         owner = llmc_owner(groups, meta_path) if groups else None
         return (LLMC, groups) if owner is not None else None
-    if not p.exists() and any(c in s for c in "*?["):
+    if not p.exists() and disk.is_glob(s):
         return LLMC, group_shards(llmc_shard_files(s))
     prefix = megatron_prefix(p)
     if prefix is not None:

@@ -161,7 +161,7 @@ def llmc_count(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_appende
             last = _doc_ends_in(doc_starts, n, lo, min(n, lo + INDEX_STEP * 64)) - 1
             if len(last):
                 dropped += int(np.count_nonzero(np.asarray(tokens[last]) == eot))
-                formats.release_pages(tokens)
+                formats.release_pages(tokens, lo, min(n, lo + INDEX_STEP * 64))
     return n + d - dropped, dropped
 
 
@@ -179,7 +179,7 @@ def _llmc_edits(tokens: np.ndarray, doc_starts: np.ndarray, eot: int, eot_append
             last = _doc_ends_in(doc_starts, n, lo, hi) - 1 - lo
             drop = last[chunk[last] == eot]
         yield lo, chunk, at, drop
-        formats.release_pages(tokens)  # a mapped .bin: its read pages leave the resident set piece by piece
+        formats.release_pages(tokens, lo, hi)  # a mapped .bin: its read pages leave the resident set piece by piece
 
 
 def _edited(piece: np.ndarray, at: np.ndarray, inserted, drop: np.ndarray) -> np.ndarray:
@@ -220,7 +220,7 @@ def llmc_mask_stream(tokens: np.ndarray, mask: np.ndarray, doc_starts: np.ndarra
             p = prev[has]
             vals[has] = np.where(np.asarray(tokens[p]) == eot, np.asarray(mask[p], np.uint8), 0)
         yield _edited(np.asarray(mask[lo : lo + len(chunk)], np.uint8), at, vals, drop)
-        formats.release_pages(mask)
+        formats.release_pages(mask, lo, lo + len(chunk))
 
 
 def write_llmc_masks(folder: str | Path, split: str, pieces: Iterator[np.ndarray], shards: list[dict]) -> list[str]:
@@ -322,7 +322,7 @@ def llmc_shard_files(spec: str | Path) -> list[Path]:
     """The shard files an llm.c dataset path names: one file, a folder (its ``*.bin``), or a glob;
     sorted by name (shard order). InputError when it names none."""
     s = str(spec)
-    if any(c in s for c in "*?[") and not Path(s).exists():
+    if disk.is_glob(s) and not Path(s).exists():
         files = sorted(Path(p) for p in globlib.glob(s) if Path(p).is_file())
         if not files:
             raise InputError(f"{s}: the pattern matches no file")
@@ -385,7 +385,7 @@ def shard_entry_problems(split: str, entry: dict) -> list[str]:
 def llmc_groups(p: Path, s: str) -> dict[str, list[Path]] | None:
     """The shard groups ``p`` names (a shard, a folder of them, a glob), or None."""
     try:
-        if not p.exists() and any(c in s for c in "*?["):
+        if not p.exists() and disk.is_glob(s):
             return group_shards(llmc_shard_files(s))
         if p.is_file() and is_llmc_shard(p):
             return {p.stem: [p]}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import formats
+from .. import disk, formats
 from ..errors import DataError, InputError, WinsampleError
 from ..formats.tokens import normalize_dtype
 from . import kinds, llmc, megatron
@@ -61,7 +61,7 @@ def foreign_source(path: Path, layout: str, what, encoding=None, meta_path=None)
     if layout == MEGATRON:
         return _megatron_source(what, encoding, layout)
     if len(what) != 1:
-        folder = path.parent if any(c in str(path) for c in "*?[") else path  # a glob: its folder
+        folder = path.parent if disk.is_glob(path) else path  # a glob: its folder
         raise InputError(f"{path}: holds {len(what)} groups of llm.c shards ({', '.join(what)}); plan one at a time,"
                          f" e.g. {folder}/{next(iter(what))}_*.bin")
     files = next(iter(what.values()))
@@ -112,7 +112,7 @@ def _globbed(p: Path) -> bool:
     """True when ``p`` is a glob (``windows 'data/llmc/train_*.bin'``) that names at least one file."""
     import glob
 
-    return any(c in str(p) for c in "*?[") and any(Path(q).is_file() for q in glob.iglob(str(p)))
+    return disk.is_glob(p) and any(Path(q).is_file() for q in glob.iglob(str(p)))
 
 
 def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
@@ -126,7 +126,9 @@ def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
     given = Path(source.path) if source.path else None
     beside = plan_path.parent / given if given is not None and not given.is_absolute() else None  # windows run where the plan lies
     from_plan = plan_path.parent / source.from_plan if source.from_plan else None  # from any working folder
-    for cand in (source.path, from_plan, beside, plan_path.parent / source.file if source.file else None):
+    # a relative source.path names a file of wherever this runs: the plan's own record of where its file lay goes first
+    first = (from_plan, source.path) if given is not None and not given.is_absolute() else (source.path, from_plan)
+    for cand in (*first, beside, plan_path.parent / source.file if source.file else None):
         if not cand or str(cand) in tried:
             continue
         tried.append(str(cand))
@@ -155,8 +157,7 @@ def plan_inputs(plan_path) -> list[Path]:
     p = Path(plan_path)
     files = [p, formats.plan_sidecar(p), formats.materialized_path(p)]
     try:
-        side = formats.PlanSidecar.from_json(formats.read_json(formats.plan_sidecar(p), "a plan sidecar"),
-                                             str(formats.plan_sidecar(p)))
+        side = formats.read_sidecar(p)
     except (WinsampleError, OSError, ValueError, RecursionError):
         return files
     if side.mixture:
@@ -164,7 +165,7 @@ def plan_inputs(plan_path) -> list[Path]:
             q = p.parent / src.plan
             files += [q, formats.plan_sidecar(q), formats.materialized_path(q)]
             try:
-                files += formats.dataset_files(plan_tokens(q, _source_of(q)))
+                files += formats.dataset_files(plan_tokens(q, formats.read_sidecar(q).source))
             except (WinsampleError, OSError, ValueError, RecursionError):
                 pass
         return files
@@ -174,9 +175,3 @@ def plan_inputs(plan_path) -> list[Path]:
         pass
     return files
 
-
-def _source_of(plan_path: Path):
-    """The ``source`` a plan's sidecar records."""
-    side = formats.PlanSidecar.from_json(formats.read_json(formats.plan_sidecar(plan_path), "a plan sidecar"),
-                                         str(formats.plan_sidecar(plan_path)))
-    return side.source

@@ -132,14 +132,28 @@ def _doc_index_problems(p: Path, e: formats.SplitEntry, s: FileScan, where: str,
         if starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= max(s.n, 1):
             out.append(f"{p.name}: document starts must begin at 0, increase, and stay below N = {s.n}")
         elif eot is not None and not s.stray and s.n:
-            # one id per document, gathered: a start moved into a document no longer follows its EOT
-            # (the file's last id is not looked at: --split tail cuts a document between train and val)
-            ends = np.asarray(starts[1:], np.int64) - 1
-            off = ends[np.asarray(s.tokens()[ends]) != eot]
-            if len(off):
-                out.append(f"{p.name}: {len(off)} document(s) do not end with the EOT {eot} encode appended, the first"
-                           f" at token {int(off[0])} (a start moved into a document?)")
+            off = _ends_without_eot(s.tokens(), starts, eot)
+            if off is not None:
+                out.append(f"{p.name}: {off[0]} document(s) do not end with the EOT {eot} encode appended, the first"
+                           f" at token {off[1]} (a start moved into a document?)")
     return out
+
+
+END_STEP = 1 << 20  # document ends gathered at a time
+
+
+def _ends_without_eot(tokens: np.ndarray, starts: np.ndarray, eot: int) -> tuple[int, int] | None:
+    """(how many, the first position) of the ids just before a document start that are not
+    ``eot``, or None: a start moved into a document no longer follows its EOT. One id per
+    document, gathered in bounded steps (the file's last id is not looked at: --split tail cuts a
+    document between train and val)."""
+    count, first = 0, None
+    for a in range(1, len(starts), END_STEP):
+        ends = np.asarray(starts[a : a + END_STEP], np.int64) - 1
+        off = ends[np.asarray(tokens[ends]) != eot]
+        count += len(off)
+        first = int(off[0]) if first is None and len(off) else first
+    return (count, first) if count else None
 
 
 def _shard_doc_problems(scan: FileScan, entry: formats.SplitEntry, where: str) -> list[str]:

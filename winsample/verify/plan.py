@@ -119,6 +119,8 @@ def _locate(report: Report, plan_path: Path, got, path: Path, folder, scans) -> 
     scan = scans.get(file_path)
     if scan is None and folder is None and side.source.file:  # PATH holds several streams (llm.c groups): the plan's own
         named = [k for k in scans if k.name == side.source.file]
+        if len(named) != 1 and side.source.checksum:  # another glob of the same stream ('train_0*.bin'): by its checksum
+            named = [k for k, sc in scans.items() if getattr(sc, "checksum", None) == side.source.checksum]
         if len(named) == 1:
             file_path, scan = named[0], scans[named[0]]
     if scan is None:

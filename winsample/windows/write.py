@@ -169,7 +169,13 @@ def _write_all(plans, out: str, o: Options, multi: bool, stream, summaries: list
                 # files an older run with this -o wrote (another -T, --shards, --materialize) go with
                 # the same commit: a set is never mixed with an older one's files; plans of other runs stay
                 stale = formats.stale_family(out, set(names))
+                older = formats.unrecorded_family(out, set(names))  # plans of before `output` was recorded: said, not removed
                 disk.commit_staged(stage, Path(out).parent, names, remove=stale)
+                if older and summaries:
+                    summaries[-1].setdefault("warnings", []).append(
+                        f"{len(older)} file(s) beside {out} are named like this plan's other -T, --shards or --materialize files"
+                        f" but record no run (written before winsample recorded it): {', '.join(older[:4])}"
+                        f"{', …' if len(older) > 4 else ''}; left in place: remove them if they are an older set of this plan")
         except BrokenPipeError:  # `-o - | head` closed stdout: the CLI stops quietly, as after any command
             raise
         except OSError as e:  # a full disk, a quota: name the file and say what happened
@@ -212,7 +218,7 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
             pad_id = enc.eot if enc else src.eot
         for r, (p, part) in enumerate(zip(paths, parts)):
             side_params = dict(params, shard=r if o.shards else None)
-            here = os.path.relpath(os.path.abspath(source.path), os.path.abspath(p.parent))  # the plan's folder moved with its data
+            here = os.path.relpath(os.path.realpath(source.path), os.path.realpath(p.parent))  # found again when both move together
             side = formats.PlanSidecar(source=dataclasses.replace(source, from_plan=here), params=side_params, stats=stats,
                                        tokenizer=src.tokenizer_entry or None, output=Path(out).name)
             if o.shards:  # a shard's stats describe its own rows; the whole plan's go to plan_stats

@@ -290,10 +290,7 @@ def _stage(setup: _Setup, work: Path, stage: Path, result: _Result) -> formats.M
         names.append(formats.prov_name(s))
         if id_field is not None:
             names.append(formats.prov_ids_name(s))
-        elif (out_dir / formats.prov_ids_name(s)).is_file():
-            remove.append(formats.prov_ids_name(s))  # an earlier run's ids: not this set's
-        if (out_dir / formats.mask_name(s)).is_file():
-            remove.append(formats.mask_name(s))  # an earlier records run's loss mask: no mask for plain text
+    remove += pipeline.plain_set_leftovers(out_dir, id_field)  # an earlier run's ids, a records run's masks
     pipeline.commit_set(work, stage, out_dir, names, meta, remove)
     return meta
 

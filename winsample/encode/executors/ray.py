@@ -479,10 +479,10 @@ def _write_dataset(out_dir: Path, config: EncodeConfig, meta: formats.Meta, meta
     # provenance is one file per split, as --merge and the local engine write it
     meta.extra["provenance"] = formats.prov_meta(id_field, {
         s: formats.write_provenance(out_dir, s, prov_segs[s], id_field) for s in formats.SPLITS})
-    if id_field is None:
-        for s in formats.SPLITS:
-            (out_dir / formats.prov_ids_name(s)).unlink(missing_ok=True)
+    leftovers = pipeline.plain_set_leftovers(out_dir, id_field)  # an earlier run's ids, a records run's masks
     formats.write_meta(out_dir / formats.META_JSON, meta)
+    for name in leftovers:
+        (out_dir / name).unlink(missing_ok=True)
     # the meta now describes the shards: files of an earlier merged or local set go
     for s in formats.SPLITS:
         for name in (formats.bin_name(s), formats.doc_index_name(s)):
@@ -692,7 +692,7 @@ def _merge(out_dir: Path, meta: formats.Meta, prov_segs: dict, id_field: str | N
             )
             names += [formats.bin_name(s), formats.doc_index_name(s)]
         formats.write_meta(stage / formats.META_JSON, meta)
-        disk.commit_staged(stage, out_dir, names + [formats.META_JSON])
+        disk.commit_staged(stage, out_dir, names + [formats.META_JSON], pipeline.plain_set_leftovers(out_dir, id_field))
     except OSError as e:
         formats.recover(out_dir)
         raise InputError(f"{out_dir}: cannot write: {e.strerror or e}") from None
