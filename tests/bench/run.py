@@ -830,7 +830,8 @@ WHY = {
     " 1M-token pieces, each passed on as it is when no document starts or ends in it) and the .idx from the"
     " document starts. Measured by hand on this machine (2026-12-05, 100 MB of prose, --workers 2): the pass takes"
     " ~0.03 s and fsyncing the shards (the same bytes again) ~0.03 s, against ~0.7 s for the whole encode (1.06–1.09"
-    " in six interleaved pairs). The pass drops each piece's mapped pages once it is written: it used to keep the"
+    " in six interleaved pairs; 1.06 in `--only layouts` run right after this full run, whose 1.18 came while the"
+    " disk was still writing back the gigabytes the groups before it wrote, which the shards' fsync waits behind). The pass drops each piece's mapped pages once it is written: it used to keep the"
     " whole split mapped, and those pages (a file's, counted in the resident size) made the coordinator the tree's"
     " peak, 128 MB against 104 MB for --layout nanogpt (1.24, over the bar).",
     "encode scaling, --backend reference --workers 2": "the row sits near its bar: the main process still finds cut points,"
