@@ -201,14 +201,16 @@ class ChatTemplate:
                 spans.append((start, len(upto)))
         return Rendered(whole.text, spans)
 
-
     def _header_length(self, messages: list[dict], i: int, plain: str, upto: str, tools) -> int:
         """The characters assistant turn ``i`` renders before its content, for a template with no
         ``add_generation_prompt`` branch: rendered again with ``CONTENT_MARK`` for its content, the
         text before the mark, when the real turn begins with that same text; else 0."""
         if not isinstance(messages[i].get("content"), str):  # tool calls, no content: nothing to find the header by
             return 0
-        probe = self.render([*messages[:i], dict(messages[i], content=CONTENT_MARK)], tools=tools).text
+        try:
+            probe = self.render([*messages[:i], dict(messages[i], content=CONTENT_MARK)], tools=tools).text
+        except TemplateRefused:  # a template that looks at the content itself: the turn from its start, as rule 1
+            return 0
         at = probe.find(CONTENT_MARK, len(plain))
         if at < 0 or not probe.startswith(plain):
             return 0
