@@ -119,8 +119,9 @@ def refuse_overwrite(outputs: Iterable[str | Path], inputs: Iterable[str | Path]
     """ConfigError (exit 2, nothing written) if an output path names one of the inputs.
 
     Compared by device and inode, so no spelling of an input's path gets past (a symlink, a
-    hard link, ``..``). An input ``"-"`` is standard input: the file it is redirected from, if any. Only an output that exists can name an input (the inputs exist), so with
-    none the inputs are not looked at: a run over many files stats them only when it must.
+    hard link, ``..``). An input ``"-"`` is standard input: the file it is redirected from, if
+    any. Only an output that exists can name an input (the inputs exist), so with none the
+    inputs are not looked at: a run over many files stats them only when it must.
     ``known``: inputs already stated, ``{(st_dev, st_ino): name}`` (not stated again)."""
     live = []
     for o in outputs:

@@ -670,7 +670,7 @@ def check_outcome(sources, stats: dict, train_tokens: int, val_tokens: int, frac
             n = stats.get(key, 0)
             why += [f"{n} {unit}{'s' if n != 1 else ''} skipped as bad input"] if n else []
         bad = stats.get("bad_inputs") or []
-        if bad and isinstance(bad[0], dict) and bad[0].get("error"):  # the reason, not only the count
+        if why and bad and isinstance(bad[0], dict) and bad[0].get("error"):  # the reason, not only the count
             why[-1] += f", the first: {bad[0]['error']}"
         what = "the input holds" if len(sources) == 1 else "the inputs hold"
         raise DataError(f"{', '.join(s.label for s in sources[:3])}: no document has any text"

@@ -181,7 +181,6 @@ from .plan import (
     recover_plan,
     rows_checksum,
     stale_family,
-    unrecorded_family,
     write_plan,
 )
 from .provenance import (

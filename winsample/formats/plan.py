@@ -405,21 +405,15 @@ def _kind(rows: np.ndarray) -> bool | str:
     return "mixture" if "count" in names else "window" in names
 
 
-def stale_family(plan_path: str | Path, keep: set[str]) -> list[str]:
-    """The names of ``plan_family(plan_path)`` not in ``keep`` that an earlier ``windows -o`` of
-    this same name wrote, as their sidecars record (``output``): a new set replaces those. A
-    plan of another run whose name only looks like one of the family's (``-o train.T256.npy``
-    beside ``-o train.npy``), and a file whose sidecar is missing or records no ``output`` (a
-    plan written before winsample recorded it), is left where it is."""
+def stale_family(plan_path: str | Path, keep: set[str]) -> tuple[list[str], list[str]]:
+    """(stale, unrecorded): the names of ``plan_family(plan_path)`` not in ``keep`` that an earlier
+    ``windows -o`` of this same name wrote, as their sidecars record (``output``), which a new set
+    replaces; and those whose sidecar records no ``output`` (plans written before it was), which
+    stay and the run names. A plan of another run whose name only looks like one of the family's
+    (``-o train.T256.npy`` beside ``-o train.npy``) is in neither."""
     p = Path(plan_path)
-    return [q.name for q in plan_family(p) if q.name not in keep and _recorded_output(_sidecar_of(q)) == p.name]
-
-
-def unrecorded_family(plan_path: str | Path, keep: set[str]) -> list[str]:
-    """The names of ``plan_family(plan_path)`` not in ``keep`` whose sidecar records no ``output``
-    (plans written before it was recorded): ``stale_family`` leaves them, and the run says so."""
-    p = Path(plan_path)
-    return [q.name for q in plan_family(p) if q.name not in keep and _recorded_output(_sidecar_of(q)) is None]
+    owners = {q.name: _recorded_output(_sidecar_of(q)) for q in plan_family(p) if q.name not in keep}
+    return [n for n, o in owners.items() if o == p.name], [n for n, o in owners.items() if o is None]
 
 
 def _sidecar_of(q: Path) -> Path:

@@ -149,29 +149,21 @@ def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
                     f" {source.bytes} bytes{', ' + source.checksum if source.checksum else ''}): {hint}")
 
 
-def plan_inputs(plan_path) -> list[Path]:
+def plan_inputs(plan_path, _sources: bool = True) -> list[Path]:
     """Every file a plan stands for, which no output may replace: the plan, its sidecar and
     materialized windows, and the files of the dataset its token file belongs to
     (``formats.dataset_files``, the token file found as ``plan_tokens`` finds it); a mixture's,
-    those of each of its source plans. What cannot be read or found is left out: never raises."""
+    those of each of its source plans (one level: mix refuses a mixture as a source). What cannot
+    be read or found is left out: never raises."""
     p = Path(plan_path)
     files = [p, formats.plan_sidecar(p), formats.materialized_path(p)]
     try:
         side = formats.read_sidecar(p)
-    except (WinsampleError, OSError, ValueError, RecursionError):
-        return files
-    if side.mixture:
-        for src in side.sources or []:
-            q = p.parent / src.plan
-            files += [q, formats.plan_sidecar(q), formats.materialized_path(q)]
-            try:
-                files += formats.dataset_files(plan_tokens(q, formats.read_sidecar(q).source))
-            except (WinsampleError, OSError, ValueError, RecursionError):
-                pass
-        return files
-    try:
-        files += formats.dataset_files(plan_tokens(p, side.source))
+        if not side.mixture:
+            files += formats.dataset_files(plan_tokens(p, side.source))
+        elif _sources:
+            for src in side.sources or []:
+                files += plan_inputs(p.parent / src.plan, _sources=False)
     except (WinsampleError, OSError, ValueError, RecursionError):
         pass
     return files
-

@@ -168,8 +168,7 @@ def _write_all(plans, out: str, o: Options, multi: bool, stream, summaries: list
                 names.sort(key=lambda n: n.endswith(".json"))  # sidecars last: a plan is current only with its sidecar
                 # files an older run with this -o wrote (another -T, --shards, --materialize) go with
                 # the same commit: a set is never mixed with an older one's files; plans of other runs stay
-                stale = formats.stale_family(out, set(names))
-                older = formats.unrecorded_family(out, set(names))  # plans of before `output` was recorded: said, not removed
+                stale, older = formats.stale_family(out, set(names))  # older: plans of before `output` was recorded, said, not removed
                 disk.commit_staged(stage, Path(out).parent, names, remove=stale)
                 if older and summaries:
                     summaries[-1].setdefault("warnings", []).append(
