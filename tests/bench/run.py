@@ -819,12 +819,12 @@ WHY = {
     ' ~0.1 s) and retokenize (512 kB of sampled documents decoded and encoded again by tiktoken, ~5 MB/s '
     'here: ~0.1 s alone, ~0.2 s of CPU beside the scan). Both cores are then busy for about the whole '
     'call (~0.6 s of CPU for ~0.36–0.42 s of wall time), then the 1 GB map is unmapped (~0.055 s) inside '
-    "verify's call (the floor's own map is unmapped after its timer stops). It reads 0.46–0.58 run by "
-    'run. Measured and not adopted: prefaulting the map on a helper thread (madvise MADV_POPULATE_READ '
+    "verify's call (the floor's own map is unmapped after its timer stops). It read 0.33–0.38 in the last four "
+    'full runs. Measured and not adopted: prefaulting the map on a helper thread (madvise MADV_POPULATE_READ '
     'ahead of the scan) halves the scan alone (0.30 → 0.17 s) but not verify, whose two cores are already'
     ' busy (0.36–0.49 s against 0.36–0.46); an instant plan_figures would save 0.01–0.03 s; reading with '
     'pread instead of the map runs at 1.3 GB/s here. The issue sets this bar for a machine whose np.max '
-    'reads 16 GB/s; this one reads ~5 GB/s. Since #29, plan_params also re-plans the plan from its sidecar (to catch an '
+    'reads 16 GB/s; here the floor (the baseline column) read 8.8–14.8 GB/s in the last four full runs. Since #29, plan_params also re-plans the plan from its sidecar (to catch an '
     'edited parameter): ~0.05 s for these 976k windows, on the plan thread beside the scans (0.24 when it ran after them).',
     "encode 100 MB --layout": "the llm.c shards come from a second pass over the split's token file (uint16, in"
     " 1M-token pieces, each passed on as it is when no document starts or ends in it) and the .idx from the"
@@ -838,8 +838,8 @@ WHY = {
     " receives the ids and writes and hashes the output (~0.6 s of CPU per 100 MB, against ~7.3 s in the"
     " workers), and on two cores that competes with the workers; other load on the machine tips it under.",
     "windows --boundaries paragraph": "the scan and the placement run in the optional C module"
-    " winsample._fast (SSE2 == tests, 64 tokens a step, on two threads); the floor is np.max over warm pages,"
-    " which read ~9.7 GB/s in this run (7.2 in the last). Without the C module (no C compiler at"
+    " winsample._fast (SSE2 == tests, 64 tokens a step, on two threads); the floor is np.max over warm pages"
+    " (the baseline column), which read 12.8–18.7 GB/s in the last four full runs on this VM. Without the C module (no C compiler at"
     " install, or WINSAMPLE_PURE=1) the numpy paths run at about 0.06 of the floor. Check"
     " `python -c 'import winsample._fast'`.",
     "unique text: the whole tree's peak memory": "the tree is a coordinator and two forked workers (a run in"
