@@ -857,7 +857,12 @@ WHY = {
     " part and a fresh one is forked from the coordinator, which keeps the proven engine, so its tables stay"
     " shared): worse on both counts, 199 → 267 MB and 2.37–2.47 s (a fresh fork copies the pages it"
     " touches and starts cold). gigatoken 0.10 offers no control of its cache (no size, no clear). Speed was"
-    " kept; the peak stays under 300 MB.",
+    " kept; the peak stays under 300 MB. Upstream gigatoken has since merged a bounded cache that is wiped in"
+    " place (set_max_cache_bytes, commit 9e9271b, 2026-07-26), in no official release yet; the registry's"
+    " gigatoken-cachefix 0.10.1 is a third party's build of it that installs over gigatoken's own files. Not"
+    " adopted: its Python files match upstream's fac0114 (line endings aside), but its 13 MB native module cannot"
+    " be checked against the source here (the crates registry, needed to build it, is out of reach). Once an"
+    " official release has it, each worker can set its budget there instead of rebuilding its engine.",
     "unique text (39,774 files) 400 MB: fast backend --workers 2 vs --workers 1": "the fast group's own row reads"
     " 1.30–1.42× run by run against its 1.3 bar: the same folder of files in the parts group, the encode rows"
     " taken in turns in the same run, reads 1.40×, and the bare library's own two processes 1.35–1.5× one"
