@@ -256,6 +256,36 @@ def test_signal_mid_run_exits_128_plus_n_one_line_previous_set_then_resume(tmp_p
     assert_clean(out)
 
 
+def _idle_worker(setup) -> None:
+    from winsample.encode.executors import pool as pool_mod
+
+    pool_mod.worker_started()
+
+
+def test_a_failed_runs_pool_closes_though_a_worker_died_halfway_through_sending_a_result():
+    """A signal sent to the whole process group (a closed terminal's SIGHUP, a service manager's
+    SIGTERM) ends the workers at once. One that dies while sending a result leaves half a message
+    in the pool's pipe, and Pool.terminate() + join() then wait forever for the rest: an encode
+    --workers 2 hung after SIGHUP to its group, about one try in seven. A failed run's pool is
+    killed and reaped instead, and closing it returns."""
+    import struct
+    import threading
+
+    from winsample.encode.executors import pool as pool_mod
+
+    pool = pool_mod.make_part_pool(2, _idle_worker, None, __name__)
+    workers = list(pool._winsample_workers)
+    # half a message: a header announcing 1000 bytes, 3 of them sent
+    os.write(pool._outqueue._writer.fileno(), struct.pack("!i", 1000) + b"abc")
+    for w in workers:
+        os.kill(w.pid, signal.SIGHUP)
+    closing = threading.Thread(target=pool_mod.close_pool, args=(pool, True), daemon=True)
+    closing.start()
+    closing.join(30)
+    assert not closing.is_alive(), "closing a failed run's pool hangs"
+    assert all(w.exitcode is not None for w in workers)  # reaped: none writes on while its output is cleaned up
+
+
 # --- full disk ----------------------------------------------------------------------------------
 
 

@@ -167,7 +167,7 @@ def test_a_signal_after_a_local_run_in_parts_has_committed_says_the_output_is_wh
 
     if where == "closing the pool":
         close = pool_mod.close_pool
-        monkeypatch.setattr(pool_mod, "close_pool", lambda pool: (close(pool), stop()))
+        monkeypatch.setattr(pool_mod, "close_pool", lambda pool, failed=False: (close(pool, failed), stop()))
     elif where == "moving the set in":  # the COMMIT mark written, nothing moved yet: recovery moves it all
         roll_forward, stopped = staging.roll_forward, []
 

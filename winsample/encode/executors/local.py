@@ -199,15 +199,18 @@ def run_prepared(setup: _Setup, part_pool=None, *, progress: ProgressFn | None =
             setup.enc.release()
     else:
         pool = pool_mod.make_pool(setup.threads, setup.enc, setup.spec.dtype) if setup.workers > 1 else None
-    committed = False
+    committed = failed = False
     try:
         try:
             with disk.locked(setup.out_dir):
                 result, meta = _commit(setup, pool, progress)
                 committed = True
+        except BaseException:
+            failed = True
+            raise
         finally:
             if pool is not None:
-                pool_mod.close_pool(pool) if setup.plan is not None else pool.close()
+                pool_mod.close_pool(pool, failed) if setup.plan is not None else pool.close(failed)
     except KeyboardInterrupt as e:  # a signal after the commit (the lock let go, the pool closed): the set is whole
         if not committed:
             raise
@@ -763,7 +766,7 @@ def _run_parts(setup: _Setup, work: Path, pool, progress) -> _Result:
             shards.encode_parts(plan, encode_part, pool, PARTS_IN_FLIGHT * setup.workers, work, parts, key, merger, progress,
                                 lambda k: {s.index: setup.sources[s.index] for s in plan[k]})
         except BaseException:
-            pool_mod.close_pool(pool)  # no worker writes on while what it wrote is cleaned up
+            pool_mod.close_pool(pool, failed=True)  # no worker writes on while what it wrote is cleaned up
             merger.close()
             raise
     except RangeFault as f:

@@ -65,8 +65,8 @@ class EncoderPool:
     def get(self, fut):
         return pool_get(self.pool, fut)
 
-    def close(self) -> None:
-        close_pool(self.pool)
+    def close(self, failed: bool = False) -> None:
+        close_pool(self.pool, failed)
 
 
 def make_pool(workers: int, tok, dtype: str) -> EncoderPool:
@@ -150,7 +150,8 @@ def _abandon_pool(pool) -> None:
         pool._change_notifier.put(None)
     except Exception:
         pass
-    for proc in list(pool._pool) + list(getattr(pool, "_winsample_workers", ())):
+    procs = list(getattr(pool, "_pool", ())) + list(getattr(pool, "_winsample_workers", ()))
+    for proc in procs:
         try:
             proc.kill()
         except Exception:
@@ -159,10 +160,28 @@ def _abandon_pool(pool) -> None:
         pool._terminate.cancel()  # the exit-time finalizer would call terminate() too
     except Exception:
         pass
+    for proc in procs:  # reaped: no worker writes on while what it wrote is cleaned up
+        try:
+            proc.join(REAP_SECONDS)
+        except Exception:
+            pass
 
 
-def close_pool(pool) -> None:
+REAP_SECONDS = 5.0  # how long a killed worker is waited for (SIGKILL: it ends at once)
+
+
+def close_pool(pool, failed: bool = False) -> None:
+    """Stop ``pool``'s workers and wait for them to end. ``failed``: the run is ending on an
+    error or a signal. A signal sent to the whole process group (a closed terminal's SIGHUP, a
+    service manager's SIGTERM) ends the workers at once, and one may die halfway through
+    sending a result: ``terminate()`` and ``join()`` would then wait forever for the rest of
+    that message. So a failed run's worker processes are killed and reaped instead
+    (``_abandon_pool``), and the pool's own threads, blocked on the pipe, are left behind
+    (daemons)."""
     if getattr(pool, "_winsample_broken", False):
+        return
+    if failed and getattr(pool, "_winsample_workers", None):  # processes (a thread pool lists none)
+        _abandon_pool(pool)
         return
     pool.terminate()
     pool.join()
