@@ -77,7 +77,7 @@ def test_sigterm_and_sighup_during_encode_exit_128_plus_n(tmp_path, sig):
         from winsample.cli import entry
         entry()
     """)
-    env = dict(os.environ, WINSAMPLE_CACHE_DIR=str(tmp_path / "cache"))  # no cached verdict: the check runs
+    env = dict(os.environ, WINSAMPLE_CACHE_DIR=str(tmp_path / "cache"))  # a cache folder of its own: nothing of other runs
     r = subprocess.run([sys.executable, "-c", script, str(CORPUS), str(tmp_path / "out")], capture_output=True,
                        text=True, timeout=120, env=env)
     assert r.returncode == 128 + sig, r.stderr
