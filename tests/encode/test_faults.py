@@ -286,6 +286,41 @@ def test_a_failed_runs_pool_closes_though_a_worker_died_halfway_through_sending_
     assert all(w.exitcode is not None for w in workers)  # reaped: none writes on while its output is cleaned up
 
 
+FORKED_WORKER_SIGNALLED = """
+import importlib, os, signal, sys, time
+from winsample.encode.executors import pool as pool_mod
+cli_main = importlib.import_module("winsample.cli.main")
+signal.signal(signal.SIGTERM, cli_main._raise_interrupted)  # the CLI's handler, which a fork inherits
+folder = sys.argv[1]
+
+def init(setup):
+    if not os.path.exists(os.path.join(folder, "signalled")):  # the first worker only (the pool replaces it)
+        open(os.path.join(folder, "signalled"), "w").close()
+        os.kill(os.getpid(), signal.SIGTERM)  # the group's signal, landing before the worker's own handlers
+        pool_mod.worker_started()
+        open(os.path.join(folder, "survived"), "w").close()
+    else:
+        pool_mod.worker_started()
+    time.sleep(60)
+
+pool = pool_mod.make_part_pool(1, init, None, "__main__")
+time.sleep(1.5)
+pool_mod.close_pool(pool, failed=True)
+"""
+
+
+def test_a_signal_that_reaches_a_worker_before_its_own_handlers_ends_it_quietly(tmp_path):
+    """A worker is forked with the coordinator's handlers, which raise; until its initializer
+    sets its own, a signal to the whole group printed a 29-line traceback from the worker's
+    start. Workers are forked with the signals held, and let them in once their handlers are
+    set: the worker ends by the signal itself, and nothing reaches stderr."""
+    r = subprocess.run([sys.executable, "-c", FORKED_WORKER_SIGNALLED, str(tmp_path)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "signalled").exists() and not (tmp_path / "survived").exists()  # it ended at the signal
+    assert r.stderr == ""
+
+
 # --- full disk ----------------------------------------------------------------------------------
 
 

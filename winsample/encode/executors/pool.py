@@ -4,6 +4,7 @@ encodes), and glibc's malloc set for the run's allocation pattern (``bound_mallo
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing as mp
 import os
@@ -19,13 +20,19 @@ from ..pipeline import encode_texts
 _WORKER: dict = {}  # a worker process's tokenizer and dtype (its initializer sets them)
 
 
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
+
+
 def worker_started() -> None:
     """A worker process's signals: the main process handles Ctrl-C; a terminate, a hang-up or
-    the main process's death end the worker quietly."""
+    the main process's death end the worker quietly. Forked with them held (``_held``), the
+    worker lets them in only once its own handlers are set."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Pool.terminate() must just stop us
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, signal.SIG_DFL)  # a hang-up ends a worker quietly
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_SIGNALS)
     _init_worker_death()
     if os.getppid() == 1:  # the main process died before we got here
         os._exit(0)
@@ -86,9 +93,28 @@ def make_pool(workers: int, tok, dtype: str) -> EncoderPool:
         ctx = mp.get_context("forkserver")
     else:
         ctx = mp.get_context("spawn")
-    pool = ctx.Pool(workers, initializer=_init_worker, initargs=((tok, dtype),))
-    pool._winsample_workers = list(pool._pool)  # the worker processes: one dying fails the run (pool_get)
+    with _held():
+        pool = ctx.Pool(workers, initializer=_init_worker, initargs=((tok, dtype),))
+        pool._winsample_workers = list(pool._pool)  # the worker processes: one dying fails the run (pool_get)
     return EncoderPool(pool, tok, dtype, threads=False)
+
+
+@contextlib.contextmanager
+def _held():
+    """SIGINT, SIGTERM and SIGHUP held on this thread while worker processes are started. A
+    forked worker has the main process's handlers until ``worker_started`` sets its own: a
+    signal to the whole process group in between raised the main process's exception in the
+    worker's start (a traceback on stderr). Held, it waits for the worker's own handlers (a
+    worker inherits the mask), and for the main process until the pool is made. The pool's
+    threads, started here, keep them held: signals go to the main thread, as Python's do."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def make_part_pool(workers: int, initializer, setup, preload: str):
@@ -108,8 +134,9 @@ def make_part_pool(workers: int, initializer, setup, preload: str):
         ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
         if "forkserver" in methods:
             ctx.set_forkserver_preload([preload])
-    pool = ctx.Pool(workers, initializer=initializer, initargs=(setup,))
-    pool._winsample_workers = list(pool._pool)  # one dying fails the run (pool_get)
+    with _held():
+        pool = ctx.Pool(workers, initializer=initializer, initargs=(setup,))
+        pool._winsample_workers = list(pool._pool)  # one dying fails the run (pool_get)
     return pool
 
 
