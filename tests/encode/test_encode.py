@@ -562,6 +562,53 @@ def test_output_path_that_is_a_fifo_or_a_dangling_link_says_what_it_is(tmp_path)
     assert r.exit_code == 2 and "loop: output path is a symbolic link to" in r.stderr and "leads back to itself" in r.stderr
 
 
+@pytest.mark.parametrize("name", ["train.prov.npy", "val.prov.npy", "train.prov.ids.npy", "val.prov.ids.npy",
+                                  "train.mask.bin", "val.mask.bin", "meta.pkl", "train.idx"])
+def test_an_input_named_like_any_file_of_a_set_inside_out_is_refused_and_kept(tmp_path, name):
+    """encode's outputs are not only the token files: provenance, its ids, loss masks, meta.pkl and
+    the other layouts' files are written, replaced or removed too (an input o/train.prov.npy was
+    overwritten, o/train.mask.bin deleted, exit 0)."""
+    (tmp_path / "o").mkdir()
+    victim = tmp_path / "o" / name
+    victim.write_text("the user's own text\n")
+    (tmp_path / "a.txt").write_text("a document\n")
+    r = cli([tmp_path / "a.txt", victim, "--format", "text", "--val-fraction", "0", "-o", tmp_path / "o"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and name in r.stderr
+    assert victim.read_text() == "the user's own text\n"
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [name]
+
+
+@pytest.mark.parametrize("name", ["train.idx", "val.idx", "meta.pkl", "train.mask.bin", "val.prov.ids.npy",
+                                  "llmc/fineweb_train_000001.bin", "llmc/my_eval.bin"])
+def test_a_file_of_a_sets_name_no_earlier_set_wrote_is_refused_not_removed(tmp_path, name):
+    """A first encode into a folder removed every llmc/*.bin, the .idx files, a mask and meta.pkl
+    that winsample never wrote, silently (exit 0). A run removes or replaces only what an earlier
+    set's meta.json names; any other file under one of those names is refused before reading."""
+    write_tree(tmp_path / "in")
+    out = tmp_path / "o"
+    (out / "llmc").mkdir(parents=True)
+    (out / "llmc" / "notes.txt").write_text("kept\n")
+    (out / name).write_text("another tool's file\n")
+    r = cli([tmp_path / "in", "-o", out])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.strip() == (f"error: {out / name}: this run would replace or remove it, and no earlier winsample set"
+                                f" wrote it ({out} has no meta.json): move it away, or pick another -o")
+    assert (out / name).read_text() == "another tool's file\n" and (out / "llmc" / "notes.txt").exists()
+    assert not (out / "meta.json").exists()
+
+
+def test_a_later_run_removes_the_earlier_sets_other_layouts_it_named(tmp_path):
+    """What an earlier set's meta.json names is still replaced or removed: a Megatron + llm.c set,
+    then a nanoGPT one into the same folder, leaves no .idx and no shard."""
+    write_tree(tmp_path / "in")
+    out = tmp_path / "o"
+    assert cli([tmp_path / "in", "-o", out, "--layout", "nanogpt,megatron,llmc", "--val-fraction", "0"]).exit_code == 0
+    assert (out / "train.idx").exists() and any((out / "llmc").iterdir())
+    r = cli([tmp_path / "in", "-o", out, "--val-fraction", "0"])
+    assert r.exit_code == 0, r.stderr
+    assert not (out / "train.idx").exists() and not (out / "val.idx").exists() and not (out / "llmc").exists()
+
+
 def test_second_writer_fails_fast_while_first_holds_lock(tmp_path, previous_set):
     out, before = previous_set
     fd = os.open(out / disk.LOCK_NAME, os.O_RDWR)

@@ -510,8 +510,9 @@ def check_out_dir(out_dir, sources, tokenizer_file=None, sharded: bool = False) 
         raise InputError(f"{out_dir}: output path is a symbolic link to {os.readlink(out_dir)}, {why}")
     outs = [out_dir / formats.META_JSON, out_dir / disk.LOCK_NAME]  # the lock file is written with the writer's pid
     for split in formats.SPLITS:  # every layout's names: a run may also remove another layout's files
-        outs += [out_dir / formats.bin_name(split), out_dir / formats.doc_index_name(split),
-                 out_dir / tokensrc.megatron_index_name(split)]
+        outs += [out_dir / formats.bin_name(split), out_dir / formats.doc_index_name(split)]
+    owned = set_names(out_dir)
+    outs += [out_dir / n for n in owned]
     # folders a run writes or removes whole: the layouts', and its work and staging folders
     subdirs = [out_dir / tokensrc.LLMC_DIR, out_dir / formats.PARTIAL_DIR, out_dir / disk.STAGING_DIR] + (
         [out_dir / formats.SHARDS_DIR] if sharded else [])
@@ -527,7 +528,35 @@ def check_out_dir(out_dir, sources, tokenizer_file=None, sharded: bool = False) 
         i = disk.first_inside(sub, ins)
         if i is not None:
             raise ConfigError(f"{i}: is inside {sub}, which this run writes: pick another -o")
+    refuse_unrecorded(out_dir, owned)
     return out_dir
+
+
+def set_names(out_dir: Path) -> list[str]:
+    """Names (relative to OUT_DIR) besides the token files and their document indexes that a set
+    may have and a run writes, replaces or removes: the other layouts' files (Megatron's ``.idx``,
+    nanoGPT's ``meta.pkl``, the llm.c shards and masks found there), provenance and loss masks."""
+    names = [tokensrc.META_PKL]
+    for split in formats.SPLITS:
+        names += [tokensrc.megatron_index_name(split), formats.prov_name(split), formats.prov_ids_name(split),
+                  formats.mask_name(split)]
+    return names + tokensrc.stale_llmc(out_dir, set())
+
+
+def refuse_unrecorded(out_dir: Path, names: list[str]) -> None:
+    """ConfigError (exit 2, before anything is read) for a file of ``names`` in OUT_DIR that no
+    earlier set there wrote (OUT_DIR/meta.json does not name it): a run replaces or removes those
+    names, and a file another tool put there (a Megatron ``.idx``, llm.c shards, a ``meta.pkl``)
+    would be lost, or left to be read with the new set. The token files and document indexes
+    themselves are outputs by name, replaced like any output."""
+    meta = out_dir / formats.META_JSON
+    recorded = {os.path.normpath(p) for p in map(str, formats.dataset_files(out_dir))} if meta.is_file() else set()
+    for name in names:
+        path = out_dir / name
+        if os.path.lexists(path) and os.path.normpath(str(path)) not in recorded:
+            whose = f"{meta} does not name it" if meta.is_file() else f"{out_dir} has no meta.json"
+            raise ConfigError(f"{path}: this run would replace or remove it, and no earlier winsample set wrote it"
+                              f" ({whose}): move it away, or pick another -o")
 
 
 def check_edges(tok: tokenizer.Tokenizer, eot: bool, bos: bool) -> None:
