@@ -304,6 +304,25 @@ def test_resume_reuses_parts_written_in_place_and_encodes_again_one_whose_bytes_
     assert files_of(out) == want
 
 
+@pytest.mark.parametrize("again", [1, 3])
+def test_resume_with_another_worker_count_one_included_reuses_the_parts(tmp_path, monkeypatch, again):
+    """The parts depend on --shard-size, not --workers: a run in parts resumed with --workers 1
+    said "nothing resumed (no checkpoint …)" with every finished part still there."""
+    src = _jsonl(tmp_path, corpus_text())
+    want, _ = encoded(tmp_path, [src], 1)
+    out = tmp_path / "out"
+    finish = shards.Merger.finish
+    monkeypatch.setattr(shards.Merger, "finish", lambda self, *a, **k: (_ for _ in ()).throw(Interrupted(signal.SIGTERM)))
+    with pytest.raises(Interrupted):
+        encode_corpus([str(src)], out, workers=2, shard_size=SMALL_PARTS)
+    monkeypatch.setattr(shards.Merger, "finish", finish)
+    parts = len(list((out / ".partial" / "parts").glob("*/done.json")))
+    assert parts > 3
+    summary = encode_corpus([str(src)], out, workers=again, shard_size=SMALL_PARTS, resume_partial=True)
+    assert summary["resumed"] == {"parts": parts, "of": parts}
+    assert files_of(out) == want
+
+
 def test_a_link_planted_for_the_output_of_a_resumed_run_is_never_written_through(tmp_path, monkeypatch):
     src = _jsonl(tmp_path, corpus_text())
     out = tmp_path / "out"

@@ -143,7 +143,8 @@ def prepare(config: EncodeConfig, notice, parts: bool = False) -> _Setup:
     if config.resume and not resume.resumable(sources):
         raise ConfigError("--resume cannot continue reading stdin (-): encode a file instead")
     pipeline.check_split_possible(sources, config.split, config.val_fraction)  # the last check before reading: it hides no other
-    plan = _plan(config, spec, enc, sources, workers, parts)
+    # --resume of a run in parts reuses its parts whatever the worker count, --workers 1 included
+    plan = _plan(config, spec, enc, sources, workers, parts or (config.resume and shards.any_part(formats.partial_dir(out_dir))))
     if plan is None:  # a run in parts: each worker sets its own (init_part_worker), the coordinator keeps the default
         pool_mod.bound_malloc(fast=enc.backend == "fast", on_main=workers == 1)
     threads = workers if plan is not None else _encoder_threads(enc, workers, sources)
