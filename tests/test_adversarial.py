@@ -211,6 +211,8 @@ KINDS = [
          texts=lambda t: ["once"]),
     Kind("symlink-loop-file", enc(both(folder("in", **{"a.txt": "x"}), symlink("in/loop.txt", "loop.txt"), lambda t: t / "in")), 2,
          ("loop.txt: cannot read: Too many levels of symbolic links",)),
+    Kind("symlink-loop-argument", enc(both(symlink("l1.txt", "l2.txt"), symlink("l2.txt", "l1.txt"), lambda t: t / "l1.txt")), 2,
+         ("l1.txt: cannot read: Too many levels of symbolic links",)),
     Kind("fifo-argument", enc(fifo("pipe.txt")), 2, ("pipe.txt: not a regular file or folder",), isolate=True),
     Kind("fifo-in-folder", enc(both(folder("in", **{"a.txt": "x"}), fifo("in/pipe.txt"), lambda t: t / "in")), 2,
          ("pipe.txt: not a regular file (a FIFO",), isolate=True),

@@ -25,6 +25,7 @@ one document and is held in memory whole.
 from __future__ import annotations
 
 import codecs
+import errno
 import gzip
 import json
 import os
@@ -255,6 +256,11 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
                 raise InputError(f"{arg}: not a regular file or folder")
             sources = [_source(arg, p, *_kind_of(p.name, fmt))]
         else:
+            try:
+                os.stat(p)
+            except OSError as e:
+                if e.errno == errno.ELOOP:  # a loop of links named here: what a folder's own loop says
+                    raise InputError(f"{arg}: cannot read: {e.strerror}") from None
             raise InputError(f"{arg}: no such file or folder")
         for src in sources:
             key = _file_key(src)
