@@ -694,7 +694,7 @@ def check_outcome(sources, stats: dict, train_tokens: int, val_tokens: int, frac
     kept = stats["documents"] - stats["documents_skipped_empty"]
     if kept == 0:
         empty = stats["documents_skipped_empty"]
-        why = [f"{empty} empty or whitespace-only"] if empty else []
+        why = [f"{empty} document{'s' if empty != 1 else ''} empty or whitespace-only"] if empty else []
         for key, unit in (("skipped_records", "record"), ("skipped_inputs", "file")):  # --on-bad-input skip
             n = stats.get(key, 0)
             why += [f"{n} {unit}{'s' if n != 1 else ''} skipped as bad input"] if n else []
@@ -702,7 +702,8 @@ def check_outcome(sources, stats: dict, train_tokens: int, val_tokens: int, frac
         if why and bad and isinstance(bad[0], dict) and bad[0].get("error"):  # the reason, not only the count
             why[-1] += f", the first: {bad[0]['error']}"
         what = "the input holds" if len(sources) == 1 else "the inputs hold"
-        raise DataError(f"{', '.join(s.label for s in sources[:3])}: no document has any text"
+        more = f" and {len(sources) - 3} more" if len(sources) > 3 else ""
+        raise DataError(f"{', '.join(s.label for s in sources[:3])}{more}: no document has any text"
                         f" ({', '.join(why) or what + ' no document at all'}); nothing to encode")
     hint = "a single or few documents want --split tail" if not tail else "use more text or a larger --val-fraction"
     if train_tokens == 0:
