@@ -537,6 +537,21 @@ def test_output_path_that_is_a_file_exit_2(tmp_path):
     assert (tmp_path / "taken").read_text() == "I am a file"
 
 
+def test_an_output_path_under_a_file_or_a_work_folder_name_taken_by_a_file_says_what_is_in_the_way(tmp_path):
+    """Both said only "File exists": -o ok.txt/sub, and a plain file named OUT/.partial."""
+    write_tree(tmp_path / "in")
+    (tmp_path / "ok.txt").write_text("a file")
+    r = cli([tmp_path / "in", "-o", tmp_path / "ok.txt" / "sub", "--val-fraction", "0"])
+    assert r.exit_code == 2
+    assert r.stderr.strip().endswith(f"cannot create output folder: {tmp_path / 'ok.txt'} exists and is not a folder")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / ".partial").write_text("mine")
+    r = cli([tmp_path / "in", "-o", tmp_path / "out", "--val-fraction", "0"])
+    assert r.exit_code == 2
+    assert r.stderr.strip().endswith(f"{tmp_path / 'out' / '.partial'} already exists and is in the way: move it away and run again")
+    assert (tmp_path / "out" / ".partial").read_text() == "mine"
+
+
 def test_an_output_name_that_is_a_link_is_refused_before_anything_is_encoded(tmp_path):
     """OUT/meta.json a link: the commit would replace the link (the Ray runner found it only after
     the whole run); refused first, exit 2, nothing written."""

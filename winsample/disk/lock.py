@@ -100,6 +100,9 @@ def locked(out_dir: Path):
         for _ in range(LOCK_TRIES):
             try:
                 made += _make_dirs(out_dir)
+            except FileExistsError as e:  # a file where a folder of the path must be
+                what = Path(e.filename) if e.filename else out_dir
+                raise InputError(f"{out_dir}: cannot create output folder: {what} exists and is not a folder") from None
             except OSError as e:
                 raise InputError(f"{out_dir}: cannot create output folder: {e.strerror}") from None
             if fcntl is None:

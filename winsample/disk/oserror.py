@@ -23,6 +23,8 @@ def os_error_text(e: OSError, where: str = "", hint: str = "; free some space an
         return NO_ROOM[e.errno] + where + hint
     if e.errno is None:
         return f"{e.strerror or e}{where} (a short write: is the disk full?)"
+    if e.errno == errno.EEXIST and e.filename and not Path(e.filename).is_dir():  # mkdir where a file stands
+        return f"{e.filename} already exists and is in the way: move it away and run again"
     return (e.strerror or str(e)) + where
 
 
