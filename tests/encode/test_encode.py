@@ -656,6 +656,30 @@ def test_file_changing_while_read_is_refused(tmp_path, previous_set):
     assert_untouched(out, before)
 
 
+def test_a_file_edited_in_place_at_the_same_size_while_read_says_so(tmp_path, previous_set):
+    """Its size did not change, only its content and time: "(N bytes before, N after)" read as if
+    nothing had changed."""
+    out, before = previous_set
+    victim = tmp_path / "edit.txt"
+    victim.write_text(BIG_PREFIX * 2)
+    size = victim.stat().st_size
+    calls = []
+
+    def edit(nbytes, ntokens, total=None):
+        if nbytes and not calls:
+            calls.append(1)
+            with open(victim, "r+b") as f:
+                f.write(b"X")
+            os.utime(victim, ns=(victim.stat().st_atime_ns, victim.stat().st_mtime_ns + 10**9))
+
+    with pytest.raises(Exception) as e:
+        encode_corpus([str(victim)], out, split="tail", workers=1, progress=edit)
+    assert e.value.exit_code == 1
+    assert str(e.value) == (f"{victim}: the file changed while it was being read (still {size} bytes, but written to"
+                            " meanwhile); encode a stable copy")
+    assert_untouched(out, before)
+
+
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, lambda: __import__("winsample").errors.Interrupted(15)])
 def test_interrupt_mid_run_keeps_previous_set(tmp_path, previous_set, exc):
     out, before = previous_set

@@ -447,10 +447,7 @@ class Reader:
             or (not self.src.compressed and self.offset != self.stat.st_size)
         )
         if changed:
-            raise DataError(
-                f"{self.src.label}: the file changed while it was being read"
-                f" ({self.stat.st_size} bytes before, {now.st_size} after); encode a stable copy"
-            )
+            raise changed_error(self.src.label, self.stat.st_size, now.st_size)
         self.src.size = self.stat.st_size
         if self.src.compressed:
             self.src.decompressed = self.offset
@@ -790,7 +787,7 @@ def iter_documents(
 
 
 def changed_error(label: str, before: int, now: int) -> DataError:
-    return DataError(
-        f"{label}: the file changed while it was being read"
-        f" ({before} bytes before, {now} after); encode a stable copy"
-    )
+    """Exit 1 for an input written to while it was read (its size, or its modification time and
+    then the size is the same)."""
+    how = f"{before} bytes before, {now} after" if before != now else f"still {before} bytes, but written to meanwhile"
+    return DataError(f"{label}: the file changed while it was being read ({how}); encode a stable copy")
