@@ -321,6 +321,46 @@ def test_a_signal_that_reaches_a_worker_before_its_own_handlers_ends_it_quietly(
     assert r.stderr == ""
 
 
+KILLED_AFTER_FIRST_MOVE = """
+import os, sys
+from pathlib import Path
+out = Path(sys.argv[2])
+real = os.replace
+
+def replace(src, dst, *a, **k):  # a kill -9 right after the new train.bin moved in, meta.json not yet
+    real(src, dst, *a, **k)
+    if Path(dst) == out / "train.bin" and (out / ".winsample-staging" / "COMMIT").exists():
+        os._exit(137)
+
+os.replace = replace
+sys.argv = ["winsample", "encode", sys.argv[1], "-o", str(out), "-q", "--workers", "1", "--val-fraction", "0"]
+from winsample.cli import entry
+entry()
+"""
+
+
+def test_a_reader_of_a_folder_whose_commit_was_cut_short_is_told_to_run_the_encode_again(tmp_path):
+    """Killed between the moves of a committed set, a folder holds the new train.bin beside the
+    old meta.json until the next encode into it finishes the moves. windows said "the file
+    changed since it was encoded; re-encode it", naming neither the cause nor the remedy."""
+    (tmp_path / "a.txt").write_text("the first set, short\n")
+    (tmp_path / "b.txt").write_text("the second set, a good deal longer than the first one was\n" * 20)
+    out = tmp_path / "data"
+    subprocess.run([sys.executable, "-m", "winsample", "encode", str(tmp_path / "a.txt"), "-o", str(out), "-q",
+                    "--workers", "1", "--val-fraction", "0"], check=True)
+    r = subprocess.run([sys.executable, "-c", KILLED_AFTER_FIRST_MOVE, str(tmp_path / "b.txt"), str(out)], timeout=120)
+    assert r.returncode == 137
+    r = subprocess.run([sys.executable, "-m", "winsample", "windows", str(out / "train.bin"), "-T", "4", "-o",
+                        str(tmp_path / "p.npy")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert r.stderr.strip().endswith(f"the file is from another set; an encode into {out} stopped while moving its new"
+                                     " set in (.winsample-staging holds the rest): run that encode again, which"
+                                     " finishes the move first")
+    subprocess.run([sys.executable, "-m", "winsample", "encode", str(tmp_path / "b.txt"), "-o", str(out), "-q",
+                    "--workers", "1", "--val-fraction", "0"], check=True)
+    assert run_verify(str(out)).ok(False)
+
+
 # --- full disk ----------------------------------------------------------------------------------
 
 

@@ -26,6 +26,16 @@ def staging_dir(out_dir: str | Path) -> Path:
     return stage
 
 
+def unfinished_commit(folder: str | Path) -> str:
+    """Why ``folder``'s files may not match its meta.json, when an encode stopped while moving its
+    committed set in (its staging folder holds the COMMIT mark; the next encode into the folder
+    finishes the moves first), as a clause to put after a mismatch; else ""."""
+    if (Path(folder) / STAGING_DIR / COMMIT_MARK).exists():
+        return (f"; an encode into {folder} stopped while moving its new set in ({STAGING_DIR} holds the rest):"
+                " run that encode again, which finishes the move first")
+    return ""
+
+
 def recover(out_dir: str | Path) -> str | None:
     """Finish or discard what an interrupted run left in ``out_dir``.
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DataError, InputError, WinsampleError
+from ..formats.dataset import unfinished_commit
 from ..formats.meta import Meta, SplitEntry, load_meta
 from ..formats.names import META_JSON, SPLITS, bin_name
 from ..formats.npy import read_doc_index
@@ -140,8 +141,10 @@ class OpenSplit:
     def size_problem(self) -> str | None:
         """Why the file does not match its meta entry's size (it changed since encode), or None."""
         if self.entry is not None and not self.sharded and self.entry.bytes != self.nbytes:
+            pending = unfinished_commit(Path(self.meta_path).parent)
             return (f"{self.path}: {self.nbytes} bytes, but {self.meta_path} says {self.entry.bytes}: the file"
-                    " changed since it was encoded; re-encode it or pass a matching --meta")
+                    + (" is from another set" + pending if pending else
+                       " changed since it was encoded; re-encode it or pass a matching --meta"))
         return None
 
 
