@@ -715,3 +715,52 @@ def test_retokenize_reads_again_only_the_input_that_was_encoded(tmp_path, models
     line = next(c for c in json.loads(v.stdout)["checks"] if c["name"] == "retokenize")
     assert v.exit_code == 0 and line["status"] == "pass" and "read again" not in line["detail"].split("(")[0]
     assert "changed since encode" in line["detail"]
+
+
+# --- the record workers end with the run, whatever ends it --------------------------------------
+
+
+class _DiesInWorker:
+    """A recipe whose batch kills its worker process (a crash in the tokenizer, the OOM killer)."""
+
+    def batch(self, items):
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_record_worker_that_dies_fails_the_run_with_one_line_instead_of_waiting_forever():
+    """encode --chat --workers 2 waited forever for the batch of a worker that had died (its own
+    pool had no watch on its workers): the parts pool's rule now, exit 2 and one line."""
+    import threading
+
+    from winsample.encode import sft
+    from winsample.errors import InputError
+
+    got = []
+
+    def run():
+        try:
+            list(sft._encoded(_DiesInWorker(), iter([("a.jsonl:1", {"messages": []}, None)] * 4), 2))
+        except BaseException as e:  # noqa: BLE001 (what ended it is the result)
+            got.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive(), "the run waits forever for a dead worker"
+    assert len(got) == 1 and isinstance(got[0], InputError) and "died (killed by signal SIGKILL)" in str(got[0])
+
+
+def test_records_read_in_part_when_the_run_stops_are_not_called_changed(tmp_path):
+    """A signal while the records were read closed the reader as if it had read them all, which
+    raised "the file changed while it was being read" (exit 1) in place of the signal's exit."""
+    from winsample.encode import decoding, inputs, sft
+
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"q{i}"}]}) + "\n" for i in range(60000)))
+    assert src.stat().st_size > 2 * inputs.READ_BYTES  # read in several pieces: stopped after the first
+    records = sft._records(inputs.resolve_inputs([str(src)]), None, None, decoding.Reading("strict", None, True, hint=True))
+    next(records)
+    records.close()  # as a signal's exception does on its way out: no error of its own

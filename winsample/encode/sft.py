@@ -30,6 +30,7 @@ from ..errors import ConfigError, DataError
 from ..tokenizer import chat
 from . import decoding, dedup, inputs, pipeline
 from .config import EncodeConfig, RunSpec
+from .executors import pool as pool_mod
 from .executors.finish import write_layouts
 from .pipeline import DocRule, SplitWriter, write_index
 
@@ -169,14 +170,17 @@ def _records(sources, progress, id_field: str | None, reading) -> Iterator[tuple
         try:
             for where, record, offset, line, doc_id in inputs.jsonl_docs(reader, reading.errors, None, id_field, reading=reading):
                 yield where, record, inputs.Origin(i, offset, line, doc_id)
-        finally:
-            reader.close()
+        except BaseException:  # a signal, an error, a reader that stopped early: not "the file changed" (read in part)
+            reader.abort()
+            raise
+        reader.close()
 
 
 _WORKER: dict = {}  # in a worker process: the run's recipe
 
 
 def _worker_init(recipe: Recipe) -> None:
+    pool_mod.worker_started()
     _WORKER["recipe"] = recipe
 
 
@@ -200,19 +204,21 @@ def _encoded(recipe: Recipe, records, workers: int):
         for b in batches():
             yield from zip(b, recipe.batch([(w, r) for w, r, _ in b]))
         return
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("forkserver")
     # the recipe (its tokenizer reloaded from its files) goes to each worker once, not with every batch
-    with ctx.Pool(workers, initializer=_worker_init, initargs=(recipe,)) as pool:
+    pool = pool_mod.make_forkserver_pool(workers, _worker_init, recipe)
+    failed = True
+    try:
         pending = []
         for b in batches():
             pending.append((b, pool.apply_async(_worker_batch, ([(w, r) for w, r, _ in b],))))
             while len(pending) > 2 * workers:
                 b0, fut = pending.pop(0)
-                yield from zip(b0, fut.get())
+                yield from zip(b0, pool_mod.pool_get(pool, fut))  # a worker that dies fails the run
         for b0, fut in pending:
-            yield from zip(b0, fut.get())
+            yield from zip(b0, pool_mod.pool_get(pool, fut))
+        failed = False
+    finally:  # an error, a signal or a reader that stops early: the workers killed and reaped, no wait
+        pool_mod.close_pool(pool, failed)
 
 
 def _write(recipe: Recipe, config: EncodeConfig, spec: RunSpec, sources, work: Path, stage: Path, out_dir: Path,

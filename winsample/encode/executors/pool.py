@@ -117,6 +117,19 @@ def _held():
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
+def make_forkserver_pool(workers: int, initializer, arg):
+    """``workers`` processes, each a fresh interpreter (forkserver, else spawn: nothing of this
+    process's threads or libraries' state is copied), each given ``arg`` once (``initializer``,
+    which calls ``worker_started``); signals held while they start, as ``make_part_pool``'s."""
+    ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+    if ctx.get_start_method() == "forkserver":
+        ctx.set_forkserver_preload([f"{__package__}.forkserver_signals"])
+    with _held():
+        pool = ctx.Pool(workers, initializer=initializer, initargs=(arg,))
+        pool._winsample_workers = list(pool._pool)  # one dying fails the run (pool_get)
+    return pool
+
+
 def make_part_pool(workers: int, initializer, setup, preload: str):
     """``workers`` processes for a run in parts, each given ``setup`` once (``initializer``).
 
@@ -175,6 +188,8 @@ def _abandon_pool(pool) -> None:
     try:
         pool._worker_handler._state = mpool.TERMINATE
         pool._change_notifier.put(None)
+        if pool._worker_handler is not threading.current_thread():
+            pool._worker_handler.join(REAP_SECONDS)  # ended, it starts no worker in place of a dead one
     except Exception:
         pass
     procs = list(getattr(pool, "_pool", ())) + list(getattr(pool, "_winsample_workers", ()))
@@ -192,6 +207,27 @@ def _abandon_pool(pool) -> None:
             proc.join(REAP_SECONDS)
         except Exception:
             pass
+    _release_locks(pool)
+
+
+def _release_locks(pool) -> None:
+    """Unlink the named semaphores of a pool started by forkserver or spawn (its queues' locks)
+    now, as their finalizers would at a normal exit: a signalled run ends with ``os._exit``, and
+    the resource tracker then warned on stderr of "leaked semaphore objects"."""
+    from multiprocessing import synchronize, util
+
+    names = set()
+    for q in (getattr(pool, "_inqueue", None), getattr(pool, "_outqueue", None), getattr(pool, "_change_notifier", None)):
+        for lock in (getattr(q, "_rlock", None), getattr(q, "_wlock", None)):
+            name = getattr(getattr(lock, "_semlock", None), "name", None)
+            if name:
+                names.add(name)
+    for f in list(getattr(util, "_finalizer_registry", {}).values()) if names else ():
+        if getattr(f, "_callback", None) is synchronize.SemLock._cleanup and getattr(f, "_args", ())[:1] in [(n,) for n in names]:
+            try:
+                f()  # runs once and leaves the registry
+            except Exception:
+                pass
 
 
 REAP_SECONDS = 5.0  # how long a killed worker is waited for (SIGKILL: it ends at once)
@@ -268,5 +304,5 @@ def bound_malloc(fast: bool, on_main: bool) -> None:
         pass
 
 
-__all__ = ["EncoderPool", "make_pool", "make_part_pool", "worker_started", "pool_get", "check_alive", "close_pool",
+__all__ = ["EncoderPool", "make_pool", "make_forkserver_pool", "make_part_pool", "worker_started", "pool_get", "check_alive", "close_pool",
            "bound_malloc"]
