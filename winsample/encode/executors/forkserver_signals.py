@@ -1,4 +1,4 @@
-"""Imported once by the forkserver process that starts encode's record workers (its preload).
+"""Imported once by the forkserver process that starts encode's workers where fork cannot (its preload).
 
 A signal sent to the whole process group (a closed terminal's SIGHUP, a service manager's
 SIGTERM) ended the server too, and the pool, asking it for a worker in place of one the same

@@ -21,6 +21,7 @@ _WORKER: dict = {}  # a worker process's tokenizer and dtype (its initializer se
 
 
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ())
+SERVER_SIGNALS = f"{__package__}.forkserver_signals"  # every forkserver's first preload: it outlives a group signal
 
 
 def worker_started() -> None:
@@ -91,6 +92,7 @@ def make_pool(workers: int, tok, dtype: str) -> EncoderPool:
         ctx = mp.get_context("fork")
     elif "forkserver" in methods:
         ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload([SERVER_SIGNALS])
     else:
         ctx = mp.get_context("spawn")
     with _held():
@@ -123,7 +125,7 @@ def make_forkserver_pool(workers: int, initializer, arg):
     which calls ``worker_started``); signals held while they start, as ``make_part_pool``'s."""
     ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
     if ctx.get_start_method() == "forkserver":
-        ctx.set_forkserver_preload([f"{__package__}.forkserver_signals"])
+        ctx.set_forkserver_preload([SERVER_SIGNALS])
     with _held():
         pool = ctx.Pool(workers, initializer=initializer, initargs=(arg,))
         pool._winsample_workers = list(pool._pool)  # one dying fails the run (pool_get)
@@ -146,7 +148,7 @@ def make_part_pool(workers: int, initializer, setup, preload: str):
     else:
         ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
         if "forkserver" in methods:
-            ctx.set_forkserver_preload([preload])
+            ctx.set_forkserver_preload([SERVER_SIGNALS, preload])
     with _held():
         pool = ctx.Pool(workers, initializer=initializer, initargs=(setup,))
         pool._winsample_workers = list(pool._pool)  # one dying fails the run (pool_get)
