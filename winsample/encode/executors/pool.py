@@ -95,10 +95,16 @@ def make_pool(workers: int, tok, dtype: str) -> EncoderPool:
         ctx.set_forkserver_preload([SERVER_SIGNALS])
     else:
         ctx = mp.get_context("spawn")
+    return EncoderPool(_start(ctx, workers, _init_worker, (tok, dtype)), tok, dtype, threads=False)
+
+
+def _start(ctx, workers: int, initializer, arg):
+    """``ctx.Pool`` of ``workers`` processes, each given ``arg`` once (``initializer``), started
+    with signals held (``_held``); its processes listed: one dying fails the run (``pool_get``)."""
     with _held():
-        pool = ctx.Pool(workers, initializer=_init_worker, initargs=((tok, dtype),))
-        pool._winsample_workers = list(pool._pool)  # the worker processes: one dying fails the run (pool_get)
-    return EncoderPool(pool, tok, dtype, threads=False)
+        pool = ctx.Pool(workers, initializer=initializer, initargs=(arg,))
+        pool._winsample_workers = list(pool._pool)
+    return pool
 
 
 @contextlib.contextmanager
@@ -126,10 +132,7 @@ def make_forkserver_pool(workers: int, initializer, arg):
     ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
     if ctx.get_start_method() == "forkserver":
         ctx.set_forkserver_preload([SERVER_SIGNALS])
-    with _held():
-        pool = ctx.Pool(workers, initializer=initializer, initargs=(arg,))
-        pool._winsample_workers = list(pool._pool)  # one dying fails the run (pool_get)
-    return pool
+    return _start(ctx, workers, initializer, arg)
 
 
 def make_part_pool(workers: int, initializer, setup, preload: str):
@@ -149,10 +152,7 @@ def make_part_pool(workers: int, initializer, setup, preload: str):
         ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
         if "forkserver" in methods:
             ctx.set_forkserver_preload([SERVER_SIGNALS, preload])
-    with _held():
-        pool = ctx.Pool(workers, initializer=initializer, initargs=(setup,))
-        pool._winsample_workers = list(pool._pool)  # one dying fails the run (pool_get)
-    return pool
+    return _start(ctx, workers, initializer, setup)
 
 
 WORKER_POLL_SECONDS = 0.2  # how often a wait for a worker's result checks that the workers live
@@ -179,6 +179,9 @@ def check_alive(pool) -> None:
             how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
             raise InputError(f"an encoder worker process (pid {proc.pid}) died ({how}); nothing was written:"
                              " run again, or with --workers 1 to see the error")
+
+
+REAP_SECONDS = 5.0  # how long a killed worker is waited for (SIGKILL: it ends at once)
 
 
 def _abandon_pool(pool) -> None:
@@ -225,14 +228,12 @@ def _release_locks(pool) -> None:
             if name:
                 names.add(name)
     for f in list(getattr(util, "_finalizer_registry", {}).values()) if names else ():
-        if getattr(f, "_callback", None) is synchronize.SemLock._cleanup and getattr(f, "_args", ())[:1] in [(n,) for n in names]:
+        args = getattr(f, "_args", None) or (None,)
+        if getattr(f, "_callback", None) is synchronize.SemLock._cleanup and args[0] in names:
             try:
                 f()  # runs once and leaves the registry
             except Exception:
                 pass
-
-
-REAP_SECONDS = 5.0  # how long a killed worker is waited for (SIGKILL: it ends at once)
 
 
 def close_pool(pool, failed: bool = False) -> None:
