@@ -185,8 +185,9 @@ REAP_SECONDS = 5.0  # how long a killed worker is waited for (SIGKILL: it ends a
 
 
 def _abandon_pool(pool) -> None:
-    """Stop a pool one of whose workers died: no respawning, every worker killed, and no
-    ``terminate()`` (it would wait forever for the queue lock a worker may have died holding)."""
+    """Stop a pool one of whose workers died, or a failed run's (``close_pool``): no respawning,
+    every worker killed and reaped, and no ``terminate()`` (it would wait forever for the queue
+    lock a worker may have died holding, or for the rest of a message it died sending)."""
     from multiprocessing import pool as mpool
 
     pool._winsample_broken = True
