@@ -83,3 +83,93 @@ def test_sigterm_and_sighup_during_encode_exit_128_plus_n(tmp_path, sig):
     assert r.returncode == 128 + sig, r.stderr
     assert r.stderr.strip().endswith(f"interrupted by {signal.Signals(sig).name}; nothing was written")
     assert "Traceback" not in r.stderr and not (tmp_path / "out" / "meta.json").exists()
+
+
+# a run whose exit handlers take a while (one registered by the script, as a library may do):
+# it writes a mark when they begin, the test signals it there
+LATE_SIGNAL = textwrap.dedent("""
+    import atexit, pathlib, sys, time
+    mark, seconds = pathlib.Path(sys.argv[3]), float(sys.argv[4])
+    def slow_cleanup():
+        mark.write_text("begun")
+        time.sleep(seconds)
+        mark.write_text("done")
+    atexit.register(slow_cleanup)
+    sys.argv = ["winsample", "encode", sys.argv[1], "-o", sys.argv[2], "--workers", "1", "--split", "tail", "-q"]
+    from winsample.cli import entry
+    entry()
+""")
+
+
+def _signal_at_exit(tmp_path, seconds: float, signals: int) -> tuple[subprocess.CompletedProcess, float]:
+    import time
+
+    mark = tmp_path / "mark"
+    run = subprocess.Popen([sys.executable, "-c", LATE_SIGNAL, str(CORPUS / "sonnets.txt"), str(tmp_path / "out"),
+                            str(mark), str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not mark.exists():
+        assert time.monotonic() < deadline and run.poll() is None, run.communicate()
+        time.sleep(0.01)
+    sent = time.monotonic()
+    for _ in range(signals):
+        run.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+    out, err = run.communicate(timeout=60)
+    return subprocess.CompletedProcess(run.args, run.returncode, out, err), time.monotonic() - sent
+
+
+def test_a_sigterm_after_the_command_finished_lets_the_exit_handlers_end_and_keeps_its_exit_code(tmp_path):
+    """The run is done (its set committed) when the exit handlers run: a signal then is no failure.
+    Before: Python's finalization put the default action back, and a signal in the teardown after
+    it killed a finished run without a word (-15); one inside an exit handler printed a traceback."""
+    r, _ = _signal_at_exit(tmp_path, 1.0, signals=1)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert (tmp_path / "mark").read_text() == "done" and (tmp_path / "out" / "meta.json").exists()
+
+
+def test_a_second_sigterm_while_the_exit_handlers_run_ends_the_process_at_once(tmp_path):
+    r, seconds = _signal_at_exit(tmp_path, 60.0, signals=2)
+    assert r.returncode == 128 + signal.SIGTERM and seconds < 30
+    assert (tmp_path / "mark").read_text() == "begun"
+
+
+def test_a_signal_while_encode_prints_its_report_says_the_set_was_committed_whole(tmp_path):
+    script = textwrap.dedent("""
+        import os, signal, sys
+        from winsample.cli import render
+        real = render.encode_summary
+        def summary(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGTERM)  # lands while the report is being made, after the commit
+            return real(*args, **kwargs)
+        render.encode_summary = summary
+        sys.argv = ["winsample", "encode", sys.argv[1], "-o", sys.argv[2], "--workers", "1", "--split", "tail"]
+        from winsample.cli import entry
+        entry()
+    """)
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-c", script, str(CORPUS / "sonnets.txt"), str(out)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 143 and r.stdout == ""
+    assert r.stderr.splitlines()[-1] == f"error: interrupted by SIGTERM; {out} was committed whole before it arrived"
+    assert (out / "meta.json").exists()
+
+
+def test_a_signal_after_the_engine_committed_is_reported_as_after_the_commit(tmp_path, monkeypatch):
+    """Whichever step of an engine a signal cuts short after meta.json went in (the summary here),
+    ``encode.run`` says the set was committed whole; before it, nothing was written."""
+    from winsample import encode
+    from winsample.encode import pipeline
+
+    def summary(*args, **kwargs):
+        raise Interrupted(signal.SIGTERM)  # what the CLI's handler raises where the signal lands
+
+    monkeypatch.setattr(pipeline, "summary", summary)
+    config = encode.EncodeConfig((str(CORPUS / "sonnets.txt"),), tmp_path / "out", workers=1, split="tail")
+    with pytest.raises(Interrupted) as e:
+        encode.run(config)
+    assert e.value.committed == str(tmp_path / "out") and (tmp_path / "out" / "meta.json").exists()
+    assert str(e.value).endswith("committed whole before it arrived")
+    with pytest.raises(Interrupted) as e:  # the same set again: meta.json replaced by the new commit
+        encode.run(config)
+    assert e.value.committed == str(tmp_path / "out")

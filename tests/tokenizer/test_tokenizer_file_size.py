@@ -20,11 +20,13 @@ def test_a_sparse_600_mib_tokenizer_json_is_refused_without_reading_it(tmp_path)
         f.truncate(600 << 20)  # sparse: no disk used
     corpus = tmp_path / "c.txt"
     corpus.write_text("hello\n")
-    code = ("import sys\nfrom winsample.cli import entry\n"
+    code = ("import atexit, sys\nfrom winsample.cli import entry\n"
             "sys.argv = ['winsample', 'encode', sys.argv[1], '--tokenizer-file', sys.argv[2], '-o', sys.argv[3], '-q']\n"
-            "try:\n    entry()\nfinally:\n"
+            "def peak():\n"
             "    hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
-            "    print(hwm, file=sys.stderr)")  # this process's peak (ru_maxrss would carry the forking parent's)
+            "    print(hwm, file=sys.stderr)\n"
+            "atexit.register(peak)\n"  # entry never returns: it ends the process after the exit handlers
+            "entry()")  # this process's peak (ru_maxrss would carry the forking parent's)
     r = subprocess.run([sys.executable, "-c", code, str(corpus), str(big), str(tmp_path / "out")],
                        capture_output=True, text=True, timeout=120)
     lines = r.stderr.strip().splitlines()

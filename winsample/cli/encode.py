@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..errors import Interrupted
 from ..terminal import terminal_safe
 from . import render
 from .common import emit_json, json_option, progress, quiet_option, say, tokenizer_options
@@ -112,10 +113,13 @@ def encode(inputs, out_dir, encoding, tokenizer_file, pattern, val_fraction, spl
         summary = encode_pkg.run(config, progress=on_progress, notice=lambda line: say(quiet, terminal_safe(f"note: {line}")))
     finally:
         bar.close()
-    say(quiet, render.encode_summary(summary, out_dir))
-    if summary.get("not_read"):  # input left out is a diagnostic: shown even with -q (like ruff -q)
-        click.echo(render.not_read_warning(summary["not_read"]), err=True)
-    for line in render.skipped_warning(summary):  # so is bad input skipped (--on-bad-input skip)
-        click.echo(terminal_safe(line), err=True)
-    if as_json:
-        emit_json(summary, wrote=str(out_dir))
+    try:
+        say(quiet, render.encode_summary(summary, out_dir))
+        if summary.get("not_read"):  # input left out is a diagnostic: shown even with -q (like ruff -q)
+            click.echo(render.not_read_warning(summary["not_read"]), err=True)
+        for line in render.skipped_warning(summary):  # so is bad input skipped (--on-bad-input skip)
+            click.echo(terminal_safe(line), err=True)
+        if as_json:
+            emit_json(summary, wrote=str(out_dir))
+    except KeyboardInterrupt as e:  # the set is committed: a signal now cuts only the report short
+        raise Interrupted.after_commit(e, str(out_dir)) from None

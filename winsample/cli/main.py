@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import signal
 import sys
+import threading
 
 import click
 
@@ -81,24 +83,51 @@ def _usage_line(e: click.UsageError) -> str:
 
 
 def entry(prog_name: str = "winsample") -> None:
-    """The ``winsample`` command: ``main``, and an exit that always happens.
+    """The ``winsample`` command: ``main``, and an end that always comes, through ``os._exit``.
 
-    After a signal (exit 128 + N), when its cleanup is done, the process ends with ``os._exit``
-    (output flushed first): a helper thread may still be blocked in a read, which Python would
-    wait for at exit, and Ray's C++ exit handler raced its own threads after cancelled tasks
-    (a crash at exit, seen once in a few SIGTERMs)."""
+    After a signal (exit 128 + N) the process ends as soon as its cleanup is done: a helper
+    thread may still be blocked in a read, which Python would wait for at exit, and Ray's C++
+    exit handler raced its own threads after cancelled tasks (a crash at exit, seen once in a
+    few SIGTERMs). After any other end, the other threads and the exit handlers finish first,
+    with a signal held (the command is done: the run exits with its own code) and a second one
+    ending the process at once. Python's own finalization is skipped: it puts the default
+    action back on SIGTERM, and a signal in the teardown after it (Ray's, tens of milliseconds)
+    killed a finished run without a word."""
     try:
         main(prog_name=prog_name)
+        code = 0
     except SystemExit as e:
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        if code >= 128:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except Exception:
-                    pass
-            os._exit(code)
-        raise
+    if code < 128:
+        _finish_with_signals_held()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed pipe: nothing more can reach it
+            pass
+    os._exit(code)
+
+
+def _finish_with_signals_held() -> None:
+    """What Python does at exit before its finalization: wait for the threads that are not
+    daemons, run the ``atexit`` handlers. A first SIGINT, SIGTERM or SIGHUP waits; a second ends
+    the process with 128 + N."""
+    held: list[int] = []
+
+    def hold(signum, frame):
+        if held:
+            os._exit(128 + signum)
+        held.append(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if signum is not None and callable(signal.getsignal(signum)):
+            signal.signal(signum, hold)
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
 
 
 def _raise_interrupted(signum, frame):

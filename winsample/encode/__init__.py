@@ -15,12 +15,27 @@
 
 from __future__ import annotations
 
+from .. import formats
+from ..errors import Interrupted
 from .config import ERROR_MODES, SPLIT_METHODS, EncodeConfig
 from .executors.local import encode_corpus, run_local
 
 
 def run(config: EncodeConfig, *, progress=None, notice=None) -> dict:
-    """Run ``config`` on its engine (``local`` or ``ray``); return the summary (``--json`` prints it)."""
+    """Run ``config`` on its engine (``local`` or ``ray``); return the summary (``--json`` prints it).
+
+    A signal raises ``Interrupted``; one that came after the set was committed (meta.json went in
+    last, so a new one says so) names the folder as committed whole, whichever step it cut short."""
+    before = formats.meta_stamp(config.out_dir)
+    try:
+        return _run(config, progress, notice)
+    except KeyboardInterrupt as e:
+        if (isinstance(e, Interrupted) and e.committed) or formats.meta_stamp(config.out_dir) in (None, before):
+            raise
+        raise Interrupted.after_commit(e, str(config.out_dir)) from None
+
+
+def _run(config: EncodeConfig, progress, notice) -> dict:
     if config.records:
         from .sft import run as run_records
 

@@ -26,6 +26,16 @@ def staging_dir(out_dir: str | Path) -> Path:
     return stage
 
 
+def meta_stamp(out_dir: str | Path) -> tuple | None:
+    """The identity of ``out_dir``'s meta.json (None: none there). Every encode commits a set with
+    meta.json moved in last, under a new inode: a changed stamp says a set was committed whole."""
+    try:
+        st = os.stat(Path(out_dir) / META_JSON)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 def unfinished_commit(folder: str | Path) -> str:
     """Why ``folder``'s files may not match its meta.json, when an encode stopped while moving its
     committed set in (its staging folder holds the COMMIT mark; the next encode into the folder

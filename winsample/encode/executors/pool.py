@@ -213,6 +213,7 @@ def _abandon_pool(pool) -> None:
             proc.join(REAP_SECONDS)
         except Exception:
             pass
+    pool._state = mpool.TERMINATE  # its __del__ would post to a pipe already closed: a traceback on stderr
     _release_locks(pool)
 
 
