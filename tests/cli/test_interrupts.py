@@ -173,3 +173,51 @@ def test_a_signal_after_the_engine_committed_is_reported_as_after_the_commit(tmp
     with pytest.raises(Interrupted) as e:  # the same set again: meta.json replaced by the new commit
         encode.run(config)
     assert e.value.committed == str(tmp_path / "out")
+
+
+def test_a_signal_before_the_commit_is_not_taken_for_one_after_it_when_an_earlier_commit_was_finished(tmp_path, monkeypatch):
+    """A run first finishes the moves of an earlier run killed mid-commit (``formats.recover``):
+    that brings in another meta.json, written before this run began. A signal before this run's
+    own commit still says nothing was written (found by a review: it said "committed whole")."""
+    import json
+    import os
+    import shutil
+
+    from winsample import encode
+    from winsample.encode.executors import local
+
+    out = tmp_path / "out"
+    config = encode.EncodeConfig((str(CORPUS / "sonnets.txt"),), out, workers=1, split="tail")
+    encode.run(config)
+    stage = out / ".winsample-staging"  # what a run killed after writing its COMMIT mark leaves
+    stage.mkdir()
+    names = sorted(p.name for p in out.iterdir() if p.is_file() and p.suffix in (".bin", ".npy")) + ["meta.json"]
+    for name in names:
+        shutil.copy(out / name, stage / name)
+        os.utime(stage / name, (1e9, 1e9))  # written by that run, long before this one
+    (stage / "COMMIT").write_text(json.dumps(names))
+
+    def stage_set(*args, **kwargs):
+        raise Interrupted(signal.SIGTERM)  # lands in this run, before its commit
+
+    monkeypatch.setattr(local, "_stage", stage_set)
+    with pytest.raises(Interrupted) as e:
+        encode.run(config)
+    assert e.value.committed is None and str(e.value) == "interrupted by SIGTERM; nothing was written"
+    assert not stage.exists() and (out / "meta.json").stat().st_mtime == 1e9  # the earlier set, moved in whole
+
+
+def test_the_cli_ends_though_a_library_left_a_thread_pool_running(tmp_path):
+    """A thread pool nobody shut down ends at exit as Python ends it (its idle workers are told
+    to stop): found by a review, where the CLI's own exit joined them and waited forever."""
+    script = textwrap.dedent("""
+        import sys
+        from concurrent.futures import ThreadPoolExecutor
+        POOL = ThreadPoolExecutor(1)
+        POOL.submit(print, "task ran", file=sys.stderr).result()
+        sys.argv = ["winsample", "--version"]
+        from winsample.cli import entry
+        entry()
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stderr) == (0, "task ran\n") and r.stdout.startswith("winsample ")

@@ -111,9 +111,9 @@ def entry(prog_name: str = "winsample") -> None:
 
 
 def _finish_with_signals_held() -> None:
-    """What Python does at exit before its finalization: wait for the threads that are not
-    daemons, run the ``atexit`` handlers. A first SIGINT, SIGTERM or SIGHUP waits; a second ends
-    the process with 128 + N."""
+    """What Python does at exit before its finalization: threading's shutdown (an executor's idle
+    workers told to stop, then the threads that are not daemons joined) and the ``atexit``
+    handlers. A first SIGINT, SIGTERM or SIGHUP waits; a second ends the process with 128 + N."""
     held: list[int] = []
 
     def hold(signum, frame):
@@ -124,9 +124,13 @@ def _finish_with_signals_held() -> None:
     for signum in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if signum is not None and callable(signal.getsignal(signum)):
             signal.signal(signum, hold)
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    shutdown = getattr(threading, "_shutdown", None)  # Python's own: also stops idle executor workers
+    if shutdown is not None:
+        shutdown()
+    else:
+        for thread in threading.enumerate():
+            if thread is not threading.current_thread() and not thread.daemon:
+                thread.join()
     atexit._run_exitfuncs()
 
 

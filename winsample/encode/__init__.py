@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+import time
+
 from .. import formats
 from ..errors import Interrupted
 from .config import ERROR_MODES, SPLIT_METHODS, EncodeConfig
@@ -26,11 +28,11 @@ def run(config: EncodeConfig, *, progress=None, notice=None) -> dict:
 
     A signal raises ``Interrupted``; one that came after the set was committed (meta.json went in
     last, so a new one says so) names the folder as committed whole, whichever step it cut short."""
-    before = formats.meta_stamp(config.out_dir)
+    before, start = formats.meta_stamp(config.out_dir), time.time_ns()
     try:
         return _run(config, progress, notice)
     except KeyboardInterrupt as e:
-        if (isinstance(e, Interrupted) and e.committed) or formats.meta_stamp(config.out_dir) in (None, before):
+        if (isinstance(e, Interrupted) and e.committed) or not formats.committed_since(config.out_dir, before, start):
             raise
         raise Interrupted.after_commit(e, str(config.out_dir)) from None
 

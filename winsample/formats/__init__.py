@@ -109,7 +109,7 @@ Checksums are xxh3-128 (``"xxh3_128:<32 hex>"``): it runs at several GB/s, faste
 disk, where sha256 would be the slowest part of a run.
 """
 
-from .dataset import dataset_files, meta_stamp, recover, staging_dir, unfinished_commit
+from .dataset import committed_since, dataset_files, meta_stamp, recover, staging_dir, unfinished_commit
 from .meta import (
     FORMAT_NAME,
     FORMAT_VERSION,

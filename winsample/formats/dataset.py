@@ -27,13 +27,22 @@ def staging_dir(out_dir: str | Path) -> Path:
 
 
 def meta_stamp(out_dir: str | Path) -> tuple | None:
-    """The identity of ``out_dir``'s meta.json (None: none there). Every encode commits a set with
-    meta.json moved in last, under a new inode: a changed stamp says a set was committed whole."""
+    """The identity of ``out_dir``'s meta.json (None: none there): (dev, inode, mtime in ns, size).
+    Every encode commits a set with meta.json moved in last, under a new inode (``committed_since``)."""
     try:
         st = os.stat(Path(out_dir) / META_JSON)
     except OSError:
         return None
     return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def committed_since(out_dir: str | Path, before: tuple | None, start_ns: int) -> bool:
+    """Whether a run that found meta.json as ``before`` (``meta_stamp``) and started at
+    ``start_ns`` (``time.time_ns()``) committed a set: meta.json is another file now, written
+    since the start. An earlier run's set that ``recover`` moved in was written before it."""
+    now = meta_stamp(out_dir)
+    # 1 s of slack: a file's mtime comes from the kernel's coarse clock, a few ms behind time_ns
+    return now is not None and now != before and now[2] >= start_ns - 1_000_000_000
 
 
 def unfinished_commit(folder: str | Path) -> str:
