@@ -93,6 +93,7 @@ def build(specs: list[SourceSpec], out: str | Path, windows: int | None = None, 
                                   f" more than --max-repeats {max_repeats}; lower its weight or the epoch")
     inputs = [q for s in specs for q in tokensrc.plan_inputs(s.plan)]  # the plans and the datasets behind them
     disk.refuse_overwrite([out, formats.plan_sidecar(out)], inputs)
+    formats.refuse_plan_files([out, formats.plan_sidecar(out)])  # -o PLAN.tokens.npy: another plan's windows
     folder = out.parent if str(out.parent) else Path(".")
     if not folder.is_dir():
         raise ConfigError(f"-o {out}: folder {folder} does not exist")

@@ -531,3 +531,14 @@ def test_mix_refuses_windows_with_epoch_of_and_an_unknown_epoch_of_source(tmp_pa
     r, _ = mix(tmp_path, *srcs, "-o", tmp_path / "m.plan.npy", "--epoch-of", "books")
     assert r.exit_code == 2 and "books" in r.stderr and "web, code" in r.stderr
     assert not (tmp_path / "m.plan.npy").exists()
+
+
+def test_mix_never_writes_over_another_plans_materialized_windows(tmp_path, three):
+    """`-o books.plan.tokens.npy` put a mixture where plan books.plan.npy (no source of it) has
+    its windows served from."""
+    web, code, books = three
+    victim = formats.materialized_path(books)
+    victim.write_bytes(b"the windows of books")
+    r, _ = mix(tmp_path, f"web=1:{web}", f"code=1:{code}", "-o", victim)
+    assert r.exit_code == 2 and f"is the materialized windows of the plan {books}" in r.stderr
+    assert victim.read_bytes() == b"the windows of books" and not formats.plan_sidecar(victim).exists()

@@ -740,13 +740,35 @@ def test_each_shard_sidecar_counts_its_own_windows_and_coverage(tmp_path):
     assert total == len(full) == fside["stats"]["windows"]
 
 
-@pytest.mark.parametrize(("fmt", "name"), [("txt", "p.npy"), ("jsonl", "p.npy"), ("npy", "p.txt"), ("npy", "p.jsonl")])
+@pytest.mark.parametrize(("fmt", "name"), [("txt", "p.npy"), ("jsonl", "p.npy"), ("npy", "p.txt"), ("npy", "p.jsonl"),
+                                           ("npy", "p.json")])
 def test_a_plan_name_that_says_another_format_is_refused(tmp_path, fmt, name):
     """--format txt into p.npy wrote text that verify, inspect and the Loader then failed to read as .npy."""
     b = bin_file(tmp_path / "a.bin", 1000)
     r = run_cli(b, "-T", 8, "--format", fmt, "-o", tmp_path / name)
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and f"with --format {fmt}" in r.stderr
     assert not (tmp_path / name).exists()
+
+
+@pytest.mark.parametrize(("name", "args"), [("p.npy.json", ("--format", "jsonl")), ("p.tokens.npy", ()),
+                                           ("p.tokens.npy", ("--materialize",))])
+def test_another_plans_sidecar_or_windows_is_never_written_over(tmp_path, name, args):
+    """A new user's trial: `-o p.npy.json` wrote over plan p.npy's sidecar (p.npy then unreadable) and
+    `-o p.tokens.npy` over its materialized windows (verify: another plan's shape), both exit 0."""
+    b = bin_file(tmp_path / "a.bin", 3000)
+    assert run_cli(b, "-T", 64, "--materialize", "-o", tmp_path / "p.npy", "-q").exit_code == 0
+    before = {f.name: f.read_bytes() for f in tmp_path.iterdir()}
+    r = run_cli(b, "-T", 32, *args, "-o", tmp_path / name, "-q")
+    what = "sidecar" if name.endswith(".json") else "materialized windows"
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr == f"error: -o {tmp_path / name}: is the {what} of the plan {tmp_path / 'p.npy'}; writing it would break that plan: pick another output path\n"
+    assert {f.name: f.read_bytes() for f in tmp_path.iterdir()} == before
+
+
+def test_a_plan_named_like_a_sidecar_or_windows_of_no_plan_is_written(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 3000)
+    assert run_cli(b, "-T", 32, "-o", tmp_path / "q.tokens.npy", "-q").exit_code == 0  # there is no q.npy
+    assert formats.load_plan(tmp_path / "q.tokens.npy")[1].T == 32
 
 
 def test_a_new_plan_set_replaces_every_file_an_older_run_wrote_under_its_name(tmp_path):

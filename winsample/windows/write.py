@@ -104,12 +104,13 @@ def run(bin_path, out: str, o: Options, meta_path=None, stream=None, progress=No
         if out.endswith(("/", os.sep)):
             raise ConfigError(f"-o {out}: names a folder; give the plan's file name, e.g. {out}train.plan.npy")
         disk.refuse_overwrite(written_paths(out, o), formats.dataset_files(bin_path, meta_path))
+        formats.refuse_plan_files(written_paths(out, o))  # another plan's sidecar or windows
         stage = formats.plan_stage_path(out)  # removed whole before and after the run: an input there would go with it
         inside = disk.first_inside(stage, [p for p in (bin_path, meta_path) if p and str(p) != "-"])
         if inside is not None:
             raise ConfigError(f"{inside}: is inside {stage}, which this run writes and removes; move it out, or pick another -o")
         suffix = Path(out).suffix.lower()
-        text_name = suffix in (".txt", ".tsv", ".jsonl")
+        text_name = suffix in (".txt", ".tsv", ".jsonl", ".json")
         if (o.format == "npy" and text_name) or (o.format != "npy" and suffix == ".npy"):
             raise ConfigError(f"-o {out} with --format {o.format}: the name says {suffix[1:]}, the contents would be"
                               f" {o.format}; name it {Path(out).stem}.{'npy' if o.format == 'npy' else o.format} or pick the other --format")
