@@ -94,7 +94,7 @@ def test_a_check_taken_out_is_gone_everywhere(tmp_path, monkeypatch):
     assert "probe_gone" not in registry.runs("dataset")
     assert "probe_gone" not in verify.CHECK_NAMES and "probe_gone" not in _help(monkeypatch)
     assert not any(c.name == "probe_gone" for c in verify.verify(folder, [plan]).checks)
-    assert len(verify.CHECK_NAMES) == 25
+    assert len(verify.CHECK_NAMES) == 26
 
 
 def test_a_check_must_name_a_known_stage_and_a_unique_name():

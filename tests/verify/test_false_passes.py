@@ -111,3 +111,18 @@ def test_a_bare_uint32_file_of_mostly_wide_ids_after_an_english_start_is_named(t
                                     for c in bad)
     genuine = rng.integers(0, 50_257, 2_000_000).astype("<u2")  # real uint16 ids: no false alarm
     assert wider_ids_share(genuine) is None
+
+
+def test_a_plan_whose_windows_are_not_the_models_length_fails_with_minus_T(data, tmp_path):
+    """A new user's trial: `verify --plan p.npy -T 512` passed a plan of 1024-token windows, which
+    a model of block size 512 cannot take. -T is the model's input length: each plan must have it."""
+    plan = tmp_path / "p.npy"
+    assert run("windows", data / "train.bin", "-T", 1024, "--stride", 512, "-o", plan, "-q").exit_code == 0
+    r = run("verify", data, "--plan", plan, "-T", 512, "--max-leakage", 1, "--json", "-q")
+    assert r.exit_code == 1 and failing(r) == {"context_length"}
+    line = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "context_length")
+    assert line["detail"] == "the plan's windows are T = 1024 tokens, but the model takes -T 512: plan again with -T 512, or give the model's own length"
+    r = run("verify", data, "--plan", plan, "-T", 1024, "--max-leakage", 1, "--json", "-q")
+    assert r.exit_code == 0 and [c["status"] for c in json.loads(r.stdout)["checks"] if c["name"] == "context_length"] == ["pass"]
+    r = run("verify", data, "--plan", plan, "--max-leakage", 1, "--json", "-q")  # no -T: the plan's own T is the length
+    assert r.exit_code == 0 and "context_length" not in {c["name"] for c in json.loads(r.stdout)["checks"]}

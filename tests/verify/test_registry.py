@@ -34,7 +34,7 @@ def _listed(help_text: str) -> list[str]:
 
 def test_check_names_come_from_the_registry():
     assert verify.CHECK_NAMES == registry.CHECK_NAMES == tuple(c.name for c in registry.CHECKS)
-    assert len(set(verify.CHECK_NAMES)) == len(verify.CHECK_NAMES) == 25
+    assert len(set(verify.CHECK_NAMES)) == len(verify.CHECK_NAMES) == 26
     for c in registry.CHECKS:
         assert c.help and "\n" not in c.help and c.reads, c.name
         assert registry.get(c.name) is c and str(c) == c.name
@@ -48,7 +48,7 @@ def test_each_stage_runs_its_checks_in_report_order():
     assert {s: registry.runs(s) for s in registry.STAGES} == {
         "file": ("dtype_divisible", "min_length", "vocab_range"),
         "dataset": ("llmc_shards", "megatron_index", "meta", "provenance", "split_leakage", "loss_mask"),
-        "plan": ("plan_bounds", "plan_params", "alignment", "materialized"),
+        "plan": ("plan_bounds", "plan_params", "alignment", "materialized", "context_length"),
         "mixture": ("mixture_sources", "mixture_counts", "mixture_prefix"),
         "final": ("retokenize", "decode"),
     }
@@ -99,7 +99,11 @@ def test_real_reports_name_exactly_the_registered_checks(tmp_path):
     r = CliRunner().invoke(main, ["verify", str(tmp_path / "pairs"), "--json", "-q"])
     records = {c["name"] for c in json.loads(r.stdout)["checks"]}
     assert "loss_mask" in records
-    assert seen | packed | mixed | records == set(registry.CHECK_NAMES)
+    # the model's input length given (-T): context_length, which runs only then
+    r = CliRunner().invoke(main, ["verify", str(data), "--plan", str(tmp_path / "bf.npy"), "-T", "128", "--json", "-q"])
+    sized = {c["name"] for c in json.loads(r.stdout)["checks"]}
+    assert "context_length" in sized
+    assert seen | packed | mixed | records | sized == set(registry.CHECK_NAMES)
 
 
 def test_every_report_line_is_added_under_a_registered_check():

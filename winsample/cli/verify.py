@@ -31,7 +31,8 @@ class _VerifyCommand(click.Command):
 @click.option("--plan", "plans", multiple=True, type=click.Path(path_type=str), metavar="PLAN.npy",
               help="A window plan (or a mixture, from mix) to check against its token file (repeatable).")
 @click.option("-T", "--context", "T", type=click.IntRange(min=1), default=None,
-              help="Model input length: min_length checks N ≥ T + 1. Default: from each plan's sidecar.")
+              help="Model input length: min_length checks N ≥ T + 1, context_length that each plan's windows are T"
+                   " tokens. Default: from each plan's sidecar.")
 @click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.95, show_default=True,
               help="Least share of tokens inside at least one window.")  # the article's threshold
 @click.option("--max-leakage", type=click.FloatRange(0, 1), default=0.01, show_default=True,

@@ -1,5 +1,6 @@
 """The plan checks that read its windows' tokens: alignment ((x, y) as get_batch builds them,
-in a sample of windows) and materialized (PLAN.tokens.npy holds exactly the windows)."""
+in a sample of windows) and materialized (PLAN.tokens.npy holds exactly the windows); and
+context_length (the windows are as long as the model's input, ``-T``)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,20 @@ def materialized(report: Report, ctx, plan: Plan) -> None:
     _check_materialized(report, plan.plan_path, plan.label, plan.rows, plan.side, plan.scan, plan.span)
 
 
-ALIGNMENT, MATERIALIZED = alignment.spec, materialized.spec
+@check("context_length", help="a plan's windows are -T tokens long, the model's input length (only with -T)", reads="plans",
+       stage="plan")
+def context_length(report: Report, ctx, plan: Plan) -> None:
+    T = ctx.opts.T
+    if T is None:  # no length of the model's given: the plan's own T is the one its windows are checked by
+        return
+    if plan.T == T:
+        report.add(CONTEXT_LENGTH, plan.label, Status.PASS, f"windows of T = {T} tokens, the model's input length (-T)", T=T)
+    else:
+        report.add(CONTEXT_LENGTH, plan.label, Status.FAIL, f"the plan's windows are T = {plan.T} tokens, but the model takes"
+                   f" -T {T}: plan again with -T {T}, or give the model's own length", T=plan.T, required=T)
+
+
+ALIGNMENT, MATERIALIZED, CONTEXT_LENGTH = alignment.spec, materialized.spec, context_length.spec
 
 
 def _check_materialized(report, plan_path: Path, label, rows, side, scan, span) -> None:
