@@ -271,6 +271,20 @@ def test_inspect_plan_shows_each_windows_source_as_path_line_and_id(tmp_path):
     assert js["windows"][0]["source"]["id"] == prov.source(int(np.searchsorted(starts, rows["start"][5], "right")) - 1)["id"]
 
 
+def test_a_source_named_with_a_line_break_keeps_each_inspect_row_on_one_line(tmp_path):
+    """A new user's trial: an input file named 'new\\nline.txt' split its rows over two lines."""
+    folder = tmp_path / "sp ace"
+    folder.mkdir()
+    (folder / "new\nline.txt").write_text("Some words of a document. " * 400, encoding="utf-8")
+    encode_corpus([str(folder)], tmp_path / "out", workers=1, split="tail")
+    plan = tmp_path / "p.npy"
+    assert run("windows", tmp_path / "out" / "train.bin", "-T", 64, "-o", plan, "-q").exit_code == 0
+    r = run("inspect", plan, "--at", 3, "--count", 2)
+    assert r.exit_code == 0, r.stderr
+    rows = [x for x in r.stdout.splitlines() if x.split() and x.split()[0] in ("3", "4")]
+    assert len(rows) == 2 and all(x.endswith(f"  {folder}/new⟨0a⟩line.txt:1") for x in rows), r.stdout
+
+
 def test_python_api_traces_a_document_a_position_and_a_plan_row(tmp_path):
     src = sft_corpus(tmp_path / "sft.jsonl", n=60, seed=14)
     out = tmp_path / "out"

@@ -592,7 +592,7 @@ def _packed_window_lines(r: dict, style) -> list[str]:
             head = f"{w['window']:>8} {w['tokens']:>8}" if k == 0 else " " * 17
             line = f"{head} {g['row']:>10} {g['start']:>14} {g['length']:>8} {g['doc']:>10}"
             if "source" in g:
-                line += "  " + provenance.source_text(g["source"])
+                line += "  " + terminal_safe(provenance.source_text(g["source"]), keep="")  # a row is one line
             lines.append(line)
     return lines
 
@@ -606,12 +606,12 @@ def _mixture_lines(r: dict, style) -> list[str]:
             lines.append(style(title, "head"))
             lines += _kv_lines(r[title], style, indent=2)
     lines.append(style(f"epoch: {r['windows']} windows ({r['rule_words']})", "head"))
-    width = max([len(terminal_safe(s["name"])) for s in r["sources"]] + [6])
+    width = max([len(terminal_safe(s["name"], keep="")) for s in r["sources"]] + [6])
     lines.append(style(f"  {'source':<{width}} {'weight':>8} {'windows':>10} {'count':>10} {'share':>8} {'repeats':>8}"
                        f" {'tokens/epoch':>13}  plan", "key"))
     for s in r["sources"]:
         lo, hi = s["repeats"]
-        lines.append(f"  {terminal_safe(s['name']):<{width}} {_fmt(s['weight']):>8} {s['windows']:>10} {s['count']:>10}"
+        lines.append(f"  {terminal_safe(s['name'], keep=''):<{width}} {_fmt(s['weight']):>8} {s['windows']:>10} {s['count']:>10}"
                      f" {s['share']:>8.2%} {(str(hi) if lo == hi else f'{lo}-{hi}'):>8} {'~' + str(s['tokens_per_epoch']):>13}"
                      f"  {_fmt(s['plan'])}")
     end = r["at"] + len(r["positions"])
@@ -619,7 +619,7 @@ def _mixture_lines(r: dict, style) -> list[str]:
     if r["positions"]:
         lines.append(style(f"{'position':>10} {'source':<{width}} {'window':>10} {'start':>14} {'length':>8}", "key"))
     for p in r["positions"]:
-        lines.append(f"{p['position']:>10} {terminal_safe(p['source']):<{width}} {p['window']:>10} {p['start']:>14} {p['length']:>8}")
+        lines.append(f"{p['position']:>10} {terminal_safe(p['source'], keep=''):<{width}} {p['window']:>10} {p['start']:>14} {p['length']:>8}")
     return lines
 
 
@@ -646,6 +646,6 @@ def _plan_lines(r: dict, style) -> list[str]:
     for w in r["windows"]:
         line = f"{w['row']:>10} {w['start']:>14} {w['length']:>8} {w['doc']:>10} {w['fresh']:>8}"
         if "source" in w:
-            line += "  " + provenance.source_text(w["source"])
+            line += "  " + terminal_safe(provenance.source_text(w["source"]), keep="")  # a row is one line, whatever a name holds
         lines.append(line)
     return lines

@@ -10,6 +10,7 @@ source's plan alone.
 
 from __future__ import annotations
 
+import json
 import pickle
 import shutil
 from pathlib import Path
@@ -21,7 +22,7 @@ from click.testing import CliRunner
 import winsample
 from winsample import formats
 from winsample.cli import main
-from winsample.errors import ConfigError, DataError
+from winsample.errors import ConfigError, DataError, InputError
 from winsample.planning import mixture
 
 from ..conftest import CORPUS
@@ -306,6 +307,20 @@ def test_a_source_replanned_after_mixing_is_refused(data, tmp_path):
     ok("windows", tmp_path / "code" / "train.bin", "-T", T, "--stride", 4, "-o", tmp_path / "code" / "train.plan.npy", "-q")
     with pytest.raises(DataError, match="source code .* changed since the mixture was made"):
         winsample.Loader(str(tmp_path / "m.plan.npy"), batch_size=4, seed=0)
+
+
+def test_a_mixture_moved_without_its_sources_names_where_it_looked(data, tmp_path, monkeypatch):
+    """A new user's trial: copied into another folder, the Loader said only "plays/train.plan.npy:
+    no such file" (relative to what?); it says, as verify does, that the mixture names the plan
+    relative to its own folder."""
+    for name in ("mix.plan.npy", "mix.plan.npy.json"):
+        shutil.copy(data / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    named = json.loads((tmp_path / "mix.plan.npy.json").read_text())["sources"][0]["plan"]
+    with pytest.raises(InputError) as e:
+        winsample.Loader("mix.plan.npy", batch_size=4, seed=0)
+    assert str(e.value) == (f"mix.plan.npy: source {SOURCES[0]}: {named}: no such plan (the mixture names {named!r},"
+                            f" relative to its own folder, {tmp_path})")
 
 
 def test_tokens_path_for_a_mixture_is_refused(data):

@@ -251,6 +251,17 @@ class MixtureSource:
         out.update(self.extra)
         return out
 
+    def path_in(self, folder: Path) -> Path:
+        """The source plan of a mixture plan that lies in ``folder``."""
+        return Path(folder) / self.plan
+
+    def missing(self, folder: Path) -> str | None:
+        """Why the source plan is not in ``folder`` (a mixture moved without its sources), or None."""
+        path = self.path_in(folder)
+        if os.path.lexists(path):
+            return None
+        return f"{path}: no such plan (the mixture names {self.plan!r}, relative to its own folder, {os.path.abspath(folder)})"
+
 
 @dataclass
 class PlanSidecar:

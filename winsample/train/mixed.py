@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import DataError, InputError
 from ..planning import boundaries as bnd
 from ..planning import mixture
 from ..tokensrc import MIXTURE_HINT, open_planned, plan_tokens
@@ -38,7 +38,10 @@ class Mixed:
         self.salt = salt if isinstance(salt, int) and not isinstance(salt, bool) and salt >= 0 else None
         self.plans: list[Plan] = []
         for s, row in zip(side.sources, plan.rows):
-            p = read_plan(folder / s.plan)
+            missing = s.missing(folder)
+            if missing is not None:
+                raise InputError(f"{where}: source {s.name}: {missing}")
+            p = read_plan(s.path_in(folder))
             if s.rows_checksum and p.sidecar.rows_checksum != s.rows_checksum:
                 raise DataError(f"{where}: source {s.name} ({folder / s.plan}) changed since the mixture was made"
                                 " (its rows checksum differs): run winsample mix again")

@@ -34,7 +34,6 @@ not a file) stops verify (exit 2), as an unreadable PATH does.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,10 +98,9 @@ def open_mixture(plan_path: Path, got: Prepared) -> Mixture:
     """The mixture and each source plan it names (relative to its folder), read once."""
     sources = []
     for i, e in enumerate(got.side.sources):
-        s = Source(i, e, plan_path.parent / e.plan, f"{e.name}:{Path(e.plan).name}")
-        if not os.path.lexists(s.path):
-            s.error = f"{s.path}: no such plan (the mixture names {e.plan!r}, relative to its folder)"
-        else:
+        s = Source(i, e, e.path_in(plan_path.parent), f"{e.name}:{Path(e.plan).name}")
+        s.error = e.missing(plan_path.parent)
+        if s.error is None:
             try:
                 rows, side = formats.load_plan(s.path)
                 s.got = Prepared(rows, side, rows_checksum=formats.rows_checksum(rows))
