@@ -860,3 +860,29 @@ def test_files_named_like_the_family_that_record_no_run_are_kept_and_named_in_a_
                         " p.T32.npy.json, p.T64.npy, p.T64.npy.json; left in place: remove them if they are an older set of this plan\n")
     assert sorted(q.name for q in tmp_path.glob("p.*")) == ["p.T32.npy", "p.T32.npy.json", "p.T64.npy", "p.T64.npy.json",
                                                            "p.npy", "p.npy.json"]
+
+
+def test_a_meta_json_whose_token_count_is_not_its_bytes_is_refused_as_verify_fails_it(tmp_path):
+    """A new user's trial: with splits.val.tokens edited (bytes and the file still agree), inspect
+    warned and verify failed `meta`, but windows planned without a word."""
+    import winsample
+    from winsample.errors import DataError
+
+    from ..conftest import CORPUS
+
+    data = tmp_path / "data"
+    assert CliRunner().invoke(main, ["encode", str(CORPUS), "-o", str(data), "-q"]).exit_code == 0
+    assert run_cli(data / "val.bin", "-T", 64, "-o", tmp_path / "before.npy", "-q").exit_code == 0  # made while it was whole
+    meta = json.loads((data / "meta.json").read_text())
+    real = meta["splits"]["val"]["tokens"]
+    assert meta["splits"]["val"]["bytes"] == 2 * real
+    meta["splits"]["val"]["tokens"] = real - 600
+    (data / "meta.json").write_text(json.dumps(meta))
+    r = run_cli(data / "val.bin", "-T", 64, "-o", tmp_path / "p.npy")
+    assert (r.exit_code, r.stdout) == (1, "") and not (tmp_path / "p.npy").exists()
+    assert r.stderr == (f"error: {data / 'meta.json'}: val records {real - 600} tokens in {2 * real} bytes, which hold {real}"
+                        f" tokens of uint16: meta.json does not describe {data / 'val.bin'} (edited, or another set's);"
+                        " run `winsample verify`, or re-encode\n")
+    assert run_cli(data / "train.bin", "-T", 64, "-o", tmp_path / "t.npy", "-q").exit_code == 0  # train's entry is whole
+    with pytest.raises(DataError, match="val records"):  # nor is a plan made before the edit served from it
+        winsample.Loader(str(tmp_path / "before.npy"), batch_size=2, seed=0).batch(0)

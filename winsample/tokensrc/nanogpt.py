@@ -139,12 +139,19 @@ class OpenSplit:
         return self.entry.checksum if self.entry is not None else None
 
     def size_problem(self) -> str | None:
-        """Why the file does not match its meta entry's size (it changed since encode), or None."""
-        if self.entry is not None and not self.sharded and self.entry.bytes != self.nbytes:
+        """Why the file does not match its meta entry's size (it changed since encode), or the
+        entry its own count of tokens (an edited meta.json), or None."""
+        if self.entry is None or self.sharded:
+            return None
+        if self.entry.bytes != self.nbytes:
             pending = unfinished_commit(Path(self.meta_path).parent)
             return (f"{self.path}: {self.nbytes} bytes, but {self.meta_path} says {self.entry.bytes}: the file"
                     + (" is from another set" + pending if pending else
                        " changed since it was encoded; re-encode it or pass a matching --meta"))
+        if self.entry.tokens * self.itemsize != self.entry.bytes:
+            return (f"{self.meta_path}: {self.name} records {self.entry.tokens} tokens in {self.entry.bytes} bytes, which hold"
+                    f" {self.entry.bytes // self.itemsize} tokens of {dtype_name(self.dtype)}: meta.json does not describe {self.path}"
+                    " (edited, or another set's); run `winsample verify`, or re-encode")
         return None
 
 

@@ -120,9 +120,11 @@ def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
     ``formats.PlanSource``): ``source.path`` as given to ``windows`` (relative to where it ran),
     else that path from the plan's folder, else ``source.file`` beside the plan. A candidate counts only when its size is
     ``source.bytes`` and, where a meta.json describes it, its recorded checksum is
-    ``source.checksum`` (no token is read); DataError naming what was tried otherwise, and ``hint``."""
+    ``source.checksum`` (no token is read); DataError naming what was tried otherwise, and ``hint``
+    (or, where a file of the plan's size could not be opened as planned, the reason it could not)."""
     plan_path = Path(plan_path)
     tried = []
+    refused = None  # why a file of the plan's size could not be opened
     given = Path(source.path) if source.path else None
     beside = plan_path.parent / given if given is not None and not given.is_absolute() else None  # windows run where the plan lies
     from_plan = plan_path.parent / source.from_plan if source.from_plan else None  # from any working folder
@@ -137,7 +139,9 @@ def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
             continue
         try:
             src = open_source(p)
-        except (DataError, InputError):
+        except (DataError, InputError) as e:
+            if refused is None and source.bytes is not None and p.is_file() and p.stat().st_size == source.bytes:
+                refused = e  # the plan's own file by its size, which cannot be read as planned: that is the news
             continue
         if source.bytes is not None and src.nbytes != source.bytes:
             continue
@@ -145,6 +149,8 @@ def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
         if recorded and source.checksum and recorded != source.checksum:
             continue
         return p
+    if refused is not None:
+        raise refused
     raise DataError(f"{plan_path}: its token file is not where its sidecar says (tried {', '.join(tried) or 'nothing'},"
                     f" {source.bytes} bytes{', ' + source.checksum if source.checksum else ''}): {hint}")
 
