@@ -596,6 +596,16 @@ def _touched_input(src):
     os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
 
 
+def _rewritten_input(src):
+    """d002.txt's text changed at the same size, its mtime put back (as cp -p, rsync -a, touch -r do)."""
+    victim = src / "d002.txt"
+    st = victim.stat()
+    text = victim.read_text()
+    victim.write_text(text.swapcase())
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert victim.stat().st_size == st.st_size and text.swapcase() != text
+
+
 def _corrupt_partial(out):
     path = out / formats.PARTIAL_DIR / "train.bin"
     data = bytearray(path.read_bytes())
@@ -608,6 +618,7 @@ def _corrupt_partial(out):
     [
         ("input content", lambda src, out: _changed_input(src), {}, "d000.txt: changed since the checkpoint"),
         ("input mtime", lambda src, out: _touched_input(src), {}, "d001.txt: changed since the checkpoint"),
+        ("input rewritten, mtime kept", lambda src, out: _rewritten_input(src), {}, "d002.txt: changed since the checkpoint"),
         ("seed", lambda src, out: None, {"seed": 6}, "options changed since the checkpoint (seed)"),
         ("text field", lambda src, out: None, {"text_field": "body"}, "options changed since the checkpoint (text_field)"),
         ("dtype", lambda src, out: None, {"dtype": "uint32"}, "options changed since the checkpoint (dtype)"),

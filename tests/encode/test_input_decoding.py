@@ -236,6 +236,11 @@ def test_skip_leaves_null_parquet_rows_out_and_fail_lists_them(tmp_path, ref_gpt
     assert ids_of(out) == ref_ids(ref_gpt2, ["one", "three", "five"]) and s["skipped_records"] == 2
     prov = formats.read_provenance(out, formats.read_meta(out / "meta.json"), "train")
     assert [prov.source(d)["line"] for d in range(3)] == [1, 3, 5]  # 1-based rows, as before
+    # messages index rows from 0 (as pyarrow and pandas do), meta.json's bad_inputs keep the 1-based line
+    assert [(b["line"], b["error"].split(": ")[1]) for b in s["bad_inputs"]] == [(2, "row 1"), (4, "row 3")]
+    r = cli([tmp_path / "d.parquet", "-o", tmp_path / "skipped", "--val-fraction", "0", "--on-bad-input", "skip"])
+    assert r.exit_code == 0 and r.stderr.splitlines()[1] == ("warning: bad input skipped (--on-bad-input skip): 2 records;"
+                                                             " each below, all counted in meta.json's stats")
 
 
 def test_skip_keeps_the_records_before_broken_gzip_data_and_leaves_out_the_rest(tmp_path, ref_gpt2):

@@ -376,6 +376,28 @@ def test_kill_9_at_random_moments_then_resume_gives_the_uninterrupted_bytes(tmp_
     assert reused >= 3  # the kills landed mid-run, and finished parts were used again
 
 
+def test_resume_encodes_again_an_input_rewritten_at_the_same_size_with_its_mtime_put_back(tmp_path, monkeypatch):
+    """A new user's trial: an input edited in place and given its old mtime back (cp -p, rsync -a,
+    touch -r do so) kept its finished parts: the resumed set held the old text's ids."""
+    src = _jsonl(tmp_path, corpus_text())
+    out = tmp_path / "out"
+    finish = shards.Merger.finish
+    monkeypatch.setattr(shards.Merger, "finish", lambda self, *a, **k: (_ for _ in ()).throw(Interrupted(signal.SIGTERM)))
+    with pytest.raises(Interrupted):
+        encode_corpus([str(src)], out, workers=2, shard_size=SMALL_PARTS)
+    monkeypatch.setattr(shards.Merger, "finish", finish)
+    st = src.stat()
+    data = src.read_bytes()
+    at = data.index(b"the")
+    src.write_bytes(data[:at] + b"THE" + data[at + 3 :])  # same size, other text
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (src.stat().st_size, src.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    summary = encode_corpus([str(src)], out, workers=2, shard_size=SMALL_PARTS, resume_partial=True)
+    assert not summary["resumed"] or summary["resumed"]["parts"] == 0
+    want, _ = encoded(tmp_path, [src], 1)
+    assert files_of(out) == want
+
+
 def test_a_partial_of_other_options_is_not_reused(tmp_path):
     (tmp_path / "a.jsonl").write_text("".join(json.dumps({"text": f"row {k} " * 30}) + "\n" for k in range(3000)))
     out = tmp_path / "out"

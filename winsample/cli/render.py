@@ -58,7 +58,7 @@ def _skipped(summary: dict) -> str:
     if summary.get("skipped_inputs"):
         parts.append(plural(summary["skipped_inputs"], "file"))
     if summary.get("skipped_records"):
-        parts.append(plural(summary["skipped_records"], "JSONL line"))
+        parts.append(plural(summary["skipped_records"], "record"))  # JSONL lines, Parquet or Arrow rows
     return " and ".join(parts)
 
 

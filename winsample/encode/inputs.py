@@ -113,6 +113,9 @@ class Source:
     gz: bool
     size: int | None  # bytes on disk; None for stdin until read
     mtime_ns: int | None = None  # modification time when found (then when opened); None for stdin
+    # status-change time, likewise: any write moves it, and nothing puts it back (cp -p, rsync -a and
+    # touch -r restore mtime), so a checkpoint keyed by it notices content rewritten at the same size and mtime
+    ctime_ns: int | None = None
 
     decompressed: int | None = None  # .gz / .zst: bytes of the decompressed stream, once read whole
     dev: int | None = None  # st_dev and st_ino when found: the same file named twice is told apart from two
@@ -332,8 +335,8 @@ def _source(label: str, path: Path, kind: str, codec: str) -> Source:
         raise InputError(f"{label}: cannot read: {e.strerror}") from None
     if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end: refused, not read
         raise InputError(f"{label}: not a regular file (a FIFO, socket or device); encode a regular file or pipe it to -")
-    return Source(label, path, kind, codec == ".gz", st.st_size, st.st_mtime_ns, dev=st.st_dev, ino=st.st_ino,
-                  zst=codec == ".zst")
+    return Source(label, path, kind, codec == ".gz", st.st_size, st.st_mtime_ns, st.st_ctime_ns, dev=st.st_dev,
+                  ino=st.st_ino, zst=codec == ".zst")
 
 
 class Reader:
@@ -353,7 +356,7 @@ class Reader:
         self.raw = sys.stdin.buffer if src.path is None else src.open()
         self.stat = None if src.path is None else os.fstat(self.raw.fileno())
         if self.stat is not None:
-            src.mtime_ns = self.stat.st_mtime_ns
+            src.mtime_ns, src.ctime_ns = self.stat.st_mtime_ns, self.stat.st_ctime_ns
         self.bad_data: tuple = (zlib.error,)  # what the decompressor raises on broken data (and OSError, EOFError)
         self.broken: BadInput | None = None  # a break in compressed data, raised by the read after the data before it
         self.stream = self.raw

@@ -8,12 +8,12 @@ atomically rewrites ``.partial/journal.json``::
      "params":  {…everything that changes the output bytes: tokenizer (name, ranks sha256,
                  n_vocab, eot), dtype, eot, split method / fraction / seed, text field,
                  input format, errors mode, winsample version…},
-     "inputs":  [{"path": absolute path, "bytes": size, "mtime_ns": …}, …],  # the inputs done
+     "inputs":  [{"path": absolute path, "bytes": size, "mtime_ns": …, "ctime_ns": …}, …],  # the inputs done
      "writers": {"train": {"bytes", "checksum", "documents", "starts_checksum", "max_token"}, …},
      "stats":   {…counts so far…}}
 
 A checkpoint is trusted only when the new run's parameters equal ``params`` and its first
-``len(inputs)`` inputs are the same files (absolute path, size, mtime_ns), and each file in
+``len(inputs)`` inputs are the same files (absolute path, size, mtime_ns, ctime_ns), and each file in
 ``.partial/`` still holds at least the checkpointed bytes whose xxh3-128 equals the recorded
 checksum. Bytes written after the checkpoint are cut off. Anything else: the partial is
 discarded and the run starts from the first input, saying why.
@@ -38,7 +38,7 @@ class Stale(Exception):
 
 
 def input_key(src) -> dict:
-    return {"path": os.path.abspath(src.path), "bytes": src.size, "mtime_ns": src.mtime_ns}
+    return {"path": os.path.abspath(src.path), "bytes": src.size, "mtime_ns": src.mtime_ns, "ctime_ns": src.ctime_ns}
 
 
 def resumable(sources) -> bool:
@@ -80,7 +80,7 @@ def read_journal(work: Path, params: dict, sources) -> dict:
         raise Stale(f"the checkpoint covers {len(done)} inputs, this run has {len(sources)}")
     for rec, src in zip(done, sources):
         if rec != input_key(src):
-            raise Stale(f"{src.label}: changed since the checkpoint (path, size or mtime)")
+            raise Stale(f"{src.label}: changed since the checkpoint (path, size, mtime or ctime)")
     return j
 
 

@@ -65,7 +65,7 @@ class TextFile:
         self.src, self.index, self.f, self.stat = src, index, f, st
         self.cut_bytes = cut_bytes or last_safe_cut_bytes
         self.size = st.st_size
-        src.mtime_ns = st.st_mtime_ns
+        src.mtime_ns, src.ctime_ns = st.st_mtime_ns, st.st_ctime_ns
         self.long_run = long_run  # chars: a stretch this long without a safe cut is cut by force (TextChunker's rule)
         self.forced_cuts = 0
 

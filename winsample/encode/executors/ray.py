@@ -504,7 +504,7 @@ def _run_tasks(ray, job: ShardJob, sources, plan, progress) -> list[dict]:
     for s in sources:
         st = os.stat(s.path)
         info.append({"label": s.label, "path": str(s.path.resolve()), "kind": s.kind, "gz": s.gz, "zst": s.zst,
-                     "size": st.st_size, "mtime_ns": st.st_mtime_ns, "index": len(info)})
+                     "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "index": len(info)})
     cut_files = {i for shard in plan for i, a, b in shard if sources[i].kind == "text" and not (a == 0 and b == info[i]["size"])}
     decision_refs = {i: decide.remote(info[i], job) for i in sorted(cut_files)}
     refs = {}
@@ -517,7 +517,8 @@ def _run_tasks(ray, job: ShardJob, sources, plan, progress) -> list[dict]:
                 args.append(decision_refs[i])
             pieces.append((info[i], a, b, dec))
         # the input's index is in the key: provenance records name inputs by index
-        key = _shard_key(job, [(info[i]["path"], info[i]["size"], info[i]["mtime_ns"], a, b, i) for i, a, b in shard])
+        key = _shard_key(job, [(info[i]["path"], info[i]["size"], info[i]["mtime_ns"], info[i]["ctime_ns"], a, b, i)
+                               for i, a, b in shard])
         refs[task.remote(job, {"index": k, "pieces": pieces, "key": key}, *args)] = k
     if progress:
         progress(0, 0, sum(p["size"] for p in info))
