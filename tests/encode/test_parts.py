@@ -304,6 +304,15 @@ def test_resume_reuses_parts_written_in_place_and_encodes_again_one_whose_bytes_
     assert files_of(out) == want
 
 
+def _stopped_before_the_merge(monkeypatch, src, out) -> None:
+    """A run of ``src`` in parts into ``out`` that a SIGTERM stops once every part is done, before the merge ends."""
+    finish = shards.Merger.finish
+    monkeypatch.setattr(shards.Merger, "finish", lambda self, *a, **k: (_ for _ in ()).throw(Interrupted(signal.SIGTERM)))
+    with pytest.raises(Interrupted):
+        encode_corpus([str(src)], out, workers=2, shard_size=SMALL_PARTS)
+    monkeypatch.setattr(shards.Merger, "finish", finish)
+
+
 @pytest.mark.parametrize("again", [1, 3])
 def test_resume_with_another_worker_count_one_included_reuses_the_parts(tmp_path, monkeypatch, again):
     """The parts depend on --shard-size, not --workers: a run in parts resumed with --workers 1
@@ -311,11 +320,7 @@ def test_resume_with_another_worker_count_one_included_reuses_the_parts(tmp_path
     src = _jsonl(tmp_path, corpus_text())
     want, _ = encoded(tmp_path, [src], 1)
     out = tmp_path / "out"
-    finish = shards.Merger.finish
-    monkeypatch.setattr(shards.Merger, "finish", lambda self, *a, **k: (_ for _ in ()).throw(Interrupted(signal.SIGTERM)))
-    with pytest.raises(Interrupted):
-        encode_corpus([str(src)], out, workers=2, shard_size=SMALL_PARTS)
-    monkeypatch.setattr(shards.Merger, "finish", finish)
+    _stopped_before_the_merge(monkeypatch, src, out)
     parts = len(list((out / ".partial" / "parts").glob("*/done.json")))
     assert parts > 3
     summary = encode_corpus([str(src)], out, workers=again, shard_size=SMALL_PARTS, resume_partial=True)
@@ -381,11 +386,7 @@ def test_resume_encodes_again_an_input_rewritten_at_the_same_size_with_its_mtime
     touch -r do so) kept its finished parts: the resumed set held the old text's ids."""
     src = _jsonl(tmp_path, corpus_text())
     out = tmp_path / "out"
-    finish = shards.Merger.finish
-    monkeypatch.setattr(shards.Merger, "finish", lambda self, *a, **k: (_ for _ in ()).throw(Interrupted(signal.SIGTERM)))
-    with pytest.raises(Interrupted):
-        encode_corpus([str(src)], out, workers=2, shard_size=SMALL_PARTS)
-    monkeypatch.setattr(shards.Merger, "finish", finish)
+    _stopped_before_the_merge(monkeypatch, src, out)
     st = src.stat()
     data = src.read_bytes()
     at = data.index(b"the")
