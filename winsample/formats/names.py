@@ -75,6 +75,8 @@ def plan_shard(plan_path: str | Path, rank: int, shards: int) -> Path:
 def materialized_path(plan_path: str | Path) -> Path:
     """Token windows written beside a plan: ``PLAN.tokens.npy``."""
     return _with_infix(plan_path, "tokens")
+
+
 def plan_owning(path: str | Path) -> Path | None:
     """The plan that ``path`` is a file of, where that plan exists: ``PLAN.npy`` for its sidecar
     (``PLAN.npy.json``) or its materialized windows (``PLAN.tokens.npy``); None otherwise."""

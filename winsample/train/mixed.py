@@ -43,10 +43,10 @@ class Mixed:
                 raise InputError(f"{where}: source {s.name}: {missing}")
             p = read_plan(s.path_in(folder))
             if s.rows_checksum and p.sidecar.rows_checksum != s.rows_checksum:
-                raise DataError(f"{where}: source {s.name} ({folder / s.plan}) changed since the mixture was made"
+                raise DataError(f"{where}: source {s.name} ({s.path_in(folder)}) changed since the mixture was made"
                                 " (its rows checksum differs): run winsample mix again")
             if s.tokens_checksum and p.sidecar.source.checksum != s.tokens_checksum:
-                raise DataError(f"{where}: source {s.name} ({folder / s.plan}) was made over other tokens since the mixture"
+                raise DataError(f"{where}: source {s.name} ({s.path_in(folder)}) was made over other tokens since the mixture"
                                 f" was made ({p.sidecar.source.checksum}, the mixture recorded {s.tokens_checksum})")
             if len(p.windows) != int(row["windows"]):
                 raise DataError(f"{where}: source {s.name} has {len(p.windows)} windows, the mixture says {int(row['windows'])}")
