@@ -387,3 +387,24 @@ def test_chunk_to_a_full_stdout_is_one_line_exit_2(tmp_path):
                            stderr=subprocess.PIPE, text=True, timeout=120)
     assert p.returncode == 2
     assert p.stderr == "error: standard output: cannot write: no space left on the device; free some space and run again\n"
+
+
+def test_offsets_count_the_text_after_a_byte_order_mark_and_a_folders_other_files_are_named(tmp_path):
+    """A new user's trial: a file that starts with a UTF-8 BOM had offsets one character off from
+    open(encoding="utf-8"), undocumented (the guide now reads with utf-8-sig, as the offsets
+    count); and a .py file in the folder was left out without a word, where encode warns."""
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    body = "Hello world. " * 50
+    (folder / "bom.txt").write_text(body, encoding="utf-8-sig")
+    (folder / "src.py").write_text("print('left out')\n", encoding="utf-8")
+    out = tmp_path / "c.jsonl"
+    r = CliRunner().invoke(main, ["chunk", str(folder), "-o", str(out), "-T", "32", "-q"])
+    assert r.exit_code == 0 and r.stdout == ""
+    assert r.stderr.startswith("warning: 1 file(s) not read (1 .py):") and r.stderr.count("\n") == 1
+    text = (folder / "bom.txt").read_text(encoding="utf-8-sig")
+    assert text == body and not text.startswith("\ufeff")
+    rows = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) > 3 and all(text[c["char_start"] : c["char_end"]] == c["text"] for c in rows)
+    r = CliRunner().invoke(main, ["chunk", str(folder), "-o", str(out), "-T", "32", "--json"])
+    assert json.loads(r.stdout)["not_read"] == {".py": 1}

@@ -258,4 +258,6 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
             raise
         where = "standard output" if out == "-" else out
         raise InputError(f"{where}: cannot write: {disk.os_error_text(e)}" + ("" if out == "-" else "; nothing was written")) from None
-    return {"file": out, "T": T, "overlap": chunker.overlap, "boundaries": boundaries, "tokenizer": chunker.tok.name, **counts}
+    unread = {"not_read": dict(sorted(sources.not_read.items()))} if sources.not_read else {}  # what the folders held and were left
+    return {"file": out, "T": T, "overlap": chunker.overlap, "boundaries": boundaries, "tokenizer": chunker.tok.name, **counts,
+            **unread}

@@ -258,6 +258,19 @@ def test_largest_remainder_gives_way_where_no_order_could_keep_it():
     assert least_band([4, 4, 0, 0, 0], ["9", "9", "1", "1", "1"]) >= 1 > least_band([4, 3, 1, 0, 0], ["9", "9", "1", "1", "1"])
 
 
+def test_the_guides_example_of_largest_remainder_giving_way_is_one_mix_accepts(tmp_path):
+    """The guide's example was 9:9:1:1:1 over 8 windows, which leaves two sources no window, so mix
+    refuses it (a new user's trial). 6:6:1:1:1 over 21: quotas 8.4, 8.4, 1.4, 1.4, 1.4; largest
+    remainder (ties to the earlier source) gives 9, 9, 1, 1, 1, which no order keeps within one window."""
+    w = ["6", "6", "1", "1", "1"]
+    assert least_band([9, 9, 1, 1, 1], w) >= 1 > least_band([9, 8, 2, 1, 1], w)
+    assert mixture.rounded_shares(w, 21) == [9, 8, 2, 1, 1]
+    plans = [plan_file(tmp_path, name, 30) for name in "abcde"]
+    r, doc = mix(tmp_path, *[f"{n}={x}:{p}" for n, x, p in zip("abcde", w, plans)], "--windows", "21", "-o", tmp_path / "m.npy")
+    assert r.exit_code == 0, r.stderr
+    assert [s["count"] for s in doc["sources"]] == [9, 8, 2, 1, 1]
+
+
 @SETTINGS
 @given(mixes())
 def test_the_default_epoch_is_one_pass_over_the_source_that_runs_out_first_and_repeats_nothing(mix):

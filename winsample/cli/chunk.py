@@ -8,7 +8,7 @@ import click
 
 from .common import emit_json, json_option, progress, quiet_option, say, tokenizer_options
 from .main import main
-from .render import chunk_line
+from .render import chunk_line, not_read_warning
 
 
 @main.command("chunk")
@@ -57,3 +57,5 @@ def chunk_cmd(inputs, output, T, overlap, boundaries, encoding, tokenizer_file, 
         emit_json(report, wrote=None if output == "-" else output)
     else:
         say(quiet, chunk_line(report))
+    if report.get("not_read"):  # files a folder held and chunk left: shown even with -q, as encode does
+        click.echo(not_read_warning(report["not_read"]), err=True)

@@ -76,14 +76,14 @@ def skipped_warning(summary: dict) -> list[str]:
 
 
 def not_read_warning(not_read: dict) -> str:
-    """``warning: 3 file(s) not read (2 .rst, 1 hidden …)``: what the folders held and encode left."""
+    """``warning: 3 file(s) not read (2 .rst, 1 hidden …)``: what the folders held and encode (or chunk) left."""
     from ..encode.inputs import FOLDER_SUFFIXES
 
     kinds = sorted(not_read.items(), key=lambda kv: (-kv[1], kv[0]))
     shown = ", ".join(f"{n} {kind}" for kind, n in kinds[:4])
     return terminal_safe(f"warning: {sum(not_read.values())} file(s) not read ({shown}{', …' if len(kinds) > 4 else ''}):"
             f" a folder gives only {'/'.join(FOLDER_SUFFIXES)} files (and .gz/.zst forms, and .json.gz/.json.zst), not hidden ones, and does"
-            " not follow symlinked folders; name others to encode them")
+            " not follow symlinked folders; name others to read them")
 
 
 def wide_ids_warning(hint: dict) -> str:

@@ -33,7 +33,8 @@ def _parse_scales(ctx, param, values):
 @click.option("--stride", type=int, help="Tokens between window starts, 1 to the span (T + 1, or T with --no-targets) [default: T // 2]; a larger stride would skip tokens and is refused.")
 @click.option("--overlap", type=float, help="Overlap rate F in [0, 1): stride = round(span × (1 − F)).")
 @click.option("--targets/--no-targets", default=True, show_default=True,
-              help="Windows span T+1 tokens (x = w[:T], y = w[1:]) or just T.")
+              help="Windows span T+1 tokens (x = w[:T], y = w[1:]) or just T (a plan for other readers: the Loader"
+                   " serves (x, y), so it refuses one).")
 @click.option("--offset", type=int, help="First start (clamped to N − span).")
 @click.option("--random-offset", is_flag=True, help="Offset drawn uniformly from [0, stride) per (seed, epoch); --boundaries none|doc only (semantic cuts snap to the same edges).")
 @click.option("--seed", type=int, help="Seed for --random-offset and --shuffle.")
