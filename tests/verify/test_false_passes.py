@@ -126,3 +126,22 @@ def test_a_plan_whose_windows_are_not_the_models_length_fails_with_minus_T(data,
     assert r.exit_code == 0 and [c["status"] for c in json.loads(r.stdout)["checks"] if c["name"] == "context_length"] == ["pass"]
     r = run("verify", data, "--plan", plan, "--max-leakage", 1, "--json", "-q")  # no -T: the plan's own T is the length
     assert r.exit_code == 0 and "context_length" not in {c["name"] for c in json.loads(r.stdout)["checks"]}
+
+
+def test_a_plan_whose_token_file_cannot_be_opened_fails_alone_and_the_others_are_checked(data, tmp_path):
+    """A review: a plan whose own file opened with an InputError (a .tok named by a meta.json
+    elsewhere) stopped verify with exit 2, before the other plans were checked."""
+    (tmp_path / "dt").mkdir()
+    (tmp_path / "mt").mkdir()
+    (tmp_path / "dt" / "train.tok").write_bytes((data / "train.bin").read_bytes())
+    meta = json.loads((data / "meta.json").read_text())
+    meta["splits"]["train"]["file"] = "train.tok"
+    (tmp_path / "mt" / "meta.json").write_text(json.dumps(meta))
+    assert run("windows", tmp_path / "dt" / "train.tok", "--meta", tmp_path / "mt" / "meta.json", "-T", 64, "-o",
+               tmp_path / "tk.npy", "-q").exit_code == 0
+    assert run("windows", data / "train.bin", "-T", 64, "-o", tmp_path / "ok.npy", "-q").exit_code == 0
+    r = run("verify", "--plan", tmp_path / "tk.npy", "--plan", tmp_path / "ok.npy", "--max-leakage", 1, "--json", "-q")
+    assert r.exit_code == 1
+    checks = json.loads(r.stdout)["checks"]
+    assert [c["file"] for c in checks if c["status"] == "fail"] == ["tk.npy"]
+    assert any(c["file"] == "ok.npy" and c["name"] == "alignment" and c["status"] == "pass" for c in checks)

@@ -765,6 +765,34 @@ def test_another_plans_sidecar_or_windows_is_never_written_over(tmp_path, name, 
     assert {f.name: f.read_bytes() for f in tmp_path.iterdir()} == before
 
 
+@pytest.mark.parametrize(("name", "args", "what"), [("pl.tokens", (), "materialized windows"),
+                                                   ("pl.json", ("--format", "jsonl"), "sidecar")])
+def test_the_files_of_a_plan_named_without_npy_are_never_written_over(tmp_path, name, args, what):
+    """A review: `-o pl` writes pl.json and pl.tokens, which the first fix (by .npy names) missed."""
+    b = bin_file(tmp_path / "a.bin", 3000)
+    assert run_cli(b, "-T", 64, "--materialize", "-o", tmp_path / "pl", "-q").exit_code == 0
+    before = {f.name: f.read_bytes() for f in tmp_path.iterdir()}
+    r = run_cli(b, "-T", 32, *args, "-o", tmp_path / name, "-q")
+    assert r.exit_code == 2 and f"is the {what} of the plan {tmp_path / 'pl'}" in r.stderr
+    assert {f.name: f.read_bytes() for f in tmp_path.iterdir()} == before
+
+
+def test_a_plan_is_never_written_over_by_another_plans_materialized_windows(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 3000)
+    assert run_cli(b, "-T", 64, "-o", tmp_path / "q.tokens.npy", "-q").exit_code == 0  # a plan of its own
+    before = (tmp_path / "q.tokens.npy").read_bytes()
+    r = run_cli(b, "-T", 32, "--materialize", "-o", tmp_path / "q.npy", "-q")  # would write q.tokens.npy
+    assert r.exit_code == 2 and f"{tmp_path / 'q.tokens.npy'}: is a plan" in r.stderr
+    assert (tmp_path / "q.tokens.npy").read_bytes() == before and not (tmp_path / "q.npy").exists()
+
+
+def test_replanning_the_same_name_with_its_materialized_windows_is_no_refusal(tmp_path):
+    b = bin_file(tmp_path / "a.bin", 3000)
+    for T in ("64", "32", "32,48", "32,48"):
+        r = run_cli(b, "-T", T, "--materialize", "--shards", 2, "-o", tmp_path / "r.npy", "-q")
+        assert r.exit_code == 0, r.stderr
+
+
 def test_a_plan_named_like_a_sidecar_or_windows_of_no_plan_is_written(tmp_path):
     b = bin_file(tmp_path / "a.bin", 3000)
     assert run_cli(b, "-T", 32, "-o", tmp_path / "q.tokens.npy", "-q").exit_code == 0  # there is no q.npy

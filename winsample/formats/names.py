@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 from ..disk.names import is_plain_name
-from ..errors import ConfigError
 
 SPLITS = ("train", "val")
 META_JSON = "meta.json"
@@ -75,32 +74,6 @@ def plan_shard(plan_path: str | Path, rank: int, shards: int) -> Path:
 def materialized_path(plan_path: str | Path) -> Path:
     """Token windows written beside a plan: ``PLAN.tokens.npy``."""
     return _with_infix(plan_path, "tokens")
-
-
-def plan_owning(path: str | Path) -> Path | None:
-    """The plan that ``path`` is a file of, where that plan exists: ``PLAN.npy`` for its sidecar
-    (``PLAN.npy.json``) or its materialized windows (``PLAN.tokens.npy``); None otherwise."""
-    p = Path(path)
-    if p.name.endswith(".npy.json"):
-        plan = p.with_name(p.name[: -len(".json")])
-    elif p.name.endswith(".tokens.npy") and p.name != ".tokens.npy":
-        plan = p.with_name(p.name[: -len(".tokens.npy")] + ".npy")
-    else:
-        return None
-    return plan if plan.is_file() else None
-
-
-def refuse_plan_files(outputs: list[Path]) -> None:
-    """ConfigError (nothing written) when one of ``outputs`` is the sidecar or materialized
-    windows of a plan that exists and is not among ``outputs``: writing it would leave that plan
-    unreadable, or serving windows of another."""
-    own = {str(o) for o in outputs}
-    for o in outputs:
-        plan = plan_owning(o)
-        if plan is not None and str(plan) not in own:
-            what = "sidecar" if o.name.endswith(".json") else "materialized windows"
-            raise ConfigError(f"-o {o}: is the {what} of the plan {plan}; writing it would break that plan:"
-                              " pick another output path")
 
 
 def plan_family(plan_path: str | Path) -> list[Path]:

@@ -14,9 +14,9 @@ from ..disk.atomic import TMP_SUFFIX, atomic_paths, dump_json
 from ..disk.checksums import format_checksum, new_hasher
 from ..disk.names import glob_escape
 from ..disk.staging import COMMIT_MARK, STAGING_DIR, read_commit_mark, roll_forward
-from ..errors import DataError, WinsampleError
+from ..errors import ConfigError, DataError, WinsampleError
 from .meta import check_version
-from .names import plan_family, plan_sidecar
+from .names import materialized_path, plan_family, plan_sidecar
 from .npy import load_npy
 from .schema import extra_keys, get_dtype, get_int, get_name, get_obj, get_str, read_json, schema_error
 
@@ -518,6 +518,51 @@ def read_sidecar(path: str | Path) -> PlanSidecar:
     """The typed sidecar of the plan ``path`` alone (its rows not read): DataError or InputError
     as ``load_plan`` gives them."""
     return PlanSidecar.from_json(_read_sidecar_json(Path(path)), str(plan_sidecar(path)))
+
+
+def is_plan(path: str | Path) -> bool:
+    """Whether ``path`` is a plan: a file whose sidecar (``PATH.json``) reads as a plan's."""
+    p = Path(path)
+    if not p.name or not p.is_file():
+        return False
+    try:
+        read_sidecar(p)
+    except (WinsampleError, OSError, ValueError, RecursionError):
+        return False
+    return True
+
+
+def plan_owning(path: str | Path) -> Path | None:
+    """The plan that ``path`` is a file of: its sidecar (``PLAN.json``) or its materialized windows
+    (``materialized_path``: ``X.tokens.npy`` of ``X.npy``, ``X.tokens`` of ``X``); None otherwise."""
+    p, name = Path(path), Path(path).name
+    candidates = []
+    if name.endswith(".json"):
+        candidates.append(p.with_name(name[: -len(".json")]))
+    for tail, plan_tail in ((".tokens.npy", ".npy"), (".tokens", "")):
+        if name.endswith(tail) and len(name) > len(tail):
+            candidates.append(p.with_name(name[: -len(tail)] + plan_tail))
+    for plan in candidates:
+        if (p == plan_sidecar(plan) or p == materialized_path(plan)) and is_plan(plan):
+            return plan
+    return None
+
+
+def refuse_plan_files(outputs: list[Path]) -> None:
+    """ConfigError (nothing written) when one of ``outputs`` is a file of another plan that exists
+    (its sidecar or materialized windows, ``plan_owning``), or, not being one of this run's plans
+    (those whose sidecar is among ``outputs``: an older plan of the name is replaced), is a plan
+    itself: writing it would leave that plan unreadable, or serving the windows of another."""
+    own = {str(o) for o in outputs}
+    for o in map(Path, outputs):
+        plan = plan_owning(o)
+        if plan is not None and str(plan) not in own:
+            what = "sidecar" if o == plan_sidecar(plan) else "materialized windows"
+            raise ConfigError(f"-o {o}: is the {what} of the plan {plan}; writing it would break that plan:"
+                              " pick another output path")
+        if str(plan_sidecar(o)) not in own and is_plan(o):
+            raise ConfigError(f"{o}: is a plan, which this run would write over with another file:"
+                              " pick another output path")
 
 
 def load_plan(path: str | Path) -> tuple[np.ndarray, PlanSidecar]:

@@ -140,8 +140,11 @@ def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
         try:
             src = open_source(p)
         except (DataError, InputError) as e:
-            if refused is None and source.bytes is not None and p.is_file() and p.stat().st_size == source.bytes:
-                refused = e  # the plan's own file by its size, which cannot be read as planned: that is the news
+            # the plan's own file by its size, which cannot be read as planned (a DataError: the data's fault,
+            # so verify reports it for this plan and goes on to the others): that is the news
+            if refused is None and isinstance(e, DataError) and source.bytes is not None and p.is_file() \
+                    and p.stat().st_size == source.bytes:
+                refused = e
             continue
         if source.bytes is not None and src.nbytes != source.bytes:
             continue

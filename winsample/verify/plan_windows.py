@@ -38,7 +38,9 @@ def context_length(report: Report, ctx, plan: Plan) -> None:
     T = ctx.opts.T
     if T is None:  # no length of the model's given: the plan's own T is the one its windows are checked by
         return
-    if plan.T == T:
+    if plan.T is None:
+        report.add(CONTEXT_LENGTH, plan.label, Status.SKIP, "the sidecar records no T (see plan_bounds)", required=T)
+    elif plan.T == T:
         report.add(CONTEXT_LENGTH, plan.label, Status.PASS, f"windows of T = {T} tokens, the model's input length (-T)", T=T)
     else:
         report.add(CONTEXT_LENGTH, plan.label, Status.FAIL, f"the plan's windows are T = {plan.T} tokens, but the model takes"
