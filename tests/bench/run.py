@@ -867,13 +867,16 @@ WHY = {
     " 1.30–1.42× run by run against its 1.3 bar: the same folder of files in the parts group, the encode rows"
     " taken in turns in the same run, reads 1.40×, and the bare library's own two processes 1.35–1.5× one"
     " on this VM (the ceiling rows beside it).",
-    "DeepSeek tokenizer.json": "row 4 (tests/bench/fast_rows.py bench_families) on 82–83 MB: about 1 s of each"
-    " run is serial whatever the worker count (interpreter start, the reference tokenizers loaded for the"
-    " self-check, ~0.2 s, gigatoken's load of the 4 MB tokenizer.json, ~0.3 s, held the GIL either way, the"
-    " self-check, ~0.25 s), against ~0.9 s of encoding on one core: Amdahl's law caps two workers at"
-    " ~1.3× here even if they scaled perfectly. Each worker keeps the engine the self-check proved (no"
-    " second load); on 416 MB of the same kind of text, the parts group's row, --workers 2 runs ~1.45×"
-    " --workers 1.",
+    "DeepSeek tokenizer.json": "row 4 (tests/bench/fast_rows.py bench_families) on 82–83 MB: about 0.9 s of"
+    " each run is serial whatever the worker count (interpreter start and imports, ~0.2 s; the reference"
+    " tokenizers loaded, ~0.24 s; gigatoken's load of the 4 MB tokenizer.json, ~0.32 s, holding the GIL;"
+    " the engine's side of the self-check, ~0.12 s; the reference's side, ~0.12 s, runs in one batch call"
+    " on a thread during gigatoken's load since 2026-12-05, which took ~0.15 s off every run, --workers 1"
+    " and 2 alike), against ~0.7 s of encoding for --workers 1 and ~0.45 s for --workers 2 (each of two"
+    " processes ~90 MB/s, then ~0.1 s of merging): Amdahl's law caps two workers at ~1.2× here, and at"
+    " 1.3× only with less than ~0.35 s of serial start-up, under what loading the two tokenizers alone takes."
+    " Each worker keeps the engine the self-check proved (no second load); on 416 MB of the same kind of"
+    " text, the parts group's row, --workers 2 runs ~1.5× --workers 1.",
     "Mistral v1 SentencePiece": "row 4: gigatoken's SentencePiece engine merges across whole documents (a SentencePiece document has "
     'no safe cut, so it is encoded whole). Through the batch call the threads use it encodes ~20–23 MB/s '
     'per core on this unique text (its GIL-holding encode ~24 MB/s), each call with a fixed ~2.7 ms, '

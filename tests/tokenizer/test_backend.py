@@ -220,6 +220,11 @@ def test_self_check_names_the_text_and_token_where_an_engine_differs():
     assert fastengine.self_check(ref.encode, ref.encode) is None
 
 
+def test_the_references_ids_for_the_self_check_are_tiktokens_for_each_text(ref_gpt2):
+    texts = fastengine.check_texts(("<|endoftext|>",))
+    assert tokenizer.load("gpt2").encode_each(texts) == [ref_gpt2.encode_ordinary(t) for t in texts]
+
+
 def test_self_check_covers_the_kinds_of_text_the_issue_names():
     texts = fastengine.SELF_CHECK_TEXTS
     assert any("<|endoftext|>" in t for t in texts) and any("<s>" in t for t in texts)  # control lookalikes

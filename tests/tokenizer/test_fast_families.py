@@ -184,6 +184,31 @@ def test_engine_encode_and_encode_batch_give_the_reference_ids(files, refs, fami
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+def test_the_reference_ids_the_self_check_compares_are_each_texts_own(files, refs, family):
+    # encode_each (tokenizers: one batch call, run on a thread while the engine loads) gives what
+    # encode gives text by text; a lone surrogate, which the batch call refuses, as encode does
+    ref_tok = tokenizer.load_file(str(files[family]))
+    texts = [*engine_texts(family), *ref_tok.special_texts()[:300], "a\ud800b"]
+    assert ref_tok.encode_each(texts) == [refs[family].encode(t.replace("\ud800", "\ufffd")) for t in texts]
+
+
+def test_the_self_check_compares_the_engine_with_the_reference_ids_it_computed_beside_the_load(files, monkeypatch):
+    # one planted wrong reference id for one special token's text: the check must see it
+    ref_tok = tokenizer.load_file(str(files["deepseek"]))
+    target = "<｜end▁of▁sentence｜>"
+    real = tokenizer_hf.HFTokenizer.encode_each
+
+    def wrong_once(self, texts):
+        return [[7, *ids[1:]] if t == target else ids for t, ids in zip(texts, real(self, texts))]
+
+    monkeypatch.setattr(tokenizer_hf.HFTokenizer, "encode_each", wrong_once)
+    with pytest.raises(ConfigError, match="disagrees with the reference .* where the reference gives 7"):
+        tokenizer.with_backend(ref_tok, "fast")
+    monkeypatch.setattr(tokenizer_hf.HFTokenizer, "encode_each", real)
+    assert tokenizer.with_backend(ref_tok, "fast")[0].backend == "fast"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
 def test_fast_tokenizer_matches_for_lone_surrogates_and_survives_pickling(files, refs, family):
     fast, _ = tokenizer.with_backend(tokenizer.load_file(str(files[family])), "fast")
     text = "a\ud800b <s> c"  # lone surrogate (JSON "\ud800"): no UTF-8 engine takes it, the reference does

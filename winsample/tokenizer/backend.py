@@ -203,6 +203,29 @@ def _quiet_panics():
         held.close()
 
 
+class _Background:
+    """``fn(*args)`` on a daemon thread (a signal never waits for it); ``result()`` joins it and
+    returns its value or raises its exception."""
+
+    def __init__(self, fn, *args):
+        self._out: list = []
+        self._thread = threading.Thread(target=self._run, args=(fn, args), name="winsample-self-check", daemon=True)
+        self._thread.start()
+
+    def _run(self, fn, args) -> None:
+        try:
+            self._out.append((True, fn(*args)))
+        except BaseException as e:  # handed to result(): a panic included
+            self._out.append((False, e))
+
+    def result(self):
+        self._thread.join()
+        ok, value = self._out[0]
+        if not ok:
+            raise value
+        return value
+
+
 CHECKED: dict[int, FastTokenizer] = {}  # id(reference) → its checked fast tokenizer (refs are cached by load)
 
 
@@ -214,10 +237,15 @@ def fast_checked(ref: Tokenizer) -> FastTokenizer:
 
     with _quiet_panics():
         try:
+            extra = tuple(ref.special_texts())
+            # The reference's ids for the check, on a thread while the engine loads (the load holds
+            # the GIL; tokenizers' batch call releases it: ~0.12 s of a big tokenizer.json's start-up)
+            wanted = _Background(ref.encode_each, fastengine.check_texts(extra))
             fast = FastTokenizer(ref, ref.fast_engine())
+            wants = dict(zip(fastengine.check_texts(extra), wanted.result()))
             # A str and UTF-8 bytes through the engine's encode, then all the texts at once through the
             # batch calls the encoder threads make (encode_many): every path is checked.
-            problem = fastengine.self_check(ref.encode, fast._engine.encode, tuple(ref.special_texts()), utf8=True,
+            problem = fastengine.self_check(wants.__getitem__, fast._engine.encode, extra, utf8=True,
                                             batches=fast._engine.encode_rows)
         except (Exception, KeyboardInterrupt, SystemExit, GeneratorExit):  # errors as they are; a signal ends the run
             raise

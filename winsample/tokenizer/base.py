@@ -87,6 +87,11 @@ class Tokenizer:
         """``encode`` of text given as valid UTF-8 bytes (an engine that reads UTF-8 skips the str)."""
         return self.encode(data.decode("utf-8"))
 
+    def encode_each(self, texts: Sequence[str]) -> list[list[int]]:
+        """``encode`` of each text, as lists of ints. A library with a batch call that releases
+        the GIL overrides it: the self-check runs it on a thread while the fast engine loads."""
+        return [self.encode(t).tolist() for t in texts]
+
     def encode_many(self, texts: Sequence[str | bytes]) -> tuple[np.ndarray, np.ndarray]:
         """``encode`` of each text (a ``bytes`` entry: valid UTF-8, as ``encode_utf8``), the ids
         concatenated (uint32) and each text's id count (int64)."""

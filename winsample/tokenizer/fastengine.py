@@ -403,6 +403,11 @@ def _mixes(seed: int = 15, count: int = 160) -> list[str]:
     return ["".join(r.choice(pieces) for _ in range(r.randint(1, 40))) for _ in range(count)]
 
 
+def check_texts(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Every text ``self_check`` encodes, in its order: the fixed ones, ``extra``, the mixes."""
+    return (*SELF_CHECK_TEXTS, *extra, *_mixes())
+
+
 def self_check(reference: Callable[[str], object], fast: Callable[[str], object], extra: tuple[str, ...] = (),
                utf8: bool = False, batches: Callable[[list[bytes]], list] | None = None) -> str | None:
     """None when ``fast(text)`` equals ``reference(text)`` for every self-check text (and, with
@@ -413,7 +418,7 @@ def self_check(reference: Callable[[str], object], fast: Callable[[str], object]
     a list of id sequences for the texts in order, all or the first few): every row must be its
     text's ids too. Few calls, because a batch call has a fixed cost (~3 ms for SentencePiece).
     """
-    texts = (*SELF_CHECK_TEXTS, *extra, *_mixes())
+    texts = check_texts(extra)
     wants = []
     for text in texts:
         want = _ints(reference(text))

@@ -300,6 +300,14 @@ class HFTokenizer(Tokenizer):
             ids = self._tok.encode(text, add_special_tokens=False).ids
         return np.array(ids, dtype=np.uint32)
 
+    def encode_each(self, texts) -> list[list[int]]:
+        """``encode`` of each text in one ``encode_batch`` call, which releases the GIL (the same
+        ids: the same pipeline, text by text; sequential, see ``import_tokenizers``)."""
+        try:
+            return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+        except TypeError:  # a text with lone surrogates: encode's own fallback, text by text
+            return super().encode_each(texts)
+
     def _piece_bytes(self, piece: str) -> bytes:
         if self._style == "bytelevel":
             try:
