@@ -149,6 +149,9 @@ def _read_source(s: SourceSpec) -> Plan:
         raise ConfigError(f"source {s.name} ({s.plan}) is itself a mixture: mix its sources instead")
     if plan.sidecar.params.shard is not None:
         raise ConfigError(f"source {s.name} ({s.plan}) is one shard of a plan: give the whole plan (the Loader splits ranks)")
+    why = mixture.unmixable(plan.sidecar.params)
+    if why is not None:
+        raise ConfigError(f"source {s.name} ({s.plan}): {why}")
     return plan
 
 

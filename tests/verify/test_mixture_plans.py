@@ -182,6 +182,32 @@ def test_a_source_re_planned_since_the_mix_fails_mixture_sources(mix, tmp_path):
     assert set(bad) == {("mixture_sources", "code:train.plan.npy"), ("mixture_counts", "mix.plan.npy")}
 
 
+def test_a_random_offset_source_mixed_before_mix_refused_it_fails_mixture_sources_and_the_loader(tmp_path, monkeypatch):
+    """The Loader re-cuts a --random-offset plan every epoch when it serves it alone; a mixture
+    served its epoch-0 windows in every epoch, silently. mix refuses such a source now
+    (tests/planning/test_mixture.py); one mixed before is failed here and refused by the Loader."""
+    from winsample.planning import mixture as rule
+
+    for k, (name, n) in enumerate((("web", 40), ("code", 40))):
+        make_folder(tmp_path / name, list(range(1000 * (k + 1), 1000 * (k + 1) + n)), [])
+    args = ["-T", T, "--stride", 3, "-q"]
+    assert CliRunner().invoke(main, ["windows", str(tmp_path / "web" / "train.bin"), *args, "-o", str(tmp_path / "web.npy")]).exit_code == 0
+    r = CliRunner().invoke(main, ["windows", str(tmp_path / "code" / "train.bin"), *args, "--random-offset", "--seed", 1,
+                                  "-o", str(tmp_path / "code.npy")])
+    assert r.exit_code == 0, r.stderr
+    srcs = [f"web=1:{tmp_path / 'web.npy'}", f"code=1:{tmp_path / 'code.npy'}"]
+    r = CliRunner().invoke(main, ["mix", *srcs, "-o", str(tmp_path / "m.npy"), "-q"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "source code" in r.stderr and "--random-offset" in r.stderr
+    assert not (tmp_path / "m.npy").exists()
+    monkeypatch.setattr(rule, "unmixable", lambda params: None)  # as mix was before
+    assert CliRunner().invoke(main, ["mix", *srcs, "-o", str(tmp_path / "m.npy"), "-q"]).exit_code == 0
+    monkeypatch.undo()
+    code, doc, _ = verify(tmp_path / "m.npy")
+    assert code == 1 and "planned with --random-offset" in failing(doc)["mixture_sources", "code:code.npy"]
+    with pytest.raises(DataError, match="source code .*planned with --random-offset, which the Loader re-cuts every epoch"):
+        winsample.Loader(tmp_path / "m.npy", batch_size=1, seed=0)
+
+
 def test_a_source_plan_whose_rows_were_edited_in_place_fails_mixture_sources_and_its_plan_bounds(mix, tmp_path):
     plan = tmp_path / "books" / "train.plan.npy"
     rows = np.load(plan)

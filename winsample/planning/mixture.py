@@ -86,6 +86,17 @@ def prefix_rule(rule) -> str:
     return PREFIX_WEIGHTS if isinstance(rule, dict) and rule.get("prefix") == PREFIX_WEIGHTS else PREFIX_COUNTS
 
 
+def unmixable(params) -> str | None:
+    """Why a source plan with these params (``PlanParams``) cannot be mixed, else None: a
+    ``--random-offset`` plan is re-cut every epoch when the Loader serves it alone, while a
+    mixture serves each source's windows as they are (its counts are fixed for every epoch)."""
+    if params.random_offset:
+        return ("it was planned with --random-offset, which the Loader re-cuts every epoch when it serves the plan"
+                " alone, while a mixture serves the windows as they are in every epoch: mix a plan made without it"
+                " (--offset sets a fixed first start)")
+    return None
+
+
 def largest_remainder(weights: list[Fraction], total: int) -> list[int]:
     """Integers summing to ``total``, each ⌊w_i × total⌋ or one more (largest remainders first,
     ties to the earlier index), for weights summing to 1 (a plan made before ``"prefix": "weights"``;

@@ -42,6 +42,9 @@ class Mixed:
             if missing is not None:
                 raise InputError(f"{where}: source {s.name}: {missing}")
             p = read_plan(s.path_in(folder))
+            why = mixture.unmixable(p.sidecar.params)
+            if why is not None:  # a mixture made before mix refused such a source
+                raise DataError(f"{where}: source {s.name} ({s.path_in(folder)}): {why}")
             if s.rows_checksum and p.sidecar.rows_checksum != s.rows_checksum:
                 raise DataError(f"{where}: source {s.name} ({s.path_in(folder)}) changed since the mixture was made"
                                 " (its rows checksum differs): run winsample mix again")

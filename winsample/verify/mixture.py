@@ -179,6 +179,9 @@ def _source_problems(s: Source, mix: Mixture, want: dict) -> tuple[list[str], li
     shards = side.params.shards
     if shards not in (None, 1):
         problems.append(f"it is shard {side.params.shard!r} of {shards!r} of a plan: the Loader splits the whole plan by rank")
+    why = rule.unmixable(side.params)
+    if why is not None:
+        problems.append(why)
     if rec is None:
         doubts.append("the mixture records no rows_checksum for it: a source re-planned since would not show")
     elif side.rows_checksum != rec:
