@@ -166,6 +166,38 @@ def test_best_fit_plan_is_padded_by_default_and_fuller_than_greedy(folder):
     assert side["stats"]["fill"] > greedy_fill
 
 
+def test_a_greedy_packed_plan_is_padded_by_default_so_its_short_documents_are_served(folder):
+    """New-user trial: greedy --pack put nearly every short document in a short window, which the
+    Loader's default (short='drop' then) and get_batch left out, silently."""
+    plan = winsample.read_plan(folder / "greedy.npy")
+    win = plan.windows
+    short = int((win["length"] < T + 1).sum())
+    assert short >= 40  # 52 windows of whole short documents, packed: the case is not vacuous
+    L = winsample.Loader(folder / "greedy.npy", folder / "data/train.bin", batch_size=4, seed=0)
+    served = {tuple(r) for s in range(len(L)) for r in L.rows(0, s)[["start", "length"]].tolist()}
+    assert len(served) + L.left_out == len(win)  # every window, short ones too, once an epoch (left_out < 4 aside)
+    assert sum(1 for _, n in served if n < T + 1) >= short - 3
+    b = winsample.get_batch(plan, folder / "data/train.bin", 256, 0)
+    assert (b.y == -1).any()  # short windows drawn, padded after their tokens
+
+
+def test_get_batch_refuses_a_window_over_the_span_as_the_loader_does(folder):
+    """A best-fit window whose segments add up past the span (rows edited by hand) stopped get_batch
+    with an internal error; it is the Loader's DataError now."""
+    plan = winsample.read_plan(folder / "best-fit.npy")
+    rows = plan.rows.copy()
+    w = rows["window"]
+    # the first segment of a window of several moves into the window before it
+    k = next(int(i) + 1 for i in np.flatnonzero(w[1:] != w[:-1]) if i + 2 < len(w) and w[i + 2] == w[i + 1])
+    rows["window"][k] = w[k - 1]
+    assert int(rows["length"][rows["window"] == w[k - 1]].sum()) > T + 1
+    edited = winsample.train.Plan(rows, plan.sidecar, None)
+    for call in (lambda: winsample.get_batch(edited, folder / "data/train.bin", 4, 0),
+                 lambda: winsample.Loader(edited, folder / "data/train.bin", batch_size=4, seed=0).batch(0, 0)):
+        with pytest.raises(winsample.errors.DataError, match=r"window lengths must be in \[2, span 33\]"):
+            call()
+
+
 @pytest.mark.parametrize("kind", ["best-fit", "doc", "plain"])
 @pytest.mark.parametrize("cross_doc", ["keep", "mask"])
 def test_exposure_counts_the_labels_the_batches_train_on(folder, kind, cross_doc, kernel):
@@ -200,7 +232,7 @@ def test_get_batch_gives_the_same_fields_as_the_brute_force(folder, kind, kernel
     b = winsample.get_batch(plan, folder / "data/train.bin", 16, 4, positions="doc", cross_doc_labels="mask")
     # which windows were drawn: get_batch's contract is uniform draws by the seed's generator
     win = plan.windows
-    eligible = np.arange(len(win)) if plan.best_fit else np.flatnonzero(win["length"] == T + 1)
+    eligible = np.arange(len(win)) if kind in ("best-fit", "greedy") else np.flatnonzero(win["length"] == T + 1)
     pick = eligible[np.random.default_rng(4).integers(0, len(eligible), size=16)]
     X, Y, P, S, A, cu = expected(plan, pick, tokens, docs, doc_start(docs), "doc", "mask", EOT)
     assert (b.x == X).all() and (b.y == Y).all() and (b.position_ids == P).all() and (b.segments == S).all()

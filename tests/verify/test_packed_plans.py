@@ -127,6 +127,21 @@ def test_what_windows_writes_passes_verify_for_each_long_mode(data, long):
     assert stats["covered_tokens"] == planned and stats[counted] == 1
 
 
+def test_a_plan_of_another_file_fails_plan_bounds_and_compares_no_figures_of_this_ones(data, tmp_path):
+    """New-user trial: checked against another data folder, packed_stats compared the plan's
+    figures with that file's documents and printed a negative count (uncovered_tail -942528)."""
+    other = make_folder(tmp_path / "other", train_ids(TEXTS * 40), ids("val") + [EOT])
+    plan = tmp_path / "other.npy"
+    r = CliRunner().invoke(main, ["windows", str(other / "train.bin"), "-T", T, "--pack", "best-fit", "-o", str(plan), "-q"])
+    assert r.exit_code == 0, r.stderr
+    code, doc, _ = verify(data, "--plan", plan)
+    st = statuses(doc, "other.npy")
+    assert code == 1 and st["plan_bounds"] == "fail" and "made for another file" in one(doc, "plan_bounds", "other.npy")["detail"]
+    assert (st["packed_stats"], st["segments"]) == ("skip", "skip")
+    assert "made for another file (see plan_bounds)" in one(doc, "packed_stats", "other.npy")["detail"]
+    assert not any(ch.isdigit() and "-" + ch in c["detail"] for c in doc["checks"] for ch in "123456789")  # no negative figure
+
+
 def test_a_bare_bin_finds_its_documents_at_the_eot_ids(tmp_path):
     p = tmp_path / "train.bin"
     write_bin(p, train_ids())  # no meta.json, no document index: documents end at EOT ids

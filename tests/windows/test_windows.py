@@ -863,13 +863,32 @@ def test_a_plan_mostly_of_short_windows_says_the_loader_leaves_them_out(tmp_path
     rows = np.load(tmp_path / "p.npy")
     short = int((rows["length"] < 65).sum())
     assert short == len(rows) == 30  # one window per record, each a record of a few tokens
+    held = int(rows["length"].sum())  # every token is in a short window: the whole file
+    assert held == len(np.fromfile(tmp_path / "sft" / "train.bin", np.uint16))
     assert r.stderr.splitlines()[1] == (f"note: {short} of the {short} windows are shorter than the span (ended by a document,"
-                                        " paragraph or sentence edge): winsample.Loader leaves short windows out unless"
-                                        " short='pad', and get_batch draws full windows only; pad them (short='pad'), or pack"
-                                        " them into full windows (--pack best-fit)")
+                                        f" paragraph or sentence edge), holding {held:,} tokens (100.0% of the file):"
+                                        " winsample.Loader leaves short windows out unless short='pad', and get_batch draws"
+                                        " full windows only; pad them (short='pad'), or pack them into full windows (--pack best-fit)")
     assert json.loads(run_cli(tmp_path / "sft" / "train.bin", "-T", 64, "-o", tmp_path / "p.npy", "--json").stdout)["short_windows"] == 30
     full = run_cli(tmp_path / "sft" / "train.bin", "-T", 4, "-o", tmp_path / "q.npy")  # windows shorter than the records: no note
     assert full.exit_code == 0 and "note:" not in full.stderr
+
+
+def test_a_few_short_windows_holding_a_hundredth_of_the_tokens_get_the_note_and_greedy_packing_none(tmp_path):
+    """New-user trial: 1,199 short man pages sat in short windows, under a quarter of the windows,
+    and nothing said the Loader's default would leave their 500k tokens out."""
+    ids = np.array(([7] * 639 + [50256]) * 100 + ([9] * 19 + [50256]) * 40, np.uint16)  # 100 long documents, 40 short
+    ids.tofile(tmp_path / "t.bin")
+    r = run_cli(tmp_path / "t.bin", "-T", 63, "--boundaries", "doc", "-o", tmp_path / "p.npy")
+    rows = np.load(tmp_path / "p.npy")
+    short = rows[rows["length"] < 64]
+    assert r.exit_code == 0 and len(short) == 40 and len(short) * 4 < len(rows)  # fewer than a quarter of the windows
+    assert int(short["length"].sum()) == 40 * 20  # 800 of 64,800 tokens: 1.23%
+    assert "are shorter than the span (ended by a document, paragraph or sentence edge), holding 800 tokens (1.2% of the" \
+           " file): winsample.Loader leaves short windows out unless short='pad'" in r.stderr
+    greedy = run_cli(tmp_path / "t.bin", "-T", 63, "--boundaries", "doc", "--pack", "-o", tmp_path / "g.npy")
+    assert greedy.exit_code == 0 and (np.load(tmp_path / "g.npy")["length"] < 64).any()  # three short ones a window
+    assert "note:" not in greedy.stderr  # a packed plan's short windows are served padded by default
 
 
 def test_files_named_like_the_family_that_record_no_run_are_kept_and_named_in_a_warning(tmp_path):

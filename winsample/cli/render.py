@@ -112,11 +112,20 @@ def plan_summary(s: dict) -> list[str]:
         lines.append(f"note: {plural(s['tokens'], 'token')} < span {s['span']}: no full window, only"
                      f" {'a short one' if s['windows'] == 1 else 'short ones'}"
                  " (get_batch draws full windows only; --short drop skips short ones)")
-    elif s.get("short_windows", 0) * 4 >= s["windows"]:  # records, short documents: most of the data in short windows
+    elif s.get("pack") != "greedy" and _many_short(s):  # records, short documents: data the Loader's default leaves out
         lines.append(f"note: {s['short_windows']:,} of the {plural(s['windows'], 'window')} are shorter than the span (ended"
-                     " by a document, paragraph or sentence edge): winsample.Loader leaves short windows out unless short='pad',"
-                     " and get_batch draws full windows only; pad them (short='pad'), or pack them into full windows (--pack best-fit)")
+                     f" by a document, paragraph or sentence edge), holding {plural(s['short_tokens'], 'token')}"
+                     f" ({s['short_tokens'] / max(s['tokens'], 1):.1%} of the file): winsample.Loader leaves short windows out"
+                     " unless short='pad', and get_batch draws full windows only; pad them (short='pad'), or pack them"
+                     " into full windows (--pack best-fit)")
     return lines
+
+
+def _many_short(s: dict) -> bool:
+    """A quarter of the windows short, or short windows holding 1% of the tokens (a greedy
+    packed plan's are served padded: the Loader's default for it)."""
+    n = s.get("short_windows", 0)
+    return n > 0 and (n * 4 >= s["windows"] or s.get("short_tokens", 0) * 100 >= s["tokens"])
 
 
 def mixture_lines(r: dict) -> list[str]:

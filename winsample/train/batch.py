@@ -48,6 +48,12 @@ class Plan:
         """Rows are segments (``formats.PACKED_DTYPE``), several per window."""
         return self.sidecar.best_fit
 
+    @property
+    def packed(self) -> bool:
+        """Whole documents side by side in each window (``--pack best-fit`` or greedy ``--pack``):
+        windows shorter than the span by design, served padded by default."""
+        return self.best_fit or self.sidecar.params.pack is True
+
     @cached_property
     def windows(self) -> np.ndarray:
         """One ``PLAN_DTYPE`` row per window. For a best-fit plan: its first segment's start and
@@ -120,8 +126,8 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng, *, position
     (batch_size, T), y = x shifted by one token, plus the packed fields of ``train.samples.Batch``.
 
     A contiguous plan's draws are its full windows (length == span), so x and y hold no padding;
-    a best-fit plan's are all its windows, padded after their tokens (x with the tokenizer's EOT,
-    y with ``ignore_index``). ``positions`` and ``cross_doc_labels`` as for ``Loader``.
+    a packed plan's (``Plan.packed``) are all its windows, padded after their tokens (x with the
+    tokenizer's EOT, y with ``ignore_index``). ``positions`` and ``cross_doc_labels`` as for ``Loader``.
     ``plan`` is a ``Plan`` or its path (``read_plan``); ``tokens`` the token array (a memmap of
     the plan's .bin) or its path (opened by ``tokensrc.open_source``); only the drawn windows are read.
     ``loss_mask``: None applies the loss mask of a token file given by its path (``encode --chat``:
@@ -150,8 +156,9 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng, *, position
             f"{plan.path or 'plan'} was made for {want} tokens ({plan.sidecar.source.file}),"
             f" but the tokens given hold {len(tokens)}: pass the .bin the plan was made for"
         )
+    check_rows(plan, len(tokens), plan.path or "plan")
     win = plan.windows
-    eligible = np.arange(len(win)) if plan.best_fit else np.flatnonzero(win["length"] == plan.span)
+    eligible = np.arange(len(win)) if plan.packed else np.flatnonzero(win["length"] == plan.span)
     if not len(eligible):
         raise DataError(f"{plan.path or 'plan'}: no full-length window (span {plan.span}) to draw a batch from")
     if not isinstance(rng, np.random.Generator):
@@ -179,6 +186,19 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng, *, position
         trained = gather(mask, plan, pick, plan.T, 0, 0, "window", "keep", docs).y
         batch.y[trained == 0] = int(ignore_index)
     return batch
+
+
+def check_rows(plan: Plan, n: int, where) -> None:
+    """DataError unless every row of ``plan`` lies inside the tokens [0, ``n``) and every window
+    holds 2 to span tokens (a best-fit plan's segments at least 1 each)."""
+    rows, what = plan.rows, "segment" if plan.best_fit else "window"
+    if len(rows) and (int(rows["start"].min()) < 0 or int((rows["start"].astype(np.int64) + rows["length"]).max()) > n):
+        raise DataError(f"{where}: a {what} lies outside the tokens [0, {n})")
+    if plan.best_fit and len(rows) and int(rows["length"].min()) < 1:
+        raise DataError(f"{where}: segment lengths must be at least 1")
+    win = plan.windows  # a best-fit plan's windows: their segments' total
+    if len(win) and (int(win["length"].min()) < 2 or int(win["length"].max()) > plan.span):
+        raise DataError(f"{where}: window lengths must be in [2, span {plan.span}]")
 
 
 def check_sample(where, source, token_file, cache: dict) -> None:

@@ -15,8 +15,8 @@
 - **short windows** (``short="pad"``): a window of length L < T + 1 gives x[j] = its tokens for
   j < L − 1 and the tokenizer's EOT after; y[j] = the next tokens for j < L − 1 and
   ``ignore_index`` after, so ``cross_entropy(..., ignore_index=...)`` trains on exactly the
-  window's L − 1 (x, y) pairs. ``short`` defaults to ``"drop"``, and to ``"pad"`` for a best-fit
-  plan (whose windows are mostly a little shorter than the span, by design).
+  window's L − 1 (x, y) pairs. ``short`` defaults to ``"drop"``, and to ``"pad"`` for a packed
+  plan, best-fit or greedy (whose windows are whole documents, shorter than the span by design).
 - **packed samples**: a batch is a ``Batch`` (train/samples.py): ``x, y = batch`` as before, plus
   ``position_ids`` (``positions="window"|"doc"|"source"``), ``attention_mask``, ``segments``,
   ``cu_seqlens`` and ``max_seqlen``; ``cross_doc_labels="mask"`` makes every label that belongs to
@@ -47,7 +47,7 @@ import numpy as np
 from .. import formats
 from ..errors import ConfigError, DataError
 from ..tokensrc import open_planned, plan_tokens
-from .batch import Plan, check_batch_size, check_sample, open_mask, plan_eot, read_plan
+from .batch import Plan, check_batch_size, check_rows, check_sample, open_mask, plan_eot, read_plan
 from .mixed import Mixed
 from .samples import CROSS_DOC, POSITIONS, Batch, check_choice, gather, regular_layout
 
@@ -513,8 +513,8 @@ class Loader:
         return ep
 
     def _short(self, plan: Plan) -> str:
-        """``short`` as given, else "pad" for a best-fit plan and "drop" for any other."""
-        return self.short or ("pad" if plan.best_fit else "drop")
+        """``short`` as given, else "pad" for a packed plan and "drop" for any other."""
+        return self.short or ("pad" if plan.packed else "drop")
 
     def _check(self, plan: Plan, epoch: int) -> None:
         where = plan.path or f"the plan of epoch {epoch}"
@@ -537,14 +537,7 @@ class Loader:
         dtype = getattr(self._tokens, "dtype", None)
         if isinstance(self._tokens_arg, (str, Path)) and source.dtype and dtype is not None and np.dtype(dtype).itemsize != np.dtype(formats.normalize_dtype(source.dtype)).itemsize:
             raise DataError(f"{where} was made for {source.dtype} tokens, but {named} holds {np.dtype(dtype)}")
-        rows, what = plan.rows, "segment" if plan.best_fit else "window"
-        if len(rows) and (int(rows["start"].min()) < 0 or int((rows["start"].astype(np.int64) + rows["length"]).max()) > n):
-            raise DataError(f"{where}: a {what} lies outside the tokens [0, {n})")
-        if plan.best_fit and len(rows) and int(rows["length"].min()) < 1:
-            raise DataError(f"{where}: segment lengths must be at least 1")
-        win = plan.windows  # a best-fit plan's windows: their segments' total
-        if len(win) and (int(win["length"].min()) < 2 or int(win["length"].max()) > plan.span):
-            raise DataError(f"{where}: window lengths must be in [2, span {plan.span}]")
+        check_rows(plan, n, where)
 
     def _eot(self, plan: Plan) -> int:
         return plan_eot(plan, self._tokenizer)

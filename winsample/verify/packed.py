@@ -114,7 +114,7 @@ def check_packed(report: Report, ctx, plan: Plan) -> None:
         plan = dataclasses.replace(plan, span=None)
     n, span, label = plan.scan.n, plan.span, plan.label
     fig = packed_figures(plan.rows, n, span)
-    _check_bounds(report, ctx, plan, fig)
+    foreign = _check_bounds(report, ctx, plan, fig)
     if span is not None:  # a best-fit window may be short (padded): only a file too short for any window fails
         ok, least = n >= span, 2 if plan.targets is True else 1
         what = f"T + 1 = {span}" if plan.targets is True else f"span = {span} (no targets)"
@@ -126,11 +126,12 @@ def check_packed(report: Report, ctx, plan: Plan) -> None:
     _check_duplicates(report, plan, fig)
     check_coverage(report, label, len(plan.rows), n, plan.side, ctx.opts.min_coverage, fig.coverage)
     _check_packing(report, plan, fig)
-    docs = plan_documents(ctx, plan)
+    # a plan of another file: its segments and figures say nothing of this file's documents
+    docs = plan_documents(ctx, plan) if not foreign else FOREIGN
     if isinstance(docs, str):
-        docs = f"cannot find the documents: {docs}"
+        docs = f"cannot find the documents: {docs}" if not foreign else docs
         report.add(SEGMENTS, label, Status.SKIP, docs)
-        _check_stats(report, plan, fig, docs, (-1, 0))
+        _check_stats(report, plan, fig, docs, (-1, 0), foreign)
         return
     _check_stats(report, plan, fig, docs, _check_segments(report, plan, fig, *docs))
 
@@ -155,10 +156,16 @@ def plan_documents(ctx, plan: Plan) -> tuple[np.ndarray, np.ndarray] | str:
         return str(e)
 
 
-def _check_bounds(report: Report, ctx, plan: Plan, fig: PackedFigures) -> None:
-    """plan_bounds of a best-fit plan: its file, its parameters, its rows as written, every segment inside."""
+FOREIGN = "it was made for another file (see plan_bounds): this file's documents are not the plan's"
+
+
+def _check_bounds(report: Report, ctx, plan: Plan, fig: PackedFigures) -> bool:
+    """plan_bounds of a best-fit plan: its file, its parameters, its rows as written, every segment
+    inside. True when the sidecar names another file (size or checksum) than the one scanned."""
     side, span, n = plan.side, plan.span, plan.scan.n
     problems = source_problems(plan, ctx.targets)
+    src = side.source
+    foreign = src.bytes != plan.scan.size or (src.checksum is not None and src.checksum != plan.scan.checksum)
     if span is None or span < 1:
         problems.append(f"sidecar params.span is {side.params.span!r}, not a positive integer up to {MAX_SPAN}")
     problems += param_problems(side.params, side, plan.rows, span, plan.T, plan.targets) + _best_fit_problems(side)
@@ -176,6 +183,7 @@ def _check_bounds(report: Report, ctx, plan: Plan, fig: PackedFigures) -> None:
     else:
         report.add(PLAN_BOUNDS, plan.label, Status.PASS, f"best-fit plan: {len(plan.rows)} segments inside [0, {n}),"
                    f" lengths ≤ span {span}; made for {plan.scan.label}", **figs)
+    return foreign
 
 
 def _best_fit_problems(side: formats.PlanSidecar) -> list[str]:
@@ -325,12 +333,13 @@ def _why(k: int, L: int, want: int, doc: int, d: int, ds: int, de: int, span: in
     return f"its doc column says {doc}, but it lies in document {d}"
 
 
-def _check_stats(report: Report, plan: Plan, fig: PackedFigures, docs, lone: tuple[int, int]) -> None:
+def _check_stats(report: Report, plan: Plan, fig: PackedFigures, docs, lone: tuple[int, int], foreign: bool = False) -> None:
     """packed_stats: each figure the sidecar records, against the rows and (``docs``: (starts,
-    ends), or why there are none) the documents; ``lone``: what ``_check_segments`` returned."""
+    ends), or why there are none) the documents; ``lone``: what ``_check_segments`` returned.
+    ``foreign``: the plan names another file, whose figures these are not (not compared)."""
     span, n, long = plan.span, plan.scan.n, plan.side.params.long
-    if span is None:
-        report.add(PACKED_STATS, plan.label, Status.SKIP, "no params.span to count windows by (see plan_bounds)")
+    if span is None or foreign:
+        report.add(PACKED_STATS, plan.label, Status.SKIP, FOREIGN if foreign else "no params.span to count windows by (see plan_bounds)")
         return
     covered = fig.coverage["covered"]
     want = {

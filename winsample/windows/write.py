@@ -196,7 +196,9 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
                    "covered_tokens": stats["covered_tokens"], "uncovered_tokens": stats["uncovered_tokens"],
                    "uncovered_head": stats["uncovered_head"], "uncovered_dropped": stats["uncovered_dropped"], "files": []}
         if "window" not in (rows.dtype.names or ()):  # window rows (not best-fit segments): how many are short
-            summary["short_windows"] = int(np.count_nonzero(rows["length"] < params["span"]))
+            short = rows["length"] < params["span"]
+            summary["short_windows"] = int(np.count_nonzero(short))
+            summary["short_tokens"] = int(rows["length"][short].sum(dtype=np.int64))
         if params.get("pack") is True:  # greedy packing (best-fit's figures are added below)
             summary["pack"] = "greedy"
         if plan.get("warnings"):
