@@ -156,7 +156,9 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng, *, position
             f"{plan.path or 'plan'} was made for {want} tokens ({plan.sidecar.source.file}),"
             f" but the tokens given hold {len(tokens)}: pass the .bin the plan was made for"
         )
-    check_rows(plan, len(tokens), plan.path or "plan")
+    if plan.__dict__.get("_rows_fit") != len(tokens):  # checked once per plan object (a training loop draws often)
+        check_rows(plan, len(tokens), plan.path or "plan")
+        plan.__dict__["_rows_fit"] = len(tokens)
     win = plan.windows
     eligible = np.arange(len(win)) if plan.packed else np.flatnonzero(win["length"] == plan.span)
     if not len(eligible):
