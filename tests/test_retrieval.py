@@ -130,6 +130,25 @@ def test_with_boundaries_a_window_cut_short_below_an_earlier_end_is_followed_by_
     check_no_token_skipped(chunks)
 
 
+@pytest.mark.parametrize("boundaries", ["paragraph", "sentence"])
+def test_a_break_of_several_newlines_makes_no_chunk_of_whitespace(ref_gpt2, boundaries):
+    """New-user trial: "\\n\\n\\n" is two GPT-2 tokens ("\\n\\n", "\\n") with an edge after each, and the
+    planner made the one between them a chunk: [122, 123), text "\\n". The window after it takes it
+    (the one before is full: 64 tokens [58, 122)), so the chunks still cover the text."""
+    text = "Alpha beta gamma. " * 30 + "\n\n\n" + "Delta epsilon zeta. " * 30
+    assert ref_gpt2.encode_ordinary(text)[121:123] == [628, 198]  # "\n\n", "\n"
+    chunks = winsample.chunk(text, T=64, overlap=8, boundaries=boundaries)
+    check(text, chunks, ref_gpt2, 64)
+    check_no_token_skipped(chunks)
+    assert not any(c.text.isspace() for c in chunks)
+    if boundaries == "paragraph":  # edges at 122 and 123: the window [123, …) starts at 122 instead
+        assert [c.text for c in chunks if c.token_start == 122][0].startswith("\nDelta")
+    import dataclasses  # real code: its blank lines gave two or three such chunks at T 100
+
+    code = open(dataclasses.__file__, encoding="utf-8").read()
+    assert not any(c.text.isspace() for c in winsample.chunk(code, T=100, overlap=20, boundaries=boundaries))
+
+
 def test_by_hand_ten_tokens_window_four_overlap_one():
     # "a a … a": GPT-2 encodes "a" and each " a" as one token, 10 in all; T 8, overlap 1: windows [0, 8)
     # and [7, 10) (7 = 8 − 1), i.e. characters [0, 15) and [13, 19): " a" is 2 characters, token k starts at 2k − 1

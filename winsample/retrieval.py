@@ -11,7 +11,8 @@ and JSONL to chunk JSONL. One text at a time:
    the last one running to the end (shorter); with the training planner, ``"paragraph"`` /
    ``"sentence"`` is ``planning.plan_semantic`` over the text's edges (``windows --boundaries``,
    without targets: span T, stride T − overlap), so ends land on edges where one is in reach and the
-   overlap is the one nearest to ``overlap`` that starts on an edge.
+   overlap is the one nearest to ``overlap`` that starts on an edge; a window of whitespace alone
+   (between the edges after "\\n\\n" and "\\n" of one break) is joined to a neighbour.
 3. A window of tokens [a, b) becomes ``text[char_start:char_end]``: whole characters (an edge
    inside a multi-byte character widens the range to it: ``split_char``). That text is encoded
    again, and ``tokens`` is *its* count: a byte-level BPE can count a piece cut out of a text
@@ -109,7 +110,28 @@ class Chunker:
             return []  # placed one by one in _cut, each from the chunk before it
         edges = bnd.find_boundaries(ids, self.boundaries, self.tok)
         rows = plan_semantic([0], [n], edges, T, S, targets=False)
-        return [(int(a), int(a + L)) for a, L in zip(rows["start"], rows["length"])]
+        return self._no_blank(ids, [(int(a), int(a + L)) for a, L in zip(rows["start"], rows["length"])])
+
+    def _no_blank(self, ids: np.ndarray, windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """``windows`` with each one of whitespace alone joined to a neighbour: "\\n\\n\\n" is two GPT-2
+        tokens with an edge after each, and the planner makes the one between them a window; a
+        chunk of whitespace helps no retriever. The window before takes it when the sum fits in T,
+        else the window after starts at it (and gives up tokens at its end if it must: ``_cut``)."""
+        out: list[tuple[int, int]] = []
+        carry = None  # the start of a blank window the next one takes
+        for a, b in windows:
+            if b - a <= 16 and self.tok.decode(ids[a:b].tolist()).isspace():
+                if out and b - out[-1][0] <= self.T and out[-1][1] >= a:
+                    out[-1] = (out[-1][0], max(out[-1][1], b))
+                    continue
+                if carry is None:
+                    carry = a
+                continue
+            out.append((min(a, carry) if carry is not None else a, b))
+            carry = None
+        if carry is not None:  # blank at the very end: the last window takes it, or it stays a chunk of its own
+            out.append((carry, windows[-1][1]))
+        return out
 
     def _cut(self, text: str, ids, chars, inside, windows: list[tuple[int, int]]) -> list[Chunk]:
         out: list[Chunk] = []
