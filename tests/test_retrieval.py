@@ -47,7 +47,7 @@ def check(text: str, chunks, ref, T: int) -> None:
         assert c.tokens == len(ref.encode_ordinary(c.text)) <= T
         assert c.char_start <= covered, "a gap before this chunk"
         covered = max(covered, c.char_end)
-    assert covered == len(text)
+    assert covered == (0 if text.isspace() else len(text))  # whitespace alone: no chunk, as the empty text
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
@@ -255,6 +255,47 @@ def test_bad_input_is_one_line_and_nothing_written(tmp_path):
     assert not out.exists()
     r = CliRunner().invoke(main, ["chunk", str(kb), "-o", str(kb)])  # an output never overwrites an input
     assert r.exit_code == 2 and kb.read_text(encoding="utf-8").startswith('{"text": "fine"}')
+
+
+def test_a_repeated_record_id_is_bad_input_and_nothing_is_written(tmp_path):
+    """New-user trial: two records of id "a" both gave chunk id "a#0", and 1 and "1" both "1#0":
+    an index keyed on chunk ids keeps one of each, silently."""
+    kb = tmp_path / "kb.jsonl"
+    kb.write_text('{"id": "a", "text": "first"}\n{"id": "b", "text": "second"}\n{"id": 1, "text": "int"}\n'
+                  '{"id": "1", "text": "str"}\n{"id": "a", "text": "again"}\n', encoding="utf-8")
+    out = tmp_path / "c.jsonl"
+    r = CliRunner().invoke(main, ["chunk", str(kb), "--id-field", "id", "-o", str(out)])
+    assert (r.exit_code, r.stdout, r.stderr.count("\n")) == (1, "", 1)
+    assert f"{kb}:4: its id is the one {kb}:3 has (2 repeat(s) in all)" in r.stderr and "nothing was written" in r.stderr
+    assert not out.exists() and not list(tmp_path.glob(".c.jsonl.*"))
+    r = CliRunner().invoke(main, ["chunk", str(kb), "--id-field", "id", "-o", "-"])  # streamed: said after the lines
+    assert r.exit_code == 1 and len(r.stdout.splitlines()) == 5 and "standard output" in r.stderr
+    kb.write_text('{"id": "a", "text": "first"}\n{"id": "a1", "text": "second"}\n{"id": 1, "text": "int"}\n', encoding="utf-8")
+    r = CliRunner().invoke(main, ["chunk", str(kb), "--id-field", "id", "-o", str(out), "-q"])
+    assert r.exit_code == 0 and [json.loads(x)["id"] for x in out.read_text().splitlines()] == ["a#0", "a1#0", "1#0"]
+
+
+def test_a_killed_runs_temp_file_is_removed_by_the_next_run_and_a_live_ones_kept(tmp_path):
+    kb, _ = write_kb(tmp_path)
+    out = tmp_path / "c.jsonl"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = tmp_path / f".c.jsonl.{int(dead.stdout)}.winsample.tmp"  # what kill -9 leaves: its pid is gone
+    live = tmp_path / f".c.jsonl.{os.getppid()}.winsample.tmp"  # another run still writing
+    for p in (left, live):
+        p.write_text("half a run")
+    r = CliRunner().invoke(main, ["chunk", str(kb), "-o", str(out), "-q"])
+    assert r.exit_code == 0 and out.exists() and not left.exists() and live.read_text() == "half a run"
+
+
+def test_a_document_of_whitespace_alone_has_no_chunk_and_is_counted(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Some words here.\n", encoding="utf-8")
+    (folder / "b.txt").write_text("\n\n \t\n", encoding="utf-8")
+    r = CliRunner().invoke(main, ["chunk", str(folder), "-o", "-", "-T", "16"])
+    assert r.exit_code == 0 and [json.loads(x)["text"] for x in r.stdout.splitlines()] == ["Some words here.\n"]
+    assert "1 chunk of 2 documents, 1 of them blank (no chunk)" in r.stderr
+    assert winsample.chunk(" \n\t ") == []
 
 
 def test_the_chunk_command_runs_as_a_program(tmp_path):

@@ -26,6 +26,7 @@ and JSONL to chunk JSONL. One text at a time:
    starts no later than where it ended.
 
 Every chunk: ``text == source_text[char_start:char_end]`` and ``tokens == len(encode(text)) <= T``.
+A text of whitespace alone has no chunks, as the empty text.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from . import disk, formats, tokenizer
-from .errors import ConfigError, InputError
+from .errors import ConfigError, DataError, InputError
 from .planning import boundaries as bnd
 from .planning import plan_semantic
 from .tokenizer.offsets import CharOffsets
@@ -95,6 +96,8 @@ class Chunker:
     def __call__(self, text: str) -> list[Chunk]:
         if not isinstance(text, str):
             raise ConfigError(f"a text to chunk must be a str, got {type(text).__name__}")
+        if text.isspace():  # nothing a retriever could match: no chunk, as for the empty text
+            return []
         ids = np.asarray(self.tok.encode(text), np.int64)
         chars, inside = self.offsets.edges(ids)
         if int(chars[-1]) != len(text):  # exact_decode promises it; a surrogate or the like breaks it
@@ -246,7 +249,8 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
         owned = formats.dataset_files(folder) if (folder / formats.META_JSON).is_file() else []  # a data folder's files
         stdin = ["-"] if any(s.path is None for s in sources) else []  # redirected from a file (`< notes.txt`)
         disk.refuse_overwrite([out], [s.path for s in sources if s.path is not None] + owned + stdin)
-    counts = {"documents": 0, "chunks": 0, "characters": 0, "split_char": 0, "max_tokens": 0}
+    counts = {"documents": 0, "blank_documents": 0, "chunks": 0, "characters": 0, "split_char": 0, "max_tokens": 0}
+    ids = _IdLedger() if id_field is not None else None  # chunk ids are keys: a repeated record id is bad input
 
     def lines() -> Iterator[str]:
         docs = inp.iter_documents(sources, text_field=text_field, id_field=id_field, origins=True, progress=progress,
@@ -255,7 +259,10 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
             text = doc if isinstance(doc, str) else "".join(doc)
             label = sources[origin.input].label
             rid = origin.id if origin.id is not None else f"{label}:{origin.line}"
+            if ids is not None:
+                ids.add(str(rid), origin.input, origin.line)
             counts["documents"] += 1
+            counts["blank_documents"] += not text or text.isspace()
             counts["characters"] += len(text)
             for c in chunker(text):
                 c.id = f"{rid}#{c.index}"
@@ -269,10 +276,15 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
         if out == "-":
             for line in lines():
                 (stream or sys.stdout).write(line)
+            if ids is not None:
+                ids.check([src.label for src in sources], id_field, "the chunks before this line are on standard output")
         else:
+            disk.remove_stale_tmp(out, dead_only=True)  # a killed run's half-written chunks (kill -9 runs no cleanup)
             with disk.naming(out), disk.atomic_open(out, "w") as f:
                 for line in lines():
                     f.write(line)
+                if ids is not None:  # inside: a refusal leaves nothing written
+                    ids.check([src.label for src in sources], id_field, "nothing was written")
     except BrokenPipeError:  # `-o - | head`: the CLI stops quietly
         raise
     except OSError as e:  # a read-only folder, a full disk (a file, or stdout on /dev/full); not an input's error
@@ -283,3 +295,34 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
     unread = {"not_read": dict(sorted(sources.not_read.items()))} if sources.not_read else {}  # what the folders held and were left
     return {"file": out, "T": T, "overlap": chunker.overlap, "boundaries": boundaries, "tokenizer": chunker.tok.name, **counts,
             **unread}
+
+
+class _IdLedger:
+    """The record ids a chunk run has seen, 20 bytes each (an 8-byte hash, where it was): ``check``
+    raises DataError naming two records of one id. Ids compare as the text a chunk id holds
+    (1 and "1" both make "1#0")."""
+
+    def __init__(self):
+        from array import array
+
+        self.hashes, self.inputs, self.lines = array("Q"), array("L"), array("Q")
+
+    def add(self, rid: str, input_index: int, line: int) -> None:
+        import hashlib
+
+        digest = hashlib.blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        self.hashes.append(int.from_bytes(digest, "little"))
+        self.inputs.append(input_index)
+        self.lines.append(line)
+
+    def check(self, labels: list[str], field: str, after: str) -> None:
+        h = np.frombuffer(self.hashes, np.uint64) if len(self.hashes) else np.zeros(0, np.uint64)
+        order = np.argsort(h, kind="stable")
+        same = np.flatnonzero(h[order][1:] == h[order][:-1])
+        if not len(same):
+            return
+        pairs = sorted((int(order[k]), int(order[k + 1])) for k in same)  # (earlier, later) records of one id
+        a, b = min(pairs, key=lambda p: p[1])  # the first repeat in reading order
+        where = [f"{labels[self.inputs[i]]}:{self.lines[i]}" for i in (a, b)]
+        raise DataError(f"{where[1]}: its {field} is the one {where[0]} has ({len(pairs)} repeat(s) in all): a chunk id"
+                        f" (ID#K) must name one record; give each record its own id; {after}")

@@ -142,7 +142,8 @@ def mixture_lines(r: dict) -> list[str]:
 def chunk_line(r: dict) -> str:
     """What chunk prints: chunks, documents, the largest chunk, where they went."""
     split = f"; {plural(r['split_char'], 'chunk')} widened to whole characters" if r["split_char"] else ""
-    return (f"{plural(r['chunks'], 'chunk')} of {plural(r['documents'], 'document')} ({r['characters']:,} characters),"
+    blank = f", {r['blank_documents']:,} of them blank (no chunk)" if r.get("blank_documents") else ""
+    return (f"{plural(r['chunks'], 'chunk')} of {plural(r['documents'], 'document')}{blank} ({r['characters']:,} characters),"
             f" at most {r['max_tokens']:,} of {r['T']:,} tokens ({r['tokenizer']}), overlap {r['overlap']},"
             f" boundaries {r['boundaries']}{split} → {r['file']}")
 

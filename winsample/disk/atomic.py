@@ -28,13 +28,27 @@ def tmp_path(path: str | Path) -> Path:
     return path.parent / f".{path.name}.{os.getpid()}{TMP_SUFFIX}"
 
 
-def remove_stale_tmp(path: str | Path) -> None:
-    """Remove temp files ``tmp_path`` gave for ``path`` in earlier (killed) runs, any pid."""
+def remove_stale_tmp(path: str | Path, dead_only: bool = False) -> None:
+    """Remove temp files ``tmp_path`` gave for ``path`` in earlier (killed) runs, any pid;
+    ``dead_only``: only those whose process is gone (no lock keeps another run from writing it)."""
     path = Path(path)
     if path.parent.is_dir():
         for tmp in path.parent.glob(f".{glob_escape(path.name)}.*{TMP_SUFFIX}"):
-            if tmp.name[len(path.name) + 2 : -len(TMP_SUFFIX)].isdigit():
+            pid = tmp.name[len(path.name) + 2 : -len(TMP_SUFFIX)]
+            if pid.isdigit() and not (dead_only and _alive(int(pid))):
                 tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):  # another user's process, or not a pid to ask about: kept
+        return True
+    return True
 
 
 def fsync_dir(folder: Path) -> None:
