@@ -978,12 +978,11 @@ def test_the_cli_forks_its_workers_so_they_inherit_the_loaded_tokenizer(tmp_path
 # --- inputs: each read once, and what a folder leaves out is said --------------------------------
 
 
-@pytest.mark.parametrize("args", [["a.txt", "a.txt"], ["in", "in"], ["in", "in/a.txt"], ["in/a.txt", "link.txt"]],
-                         ids=["file-twice", "folder-twice", "file-inside-named-folder", "hard-link"])
-def test_a_file_reached_twice_is_refused_before_anything_is_read(tmp_path, monkeypatch, args):
+@pytest.mark.parametrize("args", [["a.txt", "a.txt"], ["in", "in"], ["in", "in/a.txt"], ["in/a.txt", "./in/a.txt"]],
+                         ids=["file-twice", "folder-twice", "file-inside-named-folder", "one-file-two-spellings"])
+def test_a_file_reached_twice_under_one_name_is_refused_before_anything_is_read(tmp_path, monkeypatch, args):
     write_tree(tmp_path / "in", {"a.txt": "first document", "b.txt": "second document"})
     monkeypatch.chdir(tmp_path)
-    os.link("in/a.txt", "link.txt")
     (tmp_path / "a.txt").write_text("first document")
     r = cli([*args, "-o", "out", "--val-fraction", "0"])
     assert r.exit_code == 2 and r.stdout == "" and r.stderr.count("\n") == 1
@@ -1004,6 +1003,22 @@ def test_links_inside_one_folder_are_read_once_with_a_note(tmp_path, ref_gpt2):
     _, _, ids, starts = read_split(tmp_path / "out", "train")
     assert len(starts) == 2  # a.txt and b.txt, once each, in name order
     assert ids.tolist() == ref_stream(ref_gpt2, ["first document", "second document"])
+
+
+def test_named_links_to_a_file_already_given_are_read_once_with_a_note(tmp_path, monkeypatch, ref_gpt2):
+    """New-user trial: `/usr/share/common-licenses/*` names GFDL, a symbolic link to GFDL-1.3, and
+    the run was refused ("given twice"); a folder walk reads such links once. A hard link too."""
+    write_tree(tmp_path / "in", {"a.txt": "first document", "b.txt": "second document"})
+    os.symlink("a.txt", tmp_path / "in" / "c.txt")
+    os.link(tmp_path / "in" / "b.txt", tmp_path / "in" / "d.txt")
+    monkeypatch.chdir(tmp_path)
+    r = cli(["in/a.txt", "in/b.txt", "in/c.txt", "in/d.txt", "-o", "out", "--val-fraction", "0"])  # what in/* gives
+    assert r.exit_code == 0 and r.stdout == "", r.stderr
+    notes = [line for line in r.stderr.splitlines() if line.startswith("note:")]
+    assert notes == ["note: in/c.txt: the file in/a.txt already gave (a link to it), read once",
+                     "note: in/d.txt: the file in/b.txt already gave (a link to it), read once"]
+    _, _, ids, starts = read_split(tmp_path / "out", "train")
+    assert len(starts) == 2 and ids.tolist() == ref_stream(ref_gpt2, ["first document", "second document"])
 
 
 def test_two_different_files_with_the_same_text_are_both_encoded(tmp_path):

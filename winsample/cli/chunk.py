@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from ..terminal import terminal_safe
 from .common import emit_json, json_option, progress, quiet_option, say, tokenizer_options
 from .main import main
 from .render import chunk_line, not_read_warning
@@ -52,7 +53,7 @@ def chunk_cmd(inputs, output, T, overlap, boundaries, encoding, tokenizer_file, 
     with bar:
         report = run(list(inputs), output, T, overlap, boundaries, encoding, tokenizer_file, pattern, text_field,
                      id_field, fmt, errors, stream=sys.stdout,
-                     progress=bar.update, notice=lambda m: say(quiet, m))
+                     progress=bar.update, notice=lambda m: say(quiet, terminal_safe(f"note: {m}")))
     if as_json:
         emit_json(report, wrote=None if output == "-" else output)
     else:

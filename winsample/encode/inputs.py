@@ -221,9 +221,10 @@ def _walk(top: Path, passed: Counter | None = None) -> list[Path]:
 
 def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], None] | None = None) -> Inputs:
     """Expand INPUT arguments to sources, in order. InputError for a missing path or empty
-    folder; ConfigError for a file reached twice by the arguments (named twice, or inside a
-    folder also named): its documents would be encoded twice. Inside one folder, a file
-    reached again through a link is read once (``_once_each``). ``notice(line)`` hears of
+    folder; ConfigError for a file reached twice by the arguments under one name (named twice,
+    or inside a folder also named): its documents would be encoded twice. A file reached again
+    under another name (a link: `` /usr/share/common-licenses/*``), or inside one folder through
+    a link, is read once (``_once_each``), and ``notice`` hears of it. ``notice(line)`` hears of
     files a folder holds that are not read (other suffixes, links to files it gave). ConfigError,
     naming the extra, for an input whose decompressor or pyarrow is not installed."""
     if fmt not in FORMATS:
@@ -265,13 +266,19 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
                 if e.errno == errno.ELOOP:  # a loop of links named here: what a folder's own loop says
                     raise InputError(f"{arg}: cannot read: {e.strerror}") from None
             raise InputError(f"{arg}: no such file or folder")
+        kept = []
         for src in sources:
             key = _file_key(src)
             if key in seen:
+                if os.path.abspath(src.label) != os.path.abspath(seen[key]):  # another name of it: a link (`dir/*`)
+                    if notice is not None:
+                        notice(f"{src.label}: the file {seen[key]} already gave (a link to it), read once")
+                    continue
                 via = "" if seen[key] == src.label else f" (already reached as {seen[key]})"
                 raise ConfigError(f"{src.label}: given twice{via}: its documents would be encoded twice; name each input once")
             seen[key] = src.label
-        out += sources
+            kept.append(src)
+        out += kept
     _check_readers(out)
     return out
 
@@ -310,8 +317,8 @@ def _file_key(src: Source):
 def _once_each(sources: list[Source], arg: str, notice: Callable[[str], None] | None) -> list[Source]:
     """A folder's files, each file once: a link (symbolic or hard) to a file the same folder
     already gave is left out, the first in name order kept, and ``notice`` hears of it. (A real
-    tree often holds such links; the folder was named once. A file given twice by the
-    arguments themselves is still refused: see ``resolve_inputs``.)"""
+    tree often holds such links; the folder was named once. A file given twice under one name
+    by the arguments themselves is still refused: see ``resolve_inputs``.)"""
     first: dict = {}
     kept, dropped = [], []
     for src in sources:
