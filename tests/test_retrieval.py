@@ -89,7 +89,7 @@ def check_overlap(text: str, chunks, ref, T: int, overlap: int) -> None:
     check(text, chunks, ref, T)
     check_no_token_skipped(chunks)
     ids = ref.encode_ordinary(text)
-    assert chunks[-1].token_end == len(ids) if ids else chunks == []
+    assert chunks[-1].token_end == len(ids) if ids and not text.isspace() else chunks == []  # whitespace alone: none
     for a, b in zip(chunks, chunks[1:]):
         if a.token_end - a.token_start == T:  # a window not cut short (its text within T as planned)
             assert b.token_start == a.token_start + T - overlap  # so it shares exactly `overlap` tokens with the next
@@ -296,6 +296,26 @@ def test_a_document_of_whitespace_alone_has_no_chunk_and_is_counted(tmp_path):
     assert r.exit_code == 0 and [json.loads(x)["text"] for x in r.stdout.splitlines()] == ["Some words here.\n"]
     assert "1 chunk of 2 documents, 1 of them blank (no chunk)" in r.stderr
     assert winsample.chunk(" \n\t ") == []
+
+
+def test_on_bad_input_skip_leaves_out_a_bad_record_and_a_bad_file_and_lists_them(tmp_path):
+    """New-user trial: one pretty-printed .json.gz in /usr/share/doc stopped the whole folder, and
+    chunk had no --on-bad-input."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text('{"text": "ok one"}\nnot json\n{"text": "ok two"}\n', encoding="utf-8")
+    (folder / "b.txt").write_bytes(b"caf\xe9 undecodable\n")
+    (folder / "c.txt").write_text("good text\n", encoding="utf-8")
+    out = tmp_path / "c.jsonl"
+    r = CliRunner().invoke(main, ["chunk", str(folder), "-o", str(out), "-T", "16", "--on-bad-input", "skip", "-q", "--json"])
+    assert r.exit_code == 0, r.stderr
+    assert [json.loads(x)["text"] for x in out.read_text().splitlines()] == ["ok one", "ok two", "good text\n"]
+    doc = json.loads(r.stdout)
+    assert (doc["skipped_inputs"], doc["skipped_records"]) == (1, 1)
+    assert [(b["input"], b["line"]) for b in doc["bad_inputs"]] == [(str(folder / "a.jsonl"), 2), (str(folder / "b.txt"), 1)]
+    assert r.stderr.splitlines()[0].startswith("warning: bad input skipped (--on-bad-input skip): 1 file and 1 record")
+    r = CliRunner().invoke(main, ["chunk", str(folder), "-o", str(tmp_path / "f.jsonl"), "-T", "16"])  # fail: the default
+    assert r.exit_code == 1 and "a.jsonl:2: not valid JSON" in r.stderr and not (tmp_path / "f.jsonl").exists()
 
 
 def test_the_chunk_command_runs_as_a_program(tmp_path):

@@ -234,13 +234,16 @@ def _tokenizer(tok, pattern: str | None):
 def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, boundaries: str = "none",
         encoding: str = "gpt2", tokenizer_file: str | None = None, pattern: str | None = None,
         text_field: str = "text", id_field: str | None = None, fmt: str = "auto", errors: str = "strict",
-        stream=None, progress=None, notice=None) -> dict:
+        stream=None, progress=None, notice=None, on_bad_input: str = "fail") -> dict:
     """Chunk every document of ``inputs`` (``encode``'s inputs: text files, one document each; JSONL
     records; folders; ``-``) into chunk JSONL at ``out`` (written whole or not at all; ``-``: ``stream``).
     Each line: ``id`` (``<path>:<line>#<index>``, or ``<record id>#<index>`` with ``id_field``),
     ``text``, ``char_start``, ``char_end``, ``tokens``, ``source`` (path, line, id), and the window's
-    ``token_start``, ``token_end``, ``split_char``, ``index``. Returns the summary."""
+    ``token_start``, ``token_end``, ``split_char``, ``index``. ``on_bad_input``: ``fail`` (the
+    first bad file or record is the error) or ``skip`` (left out, counted and listed in the
+    summary: ``skipped_inputs``, ``skipped_records``, ``bad_inputs``). Returns the summary."""
     from .encode import inputs as inp
+    from .encode.decoding import BadInput, Reading
 
     chunker = Chunker(tokenizer_file if tokenizer_file is not None else encoding, T, overlap, boundaries, pattern)
     sources = inp.resolve_inputs(list(inputs), fmt, notice)
@@ -252,11 +255,19 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
     counts = {"documents": 0, "blank_documents": 0, "chunks": 0, "characters": 0, "split_char": 0, "max_tokens": 0}
     ids = _IdLedger() if id_field is not None else None  # chunk ids are keys: a repeated record id is bad input
 
+    reading = Reading(errors, skip=on_bad_input == "skip")
+
     def lines() -> Iterator[str]:
         docs = inp.iter_documents(sources, text_field=text_field, id_field=id_field, origins=True, progress=progress,
-                                  errors=errors)
+                                  reading=reading)
         for _, doc, origin in docs:
-            text = doc if isinstance(doc, str) else "".join(doc)
+            try:  # a text file is read whole before any of its chunks: a bad one gives none
+                text = doc if isinstance(doc, str) else "".join(doc)
+            except BadInput as e:
+                if not reading.skip:
+                    raise
+                reading.left_out(e)
+                continue
             label = sources[origin.input].label
             rid = origin.id if origin.id is not None else f"{label}:{origin.line}"
             if ids is not None:
@@ -293,8 +304,10 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
         where = "standard output" if out == "-" else out
         raise InputError(f"{where}: cannot write: {disk.os_error_text(e)}" + ("" if out == "-" else "; nothing was written")) from None
     unread = {"not_read": dict(sorted(sources.not_read.items()))} if sources.not_read else {}  # what the folders held and were left
+    skipped = {"skipped_inputs": reading.skipped_inputs, "skipped_records": reading.skipped_records,
+               "bad_inputs": list(reading.bad)} if reading.skipped_inputs or reading.skipped_records else {}
     return {"file": out, "T": T, "overlap": chunker.overlap, "boundaries": boundaries, "tokenizer": chunker.tok.name, **counts,
-            **unread}
+            **unread, **skipped}
 
 
 class _IdLedger:

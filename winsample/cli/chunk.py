@@ -9,7 +9,7 @@ import click
 from ..terminal import terminal_safe
 from .common import emit_json, json_option, progress, quiet_option, say, tokenizer_options
 from .main import main
-from .render import chunk_line, not_read_warning
+from .render import chunk_line, not_read_warning, skipped_warning
 
 
 @main.command("chunk")
@@ -28,10 +28,13 @@ from .render import chunk_line, not_read_warning
               help="Input format; auto: by file extension (stdin: text).")
 @click.option("--errors", type=click.Choice(["strict", "replace"]), default="strict", show_default=True,
               help="Invalid UTF-8: fail, or replace with U+FFFD (offsets then count the replaced text's characters).")
+@click.option("--on-bad-input", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
+              help="A file that cannot be read as text or a malformed record: fail (nothing is written), or skip it:"
+                   " its document gives no chunk, and it is counted and listed on stderr.")
 @quiet_option
 @json_option
 def chunk_cmd(inputs, output, T, overlap, boundaries, encoding, tokenizer_file, pattern, text_field, id_field, fmt,
-              errors, quiet, as_json):
+              errors, on_bad_input, quiet, as_json):
     """Cut text files, folders, JSONL or - (stdin) into chunks for a retrieval index.
 
     Each JSONL line is one chunk: id, text, char_start, char_end (its characters in the
@@ -53,10 +56,12 @@ def chunk_cmd(inputs, output, T, overlap, boundaries, encoding, tokenizer_file, 
     with bar:
         report = run(list(inputs), output, T, overlap, boundaries, encoding, tokenizer_file, pattern, text_field,
                      id_field, fmt, errors, stream=sys.stdout,
-                     progress=bar.update, notice=lambda m: say(quiet, terminal_safe(f"note: {m}")))
+                     progress=bar.update, notice=lambda m: say(quiet, terminal_safe(f"note: {m}")), on_bad_input=on_bad_input)
     if as_json:
         emit_json(report, wrote=None if output == "-" else output)
     else:
         say(quiet, chunk_line(report))
     if report.get("not_read"):  # files a folder held and chunk left: shown even with -q, as encode does
         click.echo(not_read_warning(report["not_read"]), err=True)
+    for line in skipped_warning(report, "the summary (--json: bad_inputs)"):  # bad input left out (--on-bad-input skip): shown even with -q
+        click.echo(terminal_safe(line), err=True)

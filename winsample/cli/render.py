@@ -62,7 +62,7 @@ def _skipped(summary: dict) -> str:
     return " and ".join(parts)
 
 
-def skipped_warning(summary: dict) -> list[str]:
+def skipped_warning(summary: dict, counted_in: str = "meta.json's stats") -> list[str]:
     """``warning: bad input skipped: …`` and a line for each skipped input (the first BAD_SHOWN): empty when none was."""
     if not (summary.get("skipped_inputs") or summary.get("skipped_records")):
         return []
@@ -71,7 +71,7 @@ def skipped_warning(summary: dict) -> list[str]:
     total = summary.get("skipped_inputs", 0) + summary.get("skipped_records", 0)
     listed = f"the first {len(shown)}" if total > len(shown) else "each"
     head = (f"warning: bad input skipped (--on-bad-input skip): {_skipped(summary)}; {listed} below,"
-            " all counted in meta.json's stats")
+            f" all counted in {counted_in}")
     return [head] + [f"skipped: {b['error']}" for b in shown]
 
 
