@@ -318,6 +318,24 @@ def test_on_bad_input_skip_leaves_out_a_bad_record_and_a_bad_file_and_lists_them
     assert r.exit_code == 1 and "a.jsonl:2: not valid JSON" in r.stderr and not (tmp_path / "f.jsonl").exists()
 
 
+def test_an_earlier_runs_chunks_inside_the_folder_chunked_are_left_out_and_replaced(tmp_path):
+    """New-user trial: `chunk docs/ -o docs/chunks.jsonl` ran once; the second time the folder walk
+    took the first run's chunks.jsonl for an input and refused to write over it."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Some words here.\n", encoding="utf-8")
+    out = docs / "chunks.jsonl"
+    for _ in range(2):
+        r = CliRunner().invoke(main, ["chunk", str(docs), "-o", str(out), "-T", "16"])
+        assert r.exit_code == 0, r.stderr
+    assert f"note: {out}: the output of this run, left out of the folder's inputs" in r.stderr
+    assert [json.loads(x)["text"] for x in out.read_text().splitlines()] == ["Some words here.\n"]
+    r = CliRunner().invoke(main, ["chunk", str(out), "-o", str(out), "-T", "16"])  # named as its own input: refused
+    assert r.exit_code == 2 and "is an input of this command" in r.stderr
+    r = CliRunner().invoke(main, ["chunk", str(docs), "-o", ""])
+    assert r.exit_code == 2 and "-o is empty" in r.stderr
+
+
 def test_the_chunk_command_runs_as_a_program(tmp_path):
     kb, _ = write_kb(tmp_path)
     p = subprocess.run([sys.executable, "-m", "winsample", "chunk", str(kb), "-o", "-", "-T", "128", "-q"],

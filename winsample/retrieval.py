@@ -32,6 +32,7 @@ A text of whitespace alone has no chunks, as the empty text.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -247,6 +248,16 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
 
     chunker = Chunker(tokenizer_file if tokenizer_file is not None else encoding, T, overlap, boundaries, pattern)
     sources = inp.resolve_inputs(list(inputs), fmt, notice)
+    if out != "-" and Path(out).is_file() and not any(_same_file(a, out) for a in inputs if a != "-"):
+        # an earlier run's chunks inside a folder named as input (`chunk docs/ -o docs/chunks.jsonl`): the
+        # output, replaced whole, is no input of this run (named as an input itself, it is refused below)
+        mine = [k for k, src in enumerate(sources) if src.path is not None and _same_file(src.path, out)]
+        for k in reversed(mine):
+            if notice is not None:
+                notice(f"{sources[k].label}: the output of this run, left out of the folder's inputs")
+            del sources[k]
+        if not len(sources):
+            raise InputError(f"{', '.join(map(str, inputs))}: nothing to chunk but the output {out} itself")
     if out != "-":
         folder = Path(out).parent
         owned = formats.dataset_files(folder) if (folder / formats.META_JSON).is_file() else []  # a data folder's files
@@ -339,3 +350,10 @@ class _IdLedger:
         where = [f"{labels[self.inputs[i]]}:{self.lines[i]}" for i in (a, b)]
         raise DataError(f"{where[1]}: its {field} is the one {where[0]} has ({len(pairs)} repeat(s) in all): a chunk id"
                         f" (ID#K) must name one record; give each record its own id; {after}")
+
+
+def _same_file(a, b) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False

@@ -48,6 +48,8 @@ def chunk_cmd(inputs, output, T, overlap, boundaries, encoding, tokenizer_file, 
     """
     from ..retrieval import run
 
+    if not output:
+        raise click.UsageError("-o is empty: give the chunk JSONL file's path, or - for stdout")
     if output == "-" and as_json:
         raise click.UsageError("--json with -o -: stdout holds the chunks; give -o a file for the summary on stdout")
     if overlap is not None and overlap >= T:
