@@ -220,13 +220,12 @@ def _walk(top: Path, passed: Counter | None = None) -> list[Path]:
 
 
 def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], None] | None = None) -> Inputs:
-    """Expand INPUT arguments to sources, in order. InputError for a missing path or empty
-    folder; ConfigError for a file reached twice by the arguments under one name (named twice,
-    or inside a folder also named): its documents would be encoded twice. A file reached again
-    under another name (a link: `` /usr/share/common-licenses/*``), or inside one folder through
-    a link, is read once (``_once_each``), and ``notice`` hears of it. ``notice(line)`` hears of
-    files a folder holds that are not read (other suffixes, links to files it gave). ConfigError,
-    naming the extra, for an input whose decompressor or pyarrow is not installed."""
+    """Expand INPUT arguments to sources, in order. InputError for a missing path or empty folder;
+    ConfigError for a file reached twice under one name (named twice, or inside a folder also
+    named): its documents would be encoded twice. One reached again under another name (a link,
+    named or in a folder: ``_once_each``) is read once. ``notice(line)`` hears of those, and of
+    files a folder holds that are not read (other suffixes). ConfigError, naming the extra, for
+    an input whose decompressor or pyarrow is not installed."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown input format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if not args:
@@ -266,19 +265,16 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
                 if e.errno == errno.ELOOP:  # a loop of links named here: what a folder's own loop says
                     raise InputError(f"{arg}: cannot read: {e.strerror}") from None
             raise InputError(f"{arg}: no such file or folder")
-        kept = []
         for src in sources:
             key = _file_key(src)
+            if key in seen and os.path.abspath(src.label) != os.path.abspath(seen[key]):  # another name: a link (`dir/*`)
+                _ = notice and notice(f"{src.label}: the file {seen[key]} already gave (a link to it), read once")
+                continue
             if key in seen:
-                if os.path.abspath(src.label) != os.path.abspath(seen[key]):  # another name of it: a link (`dir/*`)
-                    if notice is not None:
-                        notice(f"{src.label}: the file {seen[key]} already gave (a link to it), read once")
-                    continue
                 via = "" if seen[key] == src.label else f" (already reached as {seen[key]})"
                 raise ConfigError(f"{src.label}: given twice{via}: its documents would be encoded twice; name each input once")
             seen[key] = src.label
-            kept.append(src)
-        out += kept
+            out.append(src)
     _check_readers(out)
     return out
 
