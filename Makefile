@@ -14,7 +14,7 @@ $(VENV)/.base: pyproject.toml setup.py winsample/_fast.c
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "winsample needs Python >= 3.11"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	rm -f winsample/_fast.*.so winsample/_fast.*.pyd
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[plot,fast,hf,sentencepiece]'  # plot: the demo draws coverage.png; fast: gigatoken; hf, sentencepiece: every --tokenizer-file family
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[plot,fast,hf,sentencepiece,chat]'  # plot: the demo draws coverage.png; fast: gigatoken; hf, sentencepiece: every --tokenizer-file family; chat: encode --chat (Jinja2)
 	touch $@
 
 $(VENV)/.test: pyproject.toml $(VENV)/.base

@@ -11,6 +11,7 @@ files are not on the registry).
 """
 
 import json
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -569,6 +570,46 @@ def test_a_records_tools_reach_the_template_as_transformers_passes_them(tmp_path
     want = hf.apply_chat_template(messages, tools=TOOLS, tokenize=True, return_dict=True)["input_ids"]
     (ids, _), = documents(tmp_path / "out")
     assert ids == want and "get_weather" in hf.decode(ids)
+
+
+@pytest.mark.parametrize("layout", ["config-list", "jinja-files"])
+def test_a_record_with_tools_renders_with_the_models_tool_use_template_as_transformers_does(tmp_path, models, layout):
+    """New-user trial: a tokenizer_config.json whose chat_template is a list of named templates
+    (Hermes-2-Pro, Command-R) rendered every record with "default"; transformers renders a record
+    given tools= with "tool_use". Both layouts transformers reads: the list, and
+    chat_template.jinja beside additional_chat_templates/tool_use.jinja."""
+    d = tmp_path / "named"
+    d.mkdir()
+    (d / "tokenizer.json").write_bytes((models["qwen2_5"] / "tokenizer.json").read_bytes())
+    cfg = json.loads((models["qwen2_5"] / "tokenizer_config.json").read_text())
+    tool_use = cfg.pop("chat_template")
+    default = tool_use.replace("<|im_start|>", "<|IM_START|>")  # another template: its ids differ from the first id on
+    if layout == "config-list":
+        cfg["chat_template"] = [{"name": "default", "template": default}, {"name": "tool_use", "template": tool_use}]
+    else:
+        (d / "chat_template.jinja").write_text(default, encoding="utf-8")
+        (d / "additional_chat_templates").mkdir()
+        (d / "additional_chat_templates" / "tool_use.jinja").write_text(tool_use, encoding="utf-8")
+    (d / "tokenizer_config.json").write_text(json.dumps(cfg))
+    messages = [{"role": "user", "content": "Weather in Oslo?"}, {"role": "assistant", "content": "Let me check."}]
+    src = write_jsonl(tmp_path / "t.jsonl", [{"messages": messages, "tools": TOOLS}, {"messages": messages}])
+    r = encode(src, "--chat", "--tokenizer-file", d, "-o", tmp_path / "out", "--val-fraction", "0", "--loss", "all")
+    assert r.exit_code == 0, r.stderr
+    hf = transformers.AutoTokenizer.from_pretrained(str(d))
+    want = [hf.apply_chat_template(messages, tools=TOOLS, tokenize=True, return_dict=True)["input_ids"],
+            hf.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"]]
+    assert want[0][:2] != want[1][:2]  # the two templates do differ here
+    assert [ids for ids, _ in documents(tmp_path / "out")] == want
+
+
+def test_without_jinja2_chat_says_which_extra_to_install(tmp_path, models, monkeypatch):
+    """New-user trial: after make demo (no Jinja2 then), --chat was "internal error: ModuleNotFoundError"."""
+    for name in ("jinja2", "jinja2.ext", "jinja2.sandbox"):
+        monkeypatch.setitem(sys.modules, name, None)  # import jinja2 raises ImportError, as when it is not installed
+    src = write_jsonl(tmp_path / "c.jsonl", [{"messages": CONVERSATIONS[0]}])
+    r = encode(src, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", tmp_path / "out", "--val-fraction", "0")
+    assert (r.exit_code, r.stderr) == (2, "error: chat templates need Jinja2: pip install 'winsample[chat]'\n")
+    assert not (tmp_path / "out").exists()
 
 
 def test_strftime_now_reads_a_fixed_clock_and_a_failing_template_is_one_line(tmp_path, models):

@@ -64,7 +64,7 @@ class Recipe:
 
     def recorded(self) -> records.RecordRule:
         """The rule as meta.json records it (the template's sha256 with it)."""
-        sha = hashlib.sha256(self.template.source.encode("utf-8")).hexdigest() if self.rule.chat else None
+        sha = hashlib.sha256(self.template.identity.encode("utf-8")).hexdigest() if self.rule.chat else None
         return dataclasses.replace(self.rule, template_sha256=sha)
 
     def encode(self, where: str, record: dict) -> tuple[np.ndarray, np.ndarray, bool, int]:

@@ -143,16 +143,26 @@ class Rendered:
 class ChatTemplate:
     """A chat template (``source``: Jinja text) with the special tokens it sees by name."""
 
-    def __init__(self, source: str, special: dict[str, str], name: str = "template"):
+    def __init__(self, source: str, special: dict[str, str], name: str = "template", tool_use: ChatTemplate | None = None):
+        self._env = _environment()  # ConfigError without Jinja2 (the chat extra), before it is imported here
         import jinja2
 
         self.source, self.special, self.name = source, dict(special), name
+        self.tool_use = tool_use  # the model's "tool_use" template: what transformers renders a record with tools by
         self.marked = bool(_GENERATION.search(source))
         try:
-            self._env = _environment()
             self._template = self._env.from_string(source)
         except jinja2.TemplateSyntaxError as e:
             raise ConfigError(f"{name}: not a Jinja template: {e.message} (line {e.lineno})") from None
+
+    @property
+    def identity(self) -> str:
+        """The text meta.json's ``template_sha256`` hashes: the source, and the tool_use template's when there is one."""
+        return self.source if self.tool_use is None else f"{self.source}\n{{# tool_use #}}\n{self.tool_use.source}"
+
+    def for_tools(self, tools) -> ChatTemplate:
+        """The template a record renders with: the tool_use one when it has ``tools`` and the model one (transformers' rule)."""
+        return self.tool_use if tools is not None and self.tool_use is not None else self
 
     def render(self, messages: list[dict], add_generation_prompt: bool = False, tools: list | None = None) -> Rendered:
         """The text, and the spans of ``{% generation %}`` blocks (empty without markers)."""
@@ -274,11 +284,14 @@ def template_for(tok, choice: str | None) -> ChatTemplate:
         raise ConfigError(f"{tok.file_label()}: chat templates need a Hugging Face tokenizer.json (--tokenizer-file)")
     special = tok.special_tokens_map()
     if choice is None:
-        source = tok.chat_template()
-        if source is None:
-            raise ConfigError(f"{tok.file_label()}: no chat template (tokenizer_config.json has no chat_template):"
+        named = tok.chat_templates()
+        if named.get("default") is None:
+            raise ConfigError(f"{tok.file_label()}: no chat template (tokenizer_config.json has no chat_template"
+                              f"{', only named ones: ' + ', '.join(named) if named else ''}):"
                               f" pass --chat-template FILE or one of {', '.join(BUILTIN)}")
-        return ChatTemplate(source, special, f"{tok.file_label()}'s chat template")
+        tool_use = ChatTemplate(named["tool_use"], special, f"{tok.file_label()}'s tool_use chat template") \
+            if named.get("tool_use") is not None else None
+        return ChatTemplate(named["default"], special, f"{tok.file_label()}'s chat template", tool_use)
     if choice in BUILTIN:
         return ChatTemplate(BUILTIN[choice], special, choice)
     try:
@@ -298,6 +311,7 @@ def encode_conversation(tok, template: ChatTemplate, messages, loss: str = "assi
     messages = check_messages(messages)
     if tools is not None and not isinstance(tools, list):
         raise TemplateRefused(f"tools is {type(tools).__name__}, not a list of tool schemas")
+    template = template.for_tools(tools)
     if loss == "all":
         r = template.render(messages, tools=tools)
     else:

@@ -258,17 +258,23 @@ class HFTokenizer(Tokenizer):
                 out[key] = text
         return out
 
-    def chat_template(self) -> str | None:
-        """The model's chat template: ``chat_template.jinja`` beside tokenizer.json (transformers'
-        own file since v4.50), else tokenizer_config.json's ``chat_template`` (a string, or a list
-        of named ones: ``default``); None when there is none."""
-        beside = self.json_path.parent / "chat_template.jinja"
-        if beside.is_file():
-            return beside.read_text(encoding="utf-8")
+    def chat_templates(self) -> dict[str, str]:
+        """The model's chat templates by name, as transformers loads them: ``chat_template.jinja``
+        beside tokenizer.json (its own file since v4.50) as ``default`` and the
+        ``additional_chat_templates/NAME.jinja`` beside it, else tokenizer_config.json's
+        ``chat_template`` (a string: ``default``; or a list of ``{"name", "template"}``)."""
+        folder = self.json_path.parent
+        if (folder / "chat_template.jinja").is_file():
+            out = {"default": (folder / "chat_template.jinja").read_text(encoding="utf-8")}
+            extra = folder / "additional_chat_templates"
+            if extra.is_dir():
+                out.update((p.stem, p.read_text(encoding="utf-8")) for p in sorted(extra.glob("*.jinja")) if p.stem != "default")
+            return out
         t = (self._config or {}).get("chat_template")
         if isinstance(t, list):
-            t = next((x.get("template") for x in t if isinstance(x, dict) and x.get("name") == "default"), None)
-        return t if isinstance(t, str) else None
+            return {x["name"]: x["template"] for x in t
+                    if isinstance(x, dict) and isinstance(x.get("name"), str) and isinstance(x.get("template"), str)}
+        return {"default": t} if isinstance(t, str) else {}
 
     def encode_with_specials(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
         """Ids of rendered chat text with special tokens parsed (``<|im_start|>`` is one id, as

@@ -117,7 +117,7 @@ class Rerender:
             except WinsampleError as e:
                 self.why = f"its chat template does not load now ({e})"
             else:
-                if hashlib.sha256(self.template.source.encode("utf-8")).hexdigest() != rule.template_sha256:
+                if hashlib.sha256(self.template.identity.encode("utf-8")).hexdigest() != rule.template_sha256:
                     self.why = "its chat template changed since encode"
 
     def __call__(self, d: int):
