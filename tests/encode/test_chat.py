@@ -717,6 +717,23 @@ def test_a_truncated_mask_is_one_data_error_for_the_loader(tmp_path, chats, mode
         winsample.Loader(str(tmp_path / "p.npy"), batch_size=1, seed=0).batch(0, 0)
 
 
+def test_llmc_shards_of_a_template_that_ends_each_turn_with_the_eot_verify(tmp_path, models):
+    """New-user trial: DeepSeek's template ends every assistant turn with <｜end▁of▁sentence｜>, the
+    document EOT, so the llm.c stream holds more EOT ids than conversations, and verify failed
+    llmc_documents on the set encode had just written."""
+    src = write_jsonl(tmp_path / "c.jsonl", [{"messages": CONVERSATIONS[i % 3]} for i in range(12)])
+    out = tmp_path / "out"
+    r = encode(src, "--chat", "--tokenizer-file", models["deepseekv3_training"], "--layout", "nanogpt,llmc", "-o", out,
+               "--val-fraction", "0")
+    assert r.exit_code == 0, r.stderr
+    eot = json.loads((out / "meta.json").read_text())["layouts"]["llmc"]["eot"]
+    ids, _, _ = _llmc_stream(out)
+    assert int((ids == eot).sum()) > 12  # the case: more EOT ids than conversations
+    v = CliRunner().invoke(main, ["verify", str(out), "--json"])
+    line = next(c for c in json.loads(v.stdout)["checks"] if c["name"] == "llmc_documents" and c["file"].startswith("llmc/train"))
+    assert v.exit_code == 0 and line["status"] == "pass" and "inside them too" in line["detail"], v.stdout
+
+
 def test_bare_llmc_v7_shards_verify_against_a_tokenizer_folder_named_by_encoding(tmp_path, models):
     """llm.c's Llama-3 shards carry no tokenizer: --encoding takes the model's tokenizer folder."""
     import shutil

@@ -141,6 +141,19 @@ def test_llmc_with_no_eot_still_puts_eot_before_every_document(tmp_path, corpus,
     np.testing.assert_array_equal(nano, np.concatenate([ref_gpt2.encode_ordinary(t) for t in docs]))
 
 
+def test_an_empty_val_split_by_design_verifies_as_the_nanogpt_one_does(tmp_path, corpus):
+    """New-user trial: --layout llmc --val-fraction 0 wrote an empty llmc/val shard that verify then
+    failed (min_length: "empty file"), while the empty val.bin beside it is "empty by design"."""
+    path, _ = corpus
+    out = tmp_path / "out"
+    assert run("encode", path, "-o", out, "--layout", "nanogpt,llmc", "--val-fraction", "0", "-q").exit_code == 0
+    r = run("verify", out, "--json")
+    doc = json.loads(r.stdout)
+    lines = {(c["name"], c["file"]): c for c in doc["checks"]}
+    assert r.exit_code == 0 and lines["min_length", "llmc/val_*.bin"]["status"] == "skip"
+    assert "empty by design" in lines["min_length", "llmc/val_*.bin"]["detail"]
+
+
 def test_llmc_split_tail_cuts_a_document_and_both_pieces_start_with_eot(tmp_path, corpus, ref_gpt2):
     path, docs = corpus
     out = tmp_path / "out"

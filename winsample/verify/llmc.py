@@ -11,7 +11,7 @@ import numpy as np
 from .. import disk, formats, tokenizer, tokensrc
 from ..errors import DataError, InputError, WinsampleError
 from .context import Dataset
-from .files import check_min_length, check_vocab
+from .files import MIN_LENGTH, check_min_length, check_vocab
 from .meta import META, load_meta_tokenizer
 from .options import DEFAULT_MIN_COVERAGE
 from .plan import check_plans
@@ -98,10 +98,11 @@ def _eot_figures(tokens, eot: int) -> tuple[int, int | None]:
 
 
 def check_llmc(report: Report, label: str, scan: FileScan | None, problems: list[str], eot: int | None, entry: dict | None = None,
-                part: bool = False, dtype: str | None = None) -> None:
+                part: bool = False, dtype: str | None = None, chat: bool = False) -> None:
     """llmc_shards (headers, sizes; with meta.json: names, counts, checksums, and ``dtype``, its
     ids' width, the one the shards' version holds) and llmc_documents.
-    ``part``: the shards are a part of a split (``entry`` lists just them, with no document count)."""
+    ``part``: the shards are a part of a split (``entry`` lists just them, with no document count).
+    ``chat``: conversations (``encode --chat``), whose template may write the EOT inside them."""
     if scan is None:
         report.add(LLMC_SHARDS, label, Status.FAIL, f"{len(problems)} bad shard(s): " + "; ".join(problems), problems=problems)
         return
@@ -143,7 +144,11 @@ def check_llmc(report: Report, label: str, scan: FileScan | None, problems: list
         report.add(LLMC_DOCUMENTS, label, Status.PASS, "no tokens, no documents", documents=0)
     elif entry is not None and not part:
         want = entry.get("documents")
-        if first != eot or count != want:
+        if chat and first == eot and isinstance(want, int) and count > want:  # DeepSeek's and Llama 3's turns end with it
+            report.add(LLMC_DOCUMENTS, label, Status.PASS, f"the stream starts with EOT {eot}; {count} EOT ids for {want}"
+                       " conversations: the chat template writes it inside them too (the end of a turn), so the"
+                       " documents are not counted by it", documents=want, eots=count)
+        elif first != eot or count != want:
             why = f"the first id is {first}, not the EOT {eot}" if first != eot else f"{count} EOT ids for {want} documents"
             report.add(LLMC_DOCUMENTS, label, Status.FAIL, f"every document must start with <|endoftext|> ({eot}) and no EOT stand elsewhere: {why}",
                        documents=want, eots=count)
@@ -174,9 +179,13 @@ def check_listed_llmc(report: Report, ds, T: int | None, progress=None) -> None:
             continue
         label = f"{tokensrc.LLMC_DIR}/{split}_*.bin"
         scan, problems = scan_llmc(files, ds.n_vocab, label, progress)
-        check_llmc(report, label, scan, problems, eot, entry, dtype=ds.meta.dtype)
+        chat = (ds.meta_json.get("records") or {}).get("kind") == "chat"
+        check_llmc(report, label, scan, problems, eot, entry, dtype=ds.meta.dtype, chat=chat)
         if scan is not None:
-            check_min_length(report, scan, T)
+            if scan.n == 0 and entry.get("tokens") == 0 and ds.meta.fraction_of(split) == 0:  # as min_length says of the .bin
+                report.add(MIN_LENGTH, label, Status.SKIP, f"empty by design: meta.json's split fraction for {split} is 0", tokens=0)
+            else:
+                check_min_length(report, scan, T)
             check_vocab(report, scan, ds.n_vocab)
             if not ds.targets:
                 key = Path(label)

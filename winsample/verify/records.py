@@ -166,7 +166,7 @@ def sample(tok, u: engine.Unit, mask: np.ndarray, kind: str, eot_appended: bool,
             reread += 1
             if not (np.array_equal(np.asarray(got[0], np.int64), ids) and np.array_equal(got[1], np.asarray(mask[s:e]))):
                 bad += 1
-                first = first or f"document {d} (tokens {s}–{e}): its record, encoded again from its input, gives other ids or another mask"
+                first = first or f"document {d} (tokens {s}–{e}): its record, encoded again from its input, gives other ids or another mask (or the input was edited since encode)"
                 checked += 1
                 continue
         if kind == "chat":
