@@ -663,7 +663,8 @@ def test_bad_records_are_all_listed_or_skipped_and_ids_are_kept(tmp_path, models
     assert [t.document(d)["id"] for d in range(2)] == ["r1", "r5"]
 
 
-@pytest.mark.parametrize("args, words", [(["--bos"], "--bos"), (["--text-field", "body"], "--messages-field")])
+@pytest.mark.parametrize("args, words", [(["--bos"], "--bos"), (["--text-field", "body"], "--messages-field"),
+                                          (["--no-eot"], "no EOT is appended")])
 def test_options_that_do_not_apply_to_records_are_refused(tmp_path, models, chats, args, words):
     r = encode(chats, "--chat", "--tokenizer-file", models["qwen2_5"], "-o", tmp_path / "out", *args)
     assert r.exit_code == 2 and words in r.stderr and not (tmp_path / "out").exists()

@@ -99,6 +99,8 @@ def check(config: EncodeConfig) -> None:
         raise ConfigError("--chat / --prompt-field runs on --engine local")
     if config.bos:
         raise ConfigError("--bos with records: a chat template writes its own BOS where the model wants one; drop --bos")
+    if config.chat and not config.eot:  # it changed nothing, silently
+        raise ConfigError("--no-eot with --chat: a conversation ends as its template ends it, and no EOT is appended; drop --no-eot")
     if config.text_field != "text":
         raise ConfigError("--text-field names plain documents' field; records are read with --messages-field (--chat)"
                           " or --prompt-field/--response-field")
