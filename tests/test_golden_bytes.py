@@ -18,7 +18,7 @@ after ``uncovered_head``) and, for a greedy-packed plan, ``pack`` (after ``files
 written by ``windows`` gained ``output`` (the -o name, last: which run's set a file belongs to)
 and ``source.from_plan`` (the token file's path from the plan's folder, last in ``source``; also
 in ``inspect``'s report of a plan); ``windows --json`` reports of window plans gained ``short_windows``
-(after ``files``, before ``pack``);
+(after ``files``, before ``pack``) and then ``short_tokens`` (the tokens the short windows hold, after it);
 every other byte is unchanged.
 """
 
