@@ -819,12 +819,12 @@ WHY = {
     ' ~0.1 s) and retokenize (512 kB of sampled documents decoded and encoded again by tiktoken, ~5 MB/s '
     'here: ~0.1 s alone, ~0.2 s of CPU beside the scan). Both cores are then busy for about the whole '
     'call (~0.6 s of CPU for ~0.36–0.42 s of wall time), then the 1 GB map is unmapped (~0.055 s) inside '
-    "verify's call (the floor's own map is unmapped after its timer stops). It read 0.33–0.38 in the last four "
-    'full runs. Measured and not adopted: prefaulting the map on a helper thread (madvise MADV_POPULATE_READ '
+    "verify's call (the floor's own map is unmapped after its timer stops). It read 0.33–0.38 in four full runs "
+    'and 0.23 in the one of 2026-12-05, where verify itself ran as fast as before (4.5 GB/s against 4.4) and the floor faster (20.0 GB/s). Measured and not adopted: prefaulting the map on a helper thread (madvise MADV_POPULATE_READ '
     'ahead of the scan) halves the scan alone (0.30 → 0.17 s) but not verify, whose two cores are already'
     ' busy (0.36–0.49 s against 0.36–0.46); an instant plan_figures would save 0.01–0.03 s; reading with '
     'pread instead of the map runs at 1.3 GB/s here. The issue sets this bar for a machine whose np.max '
-    'reads 16 GB/s; here the floor (the baseline column) read 8.8–14.8 GB/s in the last four full runs. Since #29, plan_params also re-plans the plan from its sidecar (to catch an '
+    'reads 16 GB/s; here the floor (the baseline column) read 8.8–20.0 GB/s in the last five full runs. Since #29, plan_params also re-plans the plan from its sidecar (to catch an '
     'edited parameter): ~0.05 s for these 976k windows, on the plan thread beside the scans (0.24 when it ran after them).',
     "encode 100 MB --layout": "the llm.c shards come from a second pass over the split's token file (uint16, in"
     " 1M-token pieces, each passed on as it is when no document starts or ends in it) and the .idx from the"
@@ -839,7 +839,7 @@ WHY = {
     " workers), and on two cores that competes with the workers; other load on the machine tips it under.",
     "windows --boundaries paragraph": "the scan and the placement run in the optional C module"
     " winsample._fast (SSE2 == tests, 64 tokens a step, on two threads); the floor is np.max over warm pages"
-    " (the baseline column), which read 12.8–18.7 GB/s in the last four full runs on this VM. Without the C module (no C compiler at"
+    " (the baseline column), which read 12.8–21.3 GB/s in the last five full runs on this VM (the scan itself 3.5–3.8 GB/s). Without the C module (no C compiler at"
     " install, or WINSAMPLE_PURE=1) the numpy paths run at about 0.06 of the floor. Check"
     " `python -c 'import winsample._fast'`.",
     "unique text: the whole tree's peak memory": "the tree is a coordinator and two forked workers (a run in"
@@ -864,9 +864,15 @@ WHY = {
     " be checked against the source here (the crates registry, needed to build it, is out of reach). Once an"
     " official release has it, each worker can set its budget there instead of rebuilding its engine.",
     "unique text (39,774 files) 400 MB: fast backend --workers 2 vs --workers 1": "the fast group's own row reads"
-    " 1.30–1.42× run by run against its 1.3 bar: the same folder of files in the parts group, the encode rows"
-    " taken in turns in the same run, reads 1.40×, and the bare library's own two processes 1.35–1.5× one"
-    " on this VM (the ceiling rows beside it).",
+    " 1.26–1.42× run by run against its 1.3 bar: the same text in the parts group, the encode rows taken in turns in"
+    " the same run, reads 1.33–1.40×, and the bare library's own two processes 1.35–1.5× one on this VM (the ceiling"
+    " rows beside it). On 2026-12-05 the full run read 1.26×; by hand right after it, the same two commands three"
+    " times each in turns: 2.71 s against 1.91 s, 1.42× (and 1.32× with the code before that day's changes).",
+    "English prose (the plays, repeated) 400 MB: fast backend --workers 2 vs --workers 1": "the plays repeat their"
+    " words, so each worker process builds the same cache of them that one engine builds once: the bare library's own"
+    " two processes read 1.43–1.47× one thread here (the ceiling row beside it), and this row 1.24–1.30× run by run."
+    " On 2026-12-05, by hand right after the full run (1.24×), three times each in turns: 1.60 s against 1.23 s, 1.30×"
+    " (1.32× with the code before that day's changes).",
     "DeepSeek tokenizer.json": "row 4 (tests/bench/fast_rows.py bench_families) on 82–83 MB: about 0.9 s of"
     " each run is serial whatever the worker count (interpreter start and imports, ~0.2 s; the reference"
     " tokenizers loaded, ~0.24 s; gigatoken's load of the 4 MB tokenizer.json, ~0.32 s, holding the GIL;"
@@ -877,7 +883,7 @@ WHY = {
     " 1.3× only with less than ~0.35 s of serial start-up, under what loading the two tokenizers alone takes."
     " Each worker keeps the engine the self-check proved (no second load); on 416 MB of the same kind of"
     " text, the parts group's row, --workers 2 runs ~1.5× --workers 1.",
-    "Mistral v1 SentencePiece": "row 4: gigatoken's SentencePiece engine merges across whole documents (a SentencePiece document has "
+    "Mistral v1 SentencePiece": "row 4 (its speed against --backend reference read 6.0× and 5.9× in the last two full runs, at the 6× bar): gigatoken's SentencePiece engine merges across whole documents (a SentencePiece document has "
     'no safe cut, so it is encoded whole). Through the batch call the threads use it encodes ~20–23 MB/s '
     'per core on this unique text (its GIL-holding encode ~24 MB/s), each call with a fixed ~2.7 ms, '
     "against sentencepiece's ~2–2.5 MB/s per core in --backend reference's worker processes. It is the "
