@@ -329,7 +329,7 @@ class _IdLedger:
     def __init__(self):
         from array import array
 
-        self.hashes, self.inputs, self.lines = array("Q"), array("L"), array("Q")
+        self.hashes, self.inputs, self.lines = array("Q"), array("I"), array("Q")
 
     def add(self, rid: str, input_index: int, line: int) -> None:
         import hashlib
