@@ -14,6 +14,7 @@ from ...errors import ConfigError, Interrupted
 from ..config import EncodeConfig
 
 INSTALL_HINT = "pip install 'winsample[ray]'"
+LEVEL_NOTICE = b"Set ray log level from environment variable RAY_BACKEND_LOG_LEVEL"
 
 
 def import_ray():
@@ -22,8 +23,12 @@ def import_ray():
     Ray's failure-signal handler (C++, installed as ``ray.init`` connects, and reset to the
     default action by ``ray.shutdown``) takes SIGTERM too: a signal in that window printed a stack
     and aborted, and after the run the CLI's handler was gone. It is off unless the environment
-    asks for it (``RAY_DISABLE_FAILURE_SIGNAL_HANDLER=0``); Ray reads the variable on import."""
+    asks for it (``RAY_DISABLE_FAILURE_SIGNAL_HANDLER=0``); Ray reads the variable on import.
+    The driver's own C++ log lines (an error line when a cancelled task's failure reaches it) went
+    to stderr beside the run's one line: only fatal ones do, unless RAY_BACKEND_LOG_LEVEL says
+    otherwise (Ray's notice that it read the variable is dropped: ``_without_level_notice``)."""
     os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")  # the driver's C++ errors (a cancelled task's) are not the run's line
     try:
         import ray
     except ImportError:
@@ -50,13 +55,14 @@ def on_cluster(ray, config: EncodeConfig, work, commits: bool = True):
     try:
         with _held(handlers if not config.address else {}) as held, _ray_leaves_sigterm_alone(handlers):
             try:
-                if config.address:
-                    ray.init(address=config.address, log_to_driver=False, logging_level=logging.WARNING)
-                else:
-                    # address "local": a cluster of its own even where one runs here already (that one is --address auto's)
-                    _quiet_token_notice()
-                    ray.init(address="local", num_cpus=config.workers or os.cpu_count() or 1, include_dashboard=False,
-                             log_to_driver=False, logging_level=logging.WARNING)
+                with _without_level_notice():
+                    if config.address:
+                        ray.init(address=config.address, log_to_driver=False, logging_level=logging.WARNING)
+                    else:
+                        # address "local": a cluster of its own even where one runs here already (that one is --address auto's)
+                        _quiet_token_notice()
+                        ray.init(address="local", num_cpus=config.workers or os.cpu_count() or 1, include_dashboard=False,
+                                 log_to_driver=False, logging_level=logging.WARNING)
             except Exception:
                 if held:  # the signal held is why the run ends, not what the init met after it
                     raise Interrupted(held[0]) from None
@@ -133,6 +139,31 @@ def _ray_leaves_sigterm_alone(handlers: dict):
         yield
     finally:
         utils.set_sigterm_handler = setter
+
+
+@contextlib.contextmanager
+def _without_level_notice():
+    """Standard error (fd 2) held in a temporary file while the body runs, then written out less
+    the line Ray's C++ logging prints when it reads RAY_BACKEND_LOG_LEVEL (``import_ray`` sets it)."""
+    import tempfile
+
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to hold
+        yield
+        return
+    held = tempfile.TemporaryFile()
+    try:
+        os.dup2(held.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        held.seek(0)
+        kept = b"".join(line for line in held.read().splitlines(keepends=True) if LEVEL_NOTICE not in line)
+        held.close()
+        if kept:
+            os.write(2, kept)
 
 
 def _quiet_token_notice() -> None:
