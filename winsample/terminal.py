@@ -1,6 +1,11 @@
-"""Text read from data, made safe to print on a terminal (corpus text, file names, meta fields)."""
+"""What reaches the terminal: text read from data made safe to print (corpus text, file names,
+meta fields), and what a library's native code writes to standard error itself (``stderr_held``)."""
 
 from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
 
 
 def hex_bytes(data: bytes) -> str:
@@ -21,3 +26,31 @@ def terminal_safe(text: str, keep: str = "\n\t") -> str:
 def _is_control(ch: str) -> bool:
     o = ord(ch)
     return o < 0x20 or 0x7F <= o <= 0x9F
+
+
+@contextlib.contextmanager
+def stderr_held(keep: Callable[[bytes, bool], bytes]):
+    """Standard error (fd 2) held in a temporary file while the body runs (native code writes
+    there before Python sees anything: a Rust panic, Ray's C++ logging); afterwards
+    ``keep(held, ok)`` of it is written out, ``ok`` False when the body raised."""
+    import tempfile  # only here: every command imports this module
+
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to hold
+        yield
+        return
+    held = tempfile.TemporaryFile()
+    ok = False
+    try:
+        os.dup2(held.fileno(), 2)
+        yield
+        ok = True
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        held.seek(0)
+        data = keep(held.read(), ok)
+        held.close()
+        if data:
+            os.write(2, data)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 import threading
 from importlib import resources
 
 import numpy as np
 
 from ..errors import ConfigError
+from ..terminal import stderr_held
 from .base import Tokenizer
 
 # --- backends: the reference library, or the fast engine once it proves it agrees -------------
@@ -176,31 +174,11 @@ def with_backend(tok: Tokenizer, backend: str = "auto") -> tuple[Tokenizer, dict
     return fast, {"name": "fast", "engine": fast.engine()}
 
 
-@contextlib.contextmanager
 def _quiet_panics():
-    """Standard error (fd 2) held in a temporary file while the fast engine is built and checked:
-    a Rust panic prints its own lines there before Python sees it. On success what was held is
-    written out; on failure it is dropped (the error says why in one line)."""
-    try:
-        saved = os.dup(2)
-    except OSError:  # no stderr to hold
-        yield
-        return
-    held = tempfile.TemporaryFile()
-    ok = False
-    try:
-        os.dup2(held.fileno(), 2)
-        yield
-        ok = True
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        if ok:
-            held.seek(0)
-            data = held.read()
-            if data:
-                os.write(2, data)
-        held.close()
+    """Standard error held while the fast engine is built and checked: a Rust panic prints its
+    own lines there before Python sees it. On success what was held is written out; on failure
+    it is dropped (the error says why in one line)."""
+    return stderr_held(lambda data, ok: data if ok else b"")
 
 
 class _Background:

@@ -11,6 +11,7 @@ import signal
 import threading
 
 from ...errors import ConfigError, Interrupted
+from ...terminal import stderr_held
 from ..config import EncodeConfig
 
 INSTALL_HINT = "pip install 'winsample[ray]'"
@@ -141,29 +142,10 @@ def _ray_leaves_sigterm_alone(handlers: dict):
         utils.set_sigterm_handler = setter
 
 
-@contextlib.contextmanager
 def _without_level_notice():
-    """Standard error (fd 2) held in a temporary file while the body runs, then written out less
-    the line Ray's C++ logging prints when it reads RAY_BACKEND_LOG_LEVEL (``import_ray`` sets it)."""
-    import tempfile
-
-    try:
-        saved = os.dup(2)
-    except OSError:  # no stderr to hold
-        yield
-        return
-    held = tempfile.TemporaryFile()
-    try:
-        os.dup2(held.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        held.seek(0)
-        kept = b"".join(line for line in held.read().splitlines(keepends=True) if LEVEL_NOTICE not in line)
-        held.close()
-        if kept:
-            os.write(2, kept)
+    """Standard error held while ``ray.init`` runs, then written out less the line Ray's C++
+    logging prints when it reads RAY_BACKEND_LOG_LEVEL (``import_ray`` sets it)."""
+    return stderr_held(lambda data, ok: b"".join(line for line in data.splitlines(keepends=True) if LEVEL_NOTICE not in line))
 
 
 def _quiet_token_notice() -> None:
