@@ -31,9 +31,11 @@ A text of whitespace alone has no chunks, as the empty text.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
+from array import array
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -248,7 +250,7 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
 
     chunker = Chunker(tokenizer_file if tokenizer_file is not None else encoding, T, overlap, boundaries, pattern)
     sources = inp.resolve_inputs(list(inputs), fmt, notice)
-    if out != "-" and Path(out).is_file() and not any(_same_file(a, out) for a in inputs if a != "-"):
+    if out != "-" and Path(out).is_file() and not Path(out).is_symlink() and not any(_same_file(a, out) for a in inputs if a != "-"):
         # an earlier run's chunks inside a folder named as input (`chunk docs/ -o docs/chunks.jsonl`): the
         # output, replaced whole, is no input of this run (named as an input itself, it is refused below)
         mine = [k for k, src in enumerate(sources) if src.path is not None and _same_file(src.path, out)]
@@ -327,13 +329,9 @@ class _IdLedger:
     (1 and "1" both make "1#0")."""
 
     def __init__(self):
-        from array import array
-
         self.hashes, self.inputs, self.lines = array("Q"), array("I"), array("Q")
 
     def add(self, rid: str, input_index: int, line: int) -> None:
-        import hashlib
-
         digest = hashlib.blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=8).digest()
         self.hashes.append(int.from_bytes(digest, "little"))
         self.inputs.append(input_index)

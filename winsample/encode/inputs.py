@@ -268,7 +268,8 @@ def resolve_inputs(args: list[str], fmt: str = "auto", notice: Callable[[str], N
         for src in sources:
             key = _file_key(src)
             if key in seen and os.path.abspath(src.label) != os.path.abspath(seen[key]):  # another name: a link (`dir/*`)
-                _ = notice and notice(f"{src.label}: the file {seen[key]} already gave (a link to it), read once")
+                if notice is not None:
+                    notice(f"{src.label}: the file {seen[key]} already gave (a link to it), read once")
                 continue
             if key in seen:
                 via = "" if seen[key] == src.label else f" (already reached as {seen[key]})"
