@@ -12,6 +12,7 @@ import os
 import pickle
 import subprocess
 import sys
+import tempfile
 from importlib import resources
 
 import numpy as np
@@ -184,6 +185,27 @@ def test_without_the_engine_auto_uses_the_reference_and_says_why_once(tmp_path, 
     assert json.loads((tmp_path / "out" / "meta.json").read_text())["backend"]["name"] == "reference"
     r = encode_cli(src, "-o", tmp_path / "out2", "--backend", "fast")
     assert r.exit_code == 2 and "gigatoken is not installed" in r.stderr
+
+
+def test_loading_ranks_into_the_engine_leaves_no_file_a_kill_could_strand(tmp_path, monkeypatch, gpt2_ranks_file, ref_gpt2):
+    """gigatoken reads ranks from a path only. It was a temp file, removed after the load, so a
+    worker killed during the load (an interrupted run) left a winsample-ranks-*.tiktoken in /tmp
+    for good. Now no file exists in the temp folder at any moment of the load, the path gigatoken
+    is given reads as the ranks, and the engine's ids are tiktoken's."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    data = gpt2_ranks_file.read_bytes()
+    real, seen = fastengine._BPETokenizer, []
+
+    class Watched:
+        @staticmethod
+        def from_tiktoken(path, *args):
+            seen.append((sorted(os.listdir(tmp_path)), open(path, "rb").read() == data))
+            return real.from_tiktoken(path, *args)
+
+    monkeypatch.setattr(fastengine, "_BPETokenizer", Watched)
+    text = CORPUS.joinpath("hamlet.txt").read_text("utf-8")[:20_000]
+    assert fastengine.tiktoken_engine(data, "gpt2").encode(text).tolist() == ref_gpt2.encode_ordinary(text)
+    assert seen == [([], True)] and os.listdir(tmp_path) == []
 
 
 def test_fast_backend_names_what_it_cannot_load(tmp_path, monkeypatch):

@@ -23,6 +23,7 @@ document is encoded as the text it is (tiktoken's ``encode_ordinary``), never as
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import random
@@ -342,6 +343,30 @@ def _trim() -> None:
         pass
 
 
+@contextlib.contextmanager
+def _file_of(data: bytes):
+    """A path that reads as ``data``, for gigatoken, which reads ranks from a path only. On Linux
+    an anonymous memory file (nothing on disk, so a process killed mid-load leaves nothing
+    behind; before, a killed worker left a temp file in /tmp); elsewhere a private temp file,
+    removed at once."""
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        fd = os.memfd_create("winsample-ranks", os.MFD_CLOEXEC)
+        try:
+            with os.fdopen(fd, "wb", closefd=False) as f:
+                f.write(data)
+            yield f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+        return
+    fd, path = tempfile.mkstemp(suffix=".tiktoken", prefix="winsample-ranks-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        yield path
+    finally:
+        os.unlink(path)
+
+
 # gigatoken's names for the pre-tokenizers of tiktoken's patterns (winsample's --pattern names).
 SCHEMES = {"gpt2": "gpt2", "cl100k": "gpt4", "o200k": "o200k"}
 
@@ -359,16 +384,11 @@ def tiktoken_engine(ranks_file_bytes: bytes, pattern: str | None, look_bytes: in
         raise ConfigError("the fast backend knows the gpt2, cl100k and o200k pre-tokenizers only, not this encoding's")
 
     def build():
-        # gigatoken reads ranks from a path only: a private temp file, removed at once.
-        fd, path = tempfile.mkstemp(suffix=".tiktoken", prefix="winsample-ranks-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(ranks_file_bytes)
-            return _BPETokenizer.from_tiktoken(path, scheme, None)
-        except (ValueError, RuntimeError) as e:
-            raise ConfigError(f"the fast backend cannot load these ranks: {e}") from None
-        finally:
-            os.unlink(path)
+        with _file_of(ranks_file_bytes) as path:
+            try:
+                return _BPETokenizer.from_tiktoken(path, scheme, None)
+            except (ValueError, RuntimeError) as e:
+                raise ConfigError(f"the fast backend cannot load these ranks: {e}") from None
 
     return Engine(build, look_bytes)
 
