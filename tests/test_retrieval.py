@@ -149,6 +149,19 @@ def test_a_break_of_several_newlines_makes_no_chunk_of_whitespace(ref_gpt2, boun
     assert not any(c.text.isspace() for c in winsample.chunk(code, T=100, overlap=20, boundaries=boundaries))
 
 
+@pytest.mark.parametrize("boundaries", ["paragraph", "sentence"])
+def test_a_break_at_the_very_end_after_a_full_window_makes_no_chunk_of_whitespace(ref_gpt2, boundaries):
+    """Review: the blank window at the end of a text went on as a chunk of its own ("\n") when the
+    window before was full. Now the last chunk is a window of T tokens that ends at the end."""
+    for text in ("one two three four five six seven\n\n\n", "one two three four five six seven\n\n\n\n\n"):
+        ids = ref_gpt2.encode_ordinary(text)
+        chunks = winsample.chunk(text, T=8, overlap=0, boundaries=boundaries)
+        check(text, chunks, ref_gpt2, 8)
+        check_no_token_skipped(chunks)
+        assert not any(c.text.isspace() for c in chunks)
+        assert (chunks[-1].token_start, chunks[-1].token_end) == (len(ids) - 8, len(ids))  # by hand: 8 = T
+
+
 def test_by_hand_ten_tokens_window_four_overlap_one():
     # "a a … a": GPT-2 encodes "a" and each " a" as one token, 10 in all; T 8, overlap 1: windows [0, 8)
     # and [7, 10) (7 = 8 − 1), i.e. characters [0, 15) and [13, 19): " a" is 2 characters, token k starts at 2k − 1
@@ -318,6 +331,20 @@ def test_on_bad_input_skip_leaves_out_a_bad_record_and_a_bad_file_and_lists_them
     assert r.exit_code == 1 and "a.jsonl:2: not valid JSON" in r.stderr and not (tmp_path / "f.jsonl").exists()
 
 
+def test_on_bad_input_skip_leaves_out_a_bad_text_file_longer_than_one_read(tmp_path):
+    """Review: a bad text file over 1 MiB (one read) was left in part, and closing it then took the
+    unread rest for a change to the file: "the file changed while it was being read", exit 1."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_bytes(b"caf\xe9 bad\n" + b"hello world\n" * 200_000)  # 2.4 MB
+    (folder / "b.txt").write_text("good text\n", encoding="utf-8")
+    out = tmp_path / "c.jsonl"
+    r = CliRunner().invoke(main, ["chunk", str(folder), "-o", str(out), "--on-bad-input", "skip", "-q", "--json"])
+    assert r.exit_code == 0, r.stderr
+    assert [json.loads(x)["text"] for x in out.read_text().splitlines()] == ["good text\n"]
+    assert [(b["input"], b["line"]) for b in json.loads(r.stdout)["bad_inputs"]] == [(str(folder / "a.txt"), 1)]
+
+
 def test_an_earlier_runs_chunks_inside_the_folder_chunked_are_left_out_and_replaced(tmp_path):
     """New-user trial: `chunk docs/ -o docs/chunks.jsonl` ran once; the second time the folder walk
     took the first run's chunks.jsonl for an input and refused to write over it."""
@@ -334,6 +361,26 @@ def test_an_earlier_runs_chunks_inside_the_folder_chunked_are_left_out_and_repla
     assert r.exit_code == 2 and "is an input of this command" in r.stderr
     r = CliRunner().invoke(main, ["chunk", str(docs), "-o", ""])
     assert r.exit_code == 2 and "-o is empty" in r.stderr
+
+
+@pytest.mark.parametrize("what", ["data of the user's", "a hard link to an earlier output"])
+def test_a_file_inside_the_folder_chunked_that_is_no_earlier_output_is_refused_as_the_output(tmp_path, what):
+    """Review: any regular file inside the folder, named as -o, was left out of the inputs and
+    written over: a notes.jsonl of the user's was lost. Only this command's own earlier output (its
+    first line a chunk, one name) is replaced; anything else is refused, exit 2, and kept."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Some words here.\n", encoding="utf-8")
+    out = docs / "notes.jsonl"
+    if what == "data of the user's":
+        out.write_text('{"text": "my precious data"}\n', encoding="utf-8")
+    else:
+        assert CliRunner().invoke(main, ["chunk", str(docs / "a.txt"), "-o", str(out)]).exit_code == 0
+        os.link(out, tmp_path / "elsewhere.jsonl")
+    before = out.read_bytes()
+    r = CliRunner().invoke(main, ["chunk", str(docs), "-o", str(out), "-T", "16"])
+    assert r.exit_code == 2 and "is an input of this command" in r.stderr and r.stdout == ""
+    assert out.read_bytes() == before
 
 
 def test_the_chunk_command_runs_as_a_program(tmp_path):

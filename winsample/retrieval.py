@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import sys
 from array import array
 from collections import deque
@@ -43,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import disk, formats, tokenizer
+from . import disk, formats, records, tokenizer
 from .errors import ConfigError, DataError, InputError
 from .planning import boundaries as bnd
 from .planning import plan_semantic
@@ -74,8 +75,10 @@ class Chunk:
     def to_json(self) -> dict:
         """The fields in the order a chunk line shows them: id, text, char_start, char_end, tokens, source, then the rest."""
         d = asdict(self)
-        return {k: d[k] for k in ("id", "text", "char_start", "char_end", "tokens", "source", "token_start", "token_end",
-                                  "split_char", "index")}
+        return {k: d[k] for k in CHUNK_FIELDS}
+
+
+CHUNK_FIELDS = ("id", "text", "char_start", "char_end", "tokens", "source", "token_start", "token_end", "split_char", "index")
 
 
 class Chunker:
@@ -122,7 +125,8 @@ class Chunker:
         """``windows`` with each one of whitespace alone joined to a neighbour: "\\n\\n\\n" is two GPT-2
         tokens with an edge after each, and the planner makes the one between them a window; a
         chunk of whitespace helps no retriever. The window before takes it when the sum fits in T,
-        else the window after starts at it (and gives up tokens at its end if it must: ``_cut``)."""
+        else the window after starts at it (and gives up tokens at its end if it must: ``_cut``); at
+        the end of the text, a window of T tokens that ends there (it overlaps the one before)."""
         out: list[tuple[int, int]] = []
         carry = None  # the start of a blank window the next one takes
         for a, b in windows:
@@ -135,8 +139,9 @@ class Chunker:
                 continue
             out.append((min(a, carry) if carry is not None else a, b))
             carry = None
-        if carry is not None:  # blank at the very end: the last window takes it, or it stays a chunk of its own
-            out.append((carry, windows[-1][1]))
+        if carry is not None:  # blank at the very end, the window before full: a window of T that ends at the end
+            end = windows[-1][1]
+            out.append((max(out[-1][0] + 1, end - self.T), end) if out else (carry, end))
         return out
 
     def _cut(self, text: str, ids, chars, inside, windows: list[tuple[int, int]]) -> list[Chunk]:
@@ -250,7 +255,7 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
 
     chunker = Chunker(tokenizer_file if tokenizer_file is not None else encoding, T, overlap, boundaries, pattern)
     sources = inp.resolve_inputs(list(inputs), fmt, notice)
-    if out != "-" and Path(out).is_file() and not Path(out).is_symlink() and not any(_same_file(a, out) for a in inputs if a != "-"):
+    if out != "-" and _earlier_chunks(out) and not any(_same_file(a, out) for a in inputs if a != "-"):
         # an earlier run's chunks inside a folder named as input (`chunk docs/ -o docs/chunks.jsonl`): the
         # output, replaced whole, is no input of this run (named as an input itself, it is refused below)
         mine = [k for k, src in enumerate(sources) if src.path is not None and _same_file(src.path, out)]
@@ -324,23 +329,27 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
 
 
 class _IdLedger:
-    """The record ids a chunk run has seen, 20 bytes each (an 8-byte hash, where it was): ``check``
-    raises DataError naming two records of one id. Ids compare as the text a chunk id holds
-    (1 and "1" both make "1#0")."""
+    """The record ids a chunk run has seen, 28 bytes each (a 16-byte hash: two different ids of
+    10^9 records share one with a chance near 10^-21; where it was): ``check`` raises
+    DataError naming two records of one id. Ids compare as the text a chunk id holds (1 and "1"
+    both make "1#0")."""
 
     def __init__(self):
-        self.hashes, self.inputs, self.lines = array("Q"), array("I"), array("Q")
+        self.hi, self.lo, self.inputs, self.lines = array("Q"), array("Q"), array("I"), array("Q")
 
     def add(self, rid: str, input_index: int, line: int) -> None:
-        digest = hashlib.blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-        self.hashes.append(int.from_bytes(digest, "little"))
+        digest = hashlib.blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        self.hi.append(int.from_bytes(digest[:8], "little"))
+        self.lo.append(int.from_bytes(digest[8:], "little"))
         self.inputs.append(input_index)
         self.lines.append(line)
 
     def check(self, labels: list[str], field: str, after: str) -> None:
-        h = np.frombuffer(self.hashes, np.uint64) if len(self.hashes) else np.zeros(0, np.uint64)
-        order = np.argsort(h, kind="stable")
-        same = np.flatnonzero(h[order][1:] == h[order][:-1])
+        if len(self.hi) < 2:
+            return
+        hi, lo = np.frombuffer(self.hi, np.uint64), np.frombuffer(self.lo, np.uint64)
+        order = np.lexsort((lo, hi))  # stable: records of one id stay in reading order
+        same = np.flatnonzero((hi[order][1:] == hi[order][:-1]) & (lo[order][1:] == lo[order][:-1]))
         if not len(same):
             return
         pairs = sorted((int(order[k]), int(order[k + 1])) for k in same)  # (earlier, later) records of one id
@@ -348,6 +357,19 @@ class _IdLedger:
         where = [f"{labels[self.inputs[i]]}:{self.lines[i]}" for i in (a, b)]
         raise DataError(f"{where[1]}: its {field} is the one {where[0]} has ({len(pairs)} repeat(s) in all): a chunk id"
                         f" (ID#K) must name one record; give each record its own id; {after}")
+
+
+def _earlier_chunks(path: str) -> bool:
+    """True when ``path`` is a regular file of one name (no link) that is empty or whose first line
+    is a chunk: what this command wrote, so a run may replace it. Anything else (data of the user's
+    inside the folder chunked) stays an input, and the output is refused."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            return False
+        return st.st_size == 0 or set(CHUNK_FIELDS) <= set(records.read_record(path, 0, path))
+    except (OSError, DataError):
+        return False
 
 
 def _same_file(a, b) -> bool:

@@ -184,3 +184,39 @@ def many_bad(errors: list[str], total: int, hint: bool = True) -> BadInputs:
 
 __all__ = ["Replaced", "BAD_MODES", "BAD_KEPT", "BAD_SHOWN", "BadInput", "BadInputs", "Reading", "codec_of", "sniff",
            "splits_lines", "encoded_len", "utf16_hint", "add_counts", "many_bad"]
+
+
+class ReplacingDecoder:
+    """Incremental UTF-8 that replaces each invalid sequence by U+FFFD and counts it in ``replaced``:
+    exactly what Python's ``replace`` error handler gives (the decode resumes after the bad
+    bytes, where the handler would resume)."""
+
+    def __init__(self, replaced: Replaced):
+        self.replaced = replaced
+        self.pending = b""
+
+    def getstate(self) -> tuple[bytes, int]:
+        return self.pending, 0
+
+    def decode(self, data: bytes, final: bool = False) -> str:
+        view = memoryview(self.pending + data if self.pending else data)
+        out = []
+        while True:
+            try:
+                text, used = codecs.utf_8_decode(view, "strict", final)
+            except UnicodeDecodeError as e:
+                out.append(str(view[: e.start], "utf-8"))  # valid up to the bad bytes
+                out.append("\ufffd")
+                self.replaced.count += 1
+                view = view[e.end :]
+                continue
+            out.append(text)
+            self.pending = bytes(view[used:])
+            return "".join(out) if len(out) > 1 else text
+
+
+def utf8_decoder(errors: str, replaced: Replaced):
+    """The incremental UTF-8 decoder of ``errors`` (``strict`` raises; ``replace`` counts in ``replaced``)."""
+    if errors == "strict":
+        return codecs.getincrementaldecoder("utf-8")("strict")
+    return ReplacingDecoder(replaced)

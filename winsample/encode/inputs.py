@@ -41,7 +41,7 @@ from typing import NamedTuple
 from .. import disk
 from ..errors import ConfigError, DataError, InputError, json_place
 from ..records import MISSING, field_value
-from .decoding import BadInput, Reading, Replaced, encoded_len, sniff, splits_lines, utf16_hint
+from .decoding import BadInput, Reading, Replaced, encoded_len, sniff, splits_lines, utf8_decoder, utf16_hint
 from .savedset import saved_dataset
 
 FOLDER_SUFFIXES = (".txt", ".md", ".text", ".jsonl")
@@ -53,41 +53,6 @@ TABLES = ("parquet", "arrow")  # kinds read as rows of a column (pyarrow)
 FORMATS = ("auto", "text", "jsonl")
 READ_BYTES = 1 << 20  # per read: big enough for disk speed, small enough to keep memory flat
 GZ_STEP = 64 << 10  # decompressed bytes per gzip read: how close a broken stream's error position is
-
-class _ReplacingDecoder:
-    """Incremental UTF-8 that replaces each invalid sequence by U+FFFD and counts it in ``replaced``:
-    exactly what Python's ``replace`` error handler gives (the decode resumes after the bad
-    bytes, where the handler would resume)."""
-
-    def __init__(self, replaced: Replaced):
-        self.replaced = replaced
-        self.pending = b""
-
-    def getstate(self) -> tuple[bytes, int]:
-        return self.pending, 0
-
-    def decode(self, data: bytes, final: bool = False) -> str:
-        view = memoryview(self.pending + data if self.pending else data)
-        out = []
-        while True:
-            try:
-                text, used = codecs.utf_8_decode(view, "strict", final)
-            except UnicodeDecodeError as e:
-                out.append(str(view[: e.start], "utf-8"))  # valid up to the bad bytes
-                out.append("\ufffd")
-                self.replaced.count += 1
-                view = view[e.end :]
-                continue
-            out.append(text)
-            self.pending = bytes(view[used:])
-            return "".join(out) if len(out) > 1 else text
-
-
-def _decoder(errors: str, replaced: Replaced):
-    """The incremental UTF-8 decoder of ``errors`` (``strict`` raises; ``replace`` counts in ``replaced``)."""
-    if errors == "strict":
-        return codecs.getincrementaldecoder("utf-8")("strict")
-    return _ReplacingDecoder(replaced)
 
 
 class Origin(NamedTuple):
@@ -352,6 +317,7 @@ class Reader:
         self.progress = progress
         self.replaced = replaced if replaced is not None else Replaced()
         self.raw = None
+        self.aborted = False  # abort() was called: closed without the check that the file did not change
         self.offset = 0  # bytes of (decompressed) data handed out so far
         self._disk_pos = 0
         if src.path is None and sys.stdin is None:  # `<&-`: Python sets sys.stdin to None
@@ -460,6 +426,7 @@ class Reader:
             self.src.decompressed = self.offset
 
     def abort(self) -> None:
+        self.aborted = True
         if self.raw is not None and self.src.path is not None:
             self.raw.close()
 
@@ -513,7 +480,7 @@ def text_chunks(reader: Reader, errors: str, reading: Reading | None = None) -> 
     if codec != "utf-8":
         yield from _decoded_chunks(reader, data, codec, reading)
         return
-    dec = _decoder(reading.errors, reading.replaced)
+    dec = utf8_decoder(reading.errors, reading.replaced)
     line = 1
     while True:
         final = not data
@@ -644,7 +611,7 @@ def _text_of(reader, raw: bytes | str, start: int, lineno: int, reading: Reading
     try:
         if codec != "utf-8":
             return raw.decode(codec, reading.handler())
-        return raw.decode("utf-8") if reading.errors == "strict" else _decoder(reading.errors, reading.replaced).decode(raw, True)
+        return raw.decode("utf-8") if reading.errors == "strict" else utf8_decoder(reading.errors, reading.replaced).decode(raw, True)
     except UnicodeDecodeError as e:
         if codec != "utf-8":
             raise _decode_error(reader, start + e.start, lineno, e, codec, record=True) from None
@@ -785,12 +752,23 @@ def iter_documents(
                 for where, text, offset, line, doc_id in jsonl_docs(reader, reading.errors, text_field, id_field, 0, reading):
                     yield (where, text, Origin(i, offset, line, doc_id)) if origins else (where, text)
             else:
-                doc = text_chunks(reader, reading.errors, reading)
+                doc = _aborting(text_chunks(reader, reading.errors, reading), reader)
                 yield (src.label, doc, Origin(i, 0, 1, None)) if origins else (src.label, doc)
+                if reader.aborted:  # the consumer caught the document's BadInput and goes on (--on-bad-input skip)
+                    continue
         except BaseException:
             reader.abort()
             raise
         reader.close()
+
+
+def _aborting(chunks: Iterator[str], reader: Reader) -> Iterator[str]:
+    """``chunks``, with ``reader`` aborted when they raise: a file read in part is no changed file."""
+    try:
+        yield from chunks
+    except BaseException:
+        reader.abort()
+        raise
 
 
 def changed_error(label: str, before: int, now: int) -> DataError:
