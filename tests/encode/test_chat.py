@@ -733,6 +733,10 @@ def test_llmc_shards_of_a_template_that_ends_each_turn_with_the_eot_verify(tmp_p
     v = CliRunner().invoke(main, ["verify", str(out), "--json"])
     line = next(c for c in json.loads(v.stdout)["checks"] if c["name"] == "llmc_documents" and c["file"].startswith("llmc/train"))
     assert v.exit_code == 0 and line["status"] == "pass" and "inside them too" in line["detail"], v.stdout
+    # review: the same shards named on their own (their meta.json found above llmc/) passed no chat= and failed
+    v = CliRunner().invoke(main, ["verify", str(out / "llmc"), "--json"])
+    line = next(c for c in json.loads(v.stdout)["checks"] if c["name"] == "llmc_documents")
+    assert v.exit_code == 0 and line["status"] == "pass" and "inside them too" in line["detail"], v.stdout
 
 
 def test_bare_llmc_v7_shards_verify_against_a_tokenizer_folder_named_by_encoding(tmp_path, models):

@@ -152,6 +152,7 @@ def test_an_empty_val_split_by_design_verifies_as_the_nanogpt_one_does(tmp_path,
     lines = {(c["name"], c["file"]): c for c in doc["checks"]}
     assert r.exit_code == 0 and lines["min_length", "llmc/val_*.bin"]["status"] == "skip"
     assert "empty by design" in lines["min_length", "llmc/val_*.bin"]["detail"]
+    assert sorted(p.name for p in (out / "llmc").iterdir()) == ["train_000000.bin"]  # no empty shard to name on its own
 
 
 def test_llmc_split_tail_cuts_a_document_and_both_pieces_start_with_eot(tmp_path, corpus, ref_gpt2):

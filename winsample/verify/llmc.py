@@ -179,18 +179,27 @@ def check_listed_llmc(report: Report, ds, T: int | None, progress=None) -> None:
             continue
         label = f"{tokensrc.LLMC_DIR}/{split}_*.bin"
         scan, problems = scan_llmc(files, ds.n_vocab, label, progress)
-        chat = (ds.meta_json.get("records") or {}).get("kind") == "chat"
-        check_llmc(report, label, scan, problems, eot, entry, dtype=ds.meta.dtype, chat=chat)
+        check_llmc(report, label, scan, problems, eot, entry, dtype=ds.meta.dtype, chat=_chat(ds.meta))
         if scan is not None:
-            if scan.n == 0 and entry.get("tokens") == 0 and ds.meta.fraction_of(split) == 0:  # as min_length says of the .bin
-                report.add(MIN_LENGTH, label, Status.SKIP, f"empty by design: meta.json's split fraction for {split} is 0", tokens=0)
-            else:
-                check_min_length(report, scan, T)
+            _check_length(report, label, scan, T, ds.meta, split, entry)
             check_vocab(report, scan, ds.n_vocab)
             if not ds.targets:
                 key = Path(label)
                 ds.scans[key] = scan
                 ds.targets.append(Target(key, label, split))
+
+
+def _chat(meta) -> bool:
+    """The data folder holds conversations (``encode --chat``)."""
+    return (meta.extra.get("records") or {}).get("kind") == "chat"
+
+
+def _check_length(report: Report, label: str, scan: FileScan, T: int | None, meta, split: str, entry: dict) -> None:
+    """min_length, skipped for a split empty by design (its fraction 0), as min_length says of the .bin."""
+    if scan.n == 0 and entry.get("tokens") == 0 and meta.fraction_of(split) == 0:
+        report.add(MIN_LENGTH, label, Status.SKIP, f"empty by design: meta.json's split fraction for {split} is 0", tokens=0)
+    else:
+        check_min_length(report, scan, T)
 
 
 def verify_llmc(report: Report, path: Path, groups: dict, opts) -> Report:
@@ -264,7 +273,8 @@ def _check_group(report: Report, path: Path, groups: dict, name: str, files: lis
         return
     scan, problems = scan_llmc(files, n_vocab, label, opts.progress)
     check_llmc(report, label, scan, problems, eot, group.compared() if group is not None else None,
-               part=group is not None and group.partial, dtype=owner.meta.dtype if group is not None else None)
+               part=group is not None and group.partial, dtype=owner.meta.dtype if group is not None else None,
+               chat=group is not None and _chat(owner.meta))
     gone = tokensrc.missing_shards(files)
     if gone and group is None:  # no meta.json to say how many there were: a gap in the numbers is the only sign
         report.add(LLMC_SHARDS, label, Status.WARN, f"{len(gone)} shard number(s) missing between the first and the last:"
