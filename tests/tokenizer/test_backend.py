@@ -190,22 +190,34 @@ def test_without_the_engine_auto_uses_the_reference_and_says_why_once(tmp_path, 
 def test_loading_ranks_into_the_engine_leaves_no_file_a_kill_could_strand(tmp_path, monkeypatch, gpt2_ranks_file, ref_gpt2):
     """gigatoken reads ranks from a path only. It was a temp file, removed after the load, so a
     worker killed during the load (an interrupted run) left a winsample-ranks-*.tiktoken in /tmp
-    for good. Now no file exists in the temp folder at any moment of the load, the path gigatoken
-    is given reads as the ranks, and the engine's ids are tiktoken's."""
+    for good. Now no temp file is made (an anonymous memory file is read), and the engine's ids
+    are tiktoken's."""
+    made = []
+    real_mkstemp = tempfile.mkstemp
+    monkeypatch.setattr(tempfile, "mkstemp", lambda *a, **k: made.append(real_mkstemp(*a, **k)) or made[-1])
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    data = gpt2_ranks_file.read_bytes()
-    real, seen = fastengine._BPETokenizer, []
-
-    class Watched:
-        @staticmethod
-        def from_tiktoken(path, *args):
-            seen.append((sorted(os.listdir(tmp_path)), open(path, "rb").read() == data))
-            return real.from_tiktoken(path, *args)
-
-    monkeypatch.setattr(fastengine, "_BPETokenizer", Watched)
     text = CORPUS.joinpath("hamlet.txt").read_text("utf-8")[:20_000]
-    assert fastengine.tiktoken_engine(data, "gpt2").encode(text).tolist() == ref_gpt2.encode_ordinary(text)
-    assert seen == [([], True)] and os.listdir(tmp_path) == []
+    engine = fastengine.tiktoken_engine(gpt2_ranks_file.read_bytes(), "gpt2")
+    assert engine.encode(text).tolist() == ref_gpt2.encode_ordinary(text)
+    assert made == [] and os.listdir(tmp_path) == []
+
+
+def test_where_memory_files_are_refused_the_ranks_go_through_a_temp_file_removed_after(tmp_path, monkeypatch,
+                                                                                      gpt2_ranks_file, ref_gpt2):
+    """A sandbox (seccomp) may refuse memfd_create: the load falls back to a private temp file,
+    which is gone once the engine is built, and the ids are still tiktoken's."""
+    def refused(*args):
+        raise PermissionError(1, "Operation not permitted")
+
+    made = []
+    real_mkstemp = tempfile.mkstemp
+    monkeypatch.setattr(os, "memfd_create", refused)
+    monkeypatch.setattr(tempfile, "mkstemp", lambda *a, **k: made.append(real_mkstemp(*a, **k)) or made[-1])
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    text = "Some words, 123 of them.\n\n  And more."
+    engine = fastengine.tiktoken_engine(gpt2_ranks_file.read_bytes(), "gpt2")
+    assert engine.encode(text).tolist() == ref_gpt2.encode_ordinary(text)
+    assert len(made) == 1 and os.path.dirname(made[0][1]) == str(tmp_path) and os.listdir(tmp_path) == []
 
 
 def test_fast_backend_names_what_it_cannot_load(tmp_path, monkeypatch):

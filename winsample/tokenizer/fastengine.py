@@ -349,8 +349,11 @@ def _file_of(data: bytes):
     an anonymous memory file (nothing on disk, so a process killed mid-load leaves nothing
     behind; before, a killed worker left a temp file in /tmp); elsewhere a private temp file,
     removed at once."""
+    fd = -1
     if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
-        fd = os.memfd_create("winsample-ranks", os.MFD_CLOEXEC)
+        with contextlib.suppress(OSError):  # a sandbox may refuse it (seccomp): the temp file then
+            fd = os.memfd_create("winsample-ranks", os.MFD_CLOEXEC)
+    if fd >= 0:
         try:
             with os.fdopen(fd, "wb", closefd=False) as f:
                 f.write(data)
