@@ -27,7 +27,8 @@ def import_ray():
     asks for it (``RAY_DISABLE_FAILURE_SIGNAL_HANDLER=0``); Ray reads the variable on import.
     The driver's own C++ log lines (an error line when a cancelled task's failure reaches it) went
     to stderr beside the run's one line: only fatal ones do, unless RAY_BACKEND_LOG_LEVEL says
-    otherwise (Ray's notice that it read the variable is dropped: ``_without_level_notice``)."""
+    otherwise (Ray's notice that it read the variable is dropped: ``_without_level_notice``). A
+    cluster of our own inherits it: its session logs hold fatal lines only (docs/scale-out.md)."""
     os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")  # the driver's C++ errors (a cancelled task's) are not the run's line
     try:
