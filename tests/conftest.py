@@ -23,10 +23,13 @@ CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory):
-    """Converted models go to a folder of this run's, not the user's ~/.cache (children inherit it)."""
+    """Converted models go to a folder of this run's, not the user's ~/.cache (children inherit it);
+    so do tiktoken's cached copies of the ranks files the reference fixtures load (tiktoken keeps
+    one per path read, by default in /tmp/data-gym-cache: ~9 MB more there after every run)."""
     import os
 
     os.environ["WINSAMPLE_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(tmp_path_factory.mktemp("tiktoken-cache"))
 
 
 @pytest.fixture(autouse=True)
