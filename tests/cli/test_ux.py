@@ -254,3 +254,23 @@ def test_an_empty_encoding_is_refused_not_read_as_gpt2(data, tmp_path, cmd):
     assert r.exit_code == 2 and r.stdout == ""
     assert "Invalid value for '--encoding': is empty: give a tokenizer's name, or leave the option out" in r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_path_the_system_refuses_is_one_error_line_and_exit_2_not_an_internal_error(data, monkeypatch, debug):
+    """New-user trial: a file inside a folder this user may not open (chmod 000, not root) gave
+    "internal error: PermissionError …", read as a bug in the tool; and WINSAMPLE_DEBUG=1 turned
+    its exit code 2 into 1, the code of data that failed a check."""
+    import winsample.inspect
+
+    def refused(path, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(winsample.inspect, "inspect_path", refused)
+    if debug:
+        monkeypatch.setenv("WINSAMPLE_DEBUG", "1")
+    r = CliRunner().invoke(main, ["inspect", str(data / "train.bin")])
+    assert (r.exit_code, r.stdout) == (2, "")
+    line = f"error: {data / 'train.bin'}: Permission denied (the file, or a folder on its path, does not let this user in)"
+    assert r.stderr.splitlines()[-1] == line and "internal error" not in r.stderr
+    assert ("Traceback (most recent call last)" in r.stderr) == debug and (len(r.stderr.splitlines()) == 1) != debug

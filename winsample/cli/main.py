@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import atexit
+import errno
 import importlib
 import os
 import signal
 import sys
 import threading
+import traceback
 
 import click
 
 from .. import __version__
+from ..disk import os_error_text
 from ..errors import Interrupted, WinsampleError
 from ..terminal import terminal_safe
 from .common import EXIT_CODE_KEY
@@ -58,9 +61,11 @@ class WinsampleGroup(click.Group):
             _fail(ctx, _usage_line(e), e.exit_code)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
+        except OSError as e:  # the system refused a path (a folder on it that is not this user's to open): no bug
+            _traceback_if_asked()
+            _fail(ctx, f"error: {_os_error_line(e)}", 2)
         except Exception as e:  # a bug: one line, and the traceback only when asked for
-            if os.environ.get("WINSAMPLE_DEBUG"):
-                raise
+            _traceback_if_asked()
             said = out_of_memory(e)
             if said is not None:  # not a bug: a memory limit the libraries met
                 _fail(ctx, said, 2)
@@ -141,6 +146,21 @@ def _raise_interrupted(signum, frame):
 def _one_line(message: str) -> str:
     # one line, whatever a file name holds: a newline in a name must not split the error line
     return terminal_safe(message.replace("\r", "\\r").replace("\n", "\\n"), keep="\t")
+
+
+def _traceback_if_asked() -> None:
+    """WINSAMPLE_DEBUG=1: the traceback on stderr, above the one line; the exit code stays the same."""
+    if os.environ.get("WINSAMPLE_DEBUG"):
+        traceback.print_exc()
+
+
+def _os_error_line(e: OSError) -> str:
+    """An OSError the library let through, as ``PATH: what the system said``."""
+    what = os_error_text(e)
+    if e.errno in (errno.EACCES, errno.EPERM):
+        what += " (the file, or a folder on its path, does not let this user in)"
+    paths = [str(p) for p in (e.filename, e.filename2) if p is not None]
+    return f"{' → '.join(paths)}: {what}" if paths else what
 
 
 def _fail(ctx: click.Context, message: str, code: int):
