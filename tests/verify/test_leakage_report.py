@@ -119,3 +119,17 @@ def test_per_document_shares_count_each_documents_own_shingles(tmp_path):
     assert by_doc[1]["shingles"] == 81 - 32 + 1 and by_doc[1]["in_train"] == 40 - 32 + 1
     assert by_doc[1]["copy_of"] is None
 
+
+
+def test_a_file_cut_short_by_a_byte_skips_leakage_with_the_true_reason(tmp_path):
+    """New-user trial: with train.bin one byte short, the skip line said "val.bin has 193085 < 32
+    tokens", which is false: train.bin's ids could not be read (its size is no whole number of
+    them). The line now says so; the file's own size line fails above it."""
+    src, _ = corpus_with_copies(tmp_path)
+    out = tmp_path / "out"
+    encode_corpus([str(src)], out, split="tail", workers=1)
+    with open(out / "train.bin", "r+b") as f:
+        f.truncate((out / "train.bin").stat().st_size - 1)
+    c = leakage(verify(out))
+    assert c.status == "skip" and " < 32 tokens" not in c.detail
+    assert c.detail.startswith("train.bin not read as tokens (its size is no whole number of <u2 ids")

@@ -39,8 +39,13 @@ def check_leakage(report: Report, train: FileScan, val: FileScan, bits: int, max
             share=1.0, sample_rate=rate,
         )
         return
-    if train.shingles is None or val.shingles is None or val.n < SHINGLE_K:
+    if val.n < SHINGLE_K:
         report.add(SPLIT_LEAKAGE, label, Status.SKIP, f"{val.label} has {val.n} < {SHINGLE_K} tokens: no {SHINGLE_K}-token shingle")
+        return
+    unread = [s.label for s in (train, val) if s.shingles is None]
+    if unread:  # a size that is no whole number of tokens: its line above fails; its ids were not read
+        report.add(SPLIT_LEAKAGE, label, Status.SKIP, f"{' and '.join(unread)} not read as tokens (its size is no whole"
+                   f" number of {train.dtype} ids: see its line above): no shingles to compare")
         return
     if len(val.shingles) == 0:
         report.add(SPLIT_LEAKAGE, label, Status.WARN, f"no val shingle fell in the sample (rate 1/{2**bits}); share unknown", sample_rate=rate)
