@@ -19,6 +19,8 @@ written by ``windows`` gained ``output`` (the -o name, last: which run's set a f
 and ``source.from_plan`` (the token file's path from the plan's folder, last in ``source``; also
 in ``inspect``'s report of a plan); ``windows --json`` reports of window plans gained ``short_windows``
 (after ``files``, before ``pack``) and then ``short_tokens`` (the tokens the short windows hold, after it);
+verify's ``min_length`` line of a token file checked with plans and no ``-T`` says a plan's T is
+checked on the plan's own line (it said "pass -T (or --plan)" with the plan passed);
 every other byte is unchanged.
 """
 

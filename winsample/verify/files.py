@@ -26,7 +26,7 @@ def min_length(report: Report, ctx, target: Target, scan: FileScan) -> None:
     if s.n == 0 and not s.stray and t.entry is not None and t.entry.tokens == 0 and ctx.meta.fraction_of(t.split) == 0:
         report.add(MIN_LENGTH, s.label, Status.SKIP, f"empty by design: meta.json's split fraction for {t.split} is 0", tokens=0)
     else:
-        check_min_length(report, s, ctx.opts.T)
+        check_min_length(report, s, ctx.opts.T, planned=bool(ctx.opts.plans or ctx.prepared))
 
 
 @check("vocab_range", help="every id is below the tokenizer's n_vocab", reads="token files, tokenizer", stage="file")
@@ -62,7 +62,8 @@ def check_dtype(report: Report, s: FileScan, guessed: bool = False) -> None:
         )
 
 
-def check_min_length(report: Report, s: FileScan, T: int | None) -> None:
+def check_min_length(report: Report, s: FileScan, T: int | None, planned: bool = False) -> None:
+    """N ≥ T + 1; with no ``T``, only N ≥ 2 (``planned``: plans are checked, each on its own line)."""
     if T is not None:
         status = Status.PASS if s.n >= T + 1 else Status.FAIL
         rel = "≥" if status == Status.PASS else "<"
@@ -75,7 +76,9 @@ def check_min_length(report: Report, s: FileScan, T: int | None) -> None:
         what = "empty file: 0 tokens" if s.n == 0 else "1 token"
         report.add(MIN_LENGTH, s.label, Status.FAIL, f"{what}, not one (x, y) pair fits", tokens=s.n, required=2)
     else:
-        report.add(MIN_LENGTH, s.label, Status.SKIP, f"N = {s.n}; pass -T (or --plan) to check N ≥ T + 1", tokens=s.n)
+        how = "no -T given; a plan's T is checked on the plan's own min_length line" if planned \
+            else "pass -T (or --plan) to check N ≥ T + 1"
+        report.add(MIN_LENGTH, s.label, Status.SKIP, f"N = {s.n}; {how}", tokens=s.n)
 
 
 def check_vocab(report: Report, s: FileScan, n_vocab: int) -> None:

@@ -181,7 +181,7 @@ def check_listed_llmc(report: Report, ds, T: int | None, progress=None) -> None:
         scan, problems = scan_llmc(files, ds.n_vocab, label, progress)
         check_llmc(report, label, scan, problems, eot, entry, dtype=ds.meta.dtype, chat=_chat(ds.meta))
         if scan is not None:
-            _check_length(report, label, scan, T, ds.meta, split, entry)
+            _check_length(report, label, scan, T, ds.meta, split, entry, ds.opts.plans or ds.prepared)
             check_vocab(report, scan, ds.n_vocab)
             if not ds.targets:
                 key = Path(label)
@@ -194,12 +194,13 @@ def _chat(meta) -> bool:
     return (meta.extra.get("records") or {}).get("kind") == "chat"
 
 
-def _check_length(report: Report, label: str, scan: FileScan, T: int | None, meta, split: str, entry: dict) -> None:
+def _check_length(report: Report, label: str, scan: FileScan, T: int | None, meta, split: str, entry: dict,
+                  plans=()) -> None:
     """min_length, skipped for a split empty by design (its fraction 0), as min_length says of the .bin."""
     if scan.n == 0 and entry.get("tokens") == 0 and meta.fraction_of(split) == 0:
         report.add(MIN_LENGTH, label, Status.SKIP, f"empty by design: meta.json's split fraction for {split} is 0", tokens=0)
     else:
-        check_min_length(report, scan, T)
+        check_min_length(report, scan, T, planned=bool(plans))
 
 
 def verify_llmc(report: Report, path: Path, groups: dict, opts) -> Report:
@@ -281,7 +282,7 @@ def _check_group(report: Report, path: Path, groups: dict, name: str, files: lis
                    f" {', '.join(gone[:5])}{', …' if len(gone) > 5 else ''} (a shard lost, or left out of the glob)",
                    missing=gone)
     if scan is not None:
-        check_min_length(report, scan, opts.T)
+        check_min_length(report, scan, opts.T, planned=bool(opts.plans))
         check_vocab(report, scan, n_vocab)
         # several groups (a folder of train and val shards): each stream as a path that opens it alone,
         # whose name is the one a plan records (``windows 'llmc/train_*.bin'``: ``train_*.bin``)
