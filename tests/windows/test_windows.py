@@ -865,8 +865,9 @@ def test_a_plan_mostly_of_short_windows_says_the_loader_leaves_them_out(tmp_path
     assert short == len(rows) == 30  # one window per record, each a record of a few tokens
     held = int(rows["length"].sum())  # every token is in a short window: the whole file
     assert held == len(np.fromfile(tmp_path / "sft" / "train.bin", np.uint16))
-    assert r.stderr.splitlines()[1] == (f"note: {short} of the {short} windows are shorter than the span (ended by a document,"
-                                        f" paragraph or sentence edge), holding {held:,} tokens (100.0% of the file):"
+    assert r.stderr.splitlines()[1] == (f"note: {short} of the {short} windows are shorter than the span (ended by the end of"
+                                        f" a document or of the file), holding {held:,} tokens (100.0% of the file, a token"
+                                        " counted once per window):"
                                         " winsample.Loader leaves short windows out unless short='pad', and get_batch draws"
                                         " full windows only; pad them (short='pad'), or pack them into full windows (--pack best-fit)")
     assert json.loads(run_cli(tmp_path / "sft" / "train.bin", "-T", 64, "-o", tmp_path / "p.npy", "--json").stdout)["short_windows"] == 30
@@ -884,11 +885,32 @@ def test_a_few_short_windows_holding_a_hundredth_of_the_tokens_get_the_note_and_
     short = rows[rows["length"] < 64]
     assert r.exit_code == 0 and len(short) == 40 and len(short) * 4 < len(rows)  # fewer than a quarter of the windows
     assert int(short["length"].sum()) == 40 * 20  # 800 of 64,800 tokens: 1.23%
-    assert "are shorter than the span (ended by a document, paragraph or sentence edge), holding 800 tokens (1.2% of the" \
-           " file): winsample.Loader leaves short windows out unless short='pad'" in r.stderr
+    assert "are shorter than the span (ended by the end of a document), holding 800 tokens (1.2% of the" \
+           " file, a token counted once per window): winsample.Loader leaves short windows out unless short='pad'" in r.stderr
     greedy = run_cli(tmp_path / "t.bin", "-T", 63, "--boundaries", "doc", "--pack", "-o", tmp_path / "g.npy")
     assert greedy.exit_code == 0 and (np.load(tmp_path / "g.npy")["length"] < 64).any()  # three short ones a window
     assert "note:" not in greedy.stderr  # a packed plan's short windows are served padded by default
+
+
+@pytest.mark.parametrize("boundaries", ["none", "paragraph"])
+def test_the_short_window_note_names_the_edge_that_ended_them(tmp_path, boundaries):
+    """New-user trial: with --boundaries none the one short window (the tail, --tail short) was said
+    to be "ended by a document, paragraph or sentence edge"; it ends at the end of the file. By
+    hand: 10,000 tokens, span 513, stride 256, offset 100: full windows start at 100 + 256k while
+    start + 513 ≤ 10,000, so k = 0 … 36 (37 of them, the last [9316, 9829)); the short one takes
+    the leftover from one token before that end (the guide): [9828, 10,000), 172 tokens."""
+    np.arange(10_000, dtype=np.uint16).tofile(tmp_path / "t.bin")
+    if boundaries == "none":
+        r = run_cli(tmp_path / "t.bin", "-T", 512, "--stride", 256, "--offset", 100, "--tail", "short",
+                    "--boundaries", "none", "-o", tmp_path / "p.npy")
+        rows = np.load(tmp_path / "p.npy")
+        assert r.exit_code == 0 and list(rows["start"][-2:]) == [9316, 9828] and list(rows["length"][-2:]) == [513, 172]
+        assert "1 of the 38 windows is shorter than the span (ended by the end of the file), holding 172 tokens" in r.stderr
+    else:
+        text = "".join(f"Para {i} " + "word " * (3 + i % 5) + "\n\n" for i in range(400))
+        CliRunner().invoke(main, ["encode", "-", "-o", str(tmp_path / "d"), "--val-fraction", "0", "-q"], input=text)
+        r = run_cli(tmp_path / "d" / "train.bin", "-T", 64, "--boundaries", "paragraph", "-o", tmp_path / "p.npy")
+        assert r.exit_code == 0 and "shorter than the span (ended by a paragraph edge)" in r.stderr
 
 
 def test_files_named_like_the_family_that_record_no_run_are_kept_and_named_in_a_warning(tmp_path):

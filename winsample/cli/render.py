@@ -93,8 +93,9 @@ def wide_ids_warning(hint: dict) -> str:
                          " plan it again with --dtype uint32")
 
 
-def plan_summary(s: dict) -> list[str]:
-    """What windows prints for one plan written: its figures, and a note when it trains on little."""
+def plan_summary(s: dict, boundaries: str | None = None) -> list[str]:
+    """What windows prints for one plan written (``boundaries``: the option given, None when left
+    to the default): its figures, and a note when it trains on little."""
     from ..verify import percent
 
     lines = []
@@ -113,9 +114,12 @@ def plan_summary(s: dict) -> list[str]:
                      f" {'a short one' if s['windows'] == 1 else 'short ones'}"
                  " (get_batch draws full windows only; --short drop skips short ones)")
     elif s.get("pack") != "greedy" and _many_short(s):  # records, short documents: data the Loader's default leaves out
-        lines.append(f"note: {s['short_windows']:,} of the {plural(s['windows'], 'window')} are shorter than the span (ended"
-                     f" by a document, paragraph or sentence edge), holding {plural(s['short_tokens'], 'token')}"
-                     f" ({s['short_tokens'] / max(s['tokens'], 1):.1%} of the file): winsample.Loader leaves short windows out"
+        edge = {None: "the end of a document or of the file", "none": "the end of the file",
+                "doc": "the end of a document"}.get(boundaries, f"a {boundaries} edge")
+        are = "is" if s["short_windows"] == 1 else "are"
+        lines.append(f"note: {s['short_windows']:,} of the {plural(s['windows'], 'window')} {are} shorter than the span (ended"
+                     f" by {edge}), holding {plural(s['short_tokens'], 'token')} ({s['short_tokens'] / max(s['tokens'], 1):.1%}"
+                     " of the file, a token counted once per window): winsample.Loader leaves short windows out"
                      " unless short='pad', and get_batch draws full windows only; pad them (short='pad'), or pack them"
                      " into full windows (--pack best-fit)")
     return lines

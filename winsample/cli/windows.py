@@ -96,5 +96,5 @@ def windows(bin_path, T, stride, overlap, targets, offset, random_offset, seed, 
     if as_json:
         emit_json(summaries[0] if len(summaries) == 1 else {"plans": summaries}, wrote=output)
     for s in summaries:
-        for line in render.plan_summary(s):
+        for line in render.plan_summary(s, boundaries):
             say(quiet, line)
