@@ -175,6 +175,8 @@ def _meta_summary(meta: formats.Meta) -> dict:
 def inspect_data(folder: Path) -> dict:
     """The meta.json summary of a data folder, one entry per split."""
     meta_file = folder / formats.META_JSON
+    if pending := formats.unfinished_commit(folder):
+        raise DataError(f"{folder}: its set is not whole{pending}")
     if not meta_file.is_file():
         raise InputError(f"{folder}: no {formats.META_JSON} here; pass a .bin file or a folder written by `winsample encode`")
     meta = formats.load_meta(meta_file)

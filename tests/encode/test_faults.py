@@ -340,9 +340,11 @@ entry()
 
 
 def test_a_reader_of_a_folder_whose_commit_was_cut_short_is_told_to_run_the_encode_again(tmp_path):
-    """Killed between the moves of a committed set, a folder holds the new train.bin beside the
-    old meta.json until the next encode into it finishes the moves. windows said "the file
-    changed since it was encoded; re-encode it", naming neither the cause nor the remedy."""
+    """Killed between the moves of a committed set, a folder holds part of the new set (the old
+    files it replaces are gone first, meta.json first of all) until the next encode into it
+    finishes the moves. windows said "the file changed since it was encoded; re-encode it",
+    naming neither the cause nor the remedy; read bare, with meta.json gone, it would plan a
+    file of a set in flux."""
     (tmp_path / "a.txt").write_text("the first set, short\n")
     (tmp_path / "b.txt").write_text("the second set, a good deal longer than the first one was\n" * 20)
     out = tmp_path / "data"
@@ -352,10 +354,14 @@ def test_a_reader_of_a_folder_whose_commit_was_cut_short_is_told_to_run_the_enco
     assert r.returncode == 137
     r = subprocess.run([sys.executable, "-m", "winsample", "windows", str(out / "train.bin"), "-T", "4", "-o",
                         str(tmp_path / "p.npy")], capture_output=True, text=True, timeout=120)
+    assert not (out / "meta.json").exists() and (out / "train.bin").exists()
     assert r.returncode == 1 and r.stderr.count("\n") == 1
-    assert r.stderr.strip().endswith(f"the file is from another set; an encode into {out} stopped while moving its new"
-                                     " set in (.winsample-staging holds the rest): run that encode again, which"
-                                     " finishes the move first")
+    assert r.stderr.strip() == (f"error: {out / 'train.bin'}: its folder's set is not whole; an encode into {out} stopped"
+                                " while moving its new set in (.winsample-staging holds the rest): run that encode again,"
+                                " which finishes the move first")
+    for args in (["inspect", str(out)], ["verify", str(out)]):  # the folder too: one line, exit 1, the remedy
+        r = subprocess.run([sys.executable, "-m", "winsample", *args], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1 and r.stderr.count("\n") == 1 and r.stderr.strip().endswith("which finishes the move first")
     subprocess.run([sys.executable, "-m", "winsample", "encode", str(tmp_path / "b.txt"), "-o", str(out), "-q",
                     "--workers", "1", "--val-fraction", "0"], check=True)
     assert run_verify(str(out)).ok(False)

@@ -1,5 +1,7 @@
 import json
+import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -165,6 +167,54 @@ def test_recover_rolls_forward_an_interrupted_commit(tmp_path):
     (stage / "COMMIT").write_text(json.dumps(["train.bin", "meta.json"]))  # died right after the mark
     assert formats.recover(out) == "rolled forward"
     assert (out / "train.bin").read_bytes() == b"new" and (out / "meta.json").exists()
+
+
+def test_a_crash_at_any_step_of_the_moves_never_shows_an_old_file_beside_a_new_one(tmp_path, monkeypatch):
+    """New-user trial: a kill -9 between the moves of a committed set left the new train.bin beside
+    the old train.idx, and megatron-core read the pair without an error (3,101 of 3,105
+    sequences wrong). Now the old files go first (meta.json first of all), then the new ones come
+    in (meta.json last): after a crash at every step, each visible file is of one set only, the
+    set is whole (old or new) or lacks files, and the next run finishes the moves."""
+    names = ["train.bin", "train.idx", "val.bin", "val.idx", "meta.json"]
+    steps = 0
+    while True:
+        out = tmp_path / f"data{steps}"
+        out.mkdir()
+        for n in names + ["llmc/train_000000.bin"]:
+            (out / n).parent.mkdir(exist_ok=True)
+            (out / n).write_bytes(b"old " + n.encode())
+        stage = formats.staging_dir(out)
+        for n in names:
+            (stage / n).write_bytes(b"new " + n.encode())
+        def counted(real, calls=[], steps=steps, mark=stage / "COMMIT"):  # noqa: B006 (one list per set)
+            def op(*a, **k):
+                if mark.exists():  # the moves (writing the mark renames too)
+                    if len(calls) == steps:
+                        raise KeyboardInterrupt  # the crash: nothing after this step runs
+                    calls.append(1)
+                return real(*a, **k)
+            return op
+
+        with monkeypatch.context() as m:
+            m.setattr(disk.staging.os, "replace", counted(os.replace))
+            m.setattr(disk.staging.Path, "unlink", counted(Path.unlink))
+            try:
+                disk.commit_staged(stage, out, names, remove=["llmc/train_000000.bin"])
+                done = True
+            except KeyboardInterrupt:
+                done = False
+        seen = {str(p.relative_to(out)): p.read_bytes().split()[0] for p in out.rglob("*")
+                if p.is_file() and disk.STAGING_DIR not in p.parts}
+        assert len(set(seen.values())) <= 1, (steps, seen)  # never old beside new
+        if "meta.json" in seen:  # a set that claims to be whole is whole
+            assert set(seen) == set(names) | ({"llmc/train_000000.bin"} if seen["meta.json"] == b"old" else set()), steps
+        if done:
+            break
+        assert formats.recover(out) == "rolled forward"
+        assert {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()} == \
+            {n: b"new " + n.encode() for n in names}, steps
+        steps += 1
+    assert steps == 2 * len(names) + 1  # 5 unlinks of old files, 1 removal, 5 moves: a crash tried before each
 
 
 def test_every_npy_header_parse_holds_the_lock(tmp_path, monkeypatch):

@@ -74,17 +74,25 @@ def read_commit_mark(mark: Path) -> tuple[list[str], list[str]]:
 
 
 def roll_forward(stage: Path, out_dir: Path, names: list[str] | dict, remove: Iterable[str] = ()) -> None:
+    """Finish the moves of a committed set: first every old file it replaces goes (the last name,
+    meta.json, first; then ``remove``), then the new files go in (the last name last). A kill
+    midway leaves files missing, which every reader notices (and the next run finishes the
+    moves), never an old file beside a new one: a Megatron ``.idx`` of the old set over a ``.bin``
+    of the new read without an error. Only a name whose new file is still staged is replaced, so
+    the moves can be finished after a crash in any step."""
     if isinstance(names, dict):  # a mark with removals: {"names": [...], "remove": [...]}
         names, remove = names["names"], names.get("remove", [])
-    for i, name in enumerate(names):
-        if i == len(names) - 1:
-            for r in remove:
-                (out_dir / r).unlink(missing_ok=True)
-            for d in sorted({(out_dir / r).parent for r in remove} - {out_dir}, key=lambda d: len(d.parts), reverse=True):
-                with contextlib.suppress(OSError):  # only a folder the old set alone filled: rmdir leaves any other
-                    d.rmdir()
-        if (stage / name).exists():
-            (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(stage / name, out_dir / name)
+    pending = [name for name in names if (stage / name).exists()]
+    for name in reversed(pending):  # meta.json (the last name) first: the set stops claiming to be whole
+        (out_dir / name).unlink(missing_ok=True)
+    for r in remove:
+        (out_dir / r).unlink(missing_ok=True)
+    for d in sorted({(out_dir / r).parent for r in remove} - {out_dir}, key=lambda d: len(d.parts), reverse=True):
+        with contextlib.suppress(OSError):  # only a folder the old set alone filled: rmdir leaves any other
+            d.rmdir()
+    fsync_dir(out_dir)
+    for name in pending:
+        (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(stage / name, out_dir / name)
     fsync_dir(out_dir)
     shutil.rmtree(stage, ignore_errors=True)
