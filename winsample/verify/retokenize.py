@@ -203,10 +203,8 @@ def _outcome(tok, u: Unit, checked: int, nbytes: int, mismatches: int, skips: di
                            f" tokenizer {tok.name!r} is assumed; pass --encoding if the file was written with another)",
                            checked, nbytes, mismatches)
         return Outcome(u.label, "fail", f"{first}; {mismatches} of {checked} sampled document(s) differ", checked, nbytes, mismatches)
-    if skips["unknown"] or skips["unstable"]:
-        part = f", skipped: {why}"
-    else:
-        part = f", {skips['cut']} skipped (no safe cut in reach)" if skips["cut"] else ""
+    skipped = sum(skips.values())  # sampled beside the ones compared, not the same ones
+    part = f"; {skipped} more sampled, not compared: {why}" if skipped else ""
     basis = "" if tok.exact_decode else f" ({tok.reencodable()[1]})"  # a normalizing family: say why re-encoding is sound
     return Outcome(u.label, "pass", f"{checked} sampled document(s), {nbytes:,} bytes of text: the reference {tok.engine()} gives"
                                     f" the same ids{part}{basis}", checked, nbytes, 0)
