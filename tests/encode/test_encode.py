@@ -404,6 +404,23 @@ def test_parquet_column(tmp_path, ref_gpt2):
     assert r.exit_code == 1 and "no column 'text'" in r.stderr
 
 
+def test_a_dictionary_encoded_parquet_text_column_reads_as_its_strings(tmp_path, ref_gpt2):
+    """New-user trial: a text column written dictionary-encoded (``pa.array(texts).dictionary_encode()``,
+    a writer's choice for repeated values) was refused as "type dictionary<values=string, …>, not
+    string". Its rows are the strings: the ids are tiktoken's, as for the plain column; so is an
+    id column written the same way."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = ["parquet row one", "row two 滑动", "parquet row one"]
+    pq.write_table(pa.table({"text": pa.array(texts).dictionary_encode(), "id": pa.array(["a", "b", "c"]).dictionary_encode()}),
+                   tmp_path / "d.parquet")
+    out = tmp_path / "out"
+    r = cli([tmp_path / "d.parquet", "-o", out, "--id-field", "id", "--val-fraction", "0", "--workers", "1"])
+    assert r.exit_code == 0, r.stderr
+    assert np.fromfile(out / "train.bin", "<u2").tolist() == ref_stream(ref_gpt2, texts)
+
+
 def test_big_jsonl_document_is_cut_and_still_exact(tmp_path, monkeypatch, ref_gpt2):
     monkeypatch.setattr(encode_mod, "PIECE_CHARS", 1000)
     text = (CORPUS / "sonnets.txt").read_text(encoding="utf-8")[:30000]

@@ -54,6 +54,10 @@ def _find(schema, name: str):
 
 
 def _is_text(pa, typ) -> bool:
+    """A column of strings: plain, large, view, or dictionary-encoded (a writer's choice for repeated
+    values; its rows read back as the strings)."""
+    if pa.types.is_dictionary(typ):
+        return _is_text(pa, typ.value_type)
     view = getattr(pa.types, "is_string_view", None)  # pyarrow >= 16
     return pa.types.is_string(typ) or pa.types.is_large_string(typ) or (view is not None and view(typ))
 
