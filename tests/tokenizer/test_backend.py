@@ -250,8 +250,20 @@ def test_self_check_names_the_text_and_token_where_an_engine_differs():
     ref = tokenizer.load("gpt2")
     bug = LookalikeBug(ref)
     problem = fastengine.self_check(ref.encode, bug.encode)
-    assert problem.startswith("on '<|endoftext|>' it gives id 50256 at token 0 where the reference gives 27")
+    assert problem.startswith("on '<|endoftext|>' it gives id 50256 at token 0 where the reference gives id 27")
     assert fastengine.self_check(ref.encode, ref.encode) is None
+    # new-user trial: an engine that gave nothing read "it gives id end at token 0"
+    def planted(change):  # the reference's ids, changed for one text (the check gives texts as str or UTF-8 bytes)
+        def encode(text):
+            text = text.decode("utf-8") if isinstance(text, bytes) else text
+            return change(ref.encode(text)) if text == "<|endoftext|>" else ref.encode(text)
+        return encode
+
+    nothing = fastengine.self_check(ref.encode, planted(lambda ids: []))
+    assert nothing.startswith("on '<|endoftext|>' it gives no id (its ids end after 0) at token 0 where the reference gives id 27")
+    short = fastengine.self_check(ref.encode, planted(lambda ids: [*ids, 13]))
+    n = len(ref.encode("<|endoftext|>"))
+    assert short.startswith(f"on '<|endoftext|>' it gives id 13 at token {n} where the reference gives none (its {n} ids end there)")
 
 
 def test_the_references_ids_for_the_self_check_are_tiktokens_for_each_text(ref_gpt2):

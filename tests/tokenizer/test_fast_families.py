@@ -202,7 +202,7 @@ def test_the_self_check_compares_the_engine_with_the_reference_ids_it_computed_b
         return [[7, *ids[1:]] if t == target else ids for t, ids in zip(texts, real(self, texts))]
 
     monkeypatch.setattr(tokenizer_hf.HFTokenizer, "encode_each", wrong_once)
-    with pytest.raises(ConfigError, match="disagrees with the reference .* where the reference gives 7"):
+    with pytest.raises(ConfigError, match="disagrees with the reference .* where the reference gives id 7"):
         tokenizer.with_backend(ref_tok, "fast")
     monkeypatch.setattr(tokenizer_hf.HFTokenizer, "encode_each", real)
     assert tokenizer.with_backend(ref_tok, "fast")[0].backend == "fast"
@@ -291,7 +291,7 @@ def test_without_removing_special_tokens_auto_falls_back_and_fast_refuses(files,
     tok, entry = tokenizer.with_backend(ref, "auto")
     assert tok is ref and entry["name"] == "reference"
     assert "the fast engine disagrees with the reference tokenizers" in entry["note"]
-    shown = re.search(r" on '(.*?)' it gives id \d+ at token 0 where the reference gives", entry["note"]).group(1)
+    shown = re.search(r" on '(.*?)' it gives id \d+ at token 0 where the reference gives id", entry["note"]).group(1)
     specials = {a.content for a in ref._tok.get_added_tokens_decoder().values() if a.special}
     assert shown in specials  # a special token's text, given its id by the unmodified file
     with pytest.raises(ConfigError, match="disagrees with the reference"):

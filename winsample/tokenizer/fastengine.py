@@ -471,9 +471,9 @@ def _compare(text: str, want: list[int], fast, given) -> str | None:
         return f"it fails on {_show(text)}{how}: {type(e).__name__}: {e}"
     if got != want:
         k = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-        g = got[k] if k < len(got) else "end"
-        w = want[k] if k < len(want) else "end"
-        return f"on {_show(text)}{how} it gives id {g} at token {k} where the reference gives {w}"
+        g = f"id {got[k]}" if k < len(got) else f"no id (its ids end after {k})"
+        w = f"id {want[k]}" if k < len(want) else f"none (its {k} ids end there)"
+        return f"on {_show(text)}{how} it gives {g} at token {k} where the reference gives {w}"
     return None
 
 
