@@ -30,8 +30,10 @@ def inspect_cmd(path, at, count, meta_path, encoding, dtype, quiet, as_json):
     PATH a .bin:    meta summary and tokens [I, I+K) as ids and decoded, │ between tokens
                     (⏎ a newline, ⟨e6 bb⟩ bytes that are not UTF-8 on their own)
     PATH a folder:  meta summary of every split
-    PATH a plan:    parameters, counts and windows [I, I+K) (start, length, doc, fresh); a best-fit
-                    plan: fill, padding, segments and windows [I, I+K) as their segments; a mixture
+    PATH a plan:    parameters, counts and windows [I, I+K) (start, length, doc, fresh; where the
+                    data has provenance, doc is the document the window starts in, with its
+                    offset there and source, whatever --boundaries made the plan's doc field);
+                    a best-fit plan: fill, padding, segments and windows [I, I+K) as their segments; a mixture
                     (mix): its sources, the epoch and positions [I, I+K) of epoch 0 as the Loader
                     serves them with seed 0 (source, window, start, length)
 
