@@ -217,6 +217,30 @@ def test_a_crash_at_any_step_of_the_moves_never_shows_an_old_file_beside_a_new_o
     assert steps == 2 * len(names) + 1  # 5 unlinks of old files, 1 removal, 5 moves: a crash tried before each
 
 
+def test_a_plan_whose_moves_were_cut_short_is_refused_with_the_remedy_until_recovered(tmp_path):
+    """The plan's files go through the same moves (old ones out, sidecar first; new ones in,
+    sidecar last): a reader that finds the committed stage beside a plan missing its sidecar
+    is told to run windows again, not that the plan has no sidecar."""
+    from click.testing import CliRunner
+
+    from winsample.cli import main
+
+    np.arange(1000, dtype=np.uint16).tofile(tmp_path / "t.bin")
+    plan = tmp_path / "plan.npy"
+    assert CliRunner().invoke(main, ["windows", str(tmp_path / "t.bin"), "-T", "8", "-o", str(plan), "-q"]).exit_code == 0
+    stage = formats.plan_staging_dir(plan)
+    for name in ("plan.npy", "plan.npy.json"):
+        shutil.copy(tmp_path / name, stage / name)
+    (stage / "COMMIT").write_text(json.dumps(["plan.npy", "plan.npy.json"]))
+    (tmp_path / "plan.npy.json").unlink()  # a kill right after the old sidecar went
+    with pytest.raises(DataError, match="a windows run writing this plan stopped while moving its files in .*"
+                                        " run that windows command again, which finishes the move first"):
+        formats.load_plan(plan)
+    assert formats.recover_plan(plan) == "rolled forward"
+    rows, side = formats.load_plan(plan)
+    assert len(rows) == side.stats.windows
+
+
 def test_every_npy_header_parse_holds_the_lock(tmp_path, monkeypatch):
     """numpy parses .npy headers with ast.literal_eval, which CPython 3.11 cannot run on two threads
     at once (a SystemError seen in verify): formats' readers must each hold NPY_HEADER_LOCK."""

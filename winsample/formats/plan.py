@@ -572,15 +572,26 @@ def load_plan(path: str | Path) -> tuple[np.ndarray, PlanSidecar]:
     not JSON, from a newer version or has a field of the wrong type.
     """
     path = Path(path)
+    _refuse_unfinished(path)
     if not os.path.lexists(plan_sidecar(path)):
         _read_plan_rows(path, None)  # a file that is no plan at all says so before its missing sidecar
     side = PlanSidecar.from_json(_read_sidecar_json(path), str(plan_sidecar(path)))
     return _read_plan_rows(path, "mixture" if side.mixture else side.best_fit), side
 
 
+def _refuse_unfinished(path: Path) -> None:
+    """DataError when a ``windows`` run writing ``path`` stopped while moving its committed files in
+    (some of the old plan's files are gone, some of the new one's not yet there)."""
+    if (plan_stage_path(path) / COMMIT_MARK).exists():
+        raise DataError(f"{path}: a windows run writing this plan stopped while moving its files in"
+                        f" ({plan_stage_path(path).name} holds the rest): run that windows command again,"
+                        " which finishes the move first")
+
+
 def read_plan(path: str | Path) -> tuple[np.ndarray, dict]:
     """``load_plan`` with the sidecar as the plain dict (for code not yet on the dataclasses)."""
     path = Path(path)
+    _refuse_unfinished(path)
     if not os.path.lexists(plan_sidecar(path)):
         _read_plan_rows(path, None)
     obj = _read_sidecar_json(path)
