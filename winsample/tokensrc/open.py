@@ -33,7 +33,8 @@ def open_source(path, meta=None, encoding=None, *, strict: bool = True, meta_pat
     since meta.json). ``strict=False`` opens it anyway, for the commands that report such a file
     (verify, inspect, the plot) rather than refuse it. ``dtype``: the width of a bare file
     (``--dtype``); ConfigError when it contradicts its meta.json, llm.c header or Megatron index."""
-    for folder in {Path(path).parent, Path(path).parent.parent}:  # a data folder, or the one above its llmc/
+    here = Path(path).parent
+    for folder in (here, here.parent) if here.name == llmc.LLMC_DIR else (here,):  # a data folder, or the one above its llmc/
         if pending := formats.unfinished_commit(folder):  # its files are the old set's and the new one's, some missing
             raise DataError(f"{path}: its folder's set is not whole{pending}")
     sniff = meta is None or (isinstance(meta, (str, Path)) and str(meta) != NO_META)  # a Meta, NO_META: decided
