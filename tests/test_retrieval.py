@@ -282,7 +282,9 @@ def test_a_repeated_record_id_is_bad_input_and_nothing_is_written(tmp_path):
     assert f"{kb}:4: its id is the one {kb}:3 has (2 repeat(s) in all)" in r.stderr and "nothing was written" in r.stderr
     assert not out.exists() and not list(tmp_path.glob(".c.jsonl.*"))
     r = CliRunner().invoke(main, ["chunk", str(kb), "--id-field", "id", "-o", "-"])  # streamed: said after the lines
-    assert r.exit_code == 1 and len(r.stdout.splitlines()) == 5 and "standard output" in r.stderr
+    assert r.exit_code == 1 and len(r.stdout.splitlines()) == 5  # every record's chunk: said so (it said "before this line")
+    assert r.stderr.rstrip().endswith("the chunks of every record, both of that id included, are on standard output"
+                                      " (streamed before the ids could be compared)")
     kb.write_text('{"id": "a", "text": "first"}\n{"id": "a1", "text": "second"}\n{"id": 1, "text": "int"}\n', encoding="utf-8")
     r = CliRunner().invoke(main, ["chunk", str(kb), "--id-field", "id", "-o", str(out), "-q"])
     assert r.exit_code == 0 and [json.loads(x)["id"] for x in out.read_text().splitlines()] == ["a#0", "a1#0", "1#0"]
@@ -553,3 +555,43 @@ def test_offsets_count_the_text_after_a_byte_order_mark_and_a_folders_other_file
     assert len(rows) > 3 and all(text[c["char_start"] : c["char_end"]] == c["text"] for c in rows)
     r = CliRunner().invoke(main, ["chunk", str(folder), "-o", str(out), "-T", "32", "--json"])
     assert json.loads(r.stdout)["not_read"] == {".py": 1}
+
+
+def test_a_million_space_run_the_tokenizer_cannot_take_is_bad_input_that_skip_leaves_out(tmp_path):
+    """Adversarial trial: 'Hello.' + 1,100,000 spaces gave "internal error: ValueError: Regex error
+    while tokenizing" (tiktoken's own backtracking limit), even with --on-bad-input skip."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Hello." + " " * 1_100_000 + "x\n", encoding="utf-8")
+    (folder / "b.txt").write_text("fine text here\n", encoding="utf-8")
+    r = CliRunner().invoke(main, ["chunk", str(folder), "-T", "64", "-o", str(tmp_path / "c.jsonl")])
+    assert (r.exit_code, r.stdout) == (1, "") and r.stderr.count("\n") == 1 and not (tmp_path / "c.jsonl").exists()
+    assert r.stderr.startswith(f"error: {folder / 'a.txt'}:1: the tokenizer cannot encode this text whole (")
+    r = CliRunner().invoke(main, ["chunk", str(folder), "-T", "64", "-o", str(tmp_path / "c.jsonl"), "--on-bad-input", "skip",
+                                  "-q", "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["skipped_inputs"] == 1
+    assert [json.loads(x)["text"] for x in (tmp_path / "c.jsonl").read_text().splitlines()] == ["fine text here\n"]
+
+
+def test_a_folder_named_like_the_encoding_where_chunk_runs_is_not_taken_for_a_tokenizer(tmp_path, monkeypatch, ref_gpt2):
+    """Adversarial trial: with a folder called gpt2 in the working folder, `chunk` (--encoding gpt2,
+    the default) and winsample.chunk(text) read it as a tokenizer folder and stopped."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gpt2").mkdir()
+    (tmp_path / "a.txt").write_text("a b c\n", encoding="utf-8")
+    r = CliRunner().invoke(main, ["chunk", "a.txt", "-T", "8", "-o", "-", "-q"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["tokens"] == len(ref_gpt2.encode_ordinary("a b c\n"))
+    assert [c.tokens for c in winsample.chunk("a b c\n", "gpt2", T=8)] == [len(ref_gpt2.encode_ordinary("a b c\n"))]
+
+
+def test_chunk_records_refuses_a_repeated_id_before_its_chunks_as_the_command_does(ref_gpt2):
+    """Adversarial trial: chunk_records gave "a#0" twice for two records of id "a", "1#0" for 1 and
+    "1", and "0#0" for an unnamed first record and a record named "0"; and iterated a str by characters."""
+    for recs in ([("a", "x"), ("a", "y")], [(1, "x"), ("1", "y")], ["first", ("0", "second")]):
+        got = []
+        with pytest.raises(winsample.errors.DataError, match="^record 1: its id '.*' is the one record 0 has"):
+            got.extend(c.id for c in winsample.chunk_records(recs, T=8))
+        assert len(got) == 1  # the first record's chunk, none of the second's
+    with pytest.raises(winsample.errors.ConfigError, match="an iterable of records"):
+        list(winsample.chunk_records("abc", T=8))
+    assert [c.id for c in winsample.chunk_records(["x", ("b", "y"), {"text": "z", "id": 7}], T=8)] == ["0#0", "b#0", "7#0"]

@@ -104,7 +104,12 @@ class Chunker:
             raise ConfigError(f"a text to chunk must be a str, got {type(text).__name__}")
         if text.isspace():  # nothing a retriever could match: no chunk, as for the empty text
             return []
-        ids = np.asarray(self.tok.encode(text), np.int64)
+        try:
+            ids = np.asarray(self.tok.encode(text), np.int64)
+        except ValueError as e:  # tiktoken's regex stops at ~10^6 characters of one whitespace run
+            raise DataError(f"the tokenizer cannot encode this text whole ({e}); a chunk's count is that of its text"
+                            " encoded whole, so such a document (a run of about a million spaces or newlines) cannot"
+                            " be chunked: remove the run, or pass --on-bad-input skip") from None
         chars, inside = self.offsets.edges(ids)
         if int(chars[-1]) != len(text):  # exact_decode promises it; a surrogate or the like breaks it
             raise ConfigError(f"{self.tok.name}: the tokens of this text spell {int(chars[-1])} characters, the text has"
@@ -196,12 +201,21 @@ def chunk_records(records: Iterable, tokenizer="gpt2", T: int = 512, overlap: in
                   boundaries: str | None = "none", pattern: str | None = None) -> Iterator[Chunk]:
     """Chunks of each record in turn: a record is a str, an ``(id, text)`` pair or a dict with
     ``"text"`` (and ``"id"``). A chunk's ``id`` is ``"<record id>#<index>"`` (the record's number
-    when it has no id), its ``source`` ``{"record": number, "id": id}``."""
+    when it has no id), its ``source`` ``{"record": number, "id": id}``. A chunk id names one
+    chunk: a record whose id (as text: ``1`` and ``"1"`` are one) an earlier record had is a
+    DataError, raised before any of its chunks."""
+    if isinstance(records, (str, bytes, dict)):  # iterating one would give its characters or keys
+        raise ConfigError(f"records: an iterable of records (a list, a generator), got one {type(records).__name__}")
     chunker = Chunker(tokenizer, T, overlap, boundaries, pattern)
+    seen: dict[str, int] = {}
     for n, rec in enumerate(records):
         rid, text = _record(rec, n)
+        key = str(rid if rid is not None else n)
+        if seen.setdefault(key, n) != n:
+            raise DataError(f"record {n}: its id {key!r} is the one record {seen[key]} has: a chunk id (ID#K) must name"
+                            " one record; give each record its own id")
         for c in chunker(text):
-            c.id, c.source = f"{rid if rid is not None else n}#{c.index}", {"record": n, "id": rid}
+            c.id, c.source = f"{key}#{c.index}", {"record": n, "id": rid}
             yield c
 
 
@@ -231,9 +245,14 @@ def _tokenizer(tok, pattern: str | None):
         return tok
     if not isinstance(tok, (str, Path)):
         raise ConfigError(f"tokenizer: a name, a file or a Tokenizer, got {type(tok).__name__}")
-    if Path(tok).exists() or any(c in str(tok) for c in "/\\") or str(tok).endswith((".json", ".model", ".tiktoken", ".gz")):
-        return tokenizer.load(tokenizer_file=str(tok), pattern=pattern or "gpt2")
-    return tokenizer.load(str(tok))
+    name = str(tok)
+    if not (any(c in name for c in "/\\") or name.endswith((".json", ".model", ".tiktoken", ".gz"))):
+        try:  # a name first (as --encoding reads): a folder called gpt2 where the command runs is no tokenizer
+            return tokenizer.load(name)
+        except ConfigError:
+            if not Path(name).exists():
+                raise
+    return tokenizer.load(tokenizer_file=name, pattern=pattern or "gpt2")
 
 
 # --- winsample chunk ------------------------------------------------------------------------------
@@ -253,7 +272,9 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
     from .encode import inputs as inp
     from .encode.decoding import BadInput, Reading
 
-    chunker = Chunker(tokenizer_file if tokenizer_file is not None else encoding, T, overlap, boundaries, pattern)
+    tok = tokenizer.load(tokenizer_file=tokenizer_file, pattern=pattern or "gpt2") if tokenizer_file is not None \
+        else tokenizer.load(encoding)  # --encoding is a name, --tokenizer-file a path: no guessing between them
+    chunker = Chunker(tok, T, overlap, boundaries, pattern)
     sources = inp.resolve_inputs(list(inputs), fmt, notice)
     if out != "-" and _earlier_chunks(out) and not any(_same_file(a, out) for a in inputs if a != "-"):
         # an earlier run's chunks inside a folder named as input (`chunk docs/ -o docs/chunks.jsonl`): the
@@ -288,12 +309,21 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
                 continue
             label = sources[origin.input].label
             rid = origin.id if origin.id is not None else f"{label}:{origin.line}"
+            try:
+                chunks = chunker(text)
+            except DataError as e:  # the tokenizer's own limit (a run of a million spaces): this document's fault
+                bad = BadInput(f"{label}:{origin.line}: {e}", sources[origin.input], origin.offset, origin.line,
+                               record=sources[origin.input].kind == "jsonl")
+                if not reading.skip:
+                    raise bad from None
+                reading.left_out(bad)
+                continue
             if ids is not None:
                 ids.add(str(rid), origin.input, origin.line)
             counts["documents"] += 1
             counts["blank_documents"] += not text or text.isspace()
             counts["characters"] += len(text)
-            for c in chunker(text):
+            for c in chunks:
                 c.id = f"{rid}#{c.index}"
                 c.source = {"path": label, "line": origin.line, "id": origin.id}
                 counts["chunks"] += 1
@@ -306,7 +336,8 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
             for line in lines():
                 (stream or sys.stdout).write(line)
             if ids is not None:
-                ids.check([src.label for src in sources], id_field, "the chunks before this line are on standard output")
+                ids.check([src.label for src in sources], id_field, "the chunks of every record, both of that id"
+                          " included, are on standard output (streamed before the ids could be compared)")
         else:
             disk.remove_stale_tmp(out, dead_only=True)  # a killed run's half-written chunks (kill -9 runs no cleanup)
             with disk.naming(out), disk.atomic_open(out, "w") as f:
