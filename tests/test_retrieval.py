@@ -595,3 +595,21 @@ def test_chunk_records_refuses_a_repeated_id_before_its_chunks_as_the_command_do
     with pytest.raises(winsample.errors.ConfigError, match="an iterable of records"):
         list(winsample.chunk_records("abc", T=8))
     assert [c.id for c in winsample.chunk_records(["x", ("b", "y"), {"text": "z", "id": 7}], T=8)] == ["0#0", "b#0", "7#0"]
+
+
+def test_a_signal_while_chunks_stream_to_stdout_says_they_are_there_not_that_nothing_was_written(tmp_path):
+    """Adversarial trial: SIGTERM 25 s into `chunk big.txt -o - > out` said "nothing was written"
+    beside 316,794 chunk lines already in out."""
+    import signal
+
+    big = tmp_path / "big.txt"
+    big.write_text(CORPUS.joinpath("hamlet.txt").read_text("utf-8") * 30, encoding="utf-8")
+    p = subprocess.Popen([sys.executable, "-m", "winsample", "chunk", str(big), "-T", "8", "-o", "-"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = p.stdout.readline()  # chunks are on stdout: now the signal
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=120)
+    assert json.loads(first)["id"] == f"{big}:1#0"
+    if p.returncode == 0:  # it ended first (a fast machine): nothing to say
+        return
+    assert p.returncode == 143 and err == "error: interrupted by SIGTERM; the chunks printed before it are on standard output\n"

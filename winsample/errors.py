@@ -46,14 +46,15 @@ class Interrupted(KeyboardInterrupt):
     a third-party library's) can swallow a signal and carry on; only cleanup code that re-raises
     sees it. The CLI turns it into one line and exit 128 + signum."""
 
-    def __init__(self, signum: int, committed: str | None = None):
+    def __init__(self, signum: int, committed: str | None = None, done: str | None = None):
         import signal
 
         self.signum = signum
         self.exit_code = 128 + signum
         self.committed = committed
-        # ``committed``: the output the run had already committed, whole, when the signal came
-        done = f"{committed} was committed whole before it arrived" if committed else "nothing was written"
+        # ``committed``: the output the run had already committed, whole, when the signal came;
+        # ``done``: what the run left, said instead (a stream: what it had printed)
+        done = done or (f"{committed} was committed whole before it arrived" if committed else "nothing was written")
         super().__init__(f"interrupted by {signal.Signals(signum).name}; {done}")
 
     @classmethod

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from . import disk, formats, records, tokenizer
-from .errors import ConfigError, DataError, InputError
+from .errors import ConfigError, DataError, InputError, Interrupted
 from .planning import boundaries as bnd
 from .planning import plan_semantic
 from .tokenizer.offsets import CharOffsets
@@ -333,8 +333,11 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
 
     try:
         if out == "-":
-            for line in lines():
-                (stream or sys.stdout).write(line)
+            try:
+                for line in lines():
+                    (stream or sys.stdout).write(line)
+            except KeyboardInterrupt as e:  # a signal (the CLI's Interrupted) or Ctrl-C: some chunks are out already
+                raise Interrupted(getattr(e, "signum", 2), done="the chunks printed before it are on standard output") from None
             if ids is not None:
                 ids.check([src.label for src in sources], id_field, "the chunks of every record, both of that id"
                           " included, are on standard output (streamed before the ids could be compared)")
