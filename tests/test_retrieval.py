@@ -613,3 +613,11 @@ def test_a_signal_while_chunks_stream_to_stdout_says_they_are_there_not_that_not
     if p.returncode == 0:  # it ended first (a fast machine): nothing to say
         return
     assert p.returncode == 143 and err == "error: interrupted by SIGTERM; the chunks printed before it are on standard output\n"
+
+
+def test_a_compressed_output_name_is_a_usage_error_not_plain_json_under_a_gz_name(tmp_path):
+    """Adversarial trial: -o c.jsonl.gz wrote plain JSONL, which chunk then could not read back ("not gzip data")."""
+    (tmp_path / "a.txt").write_text("some text\n", encoding="utf-8")
+    for name in ("c.jsonl.gz", "c.jsonl.zst"):
+        r = CliRunner().invoke(main, ["chunk", str(tmp_path / "a.txt"), "-o", str(tmp_path / name)])
+        assert r.exit_code == 2 and "chunk writes plain JSONL, not compressed" in r.stderr and not (tmp_path / name).exists()

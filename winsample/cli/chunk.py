@@ -50,6 +50,8 @@ def chunk_cmd(inputs, output, T, overlap, boundaries, encoding, tokenizer_file, 
 
     if not output:
         raise click.UsageError("-o is empty: give the chunk JSONL file's path, or - for stdout")
+    if output.endswith((".gz", ".zst")):  # written plain, it would not read back as what its name says
+        raise click.UsageError(f"-o {output}: chunk writes plain JSONL, not compressed; name it .jsonl (compress it after)")
     if output == "-" and as_json:
         raise click.UsageError("--json with -o -: stdout holds the chunks; give -o a file for the summary on stdout")
     if overlap is not None and overlap >= T:
