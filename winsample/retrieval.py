@@ -273,7 +273,7 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
     from .encode.decoding import BadInput, Reading
 
     tok = tokenizer.load(tokenizer_file=tokenizer_file, pattern=pattern or "gpt2") if tokenizer_file is not None \
-        else tokenizer.load(encoding)  # --encoding is a name, --tokenizer-file a path: no guessing between them
+        else tokenizer.resolve(encoding)  # the one rule for --encoding: a name first, a path only when no name
     chunker = Chunker(tok, T, overlap, boundaries, pattern)
     sources = inp.resolve_inputs(list(inputs), fmt, notice)
     if out != "-" and _earlier_chunks(out) and not any(_same_file(a, out) for a in inputs if a != "-"):
