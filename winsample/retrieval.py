@@ -276,17 +276,8 @@ def run(inputs: list[str], out: str, T: int = 512, overlap: int | None = None, b
         else tokenizer.resolve(encoding)  # the one rule for --encoding: a name first, a path only when no name
     chunker = Chunker(tok, T, overlap, boundaries, pattern)
     sources = inp.resolve_inputs(list(inputs), fmt, notice)
-    if out != "-" and _earlier_chunks(out) and not any(_same_file(a, out) for a in inputs if a != "-"):
-        # an earlier run's chunks inside a folder named as input (`chunk docs/ -o docs/chunks.jsonl`): the
-        # output, replaced whole, is no input of this run (named as an input itself, it is refused below)
-        mine = [k for k, src in enumerate(sources) if src.path is not None and _same_file(src.path, out)]
-        for k in reversed(mine):
-            if notice is not None:
-                notice(f"{sources[k].label}: the output of this run, left out of the folder's inputs")
-            del sources[k]
-        if not len(sources):
-            raise InputError(f"{', '.join(map(str, inputs))}: nothing to chunk but the output {out} itself")
     if out != "-":
+        _leave_out_earlier_output(sources, inputs, out, notice)
         folder = Path(out).parent
         owned = formats.dataset_files(folder) if (folder / formats.META_JSON).is_file() else []  # a data folder's files
         stdin = ["-"] if any(s.path is None for s in sources) else []  # redirected from a file (`< notes.txt`)
@@ -391,6 +382,21 @@ class _IdLedger:
         where = [f"{labels[self.inputs[i]]}:{self.lines[i]}" for i in (a, b)]
         raise DataError(f"{where[1]}: its {field} is the one {where[0]} has ({len(pairs)} repeat(s) in all): a chunk id"
                         f" (ID#K) must name one record; give each record its own id; {after}")
+
+
+def _leave_out_earlier_output(sources: list, inputs: list[str], out: str, notice) -> None:
+    """An earlier run's chunks inside a folder named as input (`chunk docs/ -o docs/chunks.jsonl`)
+    are no input of this run: the output, replaced whole, leaves ``sources`` (with a note). Named
+    as an input itself, or no output of this command (``_earlier_chunks``), it stays: refused later."""
+    if not _earlier_chunks(out) or any(_same_file(a, out) for a in inputs if a != "-"):
+        return
+    mine = [k for k, src in enumerate(sources) if src.path is not None and _same_file(src.path, out)]
+    for k in reversed(mine):
+        if notice is not None:
+            notice(f"{sources[k].label}: the output of this run, left out of the folder's inputs")
+        del sources[k]
+    if not len(sources):
+        raise InputError(f"{', '.join(map(str, inputs))}: nothing to chunk but the output {out} itself")
 
 
 def _earlier_chunks(path: str) -> bool:
