@@ -246,13 +246,9 @@ def _tokenizer(tok, pattern: str | None):
     if not isinstance(tok, (str, Path)):
         raise ConfigError(f"tokenizer: a name, a file or a Tokenizer, got {type(tok).__name__}")
     name = str(tok)
-    if not (any(c in name for c in "/\\") or name.endswith((".json", ".model", ".tiktoken", ".gz"))):
-        try:  # a name first (as --encoding reads): a folder called gpt2 where the command runs is no tokenizer
-            return tokenizer.load(name)
-        except ConfigError:
-            if not Path(name).exists():
-                raise
-    return tokenizer.load(tokenizer_file=name, pattern=pattern or "gpt2")
+    if any(c in name for c in "/\\") or name.endswith((".json", ".model", ".tiktoken", ".gz")):
+        return tokenizer.load(tokenizer_file=name, pattern=pattern or "gpt2")
+    return tokenizer.resolve(name)  # a name first: a folder called gpt2 where the command runs is no tokenizer
 
 
 # --- winsample chunk ------------------------------------------------------------------------------
