@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import fnmatch
 import json
 import os
 import subprocess
@@ -811,7 +812,8 @@ def notes(rows: list[dict]) -> str:
     return ("Notes:\n\n" + "\n".join(lines) + "\n") if lines else ""
 
 
-# What we know about each row that can miss its bar (printed only when it does).
+# What we know about each row that can miss its bar (printed only when it does): a key is the start
+# of the rows' case, ``*`` standing for any text (a count that differs from machine to machine).
 WHY = {
     "verify ": 'the checksum (xxh3-128, sequential) and the range scan run on one thread, each 4 MB piece hashed and'
     " then scanned while in cache (~0.3 s for 1 GB with its page faults, beside the other core's work). "
@@ -819,8 +821,8 @@ WHY = {
     ' ~0.1 s) and retokenize (512 kB of sampled documents decoded and encoded again by tiktoken, ~5 MB/s '
     'here: ~0.1 s alone, ~0.2 s of CPU beside the scan). Both cores are then busy for about the whole '
     'call (~0.6 s of CPU for ~0.36–0.42 s of wall time), then the 1 GB map is unmapped (~0.055 s) inside '
-    "verify's call (the floor's own map is unmapped after its timer stops). It read 0.33–0.38 in four full runs "
-    'and 0.23 in the one of 2026-12-05, where verify itself ran as fast as before (4.5 GB/s against 4.4) and the floor faster (20.0 GB/s). Measured and not adopted: prefaulting the map on a helper thread (madvise MADV_POPULATE_READ '
+    "verify's call (the floor's own map is unmapped after its timer stops). It read 0.33–0.38 in five full runs "
+    'and 0.23 in one of 2026-12-05, where verify itself ran as fast as before (4.5 GB/s against 4.4) and the floor faster (20.0 GB/s). Measured and not adopted: prefaulting the map on a helper thread (madvise MADV_POPULATE_READ '
     'ahead of the scan) halves the scan alone (0.30 → 0.17 s) but not verify, whose two cores are already'
     ' busy (0.36–0.49 s against 0.36–0.46); an instant plan_figures would save 0.01–0.03 s; reading with '
     'pread instead of the map runs at 1.3 GB/s here. The issue sets this bar for a machine whose np.max '
@@ -846,8 +848,16 @@ WHY = {
     " parts), each worker's engine cache with a budget of 60 MiB (fastengine.process_budget: 1.5 × the 80 MiB of"
     " one process, shared), and each worker holding up to 32 MiB of a part's ids until it learns the part's"
     " place. Over 100 MB of unique text (50 MB a worker) the caches are still filling; over 400 MB they reach"
-    " their budget, so the peak grows from ~200 to ~280 MB and then stays there: it is bounded by the budget, not"
-    " by the corpus (a longer input rebuilds an engine when its process passes the budget). At the peak"
+    " their budget, so the peak grows from ~200 to ~270–290 MB. Past that it is bounded by design, not by the"
+    " corpus: each worker's resident size is kept under a ceiling (its size at the fork + 60 MiB: an engine over"
+    " it is rebuilt at its next look, every 16 MiB of text) plus the ids of a part it holds (≤ 32 MiB), and a run's"
+    " peak is where these meet. The row after this one measures that on words the engine has never seen (the"
+    " 400 MB, then five copies with its letters rotated: they fill a cache about three times as fast as real"
+    " text): 286–353 MB at 2.4 GB across runs, 297–336 MB at 1.2 GB, so bounded, but at or over the 300 MB bar"
+    " on such text; an instrumented run showed no ceiling rising. Tried on it and not adopted (2026-12-05; runs"
+    " differ by ±25 MB): a look every 4 MiB, holding 8 MiB of a part's ids, a ceiling that follows what a rebuild"
+    " leaves (60 MiB above it instead of 74): none moved the peak beyond that noise, and the last cost --workers 2"
+    " 5 %. At the peak"
     " (2026-12-05, proportional set size by process): 100 MB: coordinator 43 MB, workers 70 and 71 MB, the"
     " gpt2 engine's ~27 MB of tables still shared by the two workers; 400 MB: workers 112 and 128 MB, each"
     " rebuilt engine's tables its own and each cache at its budget. Measured and not adopted: a budget of"
@@ -863,16 +873,23 @@ WHY = {
     " adopted: its Python files match upstream's fac0114 (line endings aside), but its 13 MB native module cannot"
     " be checked against the source here (the crates registry, needed to build it, is out of reach). Once an"
     " official release has it, each worker can set its budget there instead of rebuilding its engine.",
-    "unique text (39,774 files) 400 MB: fast backend --workers 2 vs --workers 1": "the fast group's own row reads"
-    " 1.26–1.42× run by run against its 1.3 bar: the same text in the parts group, the encode rows taken in turns in"
-    " the same run, reads 1.33–1.40×, and the bare library's own two processes 1.35–1.5× one on this VM (the ceiling"
-    " rows beside it). On 2026-12-05 the full run read 1.26×; by hand right after it, the same two commands three"
-    " times each in turns: 2.71 s against 1.91 s, 1.42× (and 1.32× with the code before that day's changes).",
+    "unique text (* files) 400 MB: fast backend --workers 2 vs --workers 1": "the fast group's own row reads"
+    " 1.26–1.42× run by run against its 1.3 bar, and the same command in the parts group (one file, --split tail)"
+    " 1.29–1.40×; the bare library's own two processes read 1.35–1.5× one on this VM (the ceiling rows beside it)."
+    " What separates the two: each of two workers has a cache budget of 60 MiB, one process 80 MiB"
+    " (fastengine.process_budget), so over unique text --workers 2 rebuilds its engines more often (~5 % of its"
+    " time, measured); giving each worker 80 MiB takes the tree's peak over 300 MB. Earlier full runs read 1.26×"
+    " and 1.29×; by hand after the first, the same two commands three times each in turns: 2.71 s against 1.91 s,"
+    " 1.42×.",
+    "encode unique text as one file": "the same command as the fast group's unique-text row above (see there): 1.29–1.40×"
+    " run by run on this VM against the 1.3 bar; the many-files and JSONL rows of the same text read 1.35–1.54×.",
     "English prose (the plays, repeated) 400 MB: fast backend --workers 2 vs --workers 1": "the plays repeat their"
     " words, so each worker process builds the same cache of them that one engine builds once: the bare library's own"
-    " two processes read 1.43–1.47× one thread here (the ceiling row beside it), and this row 1.24–1.30× run by run."
-    " On 2026-12-05, by hand right after the full run (1.24×), three times each in turns: 1.60 s against 1.23 s, 1.30×"
-    " (1.32× with the code before that day's changes).",
+    " two processes read 1.43–1.47× one thread here (the ceiling row beside it), and this row 1.21–1.30× run by run."
+    " On 2026-12-05, by hand right after a full run (1.24×), three times each in turns: 1.60 s against 1.23 s, 1.30×."
+    " Threads would share one cache, but they leave the reading, cutting and writing on one interpreter's lock, the"
+    " serial stage this design removed (#36). In absolute terms the row is 290–297 MB/s, against 179 MB/s before the"
+    " runs in parts.",
     "DeepSeek tokenizer.json": "row 4 (tests/bench/fast_rows.py bench_families) on 82–83 MB: about 0.9 s of"
     " each run is serial whatever the worker count (interpreter start and imports, ~0.2 s; the reference"
     " tokenizers loaded, ~0.24 s; gigatoken's load of the 4 MB tokenizer.json, ~0.32 s, holding the GIL;"
@@ -924,7 +941,11 @@ WHY = {
 
 
 def why_missed(missed: list[str]) -> str:
-    lines = [f"- {key}: {text}" for key, text in WHY.items() if any(m.startswith(key) for m in missed)]
+    lines = []
+    for key, text in WHY.items():
+        hits = [m for m in missed if fnmatch.fnmatchcase(m, key + "*")]
+        if hits:  # a key with a wildcard is shown as the row it matched
+            lines.append(f"- {hits[0] if '*' in key else key}: {text}")
     return ("Why:\n\n" + "\n".join(lines) + "\n") if lines else ""
 
 
