@@ -803,7 +803,9 @@ def reaped():
 
 def _encode_with_workers(tmp_path, kill_corpus, reaped):
     out = tmp_path / "out"
-    p = subprocess.Popen(encode_args(kill_corpus, out, 1, 2), stderr=subprocess.PIPE)
+    # SIGHUP at its default in the child (a suite run under nohup passes SIG_IGN on, which winsample keeps)
+    p = subprocess.Popen(encode_args(kill_corpus, out, 1, 2), stderr=subprocess.PIPE,
+                         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     reaped.append(p)
     deadline = time.monotonic() + 30
     while len(_children(p.pid)) < 2 or not (out / formats.PARTIAL_DIR).exists():  # the pool is up and working

@@ -21,6 +21,8 @@ in ``inspect``'s report of a plan); ``windows --json`` reports of window plans g
 (after ``files``, before ``pack``) and then ``short_tokens`` (the tokens the short windows hold, after it);
 verify's ``min_length`` line of a token file checked with plans and no ``-T`` says a plan's T is
 checked on the plan's own line (it said "pass -T (or --plan)" with the plan passed);
+``windows --json`` reports of plans that keep to documents (``--boundaries doc``, greedy packing)
+gained ``long_documents`` (how many are longer than the span, last);
 every other byte is unchanged.
 """
 

@@ -63,8 +63,30 @@ def test_sigterm_in_the_fast_engines_self_check_ends_the_run_instead_of_a_fallba
         fastengine.self_check(lambda t: [1], lambda t: [1], batches=batch_engine)
 
 
+def sighup_as(disposition):
+    """A child's SIGHUP set to ``disposition`` before it runs: a suite started under ``nohup``
+    passes SIG_IGN on, and winsample then ignores SIGHUP on purpose (the next test)."""
+    return lambda: signal.signal(signal.SIGHUP, disposition)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_and_sighup_during_encode_exit_128_plus_n(tmp_path, sig):
+    r = _encode_signalled(tmp_path, sig, signal.SIG_DFL)
+    assert r.returncode == 128 + sig, r.stderr
+    assert r.stderr.strip().endswith(f"interrupted by {signal.Signals(sig).name}; nothing was written")
+    assert "Traceback" not in r.stderr and not (tmp_path / "out" / "meta.json").exists()
+
+
+def test_under_nohup_sighup_is_ignored_and_the_encode_finishes(tmp_path):
+    """``nohup winsample encode …``: SIGHUP ignored when the run starts stays ignored (a closed
+    terminal must not end a run its user detached), so the data set is written, exit 0."""
+    r = _encode_signalled(tmp_path, signal.SIGHUP, signal.SIG_IGN)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out" / "meta.json").exists()
+
+
+def _encode_signalled(tmp_path, sig, sighup):
+    """encode of the corpus in a child whose SIGHUP starts as ``sighup``, sent ``sig`` inside the self-check."""
     script = textwrap.dedent(f"""
         import os, signal, sys
         from winsample.tokenizer import fastengine
@@ -78,11 +100,8 @@ def test_sigterm_and_sighup_during_encode_exit_128_plus_n(tmp_path, sig):
         entry()
     """)
     env = dict(os.environ, WINSAMPLE_CACHE_DIR=str(tmp_path / "cache"))  # a cache folder of its own: nothing of other runs
-    r = subprocess.run([sys.executable, "-c", script, str(CORPUS), str(tmp_path / "out")], capture_output=True,
-                       text=True, timeout=120, env=env)
-    assert r.returncode == 128 + sig, r.stderr
-    assert r.stderr.strip().endswith(f"interrupted by {signal.Signals(sig).name}; nothing was written")
-    assert "Traceback" not in r.stderr and not (tmp_path / "out" / "meta.json").exists()
+    return subprocess.run([sys.executable, "-c", script, str(CORPUS), str(tmp_path / "out")], capture_output=True,
+                          text=True, timeout=120, env=env, preexec_fn=sighup_as(sighup))
 
 
 # a run whose exit handlers take a while (one registered by the script, as a library may do):

@@ -200,7 +200,7 @@ def test_an_empty_assistant_turn_trains_its_end_of_turn_only(tmp_path, models):
 def test_a_dataset_encoded_before_the_header_rule_verifies_by_its_own_rule(tmp_path, models, chats, monkeypatch):
     """meta.json's records entry without mask_rule: the records are encoded again by rule 1
     (the header of a template with no generation prompt trained, as they were written), so
-    verify's retokenize passes them; a dataset of today's rule records mask_rule 2."""
+    verify's retokenize passes them; a dataset of today's rule records today's mask_rule."""
     from winsample.tokenizer import chat
 
     path = tmp_path / "t.jinja"
@@ -222,7 +222,38 @@ def test_a_dataset_encoded_before_the_header_rule_verifies_by_its_own_rule(tmp_p
     assert v.exit_code == 0
     r = encode(chats, "--chat", "--chat-template", path, "--tokenizer-file", models["deepseekv3"], "-o", tmp_path / "new",
                "--val-fraction", "0")
-    assert r.exit_code == 0 and json.loads((tmp_path / "new" / "meta.json").read_text())["records"]["mask_rule"] == 2
+    assert r.exit_code == 0 and json.loads((tmp_path / "new" / "meta.json").read_text())["records"]["mask_rule"] == chat.MASK_RULE
+
+
+PROMPT_LOOKALIKES = [  # answers that begin like the rest of DeepSeek-V3's generation prompt ('<think>\n')
+    [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "<thinking cap on> hi"}],
+    [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "<"}],
+    [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "plain"}, {"role": "user", "content": "Q2"},
+     {"role": "assistant", "content": "<t"}],
+    [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "<think>\nI think so"}],
+]
+
+
+def test_an_answer_that_begins_like_the_generation_prompt_is_trained_whole(tmp_path, models):
+    """DeepSeek-V3's template (no generation markers) prompts with '<｜Assistant｜><think>\n' but
+    renders a turn as '<｜Assistant｜>' + content + EOS. By hand: each turn trains its content and
+    the EOS, all of it, even where the content starts with '<' or '<t' as the prompt's rest does;
+    only a content that renders the whole rest of the prompt ('<think>\n') leaves that part to the
+    prompt (the guide's think-block rule). Before rule 3 the shared characters were taken for header."""
+    src = write_jsonl(tmp_path / "c.jsonl", [{"messages": m} for m in PROMPT_LOOKALIKES])
+    r = encode(src, "--chat", "--tokenizer-file", models["deepseekv3"], "-o", tmp_path / "out", "--val-fraction", "0")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads((tmp_path / "out" / "meta.json").read_text())["records"]["mask_rule"] == 3
+    tok = winsample.tokenizer.load_file(str(models["deepseekv3"]))
+    eos = "<｜end▁of▁sentence｜>"
+    want = [["<thinking cap on> hi" + eos], ["<" + eos], ["plain" + eos, "<t" + eos], ["I think so" + eos]]
+    got = [[tok.decode_bytes([i for i, m in zip(ids[a:b], mask[a:b]) if m]).decode() for a, b in _runs(mask)]
+           for ids, mask in documents(tmp_path / "out")]
+    assert got == want
+    for (ids, _), messages in zip(documents(tmp_path / "out"), PROMPT_LOOKALIKES):  # the ids are still transformers'
+        assert list(ids) == reference(models["deepseekv3"], "deepseekv3", messages, mask=False)[0]
+    v = CliRunner().invoke(main, ["verify", str(tmp_path / "out"), "--show", "0"])
+    assert v.exit_code == 0, v.stdout + v.stderr
 
 
 def _runs(mask: list[int]) -> list[tuple[int, int]]:
@@ -827,3 +858,19 @@ def test_records_read_in_part_when_the_run_stops_are_not_called_changed(tmp_path
     records = sft._records(inputs.resolve_inputs([str(src)]), None, None, decoding.Reading("strict", None, True, hint=True))
     next(records)
     records.close()  # as a signal's exception does on its way out: no error of its own
+
+
+@pytest.mark.parametrize("command", [["windows", "-T", "2", "-o", "PLAN"], ["verify"], ["verify", "--json"], ["inspect"]])
+def test_a_loss_mask_given_as_the_token_file_is_refused_naming_its_token_file(tmp_path, models, chats, command):
+    """train.mask.bin is one byte a token: read as uint16 ids it made a plan, passed verify and
+    showed as text. Each command refuses it (exit 2), naming the token file it belongs to, and
+    writes nothing."""
+    r = encode(chats, "--chat", "--tokenizer-file", models["deepseekv3"], "-o", tmp_path / "out", "--val-fraction", "0")
+    assert r.exit_code == 0, r.stderr
+    mask = tmp_path / "out" / "train.mask.bin"
+    args = [str(tmp_path / "plan.npy") if a == "PLAN" else a for a in command]
+    r = CliRunner().invoke(main, [args[0], str(mask), *args[1:]])
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert r.stdout == ""
+    assert f"{mask}: is the loss mask of train.bin" in r.stderr and str(tmp_path / "out" / "train.bin") in r.stderr
+    assert not (tmp_path / "plan.npy").exists()

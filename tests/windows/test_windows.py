@@ -604,7 +604,7 @@ def test_pack_alone_packs_along_document_edges_as_with_boundaries_doc(tmp_path):
     toks.tofile(tmp_path / "a.bin")
     alone = run_cli(tmp_path / "a.bin", "-T", 5, "--pack", "-o", tmp_path / "p.npy")
     assert alone.exit_code == 0, alone.stderr
-    assert "(T 5, greedy packing, long documents at stride" in alone.stderr
+    assert "(T 5, greedy packing, no document longer than the span)" in alone.stderr  # 2, 3, 4, 2 tokens ≤ span 6
     both = run_cli(tmp_path / "a.bin", "-T", 5, "--boundaries", "doc", "--pack", "-o", tmp_path / "q.npy", "-q")
     assert both.exit_code == 0, both.stderr
     (rows, side), (rows_doc, _) = plan_of(tmp_path / "p.npy"), plan_of(tmp_path / "q.npy")
@@ -955,3 +955,18 @@ def test_a_meta_json_whose_token_count_is_not_its_bytes_is_refused_as_verify_fai
     assert run_cli(data / "train.bin", "-T", 64, "-o", tmp_path / "t.npy", "-q").exit_code == 0  # train's entry is whole
     with pytest.raises(DataError, match="val records"):  # nor is a plan made before the edit served from it
         winsample.Loader(str(tmp_path / "before.npy"), batch_size=2, seed=0).batch(0)
+
+
+@pytest.mark.parametrize("extra", [["--pack"], ["--boundaries", "doc"]])
+def test_the_summary_counts_the_documents_longer_than_the_span_and_only_then_gives_the_stride(tmp_path, extra):
+    """Documents of 2, 9, 4 and 12 tokens (EOT included), span 6: by hand the 9 and the 12 are
+    longer than the span, so they alone are windowed at the stride (the default, T // 2 = 2: overlap
+    1 - 2/6); the line and --json say 2."""
+    lengths = [2, 9, 4, 12]
+    toks = np.concatenate([np.append(np.arange(1, n, dtype="<u2"), 50256) for n in lengths]).astype("<u2")
+    toks.tofile(tmp_path / "a.bin")
+    r = run_cli(tmp_path / "a.bin", "-T", 5, *extra, "-o", tmp_path / "p.npy")
+    assert r.exit_code == 0, r.stderr
+    assert "2 documents longer than the span, windowed at stride 2, overlap 66.7%)" in r.stderr
+    j = run_cli(tmp_path / "a.bin", "-T", 5, *extra, "-o", tmp_path / "q.npy", "--json")
+    assert json.loads(j.stdout)["long_documents"] == 2

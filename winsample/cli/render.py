@@ -102,10 +102,8 @@ def plan_summary(s: dict, boundaries: str | None = None) -> list[str]:
     where = ", ".join(s["files"]) or "stdout"
     if "fill" in s:
         return [packing_line(s) + f" → {where}"]
-    packed = "greedy packing, long documents at " if s.get("pack") == "greedy" else ""
-    lines.append(f"{plural(s['windows'], 'window')} of span {s['span']} (T {s['T']}, {packed}stride {s['stride']},"
-                   f" overlap {s['overlap']:.1%}) over {plural(s['tokens'], 'token')}: coverage {percent(s['coverage'])},"
-                   f" {uncovered(s)} → {where}")
+    lines.append(f"{plural(s['windows'], 'window')} of span {s['span']} (T {s['T']}, {_how(s)}) over"
+                 f" {plural(s['tokens'], 'token')}: coverage {percent(s['coverage'])}, {uncovered(s)} → {where}")
     if not s["windows"]:  # written (an empty val split may be meant), but nothing trains on it
         lines.append(f"note: no window fits in {plural(s['tokens'], 'token')} (span {s['span']}): the plan is empty;"
                  " verify fails its min_length and the Loader refuses it")
@@ -123,6 +121,18 @@ def plan_summary(s: dict, boundaries: str | None = None) -> list[str]:
                      " unless short='pad', and get_batch draws full windows only; pad them (short='pad'), or pack them"
                      " into full windows (--pack best-fit)")
     return lines
+
+
+def _how(s: dict) -> str:
+    """How the windows were laid: the stride and overlap, and within documents (``--boundaries doc``,
+    greedy packing) how many documents were long enough to be windowed at that stride at all."""
+    stride = f"stride {s['stride']}, overlap {s['overlap']:.1%}"
+    packed = "greedy packing, " if s.get("pack") == "greedy" else ""
+    if "long_documents" not in s:
+        return packed + stride
+    if not s["long_documents"]:  # each document in one window: the stride never applied
+        return f"{packed}no document longer than the span"
+    return f"{packed}{plural(s['long_documents'], 'document')} longer than the span, windowed at {stride}"
 
 
 def _many_short(s: dict) -> bool:

@@ -22,8 +22,10 @@ marks ``{% generation %}``, those are exactly transformers' ``assistant_masks`` 
 when its characters overlap a generation block). Elsewhere an assistant turn is what rendering
 the conversation up to and including it adds to rendering the conversation before it with
 ``add_generation_prompt=True``, from where the two first differ (its content and the
-template's end of turn, not its header; not a think block the generation prompt opens),
-so a template must render earlier turns the same whatever follows (``prefix-preserving``);
+template's end of turn, not its header; not a think block the generation prompt opens). Where
+they differ inside the prompt, the turn starts after its header (found as below), and after
+the prompt's rest only when the turn renders all of it: an answer that merely begins like
+``<think>\n`` is trained whole (rule 3, ``MASK_RULE``). So a template must render earlier turns the same whatever follows (``prefix-preserving``);
 one that does not is refused, naming the turn. A template with no ``add_generation_prompt``
 branch has no prompt to tell the header by: the header is then what the turn renders before
 its content (found by rendering it again with a marker for the content). ``all`` trains on
@@ -184,9 +186,11 @@ class ChatTemplate:
         spans = [(s, s + len(t)) for s, t in tracking["pending"]]
         return Rendered(text, spans)
 
-    def assistant_spans(self, messages: list[dict], tools: list | None = None, header_rule: bool = True) -> Rendered:
-        """The conversation's text and its assistant spans (the module docstring's rule; without
-        ``header_rule``, rule 1: where no generation prompt tells the header, the turn from its start)."""
+    def assistant_spans(self, messages: list[dict], tools: list | None = None, rule: int | None = None) -> Rendered:
+        """The conversation's text and its assistant spans by mask rule ``rule`` (None: ``MASK_RULE``,
+        the module docstring's; 1: where no generation prompt tells the header, the turn from its
+        start; 2: the turn from where it leaves the generation prompt, character by character)."""
+        rule = MASK_RULE if rule is None else rule
         whole = self.render(messages, tools=tools)
         if self.marked:
             return whole
@@ -205,11 +209,26 @@ class ChatTemplate:
             # the turn starts where its text leaves the generation prompt (a prompt that opens a
             # think block, DeepSeek-R1's '<｜Assistant｜><think>\n', is the prompt's, not the turn's)
             start = max(len(plain), len(os.path.commonprefix([prompt, upto])))
-            if prompt == plain and header_rule:  # no generation prompt to tell the header by: where the content begins
+            if prompt == plain and rule >= 2:  # no generation prompt to tell the header by: where the content begins
                 start += self._header_length(messages, i, plain, upto, tools)
+            elif rule >= 3 and start < len(prompt):  # the turn leaves the prompt inside it: where exactly
+                start = self._prompt_end(messages, i, plain, prompt, upto, tools, start)
             if len(upto) > start:
                 spans.append((start, len(upto)))
         return Rendered(whole.text, spans)
+
+    def _prompt_end(self, messages: list[dict], i: int, plain: str, prompt: str, upto: str, tools, shared: int) -> int:
+        """Where assistant turn ``i``'s trained text starts when the generation prompt adds more than
+        the turn's header (DeepSeek-R1's ``<｜Assistant｜><think>\n``): after the header, and after the
+        rest of the prompt only when the turn renders all of it. ``shared`` (the characters the turn
+        and the prompt share, rule 2's start) cuts a content that merely begins like the rest of the
+        prompt (``<thinking …>`` against ``<think>\n``); it is kept where no header can be found."""
+        header = self._header_length(messages, i, plain, upto, tools)
+        if not header or not prompt.startswith(upto[len(plain) : len(plain) + header], len(plain)):
+            return shared
+        end = len(plain) + header
+        rest = prompt[end:]
+        return end + len(rest) if rest and upto.startswith(rest, end) else end
 
     def _header_length(self, messages: list[dict], i: int, plain: str, upto: str, tools) -> int:
         """The characters assistant turn ``i`` renders before its content, for a template with no
@@ -228,7 +247,8 @@ class ChatTemplate:
         return len(header) if upto.startswith(header, len(plain)) else 0
 
 
-MASK_RULE = 2  # the assistant-turn rule encode records (records.RecordRule.mask_rule): 2 finds a header no generation prompt tells
+MASK_RULE = 3  # the assistant-turn rule encode records (records.RecordRule.mask_rule): 2 finds a header no
+# generation prompt tells; 3 leaves out only the whole of what the generation prompt adds after the header
 CONTENT_MARK = "winsample0content0mark"  # lowercase letters and digits: a template's trim or escape leaves it whole
 
 
@@ -315,7 +335,7 @@ def encode_conversation(tok, template: ChatTemplate, messages, loss: str = "assi
     if loss == "all":
         r = template.render(messages, tools=tools)
     else:
-        r = template.assistant_spans(messages, tools=tools, header_rule=mask_rule >= 2)
+        r = template.assistant_spans(messages, tools=tools, rule=mask_rule)
     ids, offsets = tok.encode_with_specials(r.text)
     mask = np.ones(len(ids), np.uint8) if loss == "all" else mask_of(offsets, r.spans)
     return ids, mask

@@ -67,6 +67,7 @@ from .nanogpt import (
     needs_meta_pkl,
     open_folder,
     open_split,
+    refuse_loss_mask,
     width,
     write_meta_pkl,
 )

@@ -213,7 +213,8 @@ def open_split(path: str | Path, meta: str | Path | Meta | None = None, encoding
     which need not exist). ``encoding``: an explicit tokenizer name for ``.tokenizer``. ``dtype``:
     the width of a bare file (``--dtype``); ConfigError when it contradicts the meta (``width``).
 
-    InputError: no such file, a folder, or a non-``.bin`` no meta describes (``refuse_unlabelled``);
+    InputError: no such file, a folder, a split's loss mask (its meta.json names it so), or a non-``.bin`` no
+    meta describes (``refuse_unlabelled``);
     DataError: a meta.json that breaks the schema.
     """
     path = Path(path)
@@ -224,6 +225,8 @@ def open_split(path: str | Path, meta: str | Path | Meta | None = None, encoding
     if found is None and explicit:
         files = ", ".join(e.file for e in m.splits.values())
         raise InputError(f"{mp or 'meta'}: describes {files}, not {path.name}; pass the meta.json written with it")
+    if found is None and m is not None:
+        refuse_loss_mask(m, path, mp)
     if found is None:
         m = mp = None
     name, entry = found if found else (None, None)
@@ -241,6 +244,15 @@ def open_split(path: str | Path, meta: str | Path | Meta | None = None, encoding
         raise InputError(f"{path}: cannot read: {e.strerror}") from None
     item = np.dtype(dtype).itemsize
     return OpenSplit(path, dtype, size // item, size, size % item, m, mp, name, entry, encoding)
+
+
+def refuse_loss_mask(m: Meta, path: Path, meta_path=None) -> None:
+    """InputError when ``path`` is a split's loss mask by ``m``, the meta.json beside it (one byte a
+    token: read as tokens it would plan, pass or train on nonsense)."""
+    owner = next((e.file for e in m.splits.values() if e.mask is not None and e.mask.file == path.name), None)
+    if owner is not None:
+        raise InputError(f"{path}: is the loss mask of {owner} ({meta_path or 'meta.json'}), one byte a token, not a"
+                         f" token file; give {path.with_name(owner)}, whose mask is read beside it")
 
 
 def open_folder(folder: str | Path, meta: str | Path | Meta | None = None, encoding: str | None = None,

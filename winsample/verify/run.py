@@ -23,7 +23,7 @@ from .decode import DECODE
 from .figures import Prepared, prepare_plan
 from .llmc import verify_llmc
 from .megatron import MEGATRON_INDEX
-from .meta import load_meta_tokenizer
+from .meta import META, load_meta_tokenizer
 from .options import VerifyOptions
 from .plan import PLAN_BOUNDS, check_plans, load_plan_once
 from .registry import run_stage
@@ -82,6 +82,10 @@ def check_dataset(path: str | Path, opts: VerifyOptions) -> tuple[Report, Datase
         path = Path(f"{foreign[1]}.bin")
     ds = Dataset(path, path if path.is_dir() else None, megatron_idx, opts=opts)
     _open_meta(ds, opts.meta_path)
+    if ds.meta_error is not None:  # meta.json does not read: its dtype and tokenizer unknown, any other check would guess them
+        report.add(META, ds.meta_file.name if ds.folder else str(ds.meta_file), Status.FAIL,
+                   f"{ds.meta_error}; the other checks need its dtype and tokenizer: not run")
+        return report, None
     _find_targets(ds, opts.meta_path)
     _load_tokenizer(ds, opts.encoding)
     _run_checks(report, ds, opts)
@@ -206,6 +210,7 @@ def _find_targets(ds: Dataset, meta_path) -> None:
         path = ds.path
         found = meta.split_for(path) if meta is not None else None
         if meta is not None and found is None:
+            tokensrc.refuse_loss_mask(meta, path, ds.meta_file)
             if meta_path is not None:
                 ds.meta_error = f"{ds.meta_file}: describes {', '.join(e.file for e in meta.splits.values())}, not {path.name}"
             else:

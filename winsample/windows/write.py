@@ -201,6 +201,9 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
             summary["short_tokens"] = int(rows["length"][short].sum(dtype=np.int64))
         if params.get("pack") is True:  # greedy packing (best-fit's figures are added below)
             summary["pack"] = "greedy"
+        if params["boundaries"] == "doc" and "fill" not in stats:  # the documents cut: those longer than the span
+            lengths = np.asarray(plan["doc_ends"], np.int64) - np.asarray(plan["doc_starts"], np.int64)
+            summary["long_documents"] = int(np.count_nonzero(lengths > params["span"]))
         if plan.get("warnings"):
             summary["warnings"] = list(plan["warnings"])
         if "fill" in stats:  # a best-fit plan: how full its windows are, what --long did
