@@ -60,3 +60,11 @@ def test_every_test_file_the_docs_name_exists():
             if not (REPO / path).is_file():
                 missing.append(f"{doc.name}: {path}")
     assert missing == []
+
+
+def test_every_field_of_a_mixture_source_is_in_format_md():
+    """A mixture sidecar's ``sources[]`` entry: each key the reader knows has a row in format.md's table."""
+    from winsample import formats
+
+    doc = (REPO / "docs" / "format.md").read_text(encoding="utf-8")
+    assert [k for k in formats.MixtureSource.KEYS if f"| `sources[].{k}` |" not in doc] == []

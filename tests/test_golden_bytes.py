@@ -22,7 +22,8 @@ in ``inspect``'s report of a plan); ``windows --json`` reports of window plans g
 verify's ``min_length`` line of a token file checked with plans and no ``-T`` says a plan's T is
 checked on the plan's own line (it said "pass -T (or --plan)" with the plan passed);
 ``windows --json`` reports of plans that keep to documents (``--boundaries doc``, greedy packing)
-gained ``long_documents`` (how many are longer than the span, last);
+gained ``long_documents`` (how many are longer than the span, last); ``inspect --json`` of a data
+folder gained ``warnings`` (last: a file missing or not the size meta.json records);
 every other byte is unchanged.
 """
 

@@ -182,6 +182,20 @@ def test_data_folder_summarises_every_split(golden):
     assert doc["splits"]["val"]["size_matches"] and doc["checksums"] == "as recorded"
     human = run(golden).stdout
     assert "split train" in human and "split val" in human and "xxh3_128:5264a181523b021e05d804325be0f903" in human
+    assert doc["warnings"] == [] and "warning" not in human
+
+
+def test_a_folder_whose_files_are_not_as_recorded_says_so_in_a_warning_line(golden):
+    """train.bin 4 bytes short of meta.json's 30 (15 tokens × 2), val.bin gone: the summary's
+    size_matches / present were false with no line a person reads; each now has one."""
+    with open(golden / "train.bin", "r+b") as f:
+        f.truncate(26)
+    (golden / "val.bin").unlink()
+    r = run(golden)
+    assert r.exit_code == 0  # inspect looks; verify is the check that fails
+    assert f"warning: {golden / 'train.bin'}: 26 bytes, meta.json records 30; run `winsample verify`" in r.stdout
+    assert f"warning: {golden / 'val.bin'}: missing, meta.json records it" in r.stdout
+    assert len(json.loads(run(golden, "--json").stdout)["warnings"]) == 2
 
 
 def test_folder_without_meta_says_how_to_fix(tmp_path):

@@ -180,13 +180,22 @@ def inspect_data(folder: Path) -> dict:
     if not meta_file.is_file():
         raise InputError(f"{folder}: no {formats.META_JSON} here; pass a .bin file or a folder written by `winsample encode`")
     meta = formats.load_meta(meta_file)
+    splits = {name: _split_summary(folder, s) for name, s in meta.splits.items()}
+    warnings = []
+    for s in meta.splits.values():  # what the summary's present / size_matches say, in a line a person sees
+        for p, size in s.files(folder):
+            if not p.is_file():
+                warnings.append(f"{p}: missing, meta.json records it; run `winsample verify`")
+            elif p.stat().st_size != size:
+                warnings.append(f"{p}: {p.stat().st_size:,} bytes, meta.json records {size:,}; run `winsample verify`")
     return {
         "kind": "data",
         "path": str(folder),
         "meta": str(meta_file),
         **_meta_summary(meta),
         "checksums": "as recorded",
-        "splits": {name: _split_summary(folder, s) for name, s in meta.splits.items()},
+        "splits": splits,
+        "warnings": warnings,
     }
 
 

@@ -41,7 +41,10 @@ class SourceSpec:
             raise ConfigError(f"{text!r}: give each source as NAME=WEIGHT:PLAN, e.g. web=0.6:data/web/train.plan.npy")
         if not NAME.fullmatch(name):
             raise ConfigError(f"{text!r}: a source name is letters, digits, '_', '.', '-' (at most 64), got {name!r}")
-        mixture.as_fraction(weight)  # a positive number, or ConfigError naming it
+        try:
+            mixture.as_fraction(weight)  # a positive number
+        except ConfigError as e:
+            raise ConfigError(f"{text!r}: source {name}'s {e}") from None
         return cls(name, weight, plan)
 
 
@@ -163,10 +166,15 @@ def _check_mixable(specs: list[SourceSpec], plans: list[Plan]) -> None:
                               f" {a.name} ({a.plan}) T {p0.T}{'' if p0.targets else ' without targets'}: a batch has one T")
         t0, t = formats.tokenizer_identity(p0.sidecar.tokenizer), formats.tokenizer_identity(p.sidecar.tokenizer)
         if t != t0:
-            raise ConfigError(f"source {s.name} ({s.plan}) was tokenized with {t.get('name', 'an unknown tokenizer')}"
-                              f" {_tok(t)}, source {a.name} ({a.plan}) with {t0.get('name', 'an unknown tokenizer')}"
-                              f" {_tok(t0)}: a mixture's ids must mean the same tokens")
+            raise ConfigError(f"source {s.name} ({s.plan}) was tokenized with {_tok(t)}, source {a.name} ({a.plan})"
+                              f" with {_tok(t0)}: a mixture's ids must mean the same tokens"
+                              + (f"; a plan of a bare .bin records one when windows is given --encoding: plan"
+                                 f" {a.name if not t0 else s.name} again with it" if not t or not t0 else ""))
 
 
 def _tok(t: dict) -> str:
-    return "(" + ", ".join(f"{k} {v}" for k, v in t.items() if k != "name") + ")"
+    """A tokenizer identity for a message: its name and the keys that tell it apart."""
+    if not t:
+        return "no recorded tokenizer (a bare .bin planned without --encoding)"
+    keys = ", ".join(f"{k} {v}" for k, v in t.items() if k != "name")
+    return f"{t.get('name', 'a tokenizer file')} ({keys})"

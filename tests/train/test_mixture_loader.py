@@ -241,6 +241,21 @@ def test_mix_refuses_another_tokenizer_naming_both_sources(data, tmp_path, cl100
     assert not (tmp_path / "m.plan.npy").exists()
 
 
+def test_a_bare_bin_planned_with_encoding_mixes_with_data_of_that_tokenizer(data, tmp_path):
+    """A bare copy of web's train.bin (no meta.json): planned with --encoding gpt2, its sidecar
+    records gpt2 and it mixes with code (gpt2); planned without, mix says so and how to fix it."""
+    (tmp_path / "bare").mkdir()
+    shutil.copy(data / "web" / "train.bin", tmp_path / "bare" / "train.bin")
+    ok("windows", tmp_path / "bare" / "train.bin", "-T", T, "--encoding", "gpt2", "-o", tmp_path / "named.npy", "-q")
+    assert winsample.read_plan(tmp_path / "named.npy").sidecar.tokenizer["name"] == "gpt2"
+    ok("mix", f"bare=1:{tmp_path / 'named.npy'}", f"code=1:{data / 'code' / 'train.plan.npy'}", "-o", tmp_path / "m.npy", "-q")
+    ok("windows", tmp_path / "bare" / "train.bin", "-T", T, "-o", tmp_path / "unnamed.npy", "-q")
+    r = cli("mix", f"bare=1:{tmp_path / 'unnamed.npy'}", f"code=1:{data / 'code' / 'train.plan.npy'}", "-o", tmp_path / "n.npy")
+    assert r.exit_code == 2 and not (tmp_path / "n.npy").exists()
+    assert "source bare" in r.stderr and "no recorded tokenizer" in r.stderr and "plan bare again with it" in r.stderr
+    assert "()" not in r.stderr
+
+
 def test_mix_refuses_more_repeats_than_max_repeats_naming_the_source(data, tmp_path):
     srcs = [f"{n}={w}:{data / n / 'train.plan.npy'}" for n, w in zip(SOURCES, ("0.2", "0.2", "0.6"))]
     r = cli("mix", *srcs, "--windows", 1500, "--max-repeats", 3, "-o", tmp_path / "m.plan.npy")
@@ -417,3 +432,65 @@ def test_plans_kept_in_a_folder_of_their_own_find_their_tokens_from_any_working_
         assert np.array_equal(got, want)
         r = cli("verify", "--plan", moved / "plans" / "a.npy", "--show", "0", "-q")
         assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("change", ["truncated", "encoded again"])
+def test_a_token_file_changed_since_planning_is_named_as_changed_not_as_moved(tmp_path, change):
+    """The token file lies where the sidecar says but is not the one planned (2 bytes cut off, or
+    a new encode of other text there): the Loader, verify --plan and verify of a mixture say it
+    changed (its size or checksum against the plan's), not that it is elsewhere."""
+    text = "The cat sat on the mat, and the cat was glad.\n" * 40
+    data = encode(tmp_path, "d", [text])
+    ok("windows", data / "train.bin", "-T", T, "-o", tmp_path / "p.npy", "-q")
+    ok("mix", f"a=1:{tmp_path / 'p.npy'}", "-o", tmp_path / "m.npy", "-q")
+    planned = (data / "train.bin").stat().st_size
+    if change == "truncated":
+        with open(data / "train.bin", "r+b") as f:
+            f.truncate(planned - 2)
+        why = f"{data / 'train.bin'} is {planned - 2:,} bytes, the plan was made for {planned:,}"
+    else:
+        shutil.rmtree(data)
+        shutil.rmtree(tmp_path / "d_in")
+        encode(tmp_path, "d", [text.replace(" cat", " dog")])  # one gpt2 token each: the same size
+        assert (data / "train.bin").stat().st_size == planned
+        why = f"{data / 'train.bin'} has checksum"
+    for call in (lambda: winsample.Loader(tmp_path / "m.npy", batch_size=1, seed=0).batch(0, 0),
+                 lambda: winsample.Loader(tmp_path / "p.npy", batch_size=1, seed=0)):
+        with pytest.raises(DataError, match="its token file changed since it was planned") as e:
+            call()
+        assert why in str(e.value) and "not where its sidecar says" not in str(e.value)
+    for args in (["--plan", tmp_path / "p.npy"], [tmp_path / "m.npy"]):
+        r = cli("verify", *args, "--show", 0)
+        assert r.exit_code == 1 and "its token file changed since it was planned" in r.output and why in r.output
+
+
+def test_an_edited_mixture_is_refused_with_mix_as_the_remedy(data, tmp_path):
+    """A mixture's counts edited by hand: the Loader refuses it by its rows_checksum and says to
+    run mix again (mix wrote it, not windows)."""
+    for name in ("mix.plan.npy", "mix.plan.npy.json"):
+        shutil.copy(data / name, tmp_path / name)
+    rows = np.load(tmp_path / "mix.plan.npy")
+    rows["count"][0] -= 1
+    np.save(tmp_path / "mix.plan.npy", rows)
+    with pytest.raises(DataError, match="edited after mix wrote them; mix its sources again"):
+        winsample.Loader(tmp_path / "mix.plan.npy", batch_size=2, seed=0)
+
+
+def test_a_mixture_whose_source_tokens_cannot_be_found_fails_the_loader_at_construction(tmp_path):
+    """As a plain plan's Loader does: a source whose token file is gone is found missing when the
+    Loader is made (before a training loop sets up its model), not at its first batch."""
+    data = encode(tmp_path, "d", ["The cat sat on the mat.\n" * 60])
+    ok("windows", data / "train.bin", "-T", T, "-o", tmp_path / "p.npy", "-q")
+    ok("mix", f"a=1:{tmp_path / 'p.npy'}", "-o", tmp_path / "m.npy", "-q")
+    winsample.Loader(tmp_path / "m.npy", batch_size=1, seed=0).batch(0, 0)  # whole, it serves
+    (data / "train.bin").unlink()
+    with pytest.raises(DataError, match="its token file is not where its sidecar says"):
+        winsample.Loader(tmp_path / "m.npy", batch_size=1, seed=0)
+
+
+@pytest.mark.parametrize("weight, why", [("abc", "is not a number"), ("-1", "must be positive"), ("0", "must be positive")])
+def test_a_bad_weight_names_its_source_and_argument(data, tmp_path, weight, why):
+    arg = f"code={weight}:{data / 'code' / 'train.plan.npy'}"
+    r = cli("mix", f"web=1:{data / 'web' / 'train.plan.npy'}", arg, "-o", tmp_path / "m.npy")
+    assert r.exit_code == 2 and r.stdout == "" and not (tmp_path / "m.npy").exists()
+    assert r.stderr.strip() == f"error: {arg!r}: source code's weight {weight!r} {why}"

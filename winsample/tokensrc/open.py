@@ -125,10 +125,12 @@ def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
     else that path from the plan's folder, else ``source.file`` beside the plan. A candidate counts only when its size is
     ``source.bytes`` and, where a meta.json describes it, its recorded checksum is
     ``source.checksum`` (no token is read); DataError naming what was tried otherwise, and ``hint``
-    (or, where a file of the plan's size could not be opened as planned, the reason it could not)."""
+    (or, where a file of the plan's size could not be opened as planned, the reason it could not;
+    where a file lies where the sidecar says but its size or checksum is not the plan's, how it changed)."""
     plan_path = Path(plan_path)
     tried = []
     refused = None  # why a file of the plan's size could not be opened
+    changed = None  # a file where the sidecar says, but not the one planned: how it differs
     given = Path(source.path) if source.path else None
     beside = plan_path.parent / given if given is not None and not given.is_absolute() else None  # windows run where the plan lies
     from_plan = plan_path.parent / source.from_plan if source.from_plan else None  # from any working folder
@@ -146,18 +148,25 @@ def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
         except (DataError, InputError) as e:
             # the plan's own file by its size, which cannot be read as planned (a DataError: the data's fault,
             # so verify reports it for this plan and goes on to the others): that is the news
-            if refused is None and isinstance(e, DataError) and source.bytes is not None and p.is_file() \
-                    and p.stat().st_size == source.bytes:
-                refused = e
+            if isinstance(e, DataError) and source.bytes is not None and p.is_file():
+                if p.stat().st_size == source.bytes:
+                    refused = refused or e
+                else:
+                    changed = changed or f"{p} is {p.stat().st_size:,} bytes, the plan was made for {source.bytes:,}"
             continue
         if source.bytes is not None and src.nbytes != source.bytes:
+            changed = changed or f"{p} is {src.nbytes:,} bytes, the plan was made for {source.bytes:,}"
             continue
         recorded = src.entry.checksum if src.entry is not None else None
         if recorded and source.checksum and recorded != source.checksum:
+            changed = changed or f"{p} has checksum {recorded}, the plan was made for {source.checksum}"
             continue
         return p
     if refused is not None:
         raise refused
+    if changed is not None:  # the file is where the sidecar says: it is the file that changed, not its place
+        raise DataError(f"{plan_path}: its token file changed since it was planned ({changed}): plan it again"
+                        " (winsample windows), or put back the file it was made for")
     raise DataError(f"{plan_path}: its token file is not where its sidecar says (tried {', '.join(tried) or 'nothing'},"
                     f" {source.bytes} bytes{', ' + source.checksum if source.checksum else ''}): {hint}")
 

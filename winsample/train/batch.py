@@ -114,8 +114,9 @@ def read_plan(path) -> Plan:
     rows are no longer the ones its sidecar's ``rows_checksum`` records: a plan edited by hand)."""
     rows, side = formats.load_plan(path)
     if side.rows_checksum is not None and formats.rows_checksum(rows) != side.rows_checksum:  # ~5 GB/s: cheap beside training
-        raise DataError(f"{path}: its rows are not the ones its sidecar records (rows_checksum): edited after windows"
-                        " wrote them; plan it again (winsample verify names the check)")
+        made, again = ("mix", "mix its sources again") if side.mixture else ("windows", "plan it again")
+        raise DataError(f"{path}: its rows are not the ones its sidecar records (rows_checksum): edited after {made}"
+                        f" wrote them; {again} (winsample verify names the check)")
     return Plan(rows, side, Path(path))
 
 

@@ -57,6 +57,9 @@ class Mixed:
                 raise DataError(f"{where}: source {s.name} has span {p.span}, the mixture {plan.span}")
             self.plans.append(p)
         self.sizes = [len(p.windows) for p in self.plans]
+        # each source's token file found now (its size and recorded checksum, no token read): a
+        # source that cannot be found fails the Loader's construction, not its first batch
+        self.token_paths = [plan_tokens(p.path, p.sidecar.source, MIXTURE_HINT) for p in self.plans]
         self._tokens: list = [None] * len(self.plans)
         self._docs: list = [None] * len(self.plans)
         self._masks: list = [None] * len(self.plans)  # each source's loss mask (a memmap), False: none
@@ -74,7 +77,7 @@ class Mixed:
         """Source ``i``'s tokens (a memmap), opened when first needed."""
         if self._tokens[i] is None:
             p = self.plans[i]
-            src = open_planned(plan_tokens(p.path, p.sidecar.source, MIXTURE_HINT), p.sidecar.source)
+            src = open_planned(self.token_paths[i], p.sidecar.source)
             one_file = src.files is None and not src.sharded and src.path.is_file()
             check_sample(p.path, p.sidecar.source, src.path if one_file else None, {})
             if len(p.windows) and int((p.windows["start"] + p.windows["length"]).max()) > src.n:

@@ -218,6 +218,8 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
         paths = output_paths(out, plan["T"], multi, o.shards)
         parts = shard_rows(rows, o.shards) if o.shards else [rows]
         pad_id = None
+        # a bare file's ids are the tokenizer --encoding named: recorded, so mix can tell them from another's
+        tok_entry = src.tokenizer_entry or (src.tokenizer.describe() if o.encoding else None)
         if o.materialize:
             enc = plan["enc"]
             pad_id = enc.eot if enc else src.eot
@@ -225,7 +227,7 @@ def _write_plans(plans, out: str, o: Options, multi: bool, stream, stage, names:
             side_params = dict(params, shard=r if o.shards else None)
             here = os.path.relpath(os.path.realpath(source.path), os.path.realpath(p.parent))  # found again when both move together
             side = formats.PlanSidecar(source=dataclasses.replace(source, from_plan=here), params=side_params, stats=stats,
-                                       tokenizer=src.tokenizer_entry or None, output=Path(out).name)
+                                       tokenizer=tok_entry or None, output=Path(out).name)
             if o.shards:  # a shard's stats describe its own rows; the whole plan's go to plan_stats
                 side.stats = formats.PlanStats(shard_stats(part, src.n, plan["doc_starts"], plan["doc_ends"]))
                 side.plan_stats = formats.PlanStats(stats)
