@@ -701,7 +701,11 @@ def test_options_that_do_not_apply_to_records_are_refused(tmp_path, models, chat
     assert r.exit_code == 2 and words in r.stderr and not (tmp_path / "out").exists()
 
 
-def test_get_batch_applies_the_mask_of_a_token_file_given_by_path(tmp_path):
+@pytest.mark.parametrize("as_memmap", [False, True])
+def test_get_batch_applies_the_mask_of_a_token_file_given_by_path_or_as_a_memmap(tmp_path, as_memmap):
+    """By path, or as nanoGPT passes it (np.memmap of the .bin): the plan's own token file has a
+    loss mask, so y is ignore_index on every prompt token unless loss_mask=False (a memmap served
+    every label before, silently training the prompts)."""
     pairs = write_jsonl(tmp_path / "p.jsonl", [{"q": f"Question number {i}?", "a": f" Answer {i}."} for i in range(50)])
     assert encode(pairs, "--prompt-field", "q", "--response-field", "a", "-o", tmp_path / "sft", "--val-fraction", "0").exit_code == 0
     plan = tmp_path / "p.npy"
@@ -710,13 +714,15 @@ def test_get_batch_applies_the_mask_of_a_token_file_given_by_path(tmp_path):
     tokens = np.fromfile(tmp_path / "sft" / "train.bin", dtype="<u2")
     mask = np.fromfile(tmp_path / "sft" / "train.mask.bin", dtype=np.uint8)
     starts = [int(k) for k in np.load(plan)["start"]]
+    given = np.memmap(tmp_path / "sft" / "train.bin", dtype=np.uint16, mode="r") if as_memmap else str(tmp_path / "sft" / "train.bin")
     for loss_mask, masked in ((None, True), (False, False)):
-        b = winsample.get_batch(str(plan), str(tmp_path / "sft" / "train.bin"), 16, 0, ignore_index=-100, loss_mask=loss_mask)
+        b = winsample.get_batch(str(plan), given, 16, 0, ignore_index=-100, loss_mask=loss_mask)
         for j in range(16):
             s = next(k for k in starts if (tokens[k : k + 8] == b.x[j]).all())  # the window this row is (by its tokens)
             labels = tokens[s + 1 : s + 9].astype(np.int64)
             want = np.where(mask[s + 1 : s + 9] == 1, labels, -100) if masked else labels
             assert (b.y[j] == want).all()
+        assert masked == bool((b.y == -100).any())
 
 
 def test_mixture_exposure_counts_only_trained_labels(tmp_path):

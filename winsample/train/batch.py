@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import disk, formats
-from ..errors import ConfigError, DataError
-from ..tokensrc import open_planned
+from ..errors import ConfigError, DataError, WinsampleError
+from ..tokensrc import open_planned, plan_tokens
 from .samples import CROSS_DOC, POSITIONS, Batch, check_choice, gather
 
 MAX_BATCH = 1 << 24  # windows in one batch: beyond this a typo, not a batch (2**24 × T ids would not fit memory)
@@ -131,8 +131,9 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng, *, position
     tokenizer's EOT, y with ``ignore_index``). ``positions`` and ``cross_doc_labels`` as for ``Loader``.
     ``plan`` is a ``Plan`` or its path (``read_plan``); ``tokens`` the token array (a memmap of
     the plan's .bin) or its path (opened by ``tokensrc.open_source``); only the drawn windows are read.
-    ``loss_mask``: None applies the loss mask of a token file given by its path (``encode --chat``:
-    y is ``ignore_index`` where the label is not trained on), an array (one 0/1 per token) is
+    ``loss_mask``: None applies the loss mask of the token file (``encode --chat``: y is
+    ``ignore_index`` where the label is not trained on): the one given by its path, or, for an
+    array, the plan's own token file's (found by its sidecar); an array (one 0/1 per token) is
     applied as that mask, False serves every label.
     """
     check_batch_size("get_batch", batch_size)
@@ -181,6 +182,8 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng, *, position
 
     batch = gather(tokens, plan, pick, plan.T, eot, int(ignore_index), positions, cross_doc_labels, docs)
     mask = loss_mask
+    if mask is None and src is None:  # an array: the mask beside the plan's own token file, if it has one
+        mask = _planned_mask(plan, len(tokens))
     if mask is None and src is not None and src.entry is not None and src.entry.mask is not None and src.entry.mask.tokens:
         mask = open_mask(src.path.parent / src.entry.mask.file, src.entry.mask.tokens)
     if mask is not None and mask is not False:
@@ -189,6 +192,24 @@ def get_batch(plan: Plan | str | Path, tokens, batch_size: int, rng, *, position
         trained = gather(mask, plan, pick, plan.T, 0, 0, "window", "keep", docs).y
         batch.y[trained == 0] = int(ignore_index)
     return batch
+
+
+def _planned_mask(plan: Plan, n: int):
+    """The loss mask of the token file ``plan`` was made for (found by its sidecar, as the Loader
+    finds it) when that file has one and holds ``n`` tokens, else None; looked up once per plan
+    object. nanoGPT's loop passes a memmap: a chat set's prompts must not train silently."""
+    if "_planned_mask" not in plan.__dict__:
+        found = None
+        if plan.path is not None:
+            try:
+                src = open_planned(plan_tokens(plan.path, plan.sidecar.source), plan.sidecar.source)
+            except WinsampleError:  # the plan's file is elsewhere: the array is all there is
+                src = None
+            m = src.entry.mask if src is not None and src.entry is not None else None
+            if m is not None and m.tokens and src.n == n:
+                found = open_mask(src.path.parent / m.file, m.tokens)
+        plan.__dict__["_planned_mask"] = found
+    return plan.__dict__["_planned_mask"]
 
 
 def check_rows(plan: Plan, n: int, where) -> None:
