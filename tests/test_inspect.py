@@ -198,6 +198,16 @@ def test_a_folder_whose_files_are_not_as_recorded_says_so_in_a_warning_line(gold
     assert len(json.loads(run(golden, "--json").stdout)["warnings"]) == 2
 
 
+def test_a_folder_of_llmc_shards_only_warns_of_no_missing_bin(tmp_path):
+    """--layout llmc keeps no train.bin / val.bin: their absence is no finding (verify passes it)."""
+    (tmp_path / "t.txt").write_text("Some text to encode, twice over. " * 200)
+    enc = CliRunner().invoke(main, ["encode", str(tmp_path / "t.txt"), "--layout", "llmc", "--split", "tail", "-o",
+                                    str(tmp_path / "out"), "-q"])
+    assert enc.exit_code == 0, enc.stderr
+    assert not (tmp_path / "out" / "train.bin").exists()
+    assert json.loads(run(tmp_path / "out", "--json").stdout)["warnings"] == []
+
+
 def test_folder_without_meta_says_how_to_fix(tmp_path):
     r = run(tmp_path)
     assert r.exit_code == 2 and "no meta.json" in r.stderr and "winsample encode" in r.stderr

@@ -182,7 +182,8 @@ def inspect_data(folder: Path) -> dict:
     meta = formats.load_meta(meta_file)
     splits = {name: _split_summary(folder, s) for name, s in meta.splits.items()}
     warnings = []
-    for s in meta.splits.values():  # what the summary's present / size_matches say, in a line a person sees
+    kept = {tokensrc.NANOGPT, tokensrc.MEGATRON} & set(tokensrc.written(meta.to_json()))  # else no .bin is kept (llm.c shards only)
+    for s in meta.splits.values() if kept else ():  # what the summary's present / size_matches say, in a line a person sees
         for p, size in s.files(folder):
             if not p.is_file():
                 warnings.append(f"{p}: missing, meta.json records it; run `winsample verify`")

@@ -880,3 +880,24 @@ def test_a_loss_mask_given_as_the_token_file_is_refused_naming_its_token_file(tm
     assert r.stdout == ""
     assert f"{mask}: is the loss mask of train.bin" in r.stderr and str(tmp_path / "out" / "train.bin") in r.stderr
     assert not (tmp_path / "plan.npy").exists()
+
+
+def test_get_batch_on_a_memmap_keeps_its_mask_out_of_a_pickled_plan_and_warns_when_it_finds_none(tmp_path):
+    """The mask get_batch maps for an array stays in this process (a Plan pickled to a worker
+    carries no copy of it, one byte a token); where the plan's token file cannot be found the
+    array's labels are all served, said in a warning rather than silently."""
+    import pickle
+
+    pairs = write_jsonl(tmp_path / "p.jsonl", [{"q": f"Question number {i}?", "a": f" Answer {i}."} for i in range(50)])
+    assert encode(pairs, "--prompt-field", "q", "--response-field", "a", "-o", tmp_path / "sft", "--val-fraction", "0").exit_code == 0
+    assert CliRunner().invoke(main, ["windows", str(tmp_path / "sft" / "train.bin"), "-T", "8", "--boundaries", "none",
+                                     "-o", str(tmp_path / "p.npy"), "-q"]).exit_code == 0
+    tokens = np.array(np.memmap(tmp_path / "sft" / "train.bin", dtype=np.uint16, mode="r"))
+    plan = winsample.read_plan(tmp_path / "p.npy")
+    assert (winsample.get_batch(plan, tokens, 8, 0).y == -1).any()  # the mask found and applied
+    again = pickle.loads(pickle.dumps(plan))
+    assert "_planned_mask" in plan.__dict__ and "_planned_mask" not in again.__dict__
+    (tmp_path / "sft").rename(tmp_path / "elsewhere")
+    with pytest.warns(UserWarning, match="no loss mask looked up for the tokens given"):
+        b = winsample.get_batch(winsample.read_plan(tmp_path / "p.npy"), tokens, 8, 0)
+    assert not (b.y == -1).any()

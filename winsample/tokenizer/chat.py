@@ -218,17 +218,16 @@ class ChatTemplate:
         return Rendered(whole.text, spans)
 
     def _prompt_end(self, messages: list[dict], i: int, plain: str, prompt: str, upto: str, tools, shared: int) -> int:
-        """Where assistant turn ``i``'s trained text starts when the generation prompt adds more than
-        the turn's header (DeepSeek-R1's ``<｜Assistant｜><think>\n``): after the header, and after the
-        rest of the prompt only when the turn renders all of it. ``shared`` (the characters the turn
-        and the prompt share, rule 2's start) cuts a content that merely begins like the rest of the
-        prompt (``<thinking …>`` against ``<think>\n``); it is kept where no header can be found."""
+        """Where assistant turn ``i``'s trained text starts when it leaves the generation prompt
+        inside it (DeepSeek-R1's ``<｜Assistant｜><think>\n`` against a turn of ``<｜Assistant｜>`` +
+        content): after the turn's header. ``shared`` (the characters the turn and the prompt share,
+        rule 2's start) would cut a content that merely begins like the prompt's rest (``<thinking …>``
+        against ``<think>\n``); it is kept where no header can be found. (A turn that renders the
+        whole prompt never comes here: it starts after all of it.)"""
         header = self._header_length(messages, i, plain, upto, tools)
         if not header or not prompt.startswith(upto[len(plain) : len(plain) + header], len(plain)):
             return shared
-        end = len(plain) + header
-        rest = prompt[end:]
-        return end + len(rest) if rest and upto.startswith(rest, end) else end
+        return len(plain) + header
 
     def _header_length(self, messages: list[dict], i: int, plain: str, upto: str, tools) -> int:
         """The characters assistant turn ``i`` renders before its content, for a template with no

@@ -136,30 +136,35 @@ def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
     from_plan = plan_path.parent / source.from_plan if source.from_plan else None  # from any working folder
     # a relative source.path names a file of wherever this runs: the plan's own record of where its file lay goes first
     first = (from_plan, source.path) if given is not None and not given.is_absolute() else (source.path, from_plan)
+    recorded = {str(c) for c in first if c}  # where the sidecar says it is (beside the plan: only a guess)
     for cand in (*first, beside, plan_path.parent / source.file if source.file else None):
         if not cand or str(cand) in tried:
             continue
         tried.append(str(cand))
         p = Path(cand)
+        here = str(cand) in recorded
         if not p.exists() and not (p.parent / f"{p.name}.idx").exists() and not _globbed(p):
             continue
         try:
             src = open_source(p)
         except (DataError, InputError) as e:
-            # the plan's own file by its size, which cannot be read as planned (a DataError: the data's fault,
-            # so verify reports it for this plan and goes on to the others): that is the news
-            if isinstance(e, DataError) and source.bytes is not None and p.is_file():
+            # the plan's own file by its size, which cannot be read as planned (as a DataError: the data's
+            # fault, so verify reports it for this plan and goes on to the others): that is the news; a
+            # loss mask an older winsample planned as tokens is refused so (InputError), and said so
+            if source.bytes is not None and p.is_file():
                 if p.stat().st_size == source.bytes:
-                    refused = refused or e
-                else:
+                    refused = refused or (e if isinstance(e, DataError) else DataError(str(e)))
+                elif here and isinstance(e, DataError):
                     changed = changed or f"{p} is {p.stat().st_size:,} bytes, the plan was made for {source.bytes:,}"
             continue
         if source.bytes is not None and src.nbytes != source.bytes:
-            changed = changed or f"{p} is {src.nbytes:,} bytes, the plan was made for {source.bytes:,}"
+            if here:
+                changed = changed or f"{p} is {src.nbytes:,} bytes, the plan was made for {source.bytes:,}"
             continue
-        recorded = src.entry.checksum if src.entry is not None else None
-        if recorded and source.checksum and recorded != source.checksum:
-            changed = changed or f"{p} has checksum {recorded}, the plan was made for {source.checksum}"
+        checksum = src.entry.checksum if src.entry is not None else None
+        if checksum and source.checksum and checksum != source.checksum:
+            if here:
+                changed = changed or f"{p} has checksum {checksum}, the plan was made for {source.checksum}"
             continue
         return p
     if refused is not None:

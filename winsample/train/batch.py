@@ -11,6 +11,7 @@ walks every window once per epoch and pads short ones. A best-fit plan's windows
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -42,6 +43,9 @@ class Plan:
     rows: np.ndarray
     sidecar: formats.PlanSidecar
     path: Path | None = None
+
+    def __getstate__(self):  # to a worker process: not the loss mask get_batch mapped (it maps its own)
+        return {k: v for k, v in self.__dict__.items() if k != "_planned_mask"}
 
     @property
     def best_fit(self) -> bool:
@@ -203,7 +207,10 @@ def _planned_mask(plan: Plan, n: int):
         if plan.path is not None:
             try:
                 src = open_planned(plan_tokens(plan.path, plan.sidecar.source), plan.sidecar.source)
-            except WinsampleError:  # the plan's file is elsewhere: the array is all there is
+            except WinsampleError as e:  # the plan's file is elsewhere: the array is all there is, said once
+                warnings.warn(f"get_batch: no loss mask looked up for the tokens given ({e}); every label is served:"
+                              " pass the token file's path, or loss_mask= its mask (False: every label, said)",
+                              stacklevel=3)
                 src = None
             m = src.entry.mask if src is not None and src.entry is not None else None
             if m is not None and m.tokens and src.n == n:

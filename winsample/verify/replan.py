@@ -71,13 +71,15 @@ def describe(p) -> str:
 
 def options_of(side, bare: bool = False, encoding: str | None = None) -> planning.Options | None:
     """The ``windows`` options that made a plan, from its sidecar (None: too old to say);
-    ``bare``: its token file has no meta.json, so the tokenizer is the one the plan records (else
-    ``encoding``), and its width the one the plan was made for (``windows --dtype``)."""
+    ``bare``: its token file has no meta.json, so the tokenizer is ``encoding`` (verify's
+    --encoding), else the tiktoken name the plan records, and its width the one the plan was made
+    for (``windows --dtype``)."""
     p = side.params
     if p.T is None or p.stride is None:
         return None
     pack = p.pack
-    enc = None if side.tokenizer is None else side.tokenizer.get("name")
+    # a tiktoken name the plan records loads by its name; a tokenizer file's recorded name does not (verify's --encoding does)
+    enc = None if side.tokenizer is None or "sha256" in side.tokenizer else side.tokenizer.get("name")
     best_fit = pack == "best-fit"
     return planning.Options(
         T=[int(p.T)], targets=bool(p.targets), stride=None if best_fit else int(p.stride),
@@ -86,7 +88,7 @@ def options_of(side, bare: bool = False, encoding: str | None = None) -> plannin
         tail=None if best_fit or p.boundaries in ("paragraph", "sentence") else p.tail, short=p.short or "keep",
         boundaries="none" if best_fit and p.boundaries == "doc" else (p.boundaries or "none"),
         pack=pack, long=p.long if best_fit else None, shuffle=bool(p.shuffle),
-        encoding=(_usable(enc) or encoding) if bare else None, dtype=side.source.dtype if bare else None)
+        encoding=(encoding or _usable(enc)) if bare else None, dtype=side.source.dtype if bare else None)
 
 
 def _count(v, lo: int = 1) -> bool:
