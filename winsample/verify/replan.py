@@ -49,6 +49,9 @@ def replan(side, token_path, bare: bool, encoding: str | None = None) -> tuple:
         return Status.FAIL, f"the sidecar's parameters are not ones windows takes: {e}"
     if opts is None:
         return Status.SKIP, "a plan from before its parameters were all recorded"
+    tok = side.tokenizer or {}
+    if bare and not encoding and ("sha256" in tok or "file" in tok):  # its tokenizer file: only --encoding names it
+        return Status.SKIP, f"made with the tokenizer file {tok.get('name')!r}: pass it as --encoding to re-plan"
     p = side.params
     sharded = p.shards not in (None, 1)
     if sharded and not (_count(p.shards) and _count(p.shard, lo=0) and p.shard < p.shards):
@@ -79,7 +82,8 @@ def options_of(side, bare: bool = False, encoding: str | None = None) -> plannin
         return None
     pack = p.pack
     # a tiktoken name the plan records loads by its name; a tokenizer file's recorded name does not (verify's --encoding does)
-    enc = None if side.tokenizer is None or "sha256" in side.tokenizer else side.tokenizer.get("name")
+    tok = side.tokenizer or {}
+    enc = None if "sha256" in tok or "file" in tok else tok.get("name")
     best_fit = pack == "best-fit"
     return planning.Options(
         T=[int(p.T)], targets=bool(p.targets), stride=None if best_fit else int(p.stride),
